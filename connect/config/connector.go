@@ -1,0 +1,284 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ferryio/ferry/sdk"
+)
+
+// CommitMode is a sink's offset_commit: when its consumed offsets are stored.
+type CommitMode string
+
+// Commit modes. "auto" in a file is read as CommitAfterPolling.
+const (
+	CommitAfterPolling   CommitMode = "after_polling"
+	CommitAfterConsuming CommitMode = "after_consuming"
+	CommitSinkControlled CommitMode = "sink_controlled"
+)
+
+// FailurePolicy is a sink's on_failure: what happens to a batch whose retries ran out.
+type FailurePolicy string
+
+// Failure policies.
+const (
+	FailureStop       FailurePolicy = "stop"
+	FailureDeadLetter FailurePolicy = "dead_letter"
+	FailureSkip       FailurePolicy = "skip"
+)
+
+// Sink defaults (upstream's, and Ferry's for Ferry keys).
+const (
+	DefaultBatchLength     = 1000
+	DefaultPollInterval    = 5 * time.Millisecond
+	DefaultLingerTime      = 5 * time.Millisecond
+	DefaultMaxRetries      = 3
+	DefaultInitialBackoff  = 100 * time.Millisecond
+	DefaultMaxBackoff      = 5 * time.Second
+	DefaultCommitInterval  = time.Second
+	DefaultMaxUncommitted  = 10000
+	DefaultShutdownTimeout = 10 * time.Second
+	// BuiltinPrefix in a connector's path selects a built-in Go connector: "builtin:NAME".
+	BuiltinPrefix = "builtin:"
+)
+
+// DefaultConsumerGroup is the consumer group of a sink stream that names none.
+func DefaultConsumerGroup(key string) string { return "iggy-connect-sink-" + key }
+
+// Transform is one `[transforms.<type>]` table; Ferry keeps it and does not apply it.
+type Transform struct {
+	Type    string         // add_fields, update_fields, delete_fields, filter_fields, unwrap_envelope, proto_convert, flat_buffer_convert, avro_convert
+	Enabled bool           // required in the file
+	Config  map[string]any // the whole table, including enabled
+}
+
+// Common holds the fields sinks and sources share.
+type Common struct {
+	File    string // the file it was read from
+	Key     string
+	Enabled bool
+	Version uint64
+	Name    string
+	Path    string // plugin library path, or "builtin:NAME"
+	// PluginConfigFormat is json, yaml, toml, text, or "" (rendering only).
+	PluginConfigFormat string
+	// PluginConfig is plugin_config as compact JSON with sorted keys; "null" when absent.
+	PluginConfig []byte
+	Verbose      bool
+	Benchmark    bool
+	Transforms   []Transform // sorted by Type
+	// Warnings lists environment variables that were ignored.
+	Warnings []string
+}
+
+// Builtin returns NAME for a path "builtin:NAME".
+func (c *Common) Builtin() (string, bool) { return strings.CutPrefix(c.Path, BuiltinPrefix) }
+
+// SinkStream is one [[streams]] entry of a sink.
+type SinkStream struct {
+	Stream         string
+	Topics         []string
+	Schema         sdk.Schema
+	AvroSchemaJSON string
+	AvroSchemaPath string
+	BatchLength    uint32        // default 1000
+	PollInterval   time.Duration // default 5ms
+	ConsumerGroup  string        // default "iggy-connect-sink-<key>"
+}
+
+// Retry is a sink's [retry] table.
+type Retry struct {
+	MaxRetries     uint32        // default 3; 0 = no retry
+	InitialBackoff time.Duration // default 100ms
+	MaxBackoff     time.Duration // default 5s
+}
+
+// DeadLetter is a sink's [dead_letter] table, required when on_failure = "dead_letter".
+type DeadLetter struct {
+	Stream string
+	Topic  string
+}
+
+// CommitSettings is a sink's [commit] table (after_consuming and sink_controlled modes).
+type CommitSettings struct {
+	Interval       time.Duration // how often stored offsets are written; default 1s
+	MaxUncommitted uint64        // per partition; past it polling pauses; default 10000
+}
+
+// Sink is one sink connector file.
+type Sink struct {
+	Common
+	Streams         []SinkStream
+	OffsetCommit    CommitMode    // default after_polling
+	Retry           Retry         // Ferry
+	OnFailure       FailurePolicy // Ferry; default stop
+	DeadLetter      DeadLetter    // Ferry
+	Commit          CommitSettings
+	ShutdownTimeout time.Duration // Ferry; default 10s
+}
+
+// SourceStream is one [[streams]] entry of a source. Upstream uses only the last entry.
+type SourceStream struct {
+	Stream         string
+	Topic          string
+	Schema         sdk.Schema
+	AvroSchemaJSON string
+	AvroSchemaPath string
+	BatchLength    uint32        // default 1000
+	LingerTime     time.Duration // default 5ms
+}
+
+// Source is one source connector file.
+type Source struct {
+	Common
+	Streams []SourceStream
+}
+
+// Validate checks a Sink built or changed by code; parsing already did. Errors name File.
+func (s *Sink) Validate() error { return s.validate(&locator{file: s.File}) }
+
+// Validate checks a Source built or changed by code; parsing already did.
+func (s *Source) Validate() error { return s.validate(&locator{file: s.File}) }
+
+func (c *Common) validate(loc *locator) error {
+	if c.Key == "" {
+		return loc.errorf("key", nil, "must not be empty")
+	}
+	if c.Name == "" {
+		return loc.errorf("name", nil, "must not be empty")
+	}
+	if c.Path == "" {
+		return loc.errorf("path", nil, "must not be empty")
+	}
+	if name, ok := c.Builtin(); ok && name == "" {
+		return loc.errorf("path", nil, "builtin: needs a connector name, e.g. \"builtin:stdout\"")
+	}
+	switch c.PluginConfigFormat {
+	case "", "json", "yaml", "toml", "text":
+	default:
+		return loc.errorf("plugin_config_format", nil, "unknown value %q (want json, yaml, toml or text)", c.PluginConfigFormat)
+	}
+	if len(c.PluginConfig) == 0 || !json.Valid(c.PluginConfig) {
+		return loc.errorf("plugin_config", nil, "not valid JSON")
+	}
+	return nil
+}
+
+func validateSchema(loc *locator, path string, s sdk.Schema) error {
+	if _, err := sdk.ParseSchema(string(s)); err != nil {
+		return loc.errorf(path, nil, "%v", err)
+	}
+	return nil
+}
+
+func (s *Sink) validate(loc *locator) error {
+	if err := s.Common.validate(loc); err != nil {
+		return err
+	}
+	for i, st := range s.Streams {
+		p := fmt.Sprintf("streams[%d].", i)
+		if st.Stream == "" {
+			return loc.errorf(p+"stream", nil, "must not be empty")
+		}
+		if err := validateSchema(loc, p+"schema", st.Schema); err != nil {
+			return err
+		}
+		if st.BatchLength == 0 {
+			return loc.errorf(p+"batch_length", nil, "must be at least 1")
+		}
+		if st.ConsumerGroup == "" {
+			return loc.errorf(p+"consumer_group", nil, "must not be empty")
+		}
+	}
+	switch s.OffsetCommit {
+	case CommitAfterPolling, CommitAfterConsuming, CommitSinkControlled:
+	default:
+		return loc.errorf("offset_commit", nil, "unknown value %q (want after_polling, auto, after_consuming or sink_controlled)", s.OffsetCommit)
+	}
+	switch s.OnFailure {
+	case FailureStop, FailureSkip:
+	case FailureDeadLetter:
+		if s.DeadLetter.Stream == "" {
+			return loc.errorf("dead_letter.stream", nil, "required when on_failure = \"dead_letter\"")
+		}
+		if s.DeadLetter.Topic == "" {
+			return loc.errorf("dead_letter.topic", nil, "required when on_failure = \"dead_letter\"")
+		}
+	default:
+		return loc.errorf("on_failure", nil, "unknown value %q (want stop, dead_letter or skip)", s.OnFailure)
+	}
+	if s.Retry.InitialBackoff <= 0 {
+		return loc.errorf("retry.initial_backoff", nil, "must be positive")
+	}
+	if s.Retry.MaxBackoff < s.Retry.InitialBackoff {
+		return loc.errorf("retry.max_backoff", nil, "must be at least retry.initial_backoff (%s)", FormatDuration(s.Retry.InitialBackoff))
+	}
+	if s.Commit.Interval <= 0 {
+		return loc.errorf("commit.interval", nil, "must be positive")
+	}
+	if s.Commit.MaxUncommitted == 0 {
+		return loc.errorf("commit.max_uncommitted", nil, "must be at least 1")
+	}
+	if s.ShutdownTimeout <= 0 {
+		return loc.errorf("shutdown_timeout", nil, "must be positive")
+	}
+	return nil
+}
+
+func (s *Source) validate(loc *locator) error {
+	if err := s.Common.validate(loc); err != nil {
+		return err
+	}
+	for i, st := range s.Streams {
+		p := fmt.Sprintf("streams[%d].", i)
+		if st.Stream == "" {
+			return loc.errorf(p+"stream", nil, "must not be empty")
+		}
+		if st.Topic == "" {
+			return loc.errorf(p+"topic", nil, "must not be empty")
+		}
+		if err := validateSchema(loc, p+"schema", st.Schema); err != nil {
+			return err
+		}
+		if st.BatchLength == 0 {
+			return loc.errorf(p+"batch_length", nil, "must be at least 1")
+		}
+	}
+	return nil
+}
+
+// secretKeyWords mark plugin_config keys whose values String() hides.
+var secretKeyWords = []string{"password", "secret", "token", "api_key", "apikey", "credential", "private_key"}
+
+// RedactedPluginConfig returns PluginConfig with the values of top-level keys that look like
+// secrets (password, secret, token, api_key, credential, private_key) replaced by "***".
+func (c *Common) RedactedPluginConfig() string {
+	var m map[string]any
+	if json.Unmarshal(c.PluginConfig, &m) != nil || m == nil {
+		return string(c.PluginConfig)
+	}
+	for k := range m {
+		lk := strings.ToLower(k)
+		for _, w := range secretKeyWords {
+			if strings.Contains(lk, w) {
+				m[k] = "***"
+			}
+		}
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// String describes the sink for logs, with secret-looking plugin_config values redacted.
+func (s *Sink) String() string {
+	return fmt.Sprintf("sink %s v%d (%s) path=%s enabled=%t offset_commit=%s on_failure=%s streams=%d plugin_config=%s",
+		s.Key, s.Version, s.File, s.Path, s.Enabled, s.OffsetCommit, s.OnFailure, len(s.Streams), s.RedactedPluginConfig())
+}
+
+// String describes the source for logs, with secret-looking plugin_config values redacted.
+func (s *Source) String() string {
+	return fmt.Sprintf("source %s v%d (%s) path=%s enabled=%t streams=%d plugin_config=%s",
+		s.Key, s.Version, s.File, s.Path, s.Enabled, len(s.Streams), s.RedactedPluginConfig())
+}

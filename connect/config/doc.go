@@ -1,0 +1,23 @@
+// Package config reads and checks Ferry's configuration files, which are the files of Iggy's
+// Rust connectors runtime (`iggy-connectors`): the runtime `config.toml` ([ParseRuntime]) and
+// the connector files of a `config_dir` ([LoadConnectors], [ParseSinkFile],
+// [ParseSourceFile]), with the same defaults and the same `IGGY_CONNECTORS_*` environment
+// overrides, plus Ferry's own sink keys (offset_commit, retry, on_failure, dead_letter,
+// commit, shutdown_timeout) and the `[embedded]` runtime section.
+//
+// It promises:
+//   - plain structs with typed fields (time.Duration, string enums with constants);
+//   - every error about a file is an [*Error] naming the file, the key as a dotted path
+//     (`streams[0].batch_length`) and the line (0 when the value came from the environment,
+//     whose variable is then named);
+//   - secrets (iggy.password, iggy.token, http.api_key) never appear in String(), in slog
+//     output or in errors.
+//
+// Differences from upstream, on purpose: a numeric or boolean environment value for a string
+// field is taken as text (upstream fails to load); an empty connector key, a zero batch_length
+// and an unknown `.active_versions.toml` version are reported (the last as a warning); the
+// `http` connector provider is parsed but refused as not supported.
+//
+// It does no network I/O and starts no goroutines. It may import only the standard library,
+// go-toml and Ferry's sdk package; never connect, iggy, server or connectors.
+package config

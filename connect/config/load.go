@@ -1,0 +1,166 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	toml "github.com/pelletier/go-toml/v2"
+)
+
+// ActiveVersionsFile in a config_dir pins the version used per key: tables [sinks] and
+// [sources] of `key = version`.
+const ActiveVersionsFile = ".active_versions.toml"
+
+// Connectors is the active configuration of every connector in a config_dir.
+type Connectors struct {
+	Sinks   []*Sink   // sorted by key; disabled ones included (Enabled = false)
+	Sources []*Source // sorted by key
+	// Warnings lists what was skipped: unreadable .active_versions.toml, pinned versions with
+	// no file, ignored environment variables.
+	Warnings []string
+}
+
+// Sink returns the sink with key, or nil.
+func (c *Connectors) Sink(key string) *Sink {
+	for _, s := range c.Sinks {
+		if s.Key == key {
+			return s
+		}
+	}
+	return nil
+}
+
+// Source returns the source with key, or nil.
+func (c *Connectors) Source(key string) *Source {
+	for _, s := range c.Sources {
+		if s.Key == key {
+			return s
+		}
+	}
+	return nil
+}
+
+// ConnectorFiles lists the connector files of dir as upstream discovers them: regular files
+// (symlinks followed) directly in dir whose extension is exactly ".toml", except hidden files
+// and Cargo.toml (any case). Sorted by name. A missing dir is created (then it is empty).
+func ConnectorFiles(dir string) ([]string, error) {
+	if dir == "" {
+		return nil, errors.New("config_dir is empty")
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create config_dir: %w", err)
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config_dir: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || filepath.Ext(name) != ".toml" || strings.EqualFold(name, "Cargo.toml") {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		st, err := os.Stat(p) // follows symlinks
+		if err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// ActiveVersions is the content of .active_versions.toml.
+type ActiveVersions struct {
+	Sinks   map[string]uint64 `toml:"sinks"`
+	Sources map[string]uint64 `toml:"sources"`
+}
+
+// LoadConnectors reads every connector file of dir with the environment overrides of env
+// ("K=V" entries, e.g. os.Environ(); nil for none) and keeps one config per key: the version
+// pinned in .active_versions.toml, else the highest version. A key whose pinned version has
+// no file is left out (with a warning; upstream is silent). Duplicate (key, version) pairs:
+// the file last in name order wins. Any file that fails to parse fails the whole load, as
+// upstream, with an *Error naming the file, key and line.
+func LoadConnectors(dir string, env []string) (*Connectors, error) {
+	files, err := ConnectorFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := &Connectors{}
+	active, err := readActiveVersions(filepath.Join(dir, ActiveVersionsFile))
+	if err != nil {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("%s ignored: %v", ActiveVersionsFile, err))
+	}
+	sinks := map[string]map[uint64]*Sink{}
+	sources := map[string]map[uint64]*Source{}
+	for _, f := range files {
+		c, err := parseConnectorFile(f, env)
+		if err != nil {
+			return nil, err
+		}
+		switch c := c.(type) {
+		case *Sink:
+			out.Warnings = append(out.Warnings, c.Warnings...)
+			if sinks[c.Key] == nil {
+				sinks[c.Key] = map[uint64]*Sink{}
+			}
+			sinks[c.Key][c.Version] = c
+		case *Source:
+			out.Warnings = append(out.Warnings, c.Warnings...)
+			if sources[c.Key] == nil {
+				sources[c.Key] = map[uint64]*Source{}
+			}
+			sources[c.Key][c.Version] = c
+		}
+	}
+	out.Sinks, out.Warnings = pickActive(sinks, active.Sinks, "sink", out.Warnings)
+	out.Sources, out.Warnings = pickActive(sources, active.Sources, "source", out.Warnings)
+	return out, nil
+}
+
+func pickActive[T any](byKey map[string]map[uint64]T, pinned map[string]uint64, kind string, warnings []string) ([]T, []string) {
+	var out []T
+	for _, key := range sortedKeys(byKey) {
+		versions := byKey[key]
+		if v, ok := pinned[key]; ok {
+			if c, ok := versions[v]; ok {
+				out = append(out, c)
+			} else {
+				warnings = append(warnings, fmt.Sprintf("%s %s not loaded: active version %d has no config file", kind, key, v))
+			}
+			continue
+		}
+		vs := make([]uint64, 0, len(versions))
+		for v := range versions {
+			vs = append(vs, v)
+		}
+		sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
+		out = append(out, versions[vs[len(vs)-1]])
+	}
+	return out, warnings
+}
+
+// readActiveVersions returns the pinned versions; a missing file is no error.
+func readActiveVersions(path string) (ActiveVersions, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ActiveVersions{}, nil
+	}
+	if err != nil {
+		return ActiveVersions{}, err
+	}
+	var av ActiveVersions
+	if err := toml.Unmarshal(data, &av); err != nil {
+		return ActiveVersions{}, tomlError(path, &docIndex{}, err)
+	}
+	return av, nil
+}

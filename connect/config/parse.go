@@ -1,0 +1,428 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"reflect"
+
+	"strconv"
+	"strings"
+	"time"
+
+	toml "github.com/pelletier/go-toml/v2"
+
+	"github.com/ferryio/ferry/sdk"
+)
+
+// The decode targets: pointers tell "absent" from "zero" so required fields and defaults
+// can be checked with the key's line.
+type rawCommon struct {
+	Type               string         `toml:"type"`
+	Key                *string        `toml:"key"`
+	Enabled            *bool          `toml:"enabled"`
+	Version            *uint64        `toml:"version"`
+	Name               *string        `toml:"name"`
+	Path               *string        `toml:"path"`
+	PluginConfigFormat *string        `toml:"plugin_config_format"`
+	PluginConfig       any            `toml:"plugin_config"`
+	Verbose            bool           `toml:"verbose"`
+	Benchmark          bool           `toml:"benchmark"`
+	Transforms         map[string]any `toml:"transforms"`
+}
+
+type rawSinkStream struct {
+	Stream         *string   `toml:"stream"`
+	Topics         *[]string `toml:"topics"`
+	Schema         *string   `toml:"schema"`
+	AvroSchemaJSON *string   `toml:"avro_schema_json"`
+	AvroSchemaPath *string   `toml:"avro_schema_path"`
+	BatchLength    *uint32   `toml:"batch_length"`
+	PollInterval   *string   `toml:"poll_interval"`
+	ConsumerGroup  *string   `toml:"consumer_group"`
+}
+
+type rawSink struct {
+	rawCommon
+	Streams         []rawSinkStream `toml:"streams"`
+	OffsetCommit    *string         `toml:"offset_commit"`
+	OnFailure       *string         `toml:"on_failure"`
+	ShutdownTimeout *string         `toml:"shutdown_timeout"`
+	Retry           struct {
+		MaxRetries     *uint32 `toml:"max_retries"`
+		InitialBackoff *string `toml:"initial_backoff"`
+		MaxBackoff     *string `toml:"max_backoff"`
+	} `toml:"retry"`
+	DeadLetter struct {
+		Stream *string `toml:"stream"`
+		Topic  *string `toml:"topic"`
+	} `toml:"dead_letter"`
+	Commit struct {
+		Interval       *string `toml:"interval"`
+		MaxUncommitted *uint64 `toml:"max_uncommitted"`
+	} `toml:"commit"`
+}
+
+type rawSourceStream struct {
+	Stream         *string `toml:"stream"`
+	Topic          *string `toml:"topic"`
+	Schema         *string `toml:"schema"`
+	AvroSchemaJSON *string `toml:"avro_schema_json"`
+	AvroSchemaPath *string `toml:"avro_schema_path"`
+	BatchLength    *uint32 `toml:"batch_length"`
+	LingerTime     *string `toml:"linger_time"`
+}
+
+type rawSource struct {
+	rawCommon
+	Streams []rawSourceStream `toml:"streams"`
+}
+
+// ConnectorType is the `type` of a connector file.
+type ConnectorType string
+
+// Connector types.
+const (
+	TypeSink   ConnectorType = "sink"
+	TypeSource ConnectorType = "source"
+)
+
+// header is what a connector file is first read for.
+type header struct {
+	Type    ConnectorType
+	Key     string
+	Version uint64
+}
+
+// readHeader reads type, key and version of a connector file.
+func readHeader(file string, data []byte) (header, *docIndex, error) {
+	idx, err := indexDocument(data)
+	if err != nil {
+		return header{}, nil, tomlError(file, &docIndex{}, err)
+	}
+	loc := &locator{file: file, idx: idx}
+	var h struct {
+		Type    *string `toml:"type"`
+		Key     *string `toml:"key"`
+		Version *uint64 `toml:"version"`
+	}
+	if err := toml.Unmarshal(data, &h); err != nil {
+		return header{}, nil, tomlError(file, idx, err)
+	}
+	if h.Type == nil {
+		return header{}, nil, loc.errorf("type", nil, "required (sink or source)")
+	}
+	if t := ConnectorType(*h.Type); t != TypeSink && t != TypeSource {
+		return header{}, nil, loc.errorf("type", nil, "unknown value %q (want sink or source)", *h.Type)
+	}
+	if h.Key == nil {
+		return header{}, nil, loc.errorf("key", nil, "required")
+	}
+	out := header{Type: ConnectorType(*h.Type), Key: *h.Key}
+	if h.Version != nil {
+		out.Version = *h.Version
+	}
+	return out, idx, nil
+}
+
+// ParseSinkFile reads one sink connector file with environment overrides from env ("K=V"
+// entries; nil for none), applies defaults and validates it. Errors are *Error values.
+func ParseSinkFile(path string, env []string) (*Sink, error) {
+	c, err := parseConnectorFile(path, env)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := c.(*Sink)
+	if !ok {
+		return nil, &Error{File: path, Key: "type", Line: 1, Msg: "want a sink, this file is a source"}
+	}
+	return s, nil
+}
+
+// ParseSourceFile reads one source connector file; see [ParseSinkFile].
+func ParseSourceFile(path string, env []string) (*Source, error) {
+	c, err := parseConnectorFile(path, env)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := c.(*Source)
+	if !ok {
+		return nil, &Error{File: path, Key: "type", Line: 1, Msg: "want a source, this file is a sink"}
+	}
+	return s, nil
+}
+
+// parseConnectorFile returns a *Sink or a *Source.
+func parseConnectorFile(path string, env []string) (any, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{File: path, Msg: "cannot read connector file", Err: err}
+	}
+	h, idx, err := readHeader(path, data)
+	if err != nil {
+		return nil, err
+	}
+	loc := &locator{file: path, idx: idx, env: map[string]string{}}
+	prefix := EnvPrefix + strings.ToUpper(string(h.Type)) + "_" + strings.ToUpper(h.Key) + "_"
+	em := envMap(env)
+	if h.Type == TypeSink {
+		var raw rawSink
+		if err := decodeStrict(data, &raw); err != nil {
+			return nil, tomlError(path, idx, err)
+		}
+		w, err := applyConnectorEnv(reflect.ValueOf(&raw).Elem(), &raw.rawCommon, prefix, em, loc)
+		if err != nil {
+			return nil, err
+		}
+		s, err := raw.build(loc)
+		if err != nil {
+			return nil, err
+		}
+		s.Warnings = w
+		return s, s.validate(loc)
+	}
+	var raw rawSource
+	if err := decodeStrict(data, &raw); err != nil {
+		return nil, tomlError(path, idx, err)
+	}
+	w, err := applyConnectorEnv(reflect.ValueOf(&raw).Elem(), &raw.rawCommon, prefix, em, loc)
+	if err != nil {
+		return nil, err
+	}
+	s, err := raw.build(loc)
+	if err != nil {
+		return nil, err
+	}
+	s.Warnings = w
+	return s, s.validate(loc)
+}
+
+// applyConnectorEnv applies IGGY_CONNECTORS_<SINK|SOURCE>_<KEY>_* variables to root (a
+// rawSink or rawSource). Any STREAMS_<i>_* variable replaces the file's streams whole, as
+// upstream (figment merge replaces arrays).
+func applyConnectorEnv(root reflect.Value, common *rawCommon, prefix string, em map[string]string, loc *locator) ([]string, error) {
+	fields := map[string]envField{}
+	for _, f := range envFields(root.Type()) {
+		fields[f.name] = f
+	}
+	streams := root.FieldByName("Streams")
+	elemFields := map[string]envField{}
+	for _, f := range envFields(streams.Type().Elem()) {
+		elemFields[f.name] = f
+	}
+	type streamVar struct {
+		i    int
+		f    envField
+		name string
+		val  string
+	}
+	var svars []streamVar
+	var warnings []string
+	maxIdx := -1
+	for _, name := range sortedKeys(em) {
+		val := em[name]
+		upper := strings.ToUpper(name)
+		if !strings.HasPrefix(upper, prefix) || val == "" {
+			continue
+		}
+		rest := upper[len(prefix):]
+		if f, ok := fields[rest]; ok {
+			if err := setEnvField(root, f.index, val, false); err != nil {
+				return nil, &Error{File: loc.file, Key: f.path, Env: name, Msg: err.Error()}
+			}
+			loc.env[f.path] = name
+			continue
+		}
+		if field, ok := strings.CutPrefix(rest, "PLUGIN_CONFIG_"); ok {
+			m, isMap := common.PluginConfig.(map[string]any)
+			if common.PluginConfig == nil {
+				m, isMap = map[string]any{}, true
+				common.PluginConfig = m
+			}
+			if !isMap {
+				warnings = append(warnings, name+" ignored: plugin_config is not a table")
+				continue
+			}
+			m[strings.ToLower(field)] = typeEnvValue(val)
+			continue
+		}
+		if s, ok := strings.CutPrefix(rest, "STREAMS_"); ok {
+			num, fname, _ := strings.Cut(s, "_")
+			i, err := strconv.Atoi(num)
+			f, known := elemFields[fname]
+			if err != nil || i < 0 || i > 255 || !known {
+				warnings = append(warnings, "unknown environment variable "+name+" ignored")
+				continue
+			}
+			svars = append(svars, streamVar{i, f, name, val})
+			maxIdx = max(maxIdx, i)
+			continue
+		}
+		warnings = append(warnings, "unknown environment variable "+name+" ignored")
+	}
+	if maxIdx >= 0 {
+		streams.Set(reflect.MakeSlice(streams.Type(), maxIdx+1, maxIdx+1))
+		loc.envStreams = prefix + "STREAMS_"
+		for _, v := range svars {
+			path := fmt.Sprintf("streams[%d].%s", v.i, v.f.path)
+			if err := setEnvField(streams.Index(v.i), v.f.index, v.val, false); err != nil {
+				return nil, &Error{File: loc.file, Key: path, Env: v.name, Msg: err.Error()}
+			}
+			loc.env[path] = v.name
+		}
+	}
+	return warnings, nil
+}
+
+func (r *rawCommon) build(loc *locator) (Common, error) {
+	c := Common{File: loc.file, Verbose: r.Verbose, Benchmark: r.Benchmark}
+	for _, req := range []struct {
+		key string
+		ok  bool
+	}{{"key", r.Key != nil}, {"enabled", r.Enabled != nil}, {"version", r.Version != nil}, {"name", r.Name != nil}, {"path", r.Path != nil}} {
+		if !req.ok {
+			return c, loc.errorf(req.key, nil, "required key missing")
+		}
+	}
+	c.Key, c.Enabled, c.Version, c.Name, c.Path = *r.Key, *r.Enabled, *r.Version, *r.Name, *r.Path
+	if r.PluginConfigFormat != nil {
+		c.PluginConfigFormat = *r.PluginConfigFormat
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r.PluginConfig); err != nil {
+		return c, loc.errorf("plugin_config", err, "cannot convert to JSON: %v", err)
+	}
+	c.PluginConfig = bytes.TrimRight(buf.Bytes(), "\n")
+	for _, typ := range sortedKeys(r.Transforms) {
+		path := "transforms." + typ
+		if !knownTransforms[typ] {
+			return c, loc.errorf(path, nil, "unknown transform (want one of %s)", strings.Join(sortedKeys(knownTransforms), ", "))
+		}
+		tbl, ok := r.Transforms[typ].(map[string]any)
+		if !ok {
+			return c, loc.errorf(path, nil, "must be a table")
+		}
+		en, ok := tbl["enabled"].(bool)
+		if _, present := tbl["enabled"]; !present {
+			return c, loc.errorf(path+".enabled", nil, "required key missing")
+		} else if !ok {
+			return c, loc.errorf(path+".enabled", nil, "want true or false")
+		}
+		c.Transforms = append(c.Transforms, Transform{Type: typ, Enabled: en, Config: tbl})
+	}
+	return c, nil
+}
+
+var knownTransforms = map[string]bool{
+	"add_fields": true, "update_fields": true, "delete_fields": true, "filter_fields": true,
+	"unwrap_envelope": true, "proto_convert": true, "flat_buffer_convert": true, "avro_convert": true,
+}
+
+// durationOr parses *text at path, or returns def when absent.
+func durationOr(loc *locator, path string, text *string, def time.Duration) (time.Duration, error) {
+	if text == nil {
+		return def, nil
+	}
+	d, err := ParseDuration(*text)
+	if err != nil {
+		return 0, loc.errorf(path, err, "%v", err)
+	}
+	return d, nil
+}
+
+func or[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func (r *rawSink) build(loc *locator) (*Sink, error) {
+	c, err := r.rawCommon.build(loc)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{Common: c}
+	for i, rs := range r.Streams {
+		p := fmt.Sprintf("streams[%d].", i)
+		for _, req := range []struct {
+			key string
+			ok  bool
+		}{{"stream", rs.Stream != nil}, {"topics", rs.Topics != nil}, {"schema", rs.Schema != nil}} {
+			if !req.ok {
+				return nil, loc.errorf(p+req.key, nil, "required key missing")
+			}
+		}
+		st := SinkStream{
+			Stream: *rs.Stream, Topics: *rs.Topics, Schema: sdk.Schema(*rs.Schema),
+			AvroSchemaJSON: or(rs.AvroSchemaJSON, ""), AvroSchemaPath: or(rs.AvroSchemaPath, ""),
+			BatchLength: or(rs.BatchLength, DefaultBatchLength), ConsumerGroup: or(rs.ConsumerGroup, DefaultConsumerGroup(c.Key)),
+		}
+		if st.PollInterval, err = durationOr(loc, p+"poll_interval", rs.PollInterval, DefaultPollInterval); err != nil {
+			return nil, err
+		}
+		if sc, err := sdk.ParseSchema(string(st.Schema)); err == nil {
+			st.Schema = sc
+		}
+		s.Streams = append(s.Streams, st)
+	}
+	s.OffsetCommit = CommitMode(or(r.OffsetCommit, string(CommitAfterPolling)))
+	if s.OffsetCommit == "auto" {
+		s.OffsetCommit = CommitAfterPolling
+	}
+	s.OnFailure = FailurePolicy(or(r.OnFailure, string(FailureStop)))
+	s.DeadLetter = DeadLetter{Stream: or(r.DeadLetter.Stream, ""), Topic: or(r.DeadLetter.Topic, "")}
+	s.Retry.MaxRetries = or(r.Retry.MaxRetries, DefaultMaxRetries)
+	s.Commit.MaxUncommitted = or(r.Commit.MaxUncommitted, DefaultMaxUncommitted)
+	for _, d := range []struct {
+		path string
+		text *string
+		def  time.Duration
+		dst  *time.Duration
+	}{
+		{"retry.initial_backoff", r.Retry.InitialBackoff, DefaultInitialBackoff, &s.Retry.InitialBackoff},
+		{"retry.max_backoff", r.Retry.MaxBackoff, DefaultMaxBackoff, &s.Retry.MaxBackoff},
+		{"commit.interval", r.Commit.Interval, DefaultCommitInterval, &s.Commit.Interval},
+		{"shutdown_timeout", r.ShutdownTimeout, DefaultShutdownTimeout, &s.ShutdownTimeout},
+	} {
+		if *d.dst, err = durationOr(loc, d.path, d.text, d.def); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (r *rawSource) build(loc *locator) (*Source, error) {
+	c, err := r.rawCommon.build(loc)
+	if err != nil {
+		return nil, err
+	}
+	s := &Source{Common: c}
+	for i, rs := range r.Streams {
+		p := fmt.Sprintf("streams[%d].", i)
+		for _, req := range []struct {
+			key string
+			ok  bool
+		}{{"stream", rs.Stream != nil}, {"topic", rs.Topic != nil}, {"schema", rs.Schema != nil}} {
+			if !req.ok {
+				return nil, loc.errorf(p+req.key, nil, "required key missing")
+			}
+		}
+		st := SourceStream{
+			Stream: *rs.Stream, Topic: *rs.Topic, Schema: sdk.Schema(*rs.Schema),
+			AvroSchemaJSON: or(rs.AvroSchemaJSON, ""), AvroSchemaPath: or(rs.AvroSchemaPath, ""),
+			BatchLength: or(rs.BatchLength, DefaultBatchLength),
+		}
+		if st.LingerTime, err = durationOr(loc, p+"linger_time", rs.LingerTime, DefaultLingerTime); err != nil {
+			return nil, err
+		}
+		if sc, err := sdk.ParseSchema(string(st.Schema)); err == nil {
+			st.Schema = sc
+		}
+		s.Streams = append(s.Streams, st)
+	}
+	return s, nil
+}

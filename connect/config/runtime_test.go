@@ -1,0 +1,200 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRuntimeDefaults(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "config.toml", "[connectors]\nconfig_dir = \"conn\"\n")
+	r, err := ParseRuntimeEnv(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultRuntime()
+	want.Connectors.ConfigDir = "conn"
+	want.Path = p
+	if got, w := fmt.Sprintf("%#v", r), fmt.Sprintf("%#v", want); got != w {
+		t.Fatalf("got\n%s\nwant\n%s", got, w)
+	}
+	checks := map[string]any{
+		"http.enabled": r.HTTP.Enabled, "http.address": r.HTTP.Address, "iggy.address": r.Iggy.Address,
+		"iggy.username": r.Iggy.Username, "iggy.password": r.Iggy.Password.Reveal(), "state.path": r.State.Path,
+		"config_type": r.Connectors.ConfigType, "logging": r.Logging.Format, "timeout": r.Connectors.Timeout,
+		"retry.max_backoff": r.Connectors.Retry.MaxBackoff, "cors.methods": strings.Join(r.HTTP.CORS.AllowedMethods, ","),
+		"metrics": r.HTTP.Metrics.Endpoint, "tls.ca": r.Iggy.TLS.CAFile, "telemetry": r.Telemetry.ServiceName,
+	}
+	wantVals := map[string]any{
+		"http.enabled": true, "http.address": "127.0.0.1:8081", "iggy.address": "localhost:8090",
+		"iggy.username": "iggy", "iggy.password": "iggy", "state.path": "local_state",
+		"config_type": ProviderLocal, "logging": LogText, "timeout": 10 * time.Second,
+		"retry.max_backoff": 30 * time.Second, "cors.methods": "GET,POST,PUT,DELETE",
+		"metrics": "/metrics", "tls.ca": "core/certs/iggy_ca_cert.pem", "telemetry": "iggy-connectors",
+	}
+	for k, v := range wantVals {
+		if checks[k] != v {
+			t.Errorf("%s = %v, want %v", k, checks[k], v)
+		}
+	}
+}
+
+func TestRuntimeFileAndEnv(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "config.toml", `
+[http]
+enabled = false
+[http.cors]
+allowed_methods = ["GET"]
+[iggy]
+address = "10.0.0.1:8090"
+token = "secret-token"
+[iggy.tls]
+enabled = true
+domain = "iggy.local"
+[state]
+path = "st"
+[connectors]
+config_type = "local"
+config_dir = "conn"
+[logging]
+format = "json"
+[embedded]
+enabled = true
+data_dir = "data"
+[telemetry]
+enabled = true
+[telemetry.logs]
+transport = "http"
+`)
+	env := []string{
+		"IGGY_CONNECTORS_IGGY_ADDRESS=1.2.3.4:9000",
+		"IGGY_CONNECTORS_HTTP_CORS_ALLOWED_METHODS=[GET, \"POST\"]",
+		"IGGY_CONNECTORS_IGGY_PASSWORD=1234", // numeric value for a string: taken as text (upstream fails)
+		"IGGY_CONNECTORS_HTTP_ENABLED=TRUE",
+		"IGGY_CONNECTORS_CONNECTORS_TIMEOUT=1m 30s",
+		"IGGY_CONNECTORS_EMBEDDED_ADDRESS=127.0.0.1:0",
+		"IGGY_CONNECTORS_LOGGING_FORMAT=", // empty: ignored
+		"IGGY_CONNECTORS_BOGUS=1",
+		"IGGY_CONNECTORS_SINK_X_NAME=ignored here",
+		"IGGY_CONNECTORS_CONFIG_PATH=/nowhere",
+		"OTHER=1",
+	}
+	r, err := ParseRuntimeEnv(p, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Iggy.Address != "1.2.3.4:9000" || !r.HTTP.Enabled || r.Iggy.Password.Reveal() != "1234" ||
+		strings.Join(r.HTTP.CORS.AllowedMethods, ",") != "GET,POST" || r.Connectors.Timeout != 90*time.Second ||
+		r.Logging.Format != LogJSON || r.Embedded != (Embedded{Enabled: true, Address: "127.0.0.1:0", DataDir: "data"}) ||
+		r.Iggy.TLS != (IggyTLS{Enabled: true, CAFile: "core/certs/iggy_ca_cert.pem", Domain: "iggy.local"}) ||
+		r.State.Path != "st" || r.Telemetry.Logs.Transport != "http" || r.Telemetry.Traces.Transport != "grpc" {
+		t.Fatalf("unexpected config: %#v", r)
+	}
+	if len(r.Warnings) != 1 || r.Warnings[0] != "unknown environment variable IGGY_CONNECTORS_BOGUS ignored" {
+		t.Fatalf("warnings = %q", r.Warnings)
+	}
+}
+
+func TestRuntimeEnvPathAndMissingFile(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "rt.toml", "[connectors]\nconfig_dir = \"c\"\n")
+	r, err := ParseRuntimeEnv("", []string{"IGGY_CONNECTORS_CONFIG_PATH=" + p})
+	if err != nil || r.Path != p || r.Connectors.ConfigDir != "c" {
+		t.Fatalf("env path: %v %+v", err, r)
+	}
+	// Missing default file: defaults with a warning, then config_dir is required.
+	_, err = ParseRuntimeEnv("", []string{"IGGY_CONNECTORS_CONFIG_PATH=" + filepath.Join(dir, "none.toml")})
+	wantErr(t, err, "", 0, "connectors.config_dir", "")
+	r, err = ParseRuntimeEnv("", []string{"IGGY_CONNECTORS_CONFIG_PATH=" + filepath.Join(dir, "none.toml"), "IGGY_CONNECTORS_CONNECTORS_CONFIG_DIR=d"})
+	if err != nil || r.Path != "" || len(r.Warnings) != 1 || r.Connectors.ConfigDir != "d" {
+		t.Fatalf("missing file: %v %+v", err, r)
+	}
+	// An explicit path must exist.
+	_, err = ParseRuntimeEnv(filepath.Join(dir, "none.toml"), nil)
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("explicit missing path: %v", err)
+	}
+}
+
+func TestRuntimeErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		env        []string
+		line       int
+		key, envv  string
+		msg        string
+		is         error
+	}{
+		{name: "unknown key", body: "[connectors]\nconfig_dir = \"c\"\n\n[iggy]\nadress = \"x\"\n", line: 5, key: "iggy.adress", msg: "unknown key"},
+		{name: "unknown section", body: "[connectors]\nconfig_dir = \"c\"\n[ferry]\nx = 1\n", line: 3, key: "ferry", msg: "unknown key"},
+		{name: "wrong type", body: "[connectors]\nconfig_dir = \"c\"\n[http]\nenabled = \"yes\"\n", line: 4, key: "http.enabled", msg: "cannot decode TOML string into bool"},
+		{name: "missing config_dir", body: "[connectors]\nconfig_type = \"local\"\n", line: 1, key: "connectors.config_dir"},
+		{name: "http provider", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"http://x\"\n", line: 2, key: "connectors.config_type", is: ErrNotSupported},
+		{name: "bad enum", body: "[connectors]\nconfig_dir = \"c\"\n[logging]\nformat = \"xml\"\n", line: 4, key: "logging.format", msg: `unknown value "xml" (want text or json)`},
+		{name: "bad duration", body: "[connectors]\nconfig_dir = \"c\"\ntimeout = \"10 parsecs\"\n", line: 3, key: "connectors.timeout"},
+		{name: "no credentials", body: "[connectors]\nconfig_dir = \"c\"\n[iggy]\npassword = \"\"\n", line: 4, key: "iggy.password"},
+		{name: "env bool", body: "[connectors]\nconfig_dir = \"c\"\n", env: []string{"IGGY_CONNECTORS_HTTP_ENABLED=yes"}, key: "http.enabled", envv: "IGGY_CONNECTORS_HTTP_ENABLED", msg: `want true or false, got "yes"`},
+		{name: "env enum", body: "[connectors]\nconfig_dir = \"c\"\n", env: []string{"IGGY_CONNECTORS_LOGGING_FORMAT=xml"}, key: "logging.format", envv: "IGGY_CONNECTORS_LOGGING_FORMAT"},
+		{name: "syntax", body: "[connectors\n", line: 1, key: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := writeFile(t, t.TempDir(), "config.toml", tc.body)
+			_, err := ParseRuntimeEnv(p, tc.env)
+			ce := wantErr(t, err, p, tc.line, tc.key, tc.envv)
+			if tc.msg != "" && ce.Msg != tc.msg {
+				t.Errorf("msg = %q, want %q", ce.Msg, tc.msg)
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error %v is not %v", err, tc.is)
+			}
+		})
+	}
+}
+
+func TestRuntimeRedaction(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "config.toml", "[connectors]\nconfig_dir = \"c\"\n[iggy]\npassword = \"hunter2\"\ntoken = \"tok-123\"\n[http]\napi_key = \"key-456\"\n")
+	r, err := ParseRuntimeEnv(p, []string{"IGGY_CONNECTORS_IGGY_USERNAME=alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logBuf bytes.Buffer
+	slog.New(slog.NewTextHandler(&logBuf, nil)).Info("config", "runtime", r, "iggy", r.Iggy)
+	for _, s := range []string{r.String(), fmt.Sprint(r.Iggy), fmt.Sprintf("%+v", *r), fmt.Sprintf("%#v", r.HTTP), logBuf.String()} {
+		for _, secret := range []string{"hunter2", "tok-123", "key-456"} {
+			if strings.Contains(s, secret) {
+				t.Fatalf("secret %q in %s", secret, s)
+			}
+		}
+	}
+	if !strings.Contains(r.String(), `password = '***'`) || !strings.Contains(r.String(), `username = 'alice'`) {
+		t.Fatalf("String() = %s", r.String())
+	}
+	// A bad secret from the environment is not echoed.
+	_, err = ParseRuntimeEnv(p, []string{"IGGY_CONNECTORS_IGGY_TLS_ENABLED=hunter2"})
+	if err == nil || !strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("non-secret values are shown: %v", err) // ca_file/enabled are not secrets
+	}
+}
+
+func TestResolveToken(t *testing.T) {
+	dir := t.TempDir()
+	tf := writeFile(t, dir, "tok", "  abc\n")
+	empty := writeFile(t, dir, "empty", " \n")
+	for _, tc := range []struct {
+		token, want string
+		fail        bool
+	}{{"plain", "plain", false}, {"file:" + tf, "abc", false}, {"file:" + empty, "", true}, {"file:" + dir + "/none", "", true}} {
+		got, err := Iggy{Token: Secret(tc.token)}.ResolveToken()
+		if got != tc.want || (err != nil) != tc.fail {
+			t.Errorf("ResolveToken(%q) = %q, %v", tc.token, got, err)
+		}
+	}
+}

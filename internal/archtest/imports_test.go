@@ -1,0 +1,93 @@
+package archtest
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/ferryio/ferry"
+
+// forbidden lists, for each package prefix (relative to the module), the module packages
+// it must not import, directly or indirectly.
+var forbidden = map[string][]string{
+	"iggy/wire":      {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
+	"iggy":           {"server", "connect", "connectors", "sdk", "cmd"},
+	"server":         {"iggy", "connect", "connectors", "sdk", "cmd"},
+	"sdk":            {"iggy", "server", "connect", "connectors", "cmd"},
+	"connectors":     {"iggy", "server", "connect", "cmd"},
+	"connect/plugin": {"iggy", "server", "connectors", "cmd", "connect"},
+	"connect":        {"server", "connectors", "cmd"},
+}
+
+type pkg struct {
+	ImportPath string
+	Deps       []string
+}
+
+// TestImportDirection fails when a package imports a module package its layer must not see.
+func TestImportDirection(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps=false", "-json=ImportPath,Deps", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	checked := 0
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("decode go list output: %v", err)
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		rule, ok := ruleFor(rel)
+		if !ok {
+			continue
+		}
+		checked++
+		for _, dep := range p.Deps {
+			if !strings.HasPrefix(dep, module+"/") {
+				continue
+			}
+			drel := strings.TrimPrefix(dep, module+"/")
+			for _, bad := range forbidden[rule] {
+				if within(drel, bad) && !within(drel, rule) && !allowedBelow(rule, drel) {
+					t.Errorf("%s imports %s, which %s must not depend on", rel, drel, rule)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no package matched any rule: go list output changed?")
+	}
+}
+
+// ruleFor returns the most specific rule prefix covering rel.
+func ruleFor(rel string) (string, bool) {
+	best := ""
+	for prefix := range forbidden {
+		if within(rel, prefix) && len(prefix) > len(best) {
+			best = prefix
+		}
+	}
+	return best, best != ""
+}
+
+// allowedBelow permits the downward edges that a broader forbidden prefix would catch:
+// iggy may use iggy/wire, server may use iggy/wire, connect may use connect/plugin.
+func allowedBelow(rule, dep string) bool {
+	switch rule {
+	case "iggy", "server":
+		return within(dep, "iggy/wire")
+	case "connect/plugin":
+		return false
+	}
+	return false
+}
+
+func within(rel, prefix string) bool {
+	return rel == prefix || strings.HasPrefix(rel, prefix+"/")
+}

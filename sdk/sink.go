@@ -1,0 +1,74 @@
+package sdk
+
+import (
+	"context"
+	"log/slog"
+)
+
+// TopicMetadata names the stream and topic a batch came from, by name and by Iggy's numeric
+// (0-based) id.
+type TopicMetadata struct {
+	Stream   string
+	Topic    string
+	StreamID uint32
+	TopicID  uint32
+}
+
+// Partition identifies one partition of one topic by numeric ids.
+type Partition struct {
+	StreamID    uint32
+	TopicID     uint32
+	PartitionID uint32
+}
+
+// MessagesMetadata describes one batch: all its messages come from one partition.
+type MessagesMetadata struct {
+	Partition Partition
+	// CurrentOffset is the partition's highest offset as reported by the poll, not the offset
+	// of the batch's last message (Iggy's convention).
+	CurrentOffset uint64
+	Schema        Schema
+}
+
+// Committer lets a sink in `sink_controlled` mode advance its stored offsets.
+//
+// Commit records that every message of partition p up to and including offset has been
+// written durably. It is safe to call from any goroutine, at any time, including from inside
+// Consume and during Close; it never blocks on the network: commits are coalesced per
+// partition and stored on an interval and at shutdown. It returns an error wrapping
+// [ErrCommitUnknownPartition] when the sink no longer owns p (stopped, rebalanced away),
+// [ErrCommitStale] for an offset at or below what is already committed, and
+// [ErrCommitOutOfRange] for an offset this sink was never given.
+type Committer interface {
+	Commit(p Partition, offset uint64) error
+}
+
+// SinkEnv is what the runtime hands a sink when it opens it.
+type SinkEnv struct {
+	// Key is the connector's key from its config file.
+	Key string
+	// Config is the connector's plugin_config, as compact JSON ("null" when absent, as Iggy).
+	Config []byte
+	// Logger carries the connector's key; use it instead of the global logger.
+	Logger *slog.Logger
+	// Committer is non-nil only when the connector runs with offset_commit = "sink_controlled".
+	Committer Committer
+}
+
+// Sink writes consumed messages to a target.
+//
+// The runtime calls Open once, then Consume for each batch, then Close once. Consume may be
+// called concurrently for different topics of the same sink (one caller per stream/topic, as
+// Iggy's runtime does); calls for one topic are sequential. A batch never mixes partitions.
+type Sink interface {
+	// Open prepares the sink. ctx bounds only the opening.
+	Open(ctx context.Context, env SinkEnv) error
+	// Consume writes one batch. A nil return means the batch is handled: in after_consuming
+	// mode the runtime then stores the batch's last offset. An error makes the runtime retry
+	// the same batch with backoff and then apply the connector's on_failure policy. ctx is
+	// cancelled when the runtime stops the sink hard.
+	Consume(ctx context.Context, topic TopicMetadata, meta MessagesMetadata, msgs []ConsumedMessage) error
+	// Close flushes and releases the sink. It may still call the Committer. ctx bounds the
+	// time Close may take.
+	Close(ctx context.Context) error
+}

@@ -1,0 +1,63 @@
+// Package store is the durable storage of Ferry's embedded single-node
+// Iggy-compatible server, built on Pebble.
+//
+// # Promise
+//
+//   - Metadata (streams, topics, partitions, consumer-group definitions, users,
+//     personal access tokens), message batches and stored consumer offsets
+//     survive a restart: [Open] recovers all of it, including every
+//     partition's next offset, message count and size.
+//   - Every acknowledged operation is written as exactly one Pebble batch
+//     (the change plus the counters it moves), so a crash can never leave a
+//     torn or half-applied operation behind. With [FsyncAlways] that batch is
+//     committed with pebble.Sync before the method returns; with
+//     [FsyncInterval] the write-ahead log is synced on an interval and on
+//     [Store.Close].
+//   - Ids follow the Iggy server rules: streams and topics take the lowest
+//     free 0-based id, partitions are 0..n-1 and grow at the top, consumer
+//     group ids are per topic and never reused, users take the lowest free id
+//     (root is 0). Names are unique per parent, matched exactly.
+//   - Offsets are gap-free: appends to one partition are serialized and each
+//     batch gets base offset = previous last offset + 1 (0 when empty).
+//     Appends to different partitions run in parallel.
+//   - One process, one owner: opening a directory that is already open (in
+//     this process or another) fails with [ErrLocked].
+//   - Every exported method is safe for concurrent use.
+//
+// Message batches are opaque byte slices. The store never decodes them; the
+// caller (the server) stamps base_offset, base_timestamp and the checksum
+// through the callback of [Store.AppendFunc] and passes the message count.
+// Group membership is not persisted (it does not survive a restart upstream
+// either); group definitions and their stored offsets are.
+//
+// # Must not import
+//
+// This package must not import github.com/ferryio/ferry/iggy/wire nor
+// github.com/ferryio/ferry/iggy: the wire codec belongs to the server layer
+// above, and the client must never be a dependency of the server.
+//
+// # Key layout
+//
+// All keys are big-endian so that Pebble's byte order is numeric order.
+//
+//	's' stream                         -> stream record
+//	't' stream topic                   -> topic record
+//	'p' stream topic partition         -> partition record
+//	'g' stream topic group             -> group record
+//	'G' stream topic                   -> next group id (u32)
+//	'u' user                           -> user record
+//	'a' user name                      -> personal access token record
+//	'd' stream topic partition 'b' base_offset           -> batch bytes
+//	'd' stream topic partition 'i' base_offset           -> count, base_timestamp, size
+//	'd' stream topic partition 'T' base_timestamp offset -> (empty)
+//	'd' stream topic partition 'c' kind consumer_id      -> stored offset (u64)
+//	'd' stream topic partition 's'                       -> next offset, messages, bytes, last timestamp
+//
+// Deleting a stream, topic or partition, or purging, is a handful of
+// DeleteRange tombstones in one batch.
+//
+// The 'T' secondary index answers "first batch with base_timestamp >= t" with
+// one seek instead of a scan over every batch of the partition. It is correct
+// because the store keeps base timestamps non-decreasing per partition (see
+// [Store.AppendFunc]), so timestamp order equals offset order.
+package store

@@ -1,0 +1,246 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// FsyncPolicy says when writes reach stable storage.
+type FsyncPolicy uint8
+
+const (
+	// FsyncAlways commits every acknowledged write with pebble.Sync before
+	// the method returns. It is the default.
+	FsyncAlways FsyncPolicy = iota
+	// FsyncInterval commits with pebble.NoSync and syncs the write-ahead log
+	// every Options.FsyncInterval and on Close. A crash may lose the writes
+	// of the last interval, never part of one.
+	FsyncInterval
+)
+
+// DefaultFsyncInterval is the interval used by FsyncInterval when
+// Options.FsyncInterval is 0.
+const DefaultFsyncInterval = 100 * time.Millisecond
+
+// DefaultPasswordIterations is the PBKDF2-HMAC-SHA256 iteration count used
+// when Options.PasswordIterations is 0 (OWASP's 2023 recommendation).
+const DefaultPasswordIterations = 600_000
+
+// Options configures Open. The zero value of every field but Dir is valid.
+type Options struct {
+	// Dir is the directory of the database; it is created if missing.
+	// Required.
+	Dir string
+	// Fsync is the durability policy. Default FsyncAlways.
+	Fsync FsyncPolicy
+	// FsyncInterval is the sync period of FsyncInterval. Default
+	// DefaultFsyncInterval.
+	FsyncInterval time.Duration
+	// FS is the file system; nil means the operating system's (vfs.Default).
+	// Tests pass vfs.NewMem() or vfs.NewCrashableMem().
+	FS vfs.FS
+	// Logger receives Pebble's messages (info at Debug level) and the
+	// store's own. Default slog.Default().
+	Logger *slog.Logger
+	// PasswordIterations is the PBKDF2 cost of new password hashes. Default
+	// DefaultPasswordIterations; tests may lower it. Existing hashes keep
+	// the cost they were made with.
+	PasswordIterations int
+}
+
+// Store is an open database. All methods are safe for concurrent use.
+//
+// Lock order: Store.mu before partition.mu. Metadata changes hold mu
+// exclusively (so no append, read or offset operation is in flight);
+// partition operations hold mu shared plus the partition's own mutex.
+type Store struct {
+	db        *pebble.DB
+	wo        *pebble.WriteOptions
+	log       *slog.Logger
+	iters     int
+	dirLock   io.Closer
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+
+	mu      sync.RWMutex
+	closed  bool
+	streams map[uint32]*streamState
+	users   map[uint32]*userState
+}
+
+// Open opens (creating if needed) the database in opts.Dir and recovers all
+// metadata and partition counters. It fails with ErrLocked if the directory
+// is already open. The caller must Close the store.
+func Open(opts Options) (*Store, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("store: open: Options.Dir is empty")
+	}
+	if opts.Fsync != FsyncAlways && opts.Fsync != FsyncInterval {
+		return nil, fmt.Errorf("store: open %s: unknown fsync policy %d", opts.Dir, opts.Fsync)
+	}
+	if opts.FsyncInterval <= 0 {
+		opts.FsyncInterval = DefaultFsyncInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.PasswordIterations <= 0 {
+		opts.PasswordIterations = DefaultPasswordIterations
+	}
+	s := &Store{
+		log:     opts.Logger.With("component", "store", "dir", opts.Dir),
+		iters:   opts.PasswordIterations,
+		stop:    make(chan struct{}),
+		streams: map[uint32]*streamState{},
+		users:   map[uint32]*userState{},
+		wo:      pebble.Sync,
+	}
+	if opts.Fsync == FsyncInterval {
+		s.wo = pebble.NoSync
+	}
+	fs := opts.FS
+	if fs == nil {
+		// Pebble's own LOCK uses fcntl locks, which do not exclude a second
+		// open from the same process under another spelling of the path;
+		// flock on a file of our own does.
+		if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
+		}
+		l, err := lockDir(filepath.Join(opts.Dir, "FERRY.LOCK"))
+		if err != nil {
+			return nil, fmt.Errorf("store: open %s: %w (%v)", opts.Dir, ErrLocked, err)
+		}
+		s.dirLock = l
+		fs = vfs.Default
+	}
+	db, err := pebble.Open(opts.Dir, &pebble.Options{
+		FS:                 fs,
+		Logger:             pebbleLogger{s.log},
+		FormatMajorVersion: pebble.FormatNewest,
+		MemTableSize:       64 << 20,
+	})
+	if err != nil {
+		s.unlockDir()
+		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) {
+			return nil, fmt.Errorf("store: open %s: %w (%v)", opts.Dir, ErrLocked, err)
+		}
+		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
+	}
+	s.db = db
+	if err := s.load(); err != nil {
+		_ = db.Close()
+		s.unlockDir()
+		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
+	}
+	if opts.Fsync == FsyncInterval {
+		s.wg.Add(1)
+		go s.syncLoop(opts.FsyncInterval)
+	}
+	return s, nil
+}
+
+func (s *Store) unlockDir() {
+	if s.dirLock != nil {
+		_ = s.dirLock.Close()
+		s.dirLock = nil
+	}
+}
+
+// syncLoop syncs the WAL every d until Close.
+func (s *Store) syncLoop(d time.Duration) {
+	defer s.wg.Done()
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if err := s.db.LogData(nil, pebble.Sync); err != nil {
+				s.log.Error("periodic WAL sync failed", "err", err)
+			}
+		}
+	}
+}
+
+// Sync forces the write-ahead log to stable storage. It is only useful with
+// FsyncInterval; with FsyncAlways every write is already synced.
+func (s *Store) Sync() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("store: sync: %w", err)
+	}
+	return nil
+}
+
+// Close waits for operations in flight, syncs the log, stops the sync
+// goroutine and closes the database. It is idempotent and safe on nil; later
+// calls return the first call's result.
+func (s *Store) Close() error {
+	if s == nil {
+		return nil
+	}
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.stop)
+		s.wg.Wait()
+		var errs []error
+		if err := s.db.LogData(nil, pebble.Sync); err != nil {
+			errs = append(errs, fmt.Errorf("final sync: %w", err))
+		}
+		if err := s.db.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		s.unlockDir()
+		if err := errors.Join(errs...); err != nil {
+			s.closeErr = fmt.Errorf("store: close: %w", err)
+		}
+	})
+	return s.closeErr
+}
+
+// commit commits b with the store's write options and closes it.
+func (s *Store) commit(b *pebble.Batch, what string) error {
+	defer func() { _ = b.Close() }()
+	if err := b.Commit(s.wo); err != nil {
+		return fmt.Errorf("store: %s: commit: %w", what, err)
+	}
+	return nil
+}
+
+// pebbleLogger routes Pebble's log through slog.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...), "source", "pebble")
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "source", "pebble")
+}
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error(msg, "source", "pebble", "fatal", true)
+	panic("pebble fatal: " + msg)
+}
+
+func nowMicros() uint64 { return uint64(time.Now().UnixMicro()) }
