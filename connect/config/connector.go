@@ -200,11 +200,16 @@ func (s *Sink) validate(loc *locator) error {
 	switch s.OnFailure {
 	case FailureStop, FailureSkip:
 	case FailureDeadLetter:
-		if s.DeadLetter.Stream == "" {
-			return loc.errorf("dead_letter.stream", nil, "required when on_failure = \"dead_letter\"")
-		}
-		if s.DeadLetter.Topic == "" {
-			return loc.errorf("dead_letter.topic", nil, "required when on_failure = \"dead_letter\"")
+		for _, kv := range [][2]string{{"dead_letter.stream", s.DeadLetter.Stream}, {"dead_letter.topic", s.DeadLetter.Topic}} {
+			key := kv[0]
+			if kv[1] != "" {
+				continue
+			}
+			e := loc.errorf(key, nil, "required when on_failure = \"dead_letter\"")
+			if e.Env == "" && loc.idx != nil && !loc.idx.has("dead_letter") {
+				e.Line = loc.lineFor("on_failure") // no [dead_letter] table: point at the policy
+			}
+			return e
 		}
 	default:
 		return loc.errorf("on_failure", nil, "unknown value %q (want stop, dead_letter or skip)", s.OnFailure)

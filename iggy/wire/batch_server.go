@@ -151,9 +151,9 @@ func SliceBatch(dst, b []byte, from, to int) ([]byte, error) {
 }
 
 // SliceBatchFrom appends the frames of batch b whose offset (base_offset + offset_delta)
-// is ≥ start, at most max of them (max ≤ 0 means no limit), using SliceBatch. It returns
+// is ≥ start, at most limit of them (limit ≤ 0 means no limit), using SliceBatch. It returns
 // the number of frames kept; with 0 kept dst is returned unchanged.
-func SliceBatchFrom(dst, b []byte, start uint64, max int) ([]byte, int, error) {
+func SliceBatchFrom(dst, b []byte, start uint64, limit int) ([]byte, int, error) {
 	h, err := checkLayout(b, false)
 	if err != nil {
 		return dst, 0, err
@@ -171,8 +171,8 @@ func SliceBatchFrom(dst, b []byte, start uint64, max int) ([]byte, int, error) {
 		return dst, 0, nil
 	}
 	to := int(h.MessageCount)
-	if max > 0 && to-from > max {
-		to = from + max
+	if limit > 0 && to-from > limit {
+		to = from + limit
 	}
 	dst, err = SliceBatch(dst, b, from, to)
 	return dst, to - from, err

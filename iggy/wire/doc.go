@@ -21,7 +21,9 @@
 // # Layout
 //
 //   - frame.go: the 256-byte headers (Request, Reply, Eviction), frame size checks and
-//     request header validation.
+//     request header validation; reply.go: the client's reply algorithm (§1.8) in one
+//     call and the server's reply builders.
+//   - requests.go: the Request interface and DecodeRequest (code → decoder).
 //   - ops.go: operations, command codes, which codes are replicated, the result section.
 //   - errors.go, eviction.go: every Iggy error code as a *ServerError, error categories,
 //     eviction reasons.
@@ -34,8 +36,9 @@
 //
 // # What it must not import
 //
-// Only the standard library's pure packages (encoding/binary, errors, fmt, math,
-// unicode/utf8, slices, strconv) and github.com/zeebo/xxh3. It must not import net, os,
+// Only the standard library's pure packages (bytes, encoding/binary, errors, fmt, math,
+// math/bits, slices, strconv, unicode/utf8) and github.com/zeebo/xxh3 (TestImports
+// enforces the list). It must not import net, os,
 // time, sync, math/rand, log/slog or any Ferry package: the dependency direction is
 // server → iggy/wire and iggy → iggy/wire, never back.
 package wire

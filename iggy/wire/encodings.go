@@ -29,6 +29,7 @@ func NumericID(id uint32) Identifier { return Identifier{Kind: IDNumeric, Num: i
 // NamedID returns the string identifier name.
 func NamedID(name string) Identifier { return Identifier{Kind: IDString, Name: name} }
 
+// String returns a readable name.
 func (id Identifier) String() string {
 	if id.Kind == IDNumeric {
 		return strconv.FormatUint(uint64(id.Num), 10)

@@ -26,7 +26,11 @@ func (e *ServerError) Is(target error) bool {
 	case *ServerError:
 		return t.Code == e.Code
 	case *ErrorClass:
-		return e.class&t.bit != 0
+		c := e.class
+		if known, ok := errorsByCode[e.Code]; ok {
+			c = known.class // a ServerError built by hand still has its code's class
+		}
+		return c&t.bit != 0
 	}
 	return false
 }

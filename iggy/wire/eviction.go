@@ -46,6 +46,7 @@ var evictionCodes = [...]*ServerError{
 // IsValid reports whether r is 1..15.
 func (r EvictionReason) IsValid() bool { return r >= 1 && r <= 15 }
 
+// String returns a readable name.
 func (r EvictionReason) String() string {
 	if int(r) < len(evictionNames) {
 		return evictionNames[r]

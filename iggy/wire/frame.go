@@ -25,6 +25,7 @@ const (
 	maxCommand      Command = 29
 )
 
+// String returns a readable name.
 func (c Command) String() string {
 	switch c {
 	case CommandRequest:
@@ -76,18 +77,18 @@ func (f FrameInfo) BodyLen() int { return int(f.Size) - HeaderSize }
 
 // ReadFrameInfo reads size and command from a frame's first HeaderSize bytes (hdr may be
 // longer). It fails with ErrTruncated if hdr is short, ErrFrameSize if size is outside
-// [HeaderSize, max] (max 0 means MaxFrameSize), and ErrUnknownCommand for a command byte
+// [HeaderSize, limit] (limit 0 means MaxFrameSize), and ErrUnknownCommand for a command byte
 // above 29. Upstream tears the connection down on any of these.
-func ReadFrameInfo(hdr []byte, max uint32) (FrameInfo, error) {
+func ReadFrameInfo(hdr []byte, limit uint32) (FrameInfo, error) {
 	if len(hdr) < HeaderSize {
 		return FrameInfo{}, fmt.Errorf("%w: frame header has %d bytes", ErrTruncated, len(hdr))
 	}
-	if max == 0 {
-		max = MaxFrameSize
+	if limit == 0 {
+		limit = MaxFrameSize
 	}
 	fi := FrameInfo{Size: binary.LittleEndian.Uint32(hdr[offSize:]), Command: Command(hdr[offCommand])}
-	if fi.Size < HeaderSize || fi.Size > max {
-		return fi, fmt.Errorf("%w: size %d outside [%d, %d]", ErrFrameSize, fi.Size, HeaderSize, max)
+	if fi.Size < HeaderSize || fi.Size > limit {
+		return fi, fmt.Errorf("%w: size %d outside [%d, %d]", ErrFrameSize, fi.Size, HeaderSize, limit)
 	}
 	if fi.Command > maxCommand {
 		return fi, fmt.Errorf("%w: %d", ErrUnknownCommand, fi.Command)

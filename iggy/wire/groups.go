@@ -15,7 +15,10 @@ import "encoding/binary"
 // GetConsumerGroupRequest is code 600.
 type GetConsumerGroupRequest struct{ Stream, Topic, Group Identifier }
 
+// Code returns CodeGetConsumerGroup.
 func (GetConsumerGroupRequest) Code() Code { return CodeGetConsumerGroup }
+
+// Append appends the encoding of the GetConsumerGroupRequest to dst.
 func (q GetConsumerGroupRequest) Append(dst []byte) []byte {
 	return appendGroupTarget(dst, q.Stream, q.Topic, q.Group)
 }
@@ -29,7 +32,10 @@ func DecodeGetConsumerGroupRequest(body []byte) (GetConsumerGroupRequest, error)
 // GetConsumerGroupsRequest is code 601.
 type GetConsumerGroupsRequest struct{ Stream, Topic Identifier }
 
+// Code returns CodeGetConsumerGroups.
 func (GetConsumerGroupsRequest) Code() Code { return CodeGetConsumerGroups }
+
+// Append appends the encoding of the GetConsumerGroupsRequest to dst.
 func (q GetConsumerGroupsRequest) Append(dst []byte) []byte {
 	return AppendIdentifier(AppendIdentifier(dst, q.Stream), q.Topic)
 }
@@ -47,7 +53,10 @@ type CreateConsumerGroupRequest struct {
 	Name          string
 }
 
+// Code returns CodeCreateConsumerGroup.
 func (CreateConsumerGroupRequest) Code() Code { return CodeCreateConsumerGroup }
+
+// Append appends the encoding of the CreateConsumerGroupRequest to dst.
 func (q CreateConsumerGroupRequest) Append(dst []byte) []byte {
 	return AppendName(AppendIdentifier(AppendIdentifier(dst, q.Stream), q.Topic), q.Name)
 }
@@ -62,7 +71,10 @@ func DecodeCreateConsumerGroupRequest(body []byte) (CreateConsumerGroupRequest, 
 // DeleteConsumerGroupRequest is code 603.
 type DeleteConsumerGroupRequest struct{ Stream, Topic, Group Identifier }
 
+// Code returns CodeDeleteConsumerGroup.
 func (DeleteConsumerGroupRequest) Code() Code { return CodeDeleteConsumerGroup }
+
+// Append appends the encoding of the DeleteConsumerGroupRequest to dst.
 func (q DeleteConsumerGroupRequest) Append(dst []byte) []byte {
 	return appendGroupTarget(dst, q.Stream, q.Topic, q.Group)
 }
@@ -76,7 +88,10 @@ func DecodeDeleteConsumerGroupRequest(body []byte) (DeleteConsumerGroupRequest, 
 // JoinConsumerGroupRequest is code 604.
 type JoinConsumerGroupRequest struct{ Stream, Topic, Group Identifier }
 
+// Code returns CodeJoinConsumerGroup.
 func (JoinConsumerGroupRequest) Code() Code { return CodeJoinConsumerGroup }
+
+// Append appends the encoding of the JoinConsumerGroupRequest to dst.
 func (q JoinConsumerGroupRequest) Append(dst []byte) []byte {
 	return appendGroupTarget(dst, q.Stream, q.Topic, q.Group)
 }
@@ -90,7 +105,10 @@ func DecodeJoinConsumerGroupRequest(body []byte) (JoinConsumerGroupRequest, erro
 // LeaveConsumerGroupRequest is code 605.
 type LeaveConsumerGroupRequest struct{ Stream, Topic, Group Identifier }
 
+// Code returns CodeLeaveConsumerGroup.
 func (LeaveConsumerGroupRequest) Code() Code { return CodeLeaveConsumerGroup }
+
+// Append appends the encoding of the LeaveConsumerGroupRequest to dst.
 func (q LeaveConsumerGroupRequest) Append(dst []byte) []byte {
 	return appendGroupTarget(dst, q.Stream, q.Topic, q.Group)
 }
@@ -104,7 +122,10 @@ func DecodeLeaveConsumerGroupRequest(body []byte) (LeaveConsumerGroupRequest, er
 // SyncConsumerGroupRequest is code 606.
 type SyncConsumerGroupRequest struct{ Stream, Topic, Group Identifier }
 
+// Code returns CodeSyncConsumerGroup.
 func (SyncConsumerGroupRequest) Code() Code { return CodeSyncConsumerGroup }
+
+// Append appends the encoding of the SyncConsumerGroupRequest to dst.
 func (q SyncConsumerGroupRequest) Append(dst []byte) []byte {
 	return appendGroupTarget(dst, q.Stream, q.Topic, q.Group)
 }
@@ -133,8 +154,7 @@ type GroupHeader struct {
 	Name            string
 }
 
-const groupHeaderMin = 14
-
+// Append appends the encoding of the GroupHeader to dst.
 func (g GroupHeader) Append(dst []byte) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, g.ID)
 	dst = binary.LittleEndian.AppendUint32(dst, g.PartitionsCount)
@@ -178,6 +198,7 @@ type GroupDetails struct {
 	Members []GroupMember
 }
 
+// Append appends the encoding of the GroupDetails to dst.
 func (g GroupDetails) Append(dst []byte) []byte {
 	g.MembersCount = uint32(len(g.Members))
 	dst = g.GroupHeader.Append(dst)
@@ -212,6 +233,7 @@ type SyncAssignment struct {
 	Partitions []uint32
 }
 
+// Append appends the encoding of the SyncAssignment to dst.
 func (s SyncAssignment) Append(dst []byte) []byte {
 	return appendU32s(binary.LittleEndian.AppendUint64(dst, s.Generation), s.Partitions)
 }

@@ -102,8 +102,10 @@ type LoginPasswordRequest struct {
 	PasswordCredentials
 }
 
+// Code returns CodeLoginRegister.
 func (LoginPasswordRequest) Code() Code { return CodeLoginRegister }
 
+// Append appends the encoding of the LoginPasswordRequest to dst.
 func (q LoginPasswordRequest) Append(dst []byte) []byte {
 	dst = appendVersionInfo(dst, q.Client)
 	dst = AppendName(dst, q.Username)
@@ -128,8 +130,10 @@ type LoginPATRequest struct {
 	TokenCredentials
 }
 
+// Code returns CodeLoginRegisterWithPAT.
 func (LoginPATRequest) Code() Code { return CodeLoginRegisterWithPAT }
 
+// Append appends the encoding of the LoginPATRequest to dst.
 func (q LoginPATRequest) Append(dst []byte) []byte {
 	dst = appendVersionInfo(dst, q.Client)
 	dst = append(dst, byte(len(q.Token)))
@@ -156,6 +160,7 @@ type LoginReply struct {
 	ServerVersion         string
 }
 
+// Append appends the encoding of the LoginReply to dst.
 func (l LoginReply) Append(dst []byte) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, l.UserID)
 	dst = binary.LittleEndian.AppendUint64(dst, l.Session)
@@ -173,7 +178,10 @@ func DecodeLoginReply(p []byte) (LoginReply, error) {
 // LogoutRequest is code 39, sent as OpLogout with an empty body; the reply is empty.
 type LogoutRequest struct{}
 
-func (LogoutRequest) Code() Code               { return CodeLogoutUser }
+// Code returns CodeLogoutUser.
+func (LogoutRequest) Code() Code { return CodeLogoutUser }
+
+// Append appends the encoding of the LogoutRequest to dst.
 func (LogoutRequest) Append(dst []byte) []byte { return dst }
 
 // DecodeLogoutRequest ignores body.

@@ -17,7 +17,10 @@ type GetConsumerOffsetRequest struct {
 	Partition     OptionalPartition
 }
 
+// Code returns CodeGetConsumerOffset.
 func (GetConsumerOffsetRequest) Code() Code { return CodeGetConsumerOffset }
+
+// Append appends the encoding of the GetConsumerOffsetRequest to dst.
 func (q GetConsumerOffsetRequest) Append(dst []byte) []byte {
 	return appendOffsetTarget(dst, q.Consumer, q.Stream, q.Topic, q.Partition)
 }
@@ -38,7 +41,10 @@ type StoreConsumerOffsetRequest struct {
 	Ack           AckLevel
 }
 
+// Code returns CodeStoreConsumerOffset.
 func (StoreConsumerOffsetRequest) Code() Code { return CodeStoreConsumerOffset }
+
+// Append appends the encoding of the StoreConsumerOffsetRequest to dst.
 func (q StoreConsumerOffsetRequest) Append(dst []byte) []byte {
 	dst = appendOffsetTarget(dst, q.Consumer, q.Stream, q.Topic, q.Partition)
 	return append(binary.LittleEndian.AppendUint64(dst, q.Offset), byte(q.Ack))
@@ -59,7 +65,10 @@ type DeleteConsumerOffsetRequest struct {
 	Ack           AckLevel
 }
 
+// Code returns CodeDeleteConsumerOffset.
 func (DeleteConsumerOffsetRequest) Code() Code { return CodeDeleteConsumerOffset }
+
+// Append appends the encoding of the DeleteConsumerOffsetRequest to dst.
 func (q DeleteConsumerOffsetRequest) Append(dst []byte) []byte {
 	dst = appendOffsetTarget(dst, q.Consumer, q.Stream, q.Topic, q.Partition)
 	return append(dst, byte(q.Ack))
@@ -86,6 +95,7 @@ type ConsumerOffsetInfo struct {
 	StoredOffset  uint64
 }
 
+// Append appends the encoding of the ConsumerOffsetInfo to dst.
 func (c ConsumerOffsetInfo) Append(dst []byte) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, c.PartitionID)
 	dst = binary.LittleEndian.AppendUint64(dst, c.CurrentOffset)

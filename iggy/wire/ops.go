@@ -73,6 +73,7 @@ func IsResultFramed(op Operation) bool {
 // for OpRegister (40 or 45, told apart only by the body), OpNonReplicated and unknown ops.
 func (o Operation) Code() Code { return opCodes[o] }
 
+// String returns a readable name.
 func (o Operation) String() string {
 	switch o {
 	case OpReserved:
@@ -205,6 +206,7 @@ func (c Code) Operation() Operation { return codes[c].op }
 // IsNonReplicated reports whether c is sent as OpNonReplicated with the code in the header.
 func (c Code) IsNonReplicated() bool { return codes[c].op == OpNonReplicated }
 
+// String returns a readable name.
 func (c Code) String() string {
 	if ci, ok := codes[c]; ok {
 		return ci.name

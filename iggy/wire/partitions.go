@@ -14,7 +14,10 @@ type CreatePartitionsRequest struct {
 	PartitionsCount uint32
 }
 
+// Code returns CodeCreatePartitions.
 func (CreatePartitionsRequest) Code() Code { return CodeCreatePartitions }
+
+// Append appends the encoding of the CreatePartitionsRequest to dst.
 func (q CreatePartitionsRequest) Append(dst []byte) []byte {
 	return appendPartitionsBody(dst, q.Stream, q.Topic, q.PartitionsCount)
 }
@@ -32,7 +35,10 @@ type DeletePartitionsRequest struct {
 	PartitionsCount uint32
 }
 
+// Code returns CodeDeletePartitions.
 func (DeletePartitionsRequest) Code() Code { return CodeDeletePartitions }
+
+// Append appends the encoding of the DeletePartitionsRequest to dst.
 func (q DeletePartitionsRequest) Append(dst []byte) []byte {
 	return appendPartitionsBody(dst, q.Stream, q.Topic, q.PartitionsCount)
 }

@@ -15,7 +15,10 @@ type CreatePATRequest struct {
 	Expiry uint64 // µs from creation; 0 or ^uint64(0) = never
 }
 
+// Code returns CodeCreatePAT.
 func (CreatePATRequest) Code() Code { return CodeCreatePAT }
+
+// Append appends the encoding of the CreatePATRequest to dst.
 func (q CreatePATRequest) Append(dst []byte) []byte {
 	return binary.LittleEndian.AppendUint64(AppendName(dst, q.Name), q.Expiry)
 }
@@ -30,7 +33,10 @@ func DecodeCreatePATRequest(body []byte) (CreatePATRequest, error) {
 // DeletePATRequest is code 43.
 type DeletePATRequest struct{ Name string }
 
-func (DeletePATRequest) Code() Code                 { return CodeDeletePAT }
+// Code returns CodeDeletePAT.
+func (DeletePATRequest) Code() Code { return CodeDeletePAT }
+
+// Append appends the encoding of the DeletePATRequest to dst.
 func (q DeletePATRequest) Append(dst []byte) []byte { return AppendName(dst, q.Name) }
 
 // DecodeDeletePATRequest decodes code 43.
@@ -43,7 +49,10 @@ func DecodeDeletePATRequest(body []byte) (DeletePATRequest, error) {
 // GetPATsRequest is code 41 (empty body).
 type GetPATsRequest struct{}
 
-func (GetPATsRequest) Code() Code               { return CodeGetPATs }
+// Code returns CodeGetPATs.
+func (GetPATsRequest) Code() Code { return CodeGetPATs }
+
+// Append appends the encoding of the GetPATsRequest to dst.
 func (GetPATsRequest) Append(dst []byte) []byte { return dst }
 
 // DecodeGetPATsRequest ignores body.
@@ -52,6 +61,7 @@ func DecodeGetPATsRequest([]byte) (GetPATsRequest, error) { return GetPATsReques
 // RawToken is the CreatePersonalAccessToken reply payload: [token Name].
 type RawToken struct{ Token string }
 
+// Append appends the encoding of the RawToken to dst.
 func (t RawToken) Append(dst []byte) []byte { return AppendName(dst, t.Token) }
 
 // DecodeRawToken decodes a CreatePersonalAccessToken reply payload.

@@ -22,6 +22,7 @@ type SendMessagesRequest struct {
 	Batch         []byte // 256-byte batch header + frames, see AppendBatch
 }
 
+// Code returns CodeSendMessages.
 func (SendMessagesRequest) Code() Code { return CodeSendMessages }
 
 // Append appends the body with q.Batch as the batch (copied). A producer that builds the
@@ -97,6 +98,7 @@ type SendMessagesReply struct {
 	Confirmations []SendConfirmation
 }
 
+// Append appends the encoding of the SendMessagesReply to dst.
 func (s SendMessagesReply) Append(dst []byte) []byte {
 	le := binary.LittleEndian
 	dst = le.AppendUint32(dst, uint32(len(s.Confirmations)))

@@ -13,7 +13,10 @@ import "encoding/binary"
 // GetStreamRequest is code 200.
 type GetStreamRequest struct{ Stream Identifier }
 
+// Code returns CodeGetStream.
 func (GetStreamRequest) Code() Code { return CodeGetStream }
+
+// Append appends the encoding of the GetStreamRequest to dst.
 func (q GetStreamRequest) Append(dst []byte) []byte {
 	return AppendIdentifier(dst, q.Stream)
 }
@@ -28,7 +31,10 @@ func DecodeGetStreamRequest(body []byte) (GetStreamRequest, error) {
 // GetStreamsRequest is code 201 (empty body).
 type GetStreamsRequest struct{}
 
-func (GetStreamsRequest) Code() Code               { return CodeGetStreams }
+// Code returns CodeGetStreams.
+func (GetStreamsRequest) Code() Code { return CodeGetStreams }
+
+// Append appends the encoding of the GetStreamsRequest to dst.
 func (GetStreamsRequest) Append(dst []byte) []byte { return dst }
 
 // DecodeGetStreamsRequest ignores body.
@@ -40,7 +46,10 @@ type CreateStreamRequest struct {
 	Options []KV
 }
 
+// Code returns CodeCreateStream.
 func (CreateStreamRequest) Code() Code { return CodeCreateStream }
+
+// Append appends the encoding of the CreateStreamRequest to dst.
 func (q CreateStreamRequest) Append(dst []byte) []byte {
 	return AppendKVs(AppendName(dst, q.Name), q.Options)
 }
@@ -55,7 +64,10 @@ func DecodeCreateStreamRequest(body []byte) (CreateStreamRequest, error) {
 // DeleteStreamRequest is code 203.
 type DeleteStreamRequest struct{ Stream Identifier }
 
+// Code returns CodeDeleteStream.
 func (DeleteStreamRequest) Code() Code { return CodeDeleteStream }
+
+// Append appends the encoding of the DeleteStreamRequest to dst.
 func (q DeleteStreamRequest) Append(dst []byte) []byte {
 	return AppendIdentifier(dst, q.Stream)
 }
@@ -74,7 +86,10 @@ type UpdateStreamRequest struct {
 	Options []KV
 }
 
+// Code returns CodeUpdateStream.
 func (UpdateStreamRequest) Code() Code { return CodeUpdateStream }
+
+// Append appends the encoding of the UpdateStreamRequest to dst.
 func (q UpdateStreamRequest) Append(dst []byte) []byte {
 	return AppendKVs(AppendName(AppendIdentifier(dst, q.Stream), q.Name), q.Options)
 }
@@ -89,7 +104,10 @@ func DecodeUpdateStreamRequest(body []byte) (UpdateStreamRequest, error) {
 // PurgeStreamRequest is code 205.
 type PurgeStreamRequest struct{ Stream Identifier }
 
+// Code returns CodePurgeStream.
 func (PurgeStreamRequest) Code() Code { return CodePurgeStream }
+
+// Append appends the encoding of the PurgeStreamRequest to dst.
 func (q PurgeStreamRequest) Append(dst []byte) []byte {
 	return AppendIdentifier(dst, q.Stream)
 }
@@ -113,9 +131,7 @@ type StreamResponse struct {
 	Options       []KV
 }
 
-// streamResponseMin is the smallest encoding: 33 fixed bytes + 1 name byte + 4.
-const streamResponseMin = 38
-
+// Append appends the encoding of the StreamResponse to dst.
 func (s StreamResponse) Append(dst []byte) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, s.ID)
 	dst = binary.LittleEndian.AppendUint64(dst, s.CreatedAt)
@@ -163,6 +179,7 @@ type StreamDetails struct {
 	Topics []TopicHeader
 }
 
+// Append appends the encoding of the StreamDetails to dst.
 func (s StreamDetails) Append(dst []byte) []byte {
 	s.TopicsCount = uint32(len(s.Topics))
 	dst = s.StreamResponse.Append(dst)

@@ -17,7 +17,10 @@ import (
 // PingRequest is code 1.
 type PingRequest struct{}
 
-func (PingRequest) Code() Code               { return CodePing }
+// Code returns CodePing.
+func (PingRequest) Code() Code { return CodePing }
+
+// Append appends the encoding of the PingRequest to dst.
 func (PingRequest) Append(dst []byte) []byte { return dst }
 
 // DecodePingRequest ignores body.
@@ -26,7 +29,10 @@ func DecodePingRequest([]byte) (PingRequest, error) { return PingRequest{}, nil 
 // GetMeRequest is code 20; the reply payload is ClientDetails.
 type GetMeRequest struct{}
 
-func (GetMeRequest) Code() Code               { return CodeGetMe }
+// Code returns CodeGetMe.
+func (GetMeRequest) Code() Code { return CodeGetMe }
+
+// Append appends the encoding of the GetMeRequest to dst.
 func (GetMeRequest) Append(dst []byte) []byte { return dst }
 
 // DecodeGetMeRequest ignores body.
@@ -35,7 +41,10 @@ func DecodeGetMeRequest([]byte) (GetMeRequest, error) { return GetMeRequest{}, n
 // GetStatsRequest is code 10; the reply payload is Stats.
 type GetStatsRequest struct{}
 
-func (GetStatsRequest) Code() Code               { return CodeGetStats }
+// Code returns CodeGetStats.
+func (GetStatsRequest) Code() Code { return CodeGetStats }
+
+// Append appends the encoding of the GetStatsRequest to dst.
 func (GetStatsRequest) Append(dst []byte) []byte { return dst }
 
 // DecodeGetStatsRequest ignores body.
@@ -45,7 +54,10 @@ func DecodeGetStatsRequest([]byte) (GetStatsRequest, error) { return GetStatsReq
 // not documented, so servers answer status 5 and clients ignore the outcome.
 type GetClusterMetadataRequest struct{}
 
-func (GetClusterMetadataRequest) Code() Code               { return CodeGetClusterMetadata }
+// Code returns CodeGetClusterMetadata.
+func (GetClusterMetadataRequest) Code() Code { return CodeGetClusterMetadata }
+
+// Append appends the encoding of the GetClusterMetadataRequest to dst.
 func (GetClusterMetadataRequest) Append(dst []byte) []byte { return dst }
 
 // DecodeGetClusterMetadataRequest ignores body.
@@ -60,8 +72,10 @@ type FlushUnsavedBufferRequest struct {
 	Fsync         bool
 }
 
+// Code returns CodeFlushUnsavedBuffer.
 func (FlushUnsavedBufferRequest) Code() Code { return CodeFlushUnsavedBuffer }
 
+// Append appends the encoding of the FlushUnsavedBufferRequest to dst.
 func (q FlushUnsavedBufferRequest) Append(dst []byte) []byte {
 	dst = AppendIdentifier(dst, q.Stream)
 	dst = AppendIdentifier(dst, q.Topic)
@@ -108,6 +122,7 @@ type ClientGroup struct {
 	StreamID, TopicID, GroupID uint32
 }
 
+// Append appends the encoding of the ClientDetails to dst.
 func (c ClientDetails) Append(dst []byte) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, c.ClientID)
 	dst = binary.LittleEndian.AppendUint32(dst, c.UserID)
@@ -175,6 +190,7 @@ type CacheMetric struct {
 	HitRatio                       float32
 }
 
+// Append appends the encoding of the Stats to dst.
 func (s Stats) Append(dst []byte) []byte {
 	le := binary.LittleEndian
 	dst = le.AppendUint32(dst, s.ProcessID)

@@ -37,7 +37,10 @@ const (
 // GetTopicRequest is code 300.
 type GetTopicRequest struct{ Stream, Topic Identifier }
 
+// Code returns CodeGetTopic.
 func (GetTopicRequest) Code() Code { return CodeGetTopic }
+
+// Append appends the encoding of the GetTopicRequest to dst.
 func (q GetTopicRequest) Append(dst []byte) []byte {
 	return AppendIdentifier(AppendIdentifier(dst, q.Stream), q.Topic)
 }
@@ -52,7 +55,10 @@ func DecodeGetTopicRequest(body []byte) (GetTopicRequest, error) {
 // GetTopicsRequest is code 301.
 type GetTopicsRequest struct{ Stream Identifier }
 
+// Code returns CodeGetTopics.
 func (GetTopicsRequest) Code() Code { return CodeGetTopics }
+
+// Append appends the encoding of the GetTopicsRequest to dst.
 func (q GetTopicsRequest) Append(dst []byte) []byte {
 	return AppendIdentifier(dst, q.Stream)
 }
@@ -72,7 +78,10 @@ type CreateTopicRequest struct {
 	Options         []KV
 }
 
+// Code returns CodeCreateTopic.
 func (CreateTopicRequest) Code() Code { return CodeCreateTopic }
+
+// Append appends the encoding of the CreateTopicRequest to dst.
 func (q CreateTopicRequest) Append(dst []byte) []byte {
 	dst = AppendIdentifier(dst, q.Stream)
 	dst = binary.LittleEndian.AppendUint32(dst, q.PartitionsCount)
@@ -89,7 +98,10 @@ func DecodeCreateTopicRequest(body []byte) (CreateTopicRequest, error) {
 // DeleteTopicRequest is code 303.
 type DeleteTopicRequest struct{ Stream, Topic Identifier }
 
+// Code returns CodeDeleteTopic.
 func (DeleteTopicRequest) Code() Code { return CodeDeleteTopic }
+
+// Append appends the encoding of the DeleteTopicRequest to dst.
 func (q DeleteTopicRequest) Append(dst []byte) []byte {
 	return AppendIdentifier(AppendIdentifier(dst, q.Stream), q.Topic)
 }
@@ -109,7 +121,10 @@ type UpdateTopicRequest struct {
 	Options       []KV
 }
 
+// Code returns CodeUpdateTopic.
 func (UpdateTopicRequest) Code() Code { return CodeUpdateTopic }
+
+// Append appends the encoding of the UpdateTopicRequest to dst.
 func (q UpdateTopicRequest) Append(dst []byte) []byte {
 	dst = AppendIdentifier(AppendIdentifier(dst, q.Stream), q.Topic)
 	return AppendKVs(AppendName(dst, q.Name), q.Options)
@@ -125,7 +140,10 @@ func DecodeUpdateTopicRequest(body []byte) (UpdateTopicRequest, error) {
 // PurgeTopicRequest is code 305.
 type PurgeTopicRequest struct{ Stream, Topic Identifier }
 
+// Code returns CodePurgeTopic.
 func (PurgeTopicRequest) Code() Code { return CodePurgeTopic }
+
+// Append appends the encoding of the PurgeTopicRequest to dst.
 func (q PurgeTopicRequest) Append(dst []byte) []byte {
 	return AppendIdentifier(AppendIdentifier(dst, q.Stream), q.Topic)
 }
@@ -159,6 +177,7 @@ type TopicHeader struct {
 // topicHeaderMin is 50 fixed bytes (incl. the name length) + 1 name byte + 8.
 const topicHeaderMin = 59
 
+// Append appends the encoding of the TopicHeader to dst.
 func (t TopicHeader) Append(dst []byte) []byte {
 	le := binary.LittleEndian
 	dst = le.AppendUint32(dst, t.ID)
@@ -191,6 +210,7 @@ type PartitionResponse struct {
 	MessagesCount uint64
 }
 
+// Append appends the encoding of the PartitionResponse to dst.
 func (p PartitionResponse) Append(dst []byte) []byte {
 	le := binary.LittleEndian
 	dst = le.AppendUint32(dst, p.ID)
@@ -208,6 +228,7 @@ type TopicDetails struct {
 	Partitions []PartitionResponse
 }
 
+// Append appends the encoding of the TopicDetails to dst.
 func (t TopicDetails) Append(dst []byte) []byte {
 	t.PartitionsCount = uint32(len(t.Partitions))
 	dst = t.TopicHeader.Append(dst)

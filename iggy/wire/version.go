@@ -5,7 +5,7 @@ import "fmt"
 // Protocol versions, packed as major<<20 | minor<<10 | patch (§2.1).
 const (
 	// ProtocolVersion is the version this codec speaks: 0.11.0 = 11264 (0x2C00).
-	ProtocolVersion uint32 = 0<<20 | 11<<10 | 0
+	ProtocolVersion uint32 = 11 << 10 // major 0, minor 11, patch 0
 	// ServerVersion is the Iggy server release whose protocol this is.
 	ServerVersion = "0.9.0"
 )

@@ -291,3 +291,50 @@ func (s *Store) OffsetForTimestamp(k PartitionKey, ts uint64) (offset uint64, fo
 	}
 	return offset, found, err
 }
+
+// Totals are summed counters of a topic or stream.
+type Totals struct {
+	Messages uint64
+	Bytes    uint64
+}
+
+// TopicTotals sums the counters of the topic's partitions. Errors:
+// ErrStreamNotFound, ErrTopicNotFound, ErrClosed.
+func (s *Store) TopicTotals(streamID, topicID uint32) (Totals, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, err := s.topicLocked(streamID, topicID)
+	if err != nil {
+		return Totals{}, err
+	}
+	return t.totals(), nil
+}
+
+// StreamTotals sums the counters of every partition of the stream. Errors:
+// ErrStreamNotFound, ErrClosed.
+func (s *Store) StreamTotals(streamID uint32) (Totals, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st, err := s.streamLocked(streamID)
+	if err != nil {
+		return Totals{}, err
+	}
+	var sum Totals
+	for _, t := range st.topics {
+		tt := t.totals()
+		sum.Messages += tt.Messages
+		sum.Bytes += tt.Bytes
+	}
+	return sum, nil
+}
+
+func (t *topicState) totals() Totals {
+	var sum Totals
+	for _, p := range t.parts {
+		p.mu.Lock()
+		sum.Messages += p.stats.Messages
+		sum.Bytes += p.stats.Bytes
+		p.mu.Unlock()
+	}
+	return sum
+}

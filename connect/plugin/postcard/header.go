@@ -142,7 +142,7 @@ func (r *Reader) headerField() sdk.HeaderField {
 // decodeBase64 decodes standard-alphabet Base64 as serde_with/base64 0.22 do: padding
 // optional, non-zero trailing bits rejected, and (unlike Go's decoder) CR/LF rejected.
 func decodeBase64(text []byte) ([]byte, bool) {
-	if bytes.IndexAny(text, "\r\n") >= 0 {
+	if bytes.ContainsAny(text, "\r\n") {
 		return nil, false
 	}
 	enc := base64.StdEncoding.Strict()

@@ -1,0 +1,63 @@
+// Command ferry is the single Ferry binary: the connectors runtime, the embedded
+// Iggy-compatible server and the operator tools.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// run executes the CLI and returns the process exit code.
+func run(args []string) int {
+	root := &cobra.Command{
+		Use:           "ferry",
+		Short:         "Ferry: a connectors runtime for Apache Iggy with delivery you can trust",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newRunCmd(),
+		newServerCmd(),
+		newCheckCmd(),
+		newOffsetsCmd(),
+		newBenchCmd(),
+		newVersionCmd(),
+	)
+	root.SetArgs(args)
+
+	// The first SIGINT/SIGTERM cancels ctx (graceful stop); a second one exits at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-sigs:
+			fmt.Fprintln(os.Stderr, "ferry: second signal, exiting now")
+			os.Exit(130)
+		case <-ctx.Done():
+		}
+	}()
+
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "ferry:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,18 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/spf13/cobra"
+)
+
+// newRunCmd is a placeholder replaced by the command's owner.
+func newRunCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "run",
+		Short: "(not built yet)",
+		RunE: func(*cobra.Command, []string) error {
+			return errors.New("run: not built yet")
+		},
+	}
+}

@@ -1,0 +1,45 @@
+// Package connect is Ferry's connectors runtime: it runs sinks (Iggy → target) and sources
+// (target → Iggy) described by connect/config, and owns when a sink's offsets advance.
+//
+// # What it promises
+//
+//   - Commit modes exactly as DESIGN.md: after_polling (the server stores on poll; the
+//     runtime stores nothing, at-most-once), after_consuming (the runtime stores a batch's
+//     last offset after Consume returned nil for the whole batch) and sink_controlled (the
+//     sink stores through an [sdk.Committer]).
+//   - Commits are validated per partition (never beyond what was delivered, never at or
+//     below what is committed or pending, only for partitions still owned), coalesced
+//     (highest wins), written on the [commit] interval and at shutdown, retried with backoff
+//     and never forgotten: a pending offset stays until it is stored or superseded.
+//   - A Committer never blocks and never calls into the sink: it validates, records and
+//     signals. After the sink stopped, or the partition was revoked, Commit returns an error
+//     wrapping [sdk.ErrCommitUnknownPartition] and changes nothing.
+//   - A failed Consume (error or panic) is retried with capped exponential backoff (the
+//     first retry waits the initial delay), nothing committed meanwhile; then on_failure
+//     applies: stop (status error, nothing committed), dead_letter (the batch is sent with
+//     ferry-* headers and confirmed before its offsets are committed) or skip (committed,
+//     logged, counted).
+//   - Backpressure: at most commit.max_uncommitted messages per partition are polled and
+//     not yet stored; past it the partition is paused until its commits are stored.
+//   - Shutdown: stop polling → finish the in-flight batch (bounded by shutdown_timeout;
+//     an abandoned batch is never committed) → sink Close (may still commit) → close the
+//     registry entries and write pending commits → leave the consumer group.
+//   - Every goroutine ends when Stop returns nil.
+//
+// # File map
+//
+//   - tracker.go: per-partition commit state and validation.
+//   - registry.go: (instance, stream, topic, partition) → tracker; the sdk.Committer.
+//   - commitloop.go: the per-topic-consumer writer of pending offsets.
+//   - backoff.go, failure.go: retry with backoff, panic recovery, on_failure policies.
+//   - backend.go, sink_runner.go, sink_topic.go, convert.go: the sink pipeline over a
+//     consumer-group member (iggy.Consumer through iggy_backend.go).
+//   - runtime.go, status.go: the Runtime API used by cmd/ferry; iggy_backend.go: [New],
+//     [Options] and the adapter over the iggy client (build tag ferry_iggy until package
+//     iggy compiles: then delete the tag line).
+//
+// # What it must not import
+//
+// server, connectors/* and cmd/*: connect sits below cmd/ferry and above iggy, sdk and
+// connect/config. It needs no cgo: native plugins come in through [Options.LoadSinkPlugin].
+package connect

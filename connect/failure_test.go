@@ -1,0 +1,191 @@
+package connect
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/sdk"
+)
+
+// scriptSink fails Consume `fails` times (with an error, or a panic when panics is set),
+// then succeeds.
+type scriptSink struct {
+	mu     sync.Mutex
+	fails  int
+	panics bool
+	calls  int
+}
+
+func (s *scriptSink) Open(context.Context, sdk.SinkEnv) error { return nil }
+func (s *scriptSink) Close(context.Context) error             { return nil }
+func (s *scriptSink) Consume(context.Context, sdk.TopicMetadata, sdk.MessagesMetadata, []sdk.ConsumedMessage) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.fails > 0 {
+		s.fails--
+		if s.panics {
+			panic("boom")
+		}
+		return errors.New("target unavailable")
+	}
+	return nil
+}
+
+type recordingDLQ struct {
+	fail int
+	sent [][]sdk.ProducedMessage
+}
+
+func (d *recordingDLQ) sendDeadLetters(_ context.Context, msgs []sdk.ProducedMessage) error {
+	if d.fail > 0 {
+		d.fail--
+		return errors.New("dlq down")
+	}
+	d.sent = append(d.sent, msgs)
+	return nil
+}
+
+func testBatch(first uint64, n int) []sdk.ConsumedMessage {
+	out := make([]sdk.ConsumedMessage, n)
+	for i := range out {
+		out[i] = sdk.ConsumedMessage{Offset: first + uint64(i), Payload: []byte("m"),
+			Headers: []sdk.Header{{Key: sdk.String("orig"), Value: sdk.String("v")}}}
+	}
+	return out
+}
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func TestProcessFailurePolicies(t *testing.T) {
+	topic := sdk.TopicMetadata{Stream: "orders", Topic: "created", StreamID: 1, TopicID: 2}
+	meta := sdk.MessagesMetadata{Partition: sdk.Partition{StreamID: 1, TopicID: 2, PartitionID: 3}}
+	for _, tc := range []struct {
+		name                               string
+		mode                               config.CommitMode
+		policy                             config.FailurePolicy
+		fails                              int
+		panics                             bool
+		want                               batchResult
+		wantCalls                          int
+		wantPending                        int64 // after processing batch 10..19
+		wantConsErrs                       uint64
+		wantFailed                         uint64
+		wantDL, wantSkipped, wantDelivered uint64
+	}{
+		{"succeeds after 2 retries", config.CommitAfterConsuming, config.FailureStop, 2, false, batchDelivered, 3, 19, 2, 0, 0, 0, 10},
+		{"panic recovered and retried", config.CommitAfterConsuming, config.FailureStop, 1, true, batchDelivered, 2, 19, 1, 0, 0, 0, 10},
+		{"stop: nothing committed", config.CommitAfterConsuming, config.FailureStop, 99, false, batchStop, 4, 9, 4, 1, 0, 0, 0},
+		{"skip commits past", config.CommitAfterConsuming, config.FailureSkip, 99, false, batchResolved, 4, 19, 4, 1, 0, 10, 0},
+		{"dead letter then commit", config.CommitAfterConsuming, config.FailureDeadLetter, 99, false, batchResolved, 4, 19, 4, 1, 10, 0, 0},
+		{"sink_controlled: success commits nothing", config.CommitSinkControlled, config.FailureStop, 0, false, batchDelivered, 1, 9, 0, 0, 0, 0, 10},
+		{"after_polling: skip stores nothing", config.CommitAfterPolling, config.FailureSkip, 99, false, batchResolved, 4, 9, 4, 1, 0, 10, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := new(Counters)
+			sink := &scriptSink{fails: tc.fails, panics: tc.panics}
+			dlq := &recordingDLQ{fail: 1}
+			p := &batchProcessor{sink: sink, mode: tc.mode, policy: tc.policy,
+				backoff: Backoff{Initial: time.Microsecond, Max: time.Microsecond, MaxRetries: 3},
+				dlq:     dlq, counters: c, log: quietLog}
+			tr := newTracker(testKey, c, 0, nil)
+			tr.polledBatch(0, 9)
+			tr.deliveredBatch(9)
+			if err := tr.commit(9); err != nil { // batch 0..9 already handled
+				t.Fatal(err)
+			}
+			tr.polledBatch(10, 19)
+			res, err := p.process(context.Background(), topic, meta, testBatch(10, 10), tr)
+			if res != tc.want {
+				t.Fatalf("result %v (%v), want %v", res, err, tc.want)
+			}
+			if tc.want == batchStop && !strings.Contains(err.Error(), "target unavailable") {
+				t.Fatalf("stop error %v lacks the cause", err)
+			}
+			if tc.panics && tc.want == batchStop && !errors.Is(err, ErrSinkPanic) {
+				t.Fatalf("err %v, want ErrSinkPanic", err)
+			}
+			if sink.calls != tc.wantCalls {
+				t.Errorf("consume calls %d, want %d", sink.calls, tc.wantCalls)
+			}
+			if st := tr.state(); st.Pending != tc.wantPending {
+				t.Errorf("pending %d, want %d", st.Pending, tc.wantPending)
+			}
+			s := c.Snapshot()
+			if s.ConsumeErrors != tc.wantConsErrs || s.FailedBatches != tc.wantFailed || s.DeadLettered != tc.wantDL ||
+				s.Skipped != tc.wantSkipped || s.Delivered != tc.wantDelivered {
+				t.Errorf("counters %+v", s)
+			}
+			if tc.policy == config.FailureDeadLetter {
+				if len(dlq.sent) != 1 || len(dlq.sent[0]) != 10 {
+					t.Fatalf("dead letters %v", dlq.sent)
+				}
+				checkDeadLetter(t, dlq.sent[0][4], 14)
+			}
+		})
+	}
+}
+
+func checkDeadLetter(t *testing.T, m sdk.ProducedMessage, offset uint64) {
+	t.Helper()
+	got := map[string]sdk.HeaderField{}
+	for _, h := range m.Headers {
+		got[string(h.Key.Value)] = h.Value
+	}
+	want := map[string]sdk.HeaderField{
+		"orig":                sdk.String("v"),
+		HeaderError:           sdk.String("target unavailable"),
+		HeaderSourceStream:    sdk.String("orders"),
+		HeaderSourceTopic:     sdk.String("created"),
+		HeaderSourcePartition: {Kind: sdk.HeaderUint32, Value: []byte{3, 0, 0, 0}},
+		HeaderSourceOffset:    sdk.Uint64(offset),
+	}
+	if len(got) != len(want) {
+		t.Fatalf("headers %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if g := got[k]; g.Kind != w.Kind || string(g.Value) != string(w.Value) {
+			t.Errorf("header %s = %+v, want %+v", k, g, w)
+		}
+	}
+	if string(m.Payload) != "m" || !m.ID.IsZero() {
+		t.Errorf("payload %q id %v", m.Payload, m.ID)
+	}
+}
+
+// TestProcessAbandonedAtHardStop: a batch in retry backoff when the runtime stops hard is
+// abandoned: not counted as failed, not committed.
+func TestProcessAbandonedAtHardStop(t *testing.T) {
+	c := new(Counters)
+	p := &batchProcessor{sink: &scriptSink{fails: 99}, mode: config.CommitAfterConsuming, policy: config.FailureSkip,
+		backoff: Backoff{Initial: time.Hour, Max: time.Hour, MaxRetries: 3}, counters: c, log: quietLog}
+	tr := newTracker(testKey, c, 0, nil)
+	tr.polledBatch(0, 9)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	res, err := p.process(ctx, sdk.TopicMetadata{}, sdk.MessagesMetadata{}, testBatch(0, 10), tr)
+	if res != batchAbandoned || !errors.Is(err, ErrAbandoned) {
+		t.Fatalf("result %v, %v; want abandoned", res, err)
+	}
+	if s := c.Snapshot(); s.FailedBatches != 0 || s.Skipped != 0 || s.ConsumeErrors != 1 {
+		t.Fatalf("counters %+v", s)
+	}
+	if _, ok, _ := tr.take(); ok {
+		t.Fatal("abandoned batch is pending")
+	}
+}
+
+func TestTruncateUTF8(t *testing.T) {
+	s := strings.Repeat("é", 200) // 400 bytes
+	got := truncateUTF8(s, 255)
+	if len(got) != 254 || !strings.HasPrefix(s, got) {
+		t.Fatalf("len %d", len(got))
+	}
+}

@@ -1,0 +1,167 @@
+package plugin
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+var buildDir string
+
+func TestMain(m *testing.M) {
+	d, err := os.MkdirTemp("", "ferry-plugin-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buildDir = d
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(d) }))
+}
+
+var (
+	buildMu   sync.Mutex
+	buildMemo = map[string]string{}
+)
+
+// buildC compiles one C file into a shared library named name (once per test binary) and
+// returns its path. Skips when gcc is missing.
+func buildC(t *testing.T, name, src string, defines ...string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := buildMemo[name]; ok {
+		return p
+	}
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc not found: C plugin tests need gcc (CI has it)")
+	}
+	out := filepath.Join(buildDir, name+".so")
+	args := []string{"-std=gnu11", "-O1", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-pthread",
+		"-I../../include", "-I../../examples/plugins/c", "-o", out}
+	for _, d := range defines {
+		args = append(args, "-D"+d)
+	}
+	args = append(args, src)
+	if b, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", name, err, b)
+	}
+	buildMemo[name] = out
+	return out
+}
+
+func probe(t *testing.T, name string, defines ...string) string {
+	return buildC(t, name, "testdata/c/probe.c", defines...)
+}
+
+// buildRust builds testdata/plugins/rust with cargo (once per test binary). Skips when cargo
+// is missing.
+func buildRust(t *testing.T) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := buildMemo["rust"]; ok {
+		return p
+	}
+	cargo, err := exec.LookPath("cargo")
+	if err != nil {
+		t.Skip("cargo not found: the Rust golden plugin needs cargo (CI has it)")
+	}
+	manifest, _ := filepath.Abs("../../testdata/plugins/rust/Cargo.toml")
+	cmd := exec.Command(cargo, "build", "--release", "--locked", "--quiet", "--manifest-path", manifest)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cargo build: %v\n%s", err, b)
+	}
+	p := filepath.Join(filepath.Dir(manifest), "target", "release", "libferry_test_plugin.so")
+	buildMemo["rust"] = p
+	return p
+}
+
+// waitFor polls cond until it holds or 10 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines
+}
+
+// logRecorder is a slog.Handler that keeps every record with its attributes flattened.
+type logRecorder struct {
+	mu    *sync.Mutex
+	recs  *[]logRec
+	attrs []slog.Attr
+}
+
+type logRec struct {
+	Level slog.Level
+	Msg   string
+	Attrs map[string]string
+}
+
+func newLogRecorder() *logRecorder {
+	return &logRecorder{mu: &sync.Mutex{}, recs: &[]logRec{}}
+}
+
+func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	rec := logRec{Level: r.Level, Msg: r.Message, Attrs: map[string]string{}}
+	for _, a := range h.attrs {
+		rec.Attrs[a.Key] = a.Value.String()
+	}
+	r.Attrs(func(a slog.Attr) bool { rec.Attrs[a.Key] = a.Value.String(); return true })
+	h.mu.Lock()
+	*h.recs = append(*h.recs, rec)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *logRecorder) WithAttrs(as []slog.Attr) slog.Handler {
+	return &logRecorder{mu: h.mu, recs: h.recs, attrs: append(append([]slog.Attr{}, h.attrs...), as...)}
+}
+
+func (h *logRecorder) WithGroup(string) slog.Handler { return h }
+
+func (h *logRecorder) find(substr string) (logRec, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range *h.recs {
+		if strings.Contains(r.Msg, substr) {
+			return r, true
+		}
+	}
+	return logRec{}, false
+}

@@ -1,0 +1,24 @@
+package connectors
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestRegistry(t *testing.T) {
+	r := Registry()
+	if got := r.SinkNames(); !reflect.DeepEqual(got, []string{"file", "null", "stdout"}) {
+		t.Fatalf("sinks = %v", got)
+	}
+	if got := r.SourceNames(); !reflect.DeepEqual(got, []string{"random"}) {
+		t.Fatalf("sources = %v", got)
+	}
+	for _, n := range r.SinkNames() {
+		if f, _ := r.Sink(n); f() == nil {
+			t.Fatalf("sink %s factory returned nil", n)
+		}
+	}
+	if f, _ := r.Source("random"); f() == nil {
+		t.Fatal("random factory returned nil")
+	}
+}

@@ -1,0 +1,14 @@
+// Package file is the built-in "file" sink: it appends each message as one JSON object per
+// line (JSON Lines) to a file and makes it durable with fsync.
+//
+// Durability by commit mode:
+//   - sink_controlled (SinkEnv.Committer != nil): a goroutine fsyncs every flush_interval and
+//     only then commits, per partition, the highest offset written before that fsync. An
+//     offset is never committed before the line holding it is on disk.
+//   - after_consuming / after_polling: Consume returns once the batch is written to the file
+//     (the OS has it; it survives a crash of Ferry, not of the machine). Set fsync_each_batch
+//     to fsync before Consume returns, so after_consuming's stored offset is never ahead of
+//     the disk, at the cost of one fsync per batch. The interval fsync runs as well.
+//
+// It imports only sdk and the standard library.
+package file

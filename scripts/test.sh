@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The project's test command (README "Tests"): Go tests with the race detector, a short run
+# of every fuzz target, and the official Iggy Python SDK against the embedded server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "--- go test -race ./..."
+go test -race -count=1 -timeout 20m ./...
+
+echo "--- fuzz smoke (each target ${FUZZTIME:-3s})"
+bash scripts/fuzz.sh "${FUZZTIME:-3s}"
+
+echo "--- official Iggy Python SDK against ferry server"
+bash tests/python/run.sh
