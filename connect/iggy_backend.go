@@ -1,5 +1,3 @@
-//go:build ferry_iggy
-
 package connect
 
 import (
@@ -29,6 +27,9 @@ type Options struct {
 	Builtins *sdk.Registry
 	// LoadSinkPlugin opens native plugins; nil refuses native sinks (status error).
 	LoadSinkPlugin SinkPluginLoader
+	// LoadSourcePlugin opens native source plugins; nil refuses native sources (status
+	// error). Source state files live in Runtime.State.Path (default "local_state").
+	LoadSourcePlugin SourcePluginLoader
 	// Logger receives the runtime's logs; nil = slog.Default().
 	Logger *slog.Logger
 }
@@ -49,7 +50,13 @@ func New(opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("connect: %w", err)
 		}
 	}
-	return newRuntime(opts.Connectors, &iggyBackend{c: opts.Client}, opts.Builtins, opts.LoadSinkPlugin, opts.Logger), nil
+	if err := validateSources(opts.Connectors); err != nil {
+		return nil, err
+	}
+	b := &iggyBackend{c: opts.Client}
+	rt := newRuntime(opts.Connectors, b, opts.Builtins, opts.LoadSinkPlugin, opts.Logger)
+	rt.sources = sourceDepsFor(opts, b)
+	return rt, nil
 }
 
 // iggyBackend implements backend over *iggy.Client.

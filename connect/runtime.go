@@ -44,6 +44,7 @@ type Runtime struct {
 	log      *slog.Logger
 	reg      *registry
 	nextID   atomic.Uint32
+	sources  sourceDeps // source.go
 
 	mu       sync.Mutex
 	started  bool
@@ -75,6 +76,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		return errors.New("connect: runtime already started")
 	}
 	r.started = true
+	r.running = append(r.running, r.startSources(ctx)...)
 	for _, cfg := range r.conns.Sinks {
 		if !cfg.Enabled {
 			continue

@@ -48,6 +48,12 @@ type Stats struct {
 	StoreErrors, HeaderErrors                           uint64
 	CommitsAccepted                                     uint64
 	CommitsStale, CommitsOutOfRange, CommitsUnknown     uint64
+
+	// Sources (source.go): messages read from the source, messages Iggy confirmed, failed
+	// send attempts. For a source, Committed counts messages of batches whose state was
+	// saved and acked, StoreErrors failed state saves and FailedBatches batches refused
+	// before sending.
+	Produced, Sent, SendErrors uint64
 }
 
 // CommitsRejected is the sum of rejected commits of every kind.

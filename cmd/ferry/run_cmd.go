@@ -1,18 +1,231 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ferryio/ferry/connect"
+	"github.com/ferryio/ferry/connectors"
+	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/server"
 )
 
-// newRunCmd is a placeholder replaced by the command's owner.
+type runFlags struct {
+	config       string
+	embedded     bool
+	data         string
+	progress     time.Duration
+	duration     time.Duration
+	exitIdle     time.Duration
+	partitions   uint32
+	logLevel     string
+	stopTimeout  time.Duration
+	dialTimeout  time.Duration
+	printStatus  bool
+	embeddedAddr string
+	createTopics bool
+}
+
 func newRunCmd() *cobra.Command {
-	return &cobra.Command{
+	var f runFlags
+	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "(not built yet)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("run: not built yet")
+		Short: "Run the connectors of a config.toml (sources → Iggy → sinks)",
+		Long: `Run loads the runtime config (Iggy's iggy-connectors config.toml) and the connector files
+of its config_dir, connects to Iggy and runs every enabled connector until SIGINT/SIGTERM.
+The first signal stops gracefully (in-flight batches finish, pending commits are written);
+a second one exits at once.
+
+With --embedded, Ferry starts its own Iggy-compatible server in the same process (data in
+--data or [embedded] data_dir) and creates the streams and topics the connectors name.
+
+Every flag can also come from its environment variable (FERRY_CONFIG, FERRY_EMBEDDED,
+FERRY_DATA, FERRY_PROGRESS, FERRY_PARTITIONS, FERRY_LOG_LEVEL).`,
+		Example: `  ferry run --config examples/quickstart/config.toml --embedded
+  ferry run --config config.toml --progress 5s
+  ferry run --config config.toml --embedded --exit-when-idle 2s   # scripted runs / CI`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRuntime(cmd.Context(), f)
 		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", envString(envConfig, ""), "runtime config.toml (default: IGGY_CONNECTORS_CONFIG_PATH, then "+`core/connectors/runtime/config.toml`+") [FERRY_CONFIG]")
+	fl.BoolVar(&f.embedded, "embedded", envBool(envEmbedded, false), "start the embedded Iggy server in this process [FERRY_EMBEDDED]")
+	fl.StringVar(&f.data, "data", envString(envData, ""), "embedded server data directory (default [embedded] data_dir, \"ferry_data\") [FERRY_DATA]")
+	fl.StringVar(&f.embeddedAddr, "embedded-addr", "", "embedded server listen address (default [embedded] address, else iggy.address)")
+	fl.DurationVar(&f.progress, "progress", envDuration(envProgress, time.Second), "print progress to stderr every interval; 0 = never [FERRY_PROGRESS]")
+	fl.DurationVar(&f.duration, "duration", 0, "stop gracefully after this long; 0 = run until a signal")
+	fl.DurationVar(&f.exitIdle, "exit-when-idle", 0, "stop gracefully once every source has ended and no counter moved for this long; 0 = never")
+	fl.Uint32Var(&f.partitions, "partitions", uint32(envUint(envPartitions, 1)), "partitions of topics created by --embedded or --create-topics [FERRY_PARTITIONS]")
+	fl.BoolVar(&f.createTopics, "create-topics", false, "create the streams and topics the connectors name when missing (always on with --embedded)")
+	fl.StringVar(&f.logLevel, "log-level", envString(envLogLevel, "info"), "debug, info, warn or error [FERRY_LOG_LEVEL]")
+	fl.DurationVar(&f.stopTimeout, "stop-timeout", 30*time.Second, "bound on the graceful stop; then in-flight work is abandoned (and redelivered later)")
+	fl.DurationVar(&f.dialTimeout, "connect-timeout", 30*time.Second, "bound on connecting to Iggy at startup")
+	fl.BoolVar(&f.printStatus, "status", true, "print each connector's final status to stderr at exit")
+	return cmd
+}
+
+func runRuntime(ctx context.Context, f runFlags) (err error) {
+	rc, conns, err := loadConfig(f.config)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(os.Stderr, rc.Logging.Format, f.logLevel)
+	if err != nil {
+		return err
+	}
+	for _, w := range append(append([]string(nil), rc.Warnings...), conns.Warnings...) {
+		log.Warn(w)
+	}
+	log.Info("config loaded", "config", rc.Path, "config_dir", absDir(rc.Connectors.ConfigDir),
+		"sources", len(conns.Sources), "sinks", len(conns.Sinks))
+	if f.partitions == 0 {
+		return errors.New("--partitions must be at least 1")
+	}
+
+	addr := rc.Iggy.Address
+	var srv *server.Server
+	if f.embedded || rc.Embedded.Enabled {
+		if f.embeddedAddr != "" {
+			rc.Embedded.Address = f.embeddedAddr
+		}
+		srv, err = embeddedServer(ctx, rc, f.data, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := srv.Close(context.Background()); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}()
+		addr = srv.Addr()
+		log.Info("embedded Iggy server started", "addr", addr)
+	}
+
+	opts, err := clientOptions(rc.Iggy, log.With("component", "iggy"))
+	if err != nil {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(ctx, f.dialTimeout)
+	client, err := iggy.Dial(dctx, addr, opts...)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("connect to Iggy at %s: %w", addr, err)
+	}
+	defer client.Close()
+
+	if srv != nil || f.createTopics {
+		ectx, cancel := context.WithTimeout(ctx, f.dialTimeout)
+		err := ensureTopics(ectx, client, conns, f.partitions)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("create topics: %w", err)
+		}
+	}
+
+	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: client,
+		Builtins: connectors.Registry(), LoadSinkPlugin: sinkLoader, LoadSourcePlugin: sourceLoader, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := rt.Start(ctx); err != nil {
+		return err
+	}
+	for _, st := range rt.Status() {
+		if st.State == connect.StateError && st.LastError != nil {
+			log.Error("connector failed to start", "kind", st.Kind, "key", st.Key, "error", st.LastError.Message)
+		}
+	}
+
+	prog := newProgress(os.Stderr)
+	why := supervise(ctx, rt, f, prog)
+	log.Info("stopping", "reason", why)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.stopTimeout)
+	defer cancel()
+	stopErr := rt.Stop(sctx)
+	final := rt.Status()
+	if f.progress > 0 {
+		prog.print(sum(final), time.Now())
+	}
+	if f.printStatus {
+		printStatus(final)
+	}
+	if stopErr != nil {
+		return fmt.Errorf("graceful stop did not finish within %s: %w", f.stopTimeout, stopErr)
+	}
+	var failed []string
+	for _, st := range final {
+		if st.State == connect.StateError {
+			msg := ""
+			if st.LastError != nil {
+				msg = st.LastError.Message
+			}
+			failed = append(failed, fmt.Sprintf("%s %s: %s", st.Kind, st.Key, msg))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("connectors in error: %s", strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// supervise prints progress and waits for the reason to stop: a signal (ctx), --duration,
+// or --exit-when-idle.
+func supervise(ctx context.Context, rt *connect.Runtime, f runFlags, p *progress) string {
+	tick := 100 * time.Millisecond
+	if f.progress > 0 && f.progress < tick {
+		tick = f.progress
+	}
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	var deadline <-chan time.Time
+	if f.duration > 0 {
+		dt := time.NewTimer(f.duration)
+		defer dt.Stop()
+		deadline = dt.C
+	}
+	last := sum(rt.Status())
+	lastMove, lastPrint := time.Now(), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return "signal"
+		case <-deadline:
+			return "duration elapsed"
+		case now := <-t.C:
+			cur := sum(rt.Status())
+			if cur.moved(last) {
+				last, lastMove = cur, now
+			}
+			if f.progress > 0 && now.Sub(lastPrint) >= f.progress {
+				p.print(cur, now)
+				lastPrint = now
+			}
+			if f.exitIdle > 0 && cur.sourcesActive == 0 && now.Sub(lastMove) >= f.exitIdle {
+				return "idle"
+			}
+		}
+	}
+}
+
+func printStatus(sts []connect.Status) {
+	for _, st := range sts {
+		line := fmt.Sprintf("%-6s %-24s %-8s", st.Kind, st.Key, st.State)
+		if st.Kind == "source" {
+			line += fmt.Sprintf(" produced=%d sent=%d acked=%d send_errors=%d", st.Stats.Produced, st.Stats.Sent, st.Stats.Committed, st.Stats.SendErrors)
+		} else {
+			line += fmt.Sprintf(" polled=%d delivered=%d committed=%d consume_errors=%d", st.Stats.Polled, st.Stats.Delivered, st.Stats.Committed, st.Stats.ConsumeErrors)
+		}
+		if st.LastError != nil {
+			line += " error=" + st.LastError.Message
+		}
+		fmt.Fprintln(os.Stderr, line)
 	}
 }

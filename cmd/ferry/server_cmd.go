@@ -1,18 +1,81 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ferryio/ferry/server"
 )
 
-// newServerCmd is a placeholder replaced by the command's owner.
+// newServerCmd builds `ferry server`: the embedded Iggy-compatible server, stopped
+// gracefully when the command's context is cancelled (SIGINT/SIGTERM in main).
 func newServerCmd() *cobra.Command {
-	return &cobra.Command{
+	var (
+		addr, data, fsync, user, pass, logLevel string
+		fsyncInterval                           time.Duration
+	)
+	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "(not built yet)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("server: not built yet")
+		Short: "Run the embedded single-node Iggy-compatible server",
+		Long: `Run Ferry's embedded Iggy server (binary protocol of Iggy 0.9).
+
+Flags fall back to environment variables: FERRY_SERVER_ADDR, FERRY_SERVER_DATA,
+FERRY_SERVER_FSYNC, FERRY_ROOT_USERNAME (or IGGY_ROOT_USERNAME) and
+FERRY_ROOT_PASSWORD (or IGGY_ROOT_PASSWORD). The root credentials default to
+iggy/iggy on a loopback address only and apply on the first boot of a data dir.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fl := cmd.Flags()
+			envDefault := func(flag string, dst *string, keys ...string) {
+				if fl.Changed(flag) {
+					return
+				}
+				for _, k := range keys {
+					if v := os.Getenv(k); v != "" {
+						*dst = v
+						return
+					}
+				}
+			}
+			envDefault("addr", &addr, "FERRY_SERVER_ADDR")
+			envDefault("data", &data, "FERRY_SERVER_DATA")
+			envDefault("fsync", &fsync, "FERRY_SERVER_FSYNC")
+			envDefault("root-username", &user, "FERRY_ROOT_USERNAME", "IGGY_ROOT_USERNAME")
+			envDefault("root-password", &pass, "FERRY_ROOT_PASSWORD", "IGGY_ROOT_PASSWORD")
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("server: --log-level: %w", err)
+			}
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			return runServer(cmd.Context(), server.Config{
+				Addr: addr, DataDir: data, Fsync: fsync, FsyncInterval: fsyncInterval,
+				RootUsername: user, RootPassword: pass, Logger: logger,
+			})
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", server.DefaultAddr, "TCP listen address (env FERRY_SERVER_ADDR)")
+	f.StringVar(&data, "data", "./ferry-data", "data directory (env FERRY_SERVER_DATA)")
+	f.StringVar(&fsync, "fsync", server.FsyncAlways, "fsync policy: always|interval (env FERRY_SERVER_FSYNC)")
+	f.DurationVar(&fsyncInterval, "fsync-interval", server.DefaultFsyncInterval, "sync period with --fsync interval")
+	f.StringVar(&user, "root-username", "", "root username on first boot (env FERRY_ROOT_USERNAME, IGGY_ROOT_USERNAME; default iggy on loopback)")
+	f.StringVar(&pass, "root-password", "", "root password on first boot (env FERRY_ROOT_PASSWORD, IGGY_ROOT_PASSWORD; default iggy on loopback)")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug|info|warn|error")
+	return cmd
+}
+
+func runServer(ctx context.Context, cfg server.Config) error {
+	s, err := server.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	cfg.Logger.Info("stopping server")
+	closeCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return s.Close(closeCtx)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/ferryio/ferry/sdk"
 )
@@ -28,7 +29,9 @@ func openSource(t *testing.T, lib *Library, env sdk.SourceEnv) *Source {
 
 func read(t *testing.T, s *Source) (sdk.SourceBatch, sdk.AckFunc) {
 	t.Helper()
-	b, ack, err := s.Read(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, ack, err := s.Read(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

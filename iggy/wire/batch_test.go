@@ -229,6 +229,9 @@ func TestDecodePollReply(t *testing.T) {
 
 // TestZeroAllocHotPaths pins the 0-allocation promise of the message hot paths.
 func TestZeroAllocHotPaths(t *testing.T) {
+	if raceEnabled {
+		t.Skip("-race instrumentation allocates")
+	}
 	msgs := sampleMessages(100, 100)
 	dst, _ := AppendBatch(nil, msgs, nil)
 	if a := testing.AllocsPerRun(50, func() { dst, _ = AppendBatch(dst[:0], msgs, nil) }); a != 0 {

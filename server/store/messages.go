@@ -177,6 +177,15 @@ type ReadResult struct {
 // offset give no batches (not an error). Errors: ErrStreamNotFound,
 // ErrTopicNotFound, ErrPartitionNotFound, ErrClosed.
 func (s *Store) Read(k PartitionKey, start uint64, maxMessages uint32) (ReadResult, error) {
+	return s.ReadLimit(k, start, maxMessages, 0)
+}
+
+// ReadLimit is Read with a byte budget: it stops adding batches once the
+// batches collected hold maxBytes bytes or more (0 means no budget). The
+// first overlapping batch is always returned, whatever its size, so a
+// reader always makes progress. The server uses it to bound the memory a
+// single poll may load.
+func (s *Store) ReadLimit(k PartitionKey, start uint64, maxMessages uint32, maxBytes uint64) (ReadResult, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, err := s.partitionLocked(k)
@@ -203,7 +212,7 @@ func (s *Store) Read(k PartitionKey, start uint64, maxMessages uint32) (ReadResu
 		_ = idx.Close()
 		return ReadResult{}, fmt.Errorf("store: read %v: %w", k, err)
 	}
-	res.Batches, err = readBatches(idx, data, k, start, min(start+uint64(maxMessages), res.Stats.NextOffset))
+	res.Batches, err = readBatches(idx, data, k, start, min(start+uint64(maxMessages), res.Stats.NextOffset), maxBytes)
 	if err2 := errors.Join(idx.Close(), data.Close()); err == nil && err2 != nil {
 		err = fmt.Errorf("store: read %v: %w", k, err2)
 	}
@@ -214,8 +223,9 @@ func (s *Store) Read(k PartitionKey, start uint64, maxMessages uint32) (ReadResu
 }
 
 // readBatches collects the batches overlapping [start, end).
-func readBatches(idx, data *pebble.Iterator, k PartitionKey, start, end uint64) ([]Batch, error) {
+func readBatches(idx, data *pebble.Iterator, k PartitionKey, start, end, maxBytes uint64) ([]Batch, error) {
 	var out []Batch
+	var size uint64
 	prefixLen := len(dataKey(k, dIndex))
 	if !idx.SeekLT(dataKey(k, dIndex, start+1)) {
 		idx.First() // start precedes the oldest stored batch
@@ -239,6 +249,10 @@ func readBatches(idx, data *pebble.Iterator, k PartitionKey, start, end uint64) 
 		if base+uint64(b.Count) <= start {
 			continue
 		}
+		if maxBytes > 0 && len(out) > 0 && size >= maxBytes {
+			break
+		}
+		size += binary.BigEndian.Uint64(v[12:])
 		out = append(out, b)
 	}
 	if err := idx.Error(); err != nil {

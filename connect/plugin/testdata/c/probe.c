@@ -112,6 +112,7 @@ int32_t iggy_source_open(uint32_t id, const uint8_t *cfg, size_t n, const uint8_
     (void)st, (void)stn, (void)log;
     src_id = id;
     src_count = 3;
+    __atomic_store_n(&src_stop, 0, __ATOMIC_SEQ_CST); /* globals outlive instances */
     json_u64(cfg, n, "count", &src_count);
     return 0;
 }

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ferryio/ferry/connect"
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/plugin"
+	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/sdk"
+	"github.com/ferryio/ferry/server"
+)
+
+// Environment fallbacks of the flags shared by several commands.
+const (
+	envConfig     = "FERRY_CONFIG"
+	envLogLevel   = "FERRY_LOG_LEVEL"
+	envAddr       = "FERRY_ADDR"
+	envUser       = "FERRY_USERNAME"
+	envPassword   = "FERRY_PASSWORD"
+	envToken      = "FERRY_TOKEN"
+	envEmbedded   = "FERRY_EMBEDDED"
+	envData       = "FERRY_DATA"
+	envProgress   = "FERRY_PROGRESS"
+	envPartitions = "FERRY_PARTITIONS"
+)
+
+// envString returns the value of env var name, or def when unset or empty.
+func envString(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envBool(name string, def bool) bool {
+	if v, err := strconv.ParseBool(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v := os.Getenv(name); v != "" {
+		if d, err := config.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	return def
+}
+
+func envUint(name string, def uint64) uint64 {
+	if v, err := strconv.ParseUint(os.Getenv(name), 10, 32); err == nil {
+		return v
+	}
+	return def
+}
+
+// newLogger logs to w (stderr: stdout belongs to the stdout sink) in the config's format.
+func newLogger(w io.Writer, format config.LogFormat, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if level != "" {
+		if err := lv.UnmarshalText([]byte(level)); err != nil {
+			return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+		}
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == config.LogJSON {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// loadConfig reads the runtime config and its connector files.
+func loadConfig(path string) (*config.Runtime, *config.Connectors, error) {
+	rc, err := config.ParseRuntime(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	conns, err := config.LoadConnectors(rc.Connectors.ConfigDir, os.Environ())
+	if err != nil {
+		return nil, nil, err
+	}
+	return rc, conns, nil
+}
+
+// clientOptions turns the [iggy] section into client options: a token (personal access
+// token) wins over username/password, as upstream; TLS needs ca_file.
+func clientOptions(c config.Iggy, log *slog.Logger) ([]iggy.Opt, error) {
+	opts := []iggy.Opt{iggy.WithLogger(log)}
+	tok, err := c.ResolveToken()
+	if err != nil {
+		return nil, err
+	}
+	if tok != "" {
+		opts = append(opts, iggy.WithToken(tok))
+	} else {
+		if c.Username == "" || c.Password.Reveal() == "" {
+			return nil, errors.New("iggy: username and password (or a token) are required")
+		}
+		opts = append(opts, iggy.WithCredentials(c.Username, c.Password.Reveal()))
+	}
+	if c.TLS.Enabled {
+		pem, err := os.ReadFile(c.TLS.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("iggy.tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("iggy.tls.ca_file %s: no PEM certificate found", c.TLS.CAFile)
+		}
+		tc := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: c.TLS.Domain}
+		if tc.ServerName == "" {
+			tc.ServerName = hostOf(c.Address)
+		}
+		opts = append(opts, iggy.WithTLS(tc))
+	}
+	return opts, nil
+}
+
+func hostOf(addr string) string {
+	if i := strings.LastIndex(addr, ":"); i >= 0 {
+		return strings.Trim(addr[:i], "[]")
+	}
+	return addr
+}
+
+// embeddedServer starts the embedded server for `run --embedded`: listening on
+// [embedded] address (default iggy.address), data in dataDir, with the [iggy] credentials
+// as root user (applied on the first boot of the data directory).
+func embeddedServer(ctx context.Context, rc *config.Runtime, dataDir string, log *slog.Logger) (*server.Server, error) {
+	addr := rc.Embedded.Address
+	if addr == "" {
+		addr = rc.Iggy.Address
+	}
+	if dataDir == "" {
+		dataDir = rc.Embedded.DataDir
+	}
+	if dataDir == "" {
+		dataDir = "ferry_data"
+	}
+	srv, err := server.Start(ctx, server.Config{Addr: addr, DataDir: dataDir, Logger: log.With("component", "server"),
+		RootUsername: rc.Iggy.Username, RootPassword: rc.Iggy.Password.Reveal()})
+	if err != nil {
+		return nil, fmt.Errorf("embedded server: %w", err)
+	}
+	return srv, nil
+}
+
+// ensureTopics creates the streams and topics the enabled connectors name when missing
+// (embedded mode), each new topic with partitions partitions.
+func ensureTopics(ctx context.Context, c *iggy.Client, conns *config.Connectors, partitions uint32) error {
+	type st struct{ s, t string }
+	var want []st
+	for _, src := range conns.Sources {
+		if src.Enabled && len(src.Streams) > 0 {
+			last := src.Streams[len(src.Streams)-1]
+			want = append(want, st{last.Stream, last.Topic})
+		}
+	}
+	for _, snk := range conns.Sinks {
+		if !snk.Enabled {
+			continue
+		}
+		for _, s := range snk.Streams {
+			for _, t := range s.Topics {
+				want = append(want, st{s.Stream, t})
+			}
+		}
+		if snk.OnFailure == config.FailureDeadLetter {
+			want = append(want, st{snk.DeadLetter.Stream, snk.DeadLetter.Topic})
+		}
+	}
+	for _, w := range want {
+		if err := connect.EnsureTopic(ctx, c, w.s, w.t, partitions); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sinkLoader and sourceLoader open native plugins through connect/plugin.
+func sinkLoader(path string) (sdk.SinkFactory, error) {
+	lib, err := plugin.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := lib.CheckSink(); err != nil {
+		return nil, err
+	}
+	return func() sdk.Sink {
+		s, err := lib.NewSink()
+		if err != nil { // CheckSink passed: cannot happen
+			panic(err)
+		}
+		return s
+	}, nil
+}
+
+func sourceLoader(path string) (sdk.SourceFactory, error) {
+	lib, err := plugin.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := lib.CheckSource(); err != nil {
+		return nil, err
+	}
+	return func() sdk.Source {
+		s, err := lib.NewSource()
+		if err != nil { // CheckSource passed: cannot happen
+			panic(err)
+		}
+		return s
+	}, nil
+}
+
+// absDir returns dir made absolute (for messages).
+func absDir(dir string) string {
+	if a, err := filepath.Abs(dir); err == nil {
+		return a
+	}
+	return dir
+}

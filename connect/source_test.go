@@ -1,0 +1,363 @@
+package connect
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/sdk"
+)
+
+// seqSource produces batches of batchSize messages with payloads "m<i>" (i counted over the
+// source's life) and state = next i (8 bytes LE), ending after total messages. A nack
+// rewinds to the batch's start. It fails the test if Read runs while a batch is unacked.
+type seqSource struct {
+	t         *testing.T
+	batchSize int
+	total     int
+	schema    sdk.Schema
+
+	mu       sync.Mutex
+	opened   []byte // state given to Open
+	next     int
+	inFlight bool
+	acks     []error
+	closed   bool
+	readErrs int // fail the next n Reads
+}
+
+func (s *seqSource) Open(_ context.Context, env sdk.SourceEnv) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opened = env.State
+	if len(env.State) == 8 {
+		s.next = int(binary.LittleEndian.Uint64(env.State))
+	}
+	return nil
+}
+
+func (s *seqSource) Read(ctx context.Context) (sdk.SourceBatch, sdk.AckFunc, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight {
+		s.t.Error("Read called while a batch was in flight")
+	}
+	if s.readErrs > 0 {
+		s.readErrs--
+		return sdk.SourceBatch{}, nil, errors.New("source hiccup")
+	}
+	if s.next >= s.total {
+		return sdk.SourceBatch{}, nil, sdk.ErrEndOfInput
+	}
+	if err := ctx.Err(); err != nil {
+		return sdk.SourceBatch{}, nil, err
+	}
+	start := s.next
+	n := min(s.batchSize, s.total-start)
+	msgs := make([]sdk.ProducedMessage, n)
+	for i := range msgs {
+		msgs[i] = sdk.ProducedMessage{Payload: fmt.Appendf(nil, "m%d", start+i)}
+	}
+	s.next = start + n
+	s.inFlight = true
+	ack := func(_ context.Context, err error) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.inFlight = false
+		s.acks = append(s.acks, err)
+		if err != nil {
+			s.next = start
+		}
+		return nil
+	}
+	return sdk.SourceBatch{Schema: s.schema, Messages: msgs, State: binary.LittleEndian.AppendUint64(nil, uint64(s.next))}, ack, nil
+}
+
+func (s *seqSource) Close(context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *seqSource) snapshot() (acks []error, closed bool, opened []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]error(nil), s.acks...), s.closed, s.opened
+}
+
+// memSource is an in-memory source backend: one topic log of payloads. failNext fails that
+// many sends; block makes sends wait for ctx (an unreachable server).
+type memSource struct {
+	mu       sync.Mutex
+	log      []string
+	failNext int
+	block    bool
+	cfgs     []sourceProducerConfig
+	closed   int
+}
+
+func (m *memSource) newSourceProducer(_ context.Context, cfg sourceProducerConfig) (sourceProducer, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cfgs = append(m.cfgs, cfg)
+	return memProducer{m}, nil
+}
+
+type memProducer struct{ m *memSource }
+
+func (p memProducer) send(ctx context.Context, msgs []sdk.ProducedMessage) error {
+	p.m.mu.Lock()
+	block := p.m.block
+	if !block && p.m.failNext > 0 {
+		p.m.failNext--
+		p.m.mu.Unlock()
+		return errors.New("connection reset")
+	}
+	if !block {
+		for _, msg := range msgs {
+			p.m.log = append(p.m.log, string(msg.Payload))
+		}
+	}
+	p.m.mu.Unlock()
+	if block {
+		<-ctx.Done()
+		return fmt.Errorf("send: %w", ctx.Err())
+	}
+	return nil
+}
+
+func (p memProducer) close(context.Context) error {
+	p.m.mu.Lock()
+	p.m.closed++
+	p.m.mu.Unlock()
+	return nil
+}
+
+func (m *memSource) snapshot() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.log...)
+}
+
+func fastSourceBackoff(t *testing.T) {
+	old := sourceBackoff
+	sourceBackoff = Backoff{Initial: time.Millisecond, Max: 2 * time.Millisecond}
+	t.Cleanup(func() { sourceBackoff = old })
+}
+
+func sourceCfg(key string, streams ...config.SourceStream) *config.Source {
+	if len(streams) == 0 {
+		streams = []config.SourceStream{{Stream: "s", Topic: "t", Schema: sdk.SchemaText, BatchLength: 1000}}
+	}
+	return &config.Source{Common: config.Common{Key: key, Enabled: true, Name: key + " source", Path: "builtin:seq"},
+		Streams: streams}
+}
+
+func sourceRuntime(cfg *config.Source, src sdk.Source, be *memSource, stateDir string) *Runtime {
+	reg := sdk.NewRegistry().AddSource("seq", func() sdk.Source { return src })
+	rt := newRuntime(&config.Connectors{Sources: []*config.Source{cfg}}, newMemBackend(), reg, nil, quietLog)
+	rt.sources = sourceDeps{be: be, stateDir: stateDir}
+	return rt
+}
+
+func wantSeq(t *testing.T, got []string, from, to int) {
+	t.Helper()
+	if len(got) != to-from {
+		t.Fatalf("log has %d messages, want %d (m%d..m%d)", len(got), to-from, from, to-1)
+	}
+	for i, p := range got {
+		if want := fmt.Sprintf("m%d", from+i); p != want {
+			t.Fatalf("log[%d] = %s, want %s", i, p, want)
+		}
+	}
+}
+
+// TestSourceExactlyOnceWithoutCrash: 10 batches of 25, the first 3 sends fail and are
+// retried; every message lands exactly once, in order; every batch is acked once with nil;
+// the state file holds the last cursor; end of input stops the source cleanly.
+func TestSourceExactlyOnceWithoutCrash(t *testing.T) {
+	fastSourceBackoff(t)
+	dir := t.TempDir()
+	src := &seqSource{t: t, batchSize: 25, total: 250, schema: sdk.SchemaText}
+	be := &memSource{failNext: 3}
+	cfg := sourceCfg("seq",
+		config.SourceStream{Stream: "ignored", Topic: "ignored", Schema: sdk.SchemaText},
+		config.SourceStream{Stream: "s", Topic: "t", Schema: sdk.SchemaText, BatchLength: 100, LingerTime: time.Millisecond})
+	rt := sourceRuntime(cfg, src, be, dir)
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "source stopped at end of input", func() bool { return rt.Status()[0].State == StateStopped })
+	if err := rt.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantSeq(t, be.snapshot(), 0, 250)
+	if want := (sourceProducerConfig{Stream: "s", Topic: "t", BatchLength: 100, Linger: time.Millisecond}); len(be.cfgs) != 1 || be.cfgs[0] != want {
+		t.Fatalf("producer configs = %+v, want only the last [[streams]] entry %+v", be.cfgs, want)
+	}
+	acks, closed, _ := src.snapshot()
+	if len(acks) != 10 {
+		t.Fatalf("%d acks, want 10", len(acks))
+	}
+	for i, a := range acks {
+		if a != nil {
+			t.Fatalf("ack %d = %v, want nil", i, a)
+		}
+	}
+	if !closed || be.closed != 1 {
+		t.Fatalf("source closed = %v, producer closes = %d; want true, 1", closed, be.closed)
+	}
+	st := rt.Status()[0]
+	want := Stats{Produced: 250, Sent: 250, SendErrors: 3, Committed: 250}
+	if st.Stats != want || st.Kind != "source" || st.LastError != nil {
+		t.Fatalf("status = %+v, want stats %+v, kind source, no error", st, want)
+	}
+	b, err := newStateFile(dir, "seq").load()
+	if err != nil || binary.LittleEndian.Uint64(b) != 250 {
+		t.Fatalf("state = %v, %v; want 250", b, err)
+	}
+
+	// A restart resumes from the saved cursor: Open gets it and nothing more is produced.
+	src2 := &seqSource{t: t, batchSize: 25, total: 250, schema: sdk.SchemaText}
+	rt2 := sourceRuntime(cfg, src2, be, dir)
+	if err := rt2.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "restarted source stopped", func() bool { return rt2.Status()[0].State == StateStopped })
+	if err := rt2.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, opened := src2.snapshot(); !bytes.Equal(opened, b) {
+		t.Fatalf("restart opened with state %v, want %v", opened, b)
+	}
+	wantSeq(t, be.snapshot(), 0, 250)
+}
+
+// TestSourceStopNacksUnsentBatch: the server is unreachable; a graceful stop ends the retry
+// wait and the pending batch is acked with an error; no state is saved.
+func TestSourceStopNacksUnsentBatch(t *testing.T) {
+	fastSourceBackoff(t)
+	dir := t.TempDir()
+	src := &seqSource{t: t, batchSize: 10, total: 100, schema: sdk.SchemaText}
+	be := &memSource{failNext: 1 << 30}
+	rt := sourceRuntime(sourceCfg("down"), src, be, dir)
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "send errors", func() bool { return rt.Status()[0].Stats.SendErrors >= 3 })
+	if st := rt.Status()[0]; st.State != StateError || st.LastError == nil {
+		t.Fatalf("status while failing = %+v, want error with last_error", st)
+	}
+	if err := rt.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	acks, closed, _ := src.snapshot()
+	if len(acks) != 1 || !errors.Is(acks[0], errStopping) || !closed {
+		t.Fatalf("acks = %v, closed = %v; want one ack wrapping errStopping, closed", acks, closed)
+	}
+	if got := be.snapshot(); len(got) != 0 {
+		t.Fatalf("log = %v, want empty", got)
+	}
+	if b, err := newStateFile(dir, "down").load(); err != nil || b != nil {
+		t.Fatalf("state = %v, %v; want none", b, err)
+	}
+	st := rt.Status()[0]
+	if st.Stats.Produced != 10 || st.Stats.Sent != 0 || st.Stats.Committed != 0 {
+		t.Fatalf("stats = %+v, want produced 10, sent 0, committed 0", st.Stats)
+	}
+}
+
+// TestSourceHardStopAbandonsSend: a send that never returns is cut by the hard stop (Stop's
+// ctx expiring) and its batch is acked with an error.
+func TestSourceHardStopAbandonsSend(t *testing.T) {
+	fastSourceBackoff(t)
+	src := &seqSource{t: t, batchSize: 10, total: 100, schema: sdk.SchemaText}
+	be := &memSource{block: true}
+	rt := sourceRuntime(sourceCfg("stuck"), src, be, t.TempDir())
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "batch in flight", func() bool { return rt.Status()[0].Stats.Produced == 10 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := rt.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop = %v, want deadline exceeded", err)
+	}
+	waitFor(t, "source done", func() bool {
+		acks, closed, _ := src.snapshot()
+		return len(acks) == 1 && closed
+	})
+	acks, _, _ := src.snapshot()
+	if !errors.Is(acks[0], errStopping) || !errors.Is(acks[0], context.Canceled) {
+		t.Fatalf("ack = %v, want errStopping wrapping context.Canceled", acks[0])
+	}
+	waitFor(t, "status stopped", func() bool { return rt.Status()[0].State == StateStopped })
+}
+
+// TestSourceRejectsUnconvertibleBatch: a raw payload that is not JSON, for a json stream,
+// rejects the whole batch (nothing sent, nacked) and the loop goes on.
+func TestSourceRejectsUnconvertibleBatch(t *testing.T) {
+	fastSourceBackoff(t)
+	src := &seqSource{t: t, batchSize: 5, total: 5, schema: sdk.SchemaRaw}
+	be := &memSource{}
+	cfg := sourceCfg("bad", config.SourceStream{Stream: "s", Topic: "t", Schema: sdk.SchemaJSON})
+	rt := sourceRuntime(cfg, src, be, t.TempDir())
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "two rejections", func() bool { return rt.Status()[0].Stats.FailedBatches >= 2 })
+	if err := rt.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := be.snapshot(); len(got) != 0 {
+		t.Fatalf("log = %v, want nothing sent", got)
+	}
+	acks, _, _ := src.snapshot()
+	for i, a := range acks {
+		if a == nil {
+			t.Fatalf("ack %d = nil, want a rejection", i)
+		}
+	}
+	if st := rt.Status()[0]; st.State != StateError || st.LastError == nil {
+		t.Fatalf("status = %+v, want error", st)
+	}
+}
+
+// TestSourceStartFailures: an unknown built-in and a read error are reported in the status;
+// a read error is retried.
+func TestSourceStartFailures(t *testing.T) {
+	fastSourceBackoff(t)
+	cfg := sourceCfg("nope")
+	cfg.Path = "builtin:missing"
+	rt := sourceRuntime(cfg, nil, &memSource{}, t.TempDir())
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := rt.Status()[0]; st.State != StateError || st.LastError == nil {
+		t.Fatalf("status = %+v, want error", st)
+	}
+	if err := rt.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	src := &seqSource{t: t, batchSize: 4, total: 8, schema: sdk.SchemaText, readErrs: 2}
+	be := &memSource{}
+	rt = sourceRuntime(sourceCfg("hiccup"), src, be, t.TempDir())
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "end of input", func() bool { return rt.Status()[0].State == StateStopped })
+	if err := rt.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantSeq(t, be.snapshot(), 0, 8)
+}
+
+func sdkSchema(s string) sdk.Schema { return sdk.Schema(s) }

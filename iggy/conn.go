@@ -1,0 +1,327 @@
+package iggy
+
+// One connection, two owners. A conn is a logged-in TCP (or TLS) connection served by
+// a writer goroutine (run) and a reader goroutine (readLoop). The writer takes one call
+// at a time from an unbuffered channel, marks it pending, writes its frame and waits
+// for the reader to deliver the reply: the protocol is lock-step (§1.8). A queued
+// caller never has bytes on the wire, so it can give up without harm. The reader also
+// notices a connection the server closed, or an Eviction it pushed, while idle, so the
+// next request goes to a new connection instead of failing.
+//
+// Cancelling a call in flight sets a past deadline; the I/O fails and the connection
+// is killed, because a late reply would desynchronise the framing. Any failure kills
+// the connection: the call in flight gets ErrOutcomeUnknown (or a not-sent error if
+// nothing was written), later callers see the conn dead and reconnect.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ferryio/ferry/iggy/wire"
+)
+
+// aLongTimeAgo is the past deadline that interrupts blocked I/O.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// transientPause is the wait before replaying a request answered with 57/58.
+const transientPause = 50 * time.Millisecond
+
+// call is one request handed to a conn. Frame holds HeaderSize bytes of space for the
+// header (the writer fills it: client id, session and request number are the
+// connection's) followed by the body. Body is the caller's reply buffer.
+type call struct {
+	ctx      context.Context
+	deadline time.Time
+	code     wire.Code
+	frame    []byte
+	body     []byte // reply body buffer; grown by the reader
+	done     chan struct{}
+
+	payload []byte // result: the command payload (aliases body)
+	err     error
+
+	// set by the reader for the writer
+	reply    wire.ReplyHeader
+	replyErr error // decoded server error (non-fatal) or a fatal read error
+	fatal    bool
+}
+
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+type conn struct {
+	nc       net.Conn
+	br       *bufio.Reader
+	maxFrame uint32
+	client   wire.ClientID
+	session  uint64
+	counter  uint64 // next metadata request number
+	epoch    uint64 // which login of its link this is
+	calls    chan *call
+	pending  atomic.Pointer[call] // the call awaiting its reply
+	replied  chan struct{}        // reader → writer: the pending call has its reply
+	dead     chan struct{}        // closed when the conn is unusable
+	deadErr  error                // why; written before dead is closed
+	lastUsed atomic.Int64         // unix nanos of the last request
+	hdr      [wire.HeaderSize]byte
+	once     sync.Once
+	serverV  string
+}
+
+func newConn(nc net.Conn, maxFrame int) *conn {
+	c := &conn{
+		nc:       nc,
+		br:       bufio.NewReaderSize(nc, 64<<10),
+		maxFrame: uint32(maxFrame),
+		calls:    make(chan *call),
+		replied:  make(chan struct{}, 1),
+		dead:     make(chan struct{}),
+	}
+	c.lastUsed.Store(time.Now().UnixNano())
+	return c
+}
+
+// start runs the writer and reader goroutines through spawn.
+func (c *conn) start(spawn func(func())) {
+	spawn(c.run)
+	spawn(c.readLoop)
+}
+
+// kill marks the connection unusable and closes the socket. Safe to call repeatedly.
+func (c *conn) kill(err error) {
+	c.once.Do(func() {
+		c.deadErr = err
+		close(c.dead)
+		_ = c.nc.Close()
+	})
+}
+
+// close kills the connection; both goroutines end.
+func (c *conn) close() { c.kill(ErrClosed) }
+
+func (c *conn) isDead() bool {
+	select {
+	case <-c.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+// run is the writer loop. It ends when the connection dies.
+func (c *conn) run() {
+	for {
+		select {
+		case <-c.dead:
+			return
+		case cl := <-c.calls:
+			c.exec(cl)
+			cl.done <- struct{}{}
+		}
+	}
+}
+
+// do hands cl to the writer and waits for the answer. If the writer does not take it
+// (dead conn, ctx ended) the error says it was not sent.
+func (c *conn) do(cl *call) {
+	select {
+	case c.calls <- cl:
+		<-cl.done
+	case <-c.dead:
+		cl.err = &notSentError{&notConnectedError{c.deadErr}}
+	case <-cl.ctx.Done():
+		cl.err = &notSentError{cl.ctx.Err()}
+	}
+}
+
+// exec performs one request on the writer goroutine and sets cl.payload/cl.err.
+func (c *conn) exec(cl *call) {
+	if err := cl.ctx.Err(); err != nil {
+		cl.err = &notSentError{err}
+		return
+	}
+	op := cl.code.Operation()
+	h := wire.RequestHeader{Client: c.client, Session: c.session, Request: c.counter, Operation: op, Code: cl.code}
+	switch {
+	case op == wire.OpRegister:
+		h.Session, h.Request = 0, 0
+	case op.IsMetadata() || op == wire.OpLogout:
+		c.counter++
+	}
+	wire.AppendRequestHeader(cl.frame[:0], h, len(cl.frame)-wire.HeaderSize)
+	c.lastUsed.Store(time.Now().UnixNano())
+
+	_ = c.nc.SetDeadline(cl.deadline)
+	fired := make(chan struct{})
+	stop := context.AfterFunc(cl.ctx, func() {
+		_ = c.nc.SetDeadline(aLongTimeAgo)
+		close(fired)
+	})
+	defer func() {
+		if !stop() {
+			<-fired
+		}
+		if !c.isDead() {
+			_ = c.nc.SetDeadline(time.Time{}) // idle: the reader waits without a deadline
+		}
+	}()
+	for {
+		select {
+		case <-c.dead:
+			cl.err = &notSentError{&notConnectedError{c.deadErr}}
+			return
+		default:
+		}
+		cl.replyErr, cl.fatal = nil, false
+		c.pending.Store(cl)
+		n, err := c.nc.Write(cl.frame)
+		if err != nil {
+			c.pending.CompareAndSwap(cl, nil)
+			err = c.ioCause(cl, err)
+			if n == 0 {
+				cl.err = &notSentError{err}
+			} else {
+				cl.err = &unknownError{err}
+			}
+			c.kill(cl.err)
+			return
+		}
+		select {
+		case <-c.replied:
+		case <-c.dead:
+			if c.pending.CompareAndSwap(cl, nil) { // the reader died without taking it
+				cl.err = &unknownError{c.ioCause(cl, c.deadErr)}
+				return
+			}
+			<-c.replied
+		}
+		if cl.fatal {
+			var ev *wire.EvictionError
+			switch {
+			case op == wire.OpRegister && errors.As(cl.replyErr, &ev):
+				cl.err = ev // a login refusal is a definite answer
+			case errors.As(cl.replyErr, &ev):
+				cl.err = &unknownError{ev}
+			default:
+				cl.err = &unknownError{c.ioCause(cl, cl.replyErr)}
+			}
+			return
+		}
+		if cl.reply.Request != h.Request {
+			cl.err = &unknownError{protocolErrorf("reply answers request %d, sent %d", cl.reply.Request, h.Request)}
+			c.kill(cl.err)
+			return
+		}
+		if wire.Retriable(cl.replyErr) {
+			t := time.NewTimer(transientPause)
+			select {
+			case <-t.C:
+			case <-fired:
+				t.Stop()
+			}
+			if time.Now().After(cl.deadline) || cl.ctx.Err() != nil {
+				cl.err = &unknownError{fmt.Errorf("transient reply until the deadline: %w", cl.replyErr)}
+				c.kill(cl.err) // the request may still be pending on the server
+				return
+			}
+			continue // replay the identical frame on the same connection
+		}
+		cl.err = cl.replyErr
+		return
+	}
+}
+
+// readLoop reads every frame. A frame with no call pending (an unsolicited Eviction)
+// or any read failure kills the connection. It ends when the connection dies.
+func (c *conn) readLoop() {
+	for {
+		_, err := io.ReadFull(c.br, c.hdr[:])
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && c.pending.Load() == nil && !c.isDead() {
+				// A cancelled call's past deadline, not yet cleared by the writer.
+				runtime.Gosched()
+				continue
+			}
+			c.fail(err)
+			return
+		}
+		fi, err := wire.ReadFrameInfo(c.hdr[:], c.maxFrame)
+		if err != nil {
+			c.fail(&protoError{err})
+			return
+		}
+		cl := c.pending.Load()
+		if cl == nil {
+			if fi.Command == wire.CommandEviction {
+				ev, derr := wire.DecodeEvictionHeader(c.hdr[:])
+				if derr == nil {
+					c.fail(wire.NewEvictionError(ev))
+					return
+				}
+			}
+			c.fail(protocolErrorf("unsolicited %s frame", fi.Command))
+			return
+		}
+		n := fi.BodyLen()
+		if cap(cl.body) < n {
+			cl.body = make([]byte, n, n+n/4)
+		}
+		body := cl.body[:n]
+		if _, err := io.ReadFull(c.br, body); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			c.fail(fmt.Errorf("frame body (%d bytes): %w", n, err))
+			return
+		}
+		rh, payload, err := wire.DecodeReplyFrame(c.hdr[:], body)
+		var ev *wire.EvictionError
+		if errors.As(err, &ev) || errors.Is(err, wire.ErrMalformed) {
+			if !errors.As(err, &ev) {
+				err = &protoError{err}
+			}
+			c.fail(err)
+			return
+		}
+		cl.reply, cl.payload, cl.replyErr = rh, payload, err
+		c.pending.Store(nil)
+		c.replied <- struct{}{}
+	}
+}
+
+// fail hands a fatal reader error to the pending call (if any) and kills the conn.
+func (c *conn) fail(err error) {
+	if cl := c.pending.Swap(nil); cl != nil {
+		cl.replyErr, cl.fatal = err, true
+		c.kill(err)
+		c.replied <- struct{}{}
+		return
+	}
+	c.kill(err)
+}
+
+// ioCause explains an I/O failure: the context, the request deadline, Close, or err.
+func (c *conn) ioCause(cl *call, err error) error {
+	if cerr := cl.ctx.Err(); cerr != nil {
+		return fmt.Errorf("%w (%v)", cerr, err)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("%w: no reply before the request deadline", context.DeadlineExceeded)
+	}
+	if errors.Is(err, io.EOF) {
+		return fmt.Errorf("server closed the connection: %w", io.ErrUnexpectedEOF)
+	}
+	if c.isDead() && errors.Is(c.deadErr, ErrClosed) {
+		return ErrClosed
+	}
+	return err
+}

@@ -1,0 +1,490 @@
+package iggy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ferryio/ferry/iggy/wire"
+)
+
+// ConsumerConfig configures a Consumer.
+type ConsumerConfig struct {
+	Stream, Topic Identifier
+	// Group is the consumer group's name; it is created if missing, then joined.
+	Group string
+	// BatchSize is the poll count. Default 1000.
+	BatchSize uint32
+	// PollInterval is the minimum spacing between polls of one partition after it
+	// returned nothing. Default 5ms.
+	PollInterval time.Duration
+	// AutoCommit makes the server store the offset as part of each poll
+	// (after_polling, at-most-once). Default false: commit with Commit.
+	AutoCommit bool
+}
+
+// Batch is what Consumer.Poll returns: messages of one partition, in offset order.
+type Batch struct {
+	Partition     uint32
+	CurrentOffset uint64 // the partition's last offset, from the poll reply
+	Generation    uint64 // the assignment generation it was polled under
+	// Messages is never empty and never mixes partitions. Payloads and headers are
+	// views into a reply buffer that stays valid until Release.
+	Messages []wire.Message
+	buf      *pollBuf
+	c        *Client
+}
+
+// Release returns the batch's buffer for reuse. Call it once, when done with Messages;
+// the Batch must not be used afterwards. Safe to call from any goroutine.
+func (b *Batch) Release() {
+	if b.buf != nil {
+		buf, c := b.buf, b.c
+		b.buf = nil
+		c.putBuf(buf)
+	}
+}
+
+// LastOffset returns the offset of the last message.
+func (b *Batch) LastOffset() uint64 { return b.Messages[len(b.Messages)-1].Offset }
+
+// AssignmentEvent reports a change of the partitions a Consumer owns. Revoked
+// partitions are no longer delivered (handle them first); Assigned ones start from the
+// group's stored offset.
+type AssignmentEvent struct {
+	Generation        uint64
+	Assigned, Revoked []uint32
+}
+
+// Consumer is one member of a consumer group on its own connection. See NewConsumer.
+// Poll must not be called concurrently with itself; every other method is safe for
+// concurrent use (including with Poll).
+type Consumer struct {
+	c       *Client
+	cfg     ConsumerConfig
+	group   wire.Identifier
+	link    *link
+	events  chan AssignmentEvent
+	wake    chan struct{}
+	ctx     context.Context // ends at Close
+	cancel  context.CancelFunc
+	hbDone  chan struct{}
+	closeMu sync.Mutex
+
+	mu        sync.Mutex
+	closed    bool
+	gen       uint64
+	assigned  []uint32 // sorted
+	parts     map[uint32]*partState
+	paused    map[uint32]bool
+	syncEpoch uint64
+	needSync  bool
+	rr        int
+}
+
+type partState struct {
+	next       uint64
+	hasPos     bool
+	emptyUntil time.Time
+}
+
+// NewConsumer joins cfg.Group (creating it if missing) on a dedicated connection and
+// syncs its assignment. The connection pings/syncs on every heartbeat tick
+// (WithHeartbeat), even while the caller is busy, so the member never looks stale; it
+// reconnects, logs in, rejoins and resyncs transparently (membership is new after a
+// reconnect; positions of partitions still owned are kept). ctx bounds only the setup.
+// Errors: unknown stream or topic (wire.ErrNotFound), login and connection errors.
+func (c *Client) NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 1000
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 5 * time.Millisecond
+	}
+	where := res(&cfg.Stream, &cfg.Topic, -1) + " group " + Name(cfg.Group).String()
+	if err := wire.CheckName(cfg.Group); err != nil {
+		return nil, opErr("new consumer", where, fmt.Errorf("group name: %w", err))
+	}
+	cn := &Consumer{
+		c: c, cfg: cfg, group: Name(cfg.Group),
+		events: make(chan AssignmentEvent, 256),
+		wake:   make(chan struct{}, 1),
+		hbDone: make(chan struct{}),
+		parts:  map[uint32]*partState{},
+		paused: map[uint32]bool{},
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, opErr("new consumer", where, ErrClosed)
+	}
+	c.consumers[cn] = struct{}{}
+	cn.ctx, cn.cancel = context.WithCancel(c.life)
+	c.mu.Unlock()
+	cn.link = newLink(c, "consumer "+cfg.Group)
+	cn.link.onConnect = cn.join
+	if _, err := cn.link.get(ctx); err != nil {
+		cn.abandon()
+		return nil, opErr("new consumer", where, err)
+	}
+	if err := cn.sync(ctx); err != nil {
+		cn.abandon()
+		return nil, opErr("new consumer", where, err)
+	}
+	c.wg.Add(1)
+	go cn.heartbeat()
+	return cn, nil
+}
+
+// abandon undoes a failed NewConsumer.
+func (cn *Consumer) abandon() {
+	cn.cancel()
+	cn.link.close()
+	cn.c.mu.Lock()
+	delete(cn.c.consumers, cn)
+	cn.c.mu.Unlock()
+	close(cn.hbDone)
+	cn.mu.Lock()
+	cn.closed = true
+	close(cn.events)
+	cn.mu.Unlock()
+}
+
+// join is the member link's onConnect: join the group, creating it if missing.
+func (cn *Consumer) join(ctx context.Context, conn *conn) error {
+	req := wire.JoinConsumerGroupRequest{Stream: cn.cfg.Stream, Topic: cn.cfg.Topic, Group: cn.group}
+	_, err := cn.c.onConn(ctx, conn, req)
+	if errors.Is(err, wire.ErrConsumerGroupIDNotFound) {
+		_, err = cn.c.onConn(ctx, conn, wire.CreateConsumerGroupRequest{Stream: cn.cfg.Stream, Topic: cn.cfg.Topic, Name: cn.cfg.Group})
+		if err == nil || errors.Is(err, wire.ErrConsumerGroupNameAlreadyExists) {
+			_, err = cn.c.onConn(ctx, conn, req)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("join group %q: %w", cn.cfg.Group, err)
+	}
+	cn.mu.Lock()
+	cn.needSync = true
+	cn.mu.Unlock()
+	return nil
+}
+
+// sync asks the server for the assignment and applies it; a "not a member" answer
+// rejoins once.
+func (cn *Consumer) sync(ctx context.Context) error {
+	s, err := cn.c.syncOn(ctx, cn.link, cn.cfg.Stream, cn.cfg.Topic, cn.group)
+	if errors.Is(err, wire.ErrConsumerGroupMemberNotFound) {
+		conn, gerr := cn.link.get(ctx)
+		if gerr != nil {
+			return gerr
+		}
+		if err := cn.join(ctx, conn); err != nil {
+			return err
+		}
+		s, err = cn.c.syncOn(ctx, cn.link, cn.cfg.Stream, cn.cfg.Topic, cn.group)
+	}
+	if err != nil {
+		return err
+	}
+	cn.apply(s.Partitions, s.epoch)
+	return nil
+}
+
+// apply installs a new assignment and reports the change.
+func (cn *Consumer) apply(parts []uint32, epoch uint64) {
+	parts = slices.Clone(parts)
+	slices.Sort(parts)
+	parts = slices.Compact(parts)
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	cn.syncEpoch, cn.needSync = epoch, false
+	var ev AssignmentEvent
+	for _, p := range cn.assigned {
+		if _, ok := slices.BinarySearch(parts, p); !ok {
+			ev.Revoked = append(ev.Revoked, p)
+			delete(cn.parts, p)
+		}
+	}
+	for _, p := range parts {
+		if _, ok := cn.parts[p]; !ok {
+			ev.Assigned = append(ev.Assigned, p)
+			cn.parts[p] = &partState{}
+		}
+	}
+	cn.assigned = parts
+	if len(ev.Assigned)+len(ev.Revoked) == 0 && cn.gen > 0 {
+		return
+	}
+	cn.gen++
+	ev.Generation = cn.gen
+	if !cn.closed {
+		select {
+		case cn.events <- ev:
+		default:
+			cn.c.cfg.logger.Warn("iggy: consumer events channel full, event dropped", "group", cn.cfg.Group, "generation", ev.Generation)
+		}
+	}
+	cn.signal()
+}
+
+func (cn *Consumer) signal() {
+	select {
+	case cn.wake <- struct{}{}:
+	default:
+	}
+}
+
+// heartbeat syncs on every tick (a request, so it is also the keepalive), independent
+// of Poll.
+func (cn *Consumer) heartbeat() {
+	defer cn.c.wg.Done()
+	defer close(cn.hbDone)
+	t := time.NewTicker(cn.c.cfg.heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-cn.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(cn.ctx, cn.c.cfg.timeout)
+		if err := cn.sync(ctx); err != nil && cn.ctx.Err() == nil {
+			cn.c.cfg.logger.Warn("iggy: consumer heartbeat sync failed", "group", cn.cfg.Group, "err", err)
+		}
+		cancel()
+	}
+}
+
+// Poll returns the next batch from an owned, unpaused partition (round-robin over the
+// partitions), blocking until one is available or ctx ends. Positions are local: the
+// first poll of a partition (or after it was re-assigned) uses Next (the group's stored
+// offset + 1, or 0); later polls continue from the offset after the last delivered
+// message, whatever was committed. Connection failures are handled inside (reconnect,
+// rejoin, resync); Poll returns ctx's error, ErrClosed, or errors that retrying will not
+// fix (e.g. the topic was deleted).
+func (cn *Consumer) Poll(ctx context.Context) (*Batch, error) {
+	where := func() string { return res(&cn.cfg.Stream, &cn.cfg.Topic, -1) + " group " + cn.group.String() }
+	failures := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, opErr("poll", where(), err)
+		}
+		cn.mu.Lock()
+		if cn.closed {
+			cn.mu.Unlock()
+			return nil, opErr("poll", where(), ErrClosed)
+		}
+		resync := cn.needSync
+		if cur := cn.link.current(); cur == nil || cur.epoch != cn.syncEpoch {
+			resync = true
+		}
+		cn.mu.Unlock()
+		if resync {
+			if err := cn.sync(ctx); err != nil {
+				if ctx.Err() != nil || !Retriable(err) {
+					return nil, opErr("poll", where(), err)
+				}
+				failures++
+				if err := cn.pause(ctx, failures); err != nil {
+					return nil, opErr("poll", where(), err)
+				}
+				continue
+			}
+		}
+		p, st, wait := cn.pick()
+		if st == nil {
+			if err := cn.waitFor(ctx, wait); err != nil {
+				return nil, opErr("poll", where(), err)
+			}
+			continue
+		}
+		q := wire.PollMessagesRequest{
+			Consumer:   wire.Consumer{Kind: wire.ConsumerGroup, ID: cn.group},
+			Stream:     cn.cfg.Stream,
+			Topic:      cn.cfg.Topic,
+			Partition:  wire.PartitionID(p),
+			Strategy:   wire.PollNext(),
+			Count:      cn.cfg.BatchSize,
+			AutoCommit: cn.cfg.AutoCommit,
+		}
+		cn.mu.Lock()
+		if st.hasPos {
+			q.Strategy = wire.PollOffset(st.next)
+		}
+		cn.mu.Unlock()
+		b, head, epoch, err := cn.c.poll(ctx, cn.link, &q)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, ErrClosed) || !Retriable(err) {
+				return nil, opErr("poll", res(&cn.cfg.Stream, &cn.cfg.Topic, int64(p))+" group "+cn.group.String(), err)
+			}
+			failures++
+			cn.mu.Lock()
+			cn.needSync = true
+			cn.mu.Unlock()
+			if err := cn.pause(ctx, failures); err != nil {
+				return nil, opErr("poll", where(), err)
+			}
+			continue
+		}
+		failures = 0
+		cn.mu.Lock()
+		switch {
+		case head.PartitionID == wire.ResyncPartition || epoch != cn.syncEpoch:
+			cn.needSync = true
+		case cn.parts[p] != st || head.PartitionID != p:
+			// revoked (or re-assigned) while the poll was in flight: never deliver it
+		case len(b.msgs) == 0:
+			st.emptyUntil = time.Now().Add(cn.cfg.PollInterval)
+		default:
+			st.next, st.hasPos = b.msgs[len(b.msgs)-1].Offset+1, true
+			b.batch = Batch{Partition: p, CurrentOffset: head.CurrentOffset, Generation: cn.gen, Messages: b.msgs, buf: b, c: cn.c}
+			cn.mu.Unlock()
+			return &b.batch, nil
+		}
+		cn.mu.Unlock()
+		cn.c.putBuf(b)
+	}
+}
+
+// pick chooses the next partition to poll, round-robin; with none ready it returns how
+// long to wait (0 = until woken).
+func (cn *Consumer) pick() (uint32, *partState, time.Duration) {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	now := time.Now()
+	var wait time.Duration
+	n := len(cn.assigned)
+	for i := range n {
+		idx := (cn.rr + i) % n
+		p := cn.assigned[idx]
+		if cn.paused[p] {
+			continue
+		}
+		st := cn.parts[p]
+		if d := st.emptyUntil.Sub(now); d > 0 {
+			if wait == 0 || d < wait {
+				wait = d
+			}
+			continue
+		}
+		cn.rr = idx + 1
+		return p, st, 0
+	}
+	return 0, nil, wait
+}
+
+// waitFor sleeps d (0 = until an assignment change, Resume, Seek or the heartbeat).
+func (cn *Consumer) waitFor(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		d = cn.c.cfg.heartbeat
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-cn.wake:
+	case <-cn.ctx.Done():
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// pause backs off after the n-th consecutive failure.
+func (cn *Consumer) pause(ctx context.Context, n int) error {
+	d := cn.c.cfg.reconnInitial << min(n, 6)
+	return cn.waitFor(ctx, min(d, cn.c.cfg.reconnMax))
+}
+
+// Commit stores offset as the group's offset of partition (StoreConsumerOffset on the
+// member connection). Errors: wire.ErrNotFound (ResourceNotFound) if the member does not
+// own the partition; wire.ErrInvalidOffset beyond the partition's end; ErrClosed.
+func (cn *Consumer) Commit(ctx context.Context, partition uint32, offset uint64) error {
+	if cn.isClosed() {
+		return opErr("commit", res(&cn.cfg.Stream, &cn.cfg.Topic, int64(partition)), ErrClosed)
+	}
+	req := wire.StoreConsumerOffsetRequest{Consumer: wire.Consumer{Kind: wire.ConsumerGroup, ID: cn.group},
+		Stream: cn.cfg.Stream, Topic: cn.cfg.Topic, Partition: wire.PartitionID(partition), Offset: offset, Ack: wire.AckQuorum}
+	if err := cn.c.simple(ctx, cn.link, req, true, nil); err != nil {
+		return opErr("commit", res(&cn.cfg.Stream, &cn.cfg.Topic, int64(partition))+" group "+cn.group.String(), err)
+	}
+	return nil
+}
+
+func (cn *Consumer) isClosed() bool {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return cn.closed
+}
+
+// Pause stops polling partition until Resume (backpressure). It survives re-assignment.
+func (cn *Consumer) Pause(partition uint32) {
+	cn.mu.Lock()
+	cn.paused[partition] = true
+	cn.mu.Unlock()
+}
+
+// Resume undoes Pause.
+func (cn *Consumer) Resume(partition uint32) {
+	cn.mu.Lock()
+	delete(cn.paused, partition)
+	cn.mu.Unlock()
+	cn.signal()
+}
+
+// Seek sets the local next offset of an owned partition (e.g. to redeliver after a
+// failed batch); the next poll of it starts there. No effect on partitions not owned.
+func (cn *Consumer) Seek(partition uint32, next uint64) {
+	cn.mu.Lock()
+	if st := cn.parts[partition]; st != nil {
+		st.next, st.hasPos, st.emptyUntil = next, true, time.Time{}
+	}
+	cn.mu.Unlock()
+	cn.signal()
+}
+
+// Assignment returns the current generation and the owned partitions (sorted).
+func (cn *Consumer) Assignment() (generation uint64, partitions []uint32) {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return cn.gen, slices.Clone(cn.assigned)
+}
+
+// Events returns assignment changes (buffered, 256; an event that does not fit is
+// dropped and logged, so also check Batch.Generation). Closed by Close.
+func (cn *Consumer) Events() <-chan AssignmentEvent { return cn.events }
+
+// Close leaves the group (bounded by ctx; skipped if ctx has already ended), closes the
+// connection and ends the heartbeat. Idempotent; Poll then returns ErrClosed.
+func (cn *Consumer) Close(ctx context.Context) error {
+	cn.closeMu.Lock()
+	defer cn.closeMu.Unlock()
+	cn.mu.Lock()
+	if cn.closed {
+		cn.mu.Unlock()
+		return nil
+	}
+	cn.closed = true
+	cn.cancel()
+	cn.mu.Unlock()
+	<-cn.hbDone
+	var err error
+	if ctx.Err() == nil && cn.link.current() != nil {
+		req := wire.LeaveConsumerGroupRequest{Stream: cn.cfg.Stream, Topic: cn.cfg.Topic, Group: cn.group}
+		if e := cn.c.call(ctx, cn.link, req, false, nil); e != nil && !errors.Is(e, wire.ErrConsumerGroupMemberNotFound) && !errors.Is(e, ErrClosed) {
+			err = opErr("leave consumer group", res(&cn.cfg.Stream, &cn.cfg.Topic, -1)+" group "+cn.group.String(), e)
+		}
+	}
+	cn.link.close()
+	cn.mu.Lock()
+	close(cn.events)
+	cn.mu.Unlock()
+	cn.c.mu.Lock()
+	delete(cn.c.consumers, cn)
+	cn.c.mu.Unlock()
+	return err
+}

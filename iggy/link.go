@@ -1,0 +1,227 @@
+package iggy
+
+// A link is a logical connection that survives failures: it holds at most one live conn
+// and replaces it (dial, log in with a new client id, run onConnect) when it dies, with
+// exponential backoff shared by every caller. Requests go through roundTrip, which
+// applies the request budget and the transparent-retry rules.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ferryio/ferry/iggy/wire"
+)
+
+type link struct {
+	cl   *Client
+	name string
+	// onConnect runs on every new conn after login, before anyone else uses it (rejoin
+	// groups). It must only use conn.do.
+	onConnect func(ctx context.Context, c *conn) error
+
+	inflight atomic.Int32
+
+	mu       sync.Mutex
+	cur      *conn
+	epoch    uint64
+	dialing  chan struct{} // non-nil while one caller dials; closed when it is done
+	next     time.Time     // earliest next dial
+	backoff  time.Duration
+	failures int
+	lastErr  error
+	closed   bool
+}
+
+func newLink(cl *Client, name string) *link {
+	return &link{cl: cl, name: name, backoff: cl.cfg.reconnInitial}
+}
+
+// current returns the live conn, or nil.
+func (l *link) current() *conn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cur != nil && !l.cur.isDead() {
+		return l.cur
+	}
+	return nil
+}
+
+// get returns a live conn, connecting (with backoff) if needed, until ctx ends.
+func (l *link) get(ctx context.Context) (*conn, error) {
+	l.mu.Lock()
+	for {
+		if l.closed {
+			l.mu.Unlock()
+			return nil, &notSentError{ErrClosed}
+		}
+		if c := l.cur; c != nil {
+			if !c.isDead() {
+				l.mu.Unlock()
+				return c, nil
+			}
+			l.cur = nil
+			l.cl.cfg.logger.Warn("iggy: connection lost", "link", l.name, "err", c.deadErr)
+		}
+		if ch := l.dialing; ch != nil {
+			l.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil, l.notConnected(ctx.Err())
+			}
+			l.mu.Lock()
+			continue
+		}
+		if max := l.cl.cfg.reconnAttempts; max > 0 && l.failures >= max {
+			err := l.lastErr
+			l.failures = 0 // a later request may try again
+			l.mu.Unlock()
+			return nil, &notConnectedError{fmt.Errorf("%d attempts failed: %w", max, err)}
+		}
+		if wait := time.Until(l.next); wait > 0 {
+			l.mu.Unlock()
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, l.notConnected(ctx.Err())
+			}
+			l.mu.Lock()
+			continue
+		}
+		ch := make(chan struct{})
+		l.dialing = ch
+		l.mu.Unlock()
+
+		c, err := l.cl.connect(ctx, l)
+
+		l.mu.Lock()
+		l.dialing = nil
+		close(ch)
+		if err == nil {
+			if l.closed {
+				c.close()
+				continue
+			}
+			l.epoch++
+			c.epoch = l.epoch
+			l.cur, l.failures, l.backoff, l.lastErr = c, 0, l.cl.cfg.reconnInitial, nil
+			l.mu.Unlock()
+			return c, nil
+		}
+		l.failures++
+		l.lastErr = err
+		l.next = time.Now().Add(l.backoff)
+		l.backoff = min(2*l.backoff, l.cl.cfg.reconnMax)
+		if permanent(err) || ctx.Err() != nil {
+			l.mu.Unlock()
+			return nil, &notConnectedError{err}
+		}
+		l.cl.cfg.logger.Warn("iggy: connect failed, retrying", "link", l.name, "err", err, "attempt", l.failures)
+	}
+}
+
+func (l *link) notConnected(ctxErr error) error {
+	l.mu.Lock()
+	last := l.lastErr
+	l.mu.Unlock()
+	if last == nil {
+		return &notConnectedError{ctxErr}
+	}
+	return &notConnectedError{fmt.Errorf("%w (last attempt: %w)", ctxErr, last)}
+}
+
+// permanent reports whether a connect error will not go away by retrying.
+func permanent(err error) bool {
+	return errors.Is(err, wire.ErrInvalidCredentials) || errors.Is(err, wire.ErrInvalidPAT) ||
+		errors.Is(err, wire.ErrIncompatibleProtocolVersion) || errors.Is(err, wire.ErrInvalidFormat) ||
+		errors.Is(err, ErrClosed)
+}
+
+// close closes the link and its conn. Calls in flight get ErrOutcomeUnknown/ErrClosed.
+func (l *link) close() {
+	l.mu.Lock()
+	l.closed = true
+	c := l.cur
+	l.cur = nil
+	l.mu.Unlock()
+	if c != nil {
+		c.close()
+	}
+}
+
+// result is the outcome of one roundTrip.
+type result struct {
+	payload []byte // aliases body
+	body    []byte // the reply buffer (give it back to the caller's pool)
+	epoch   uint64 // the login the reply came from
+	err     error
+}
+
+// roundTrip sends frame (HeaderSize bytes of header space, then the body) and returns
+// the reply payload read into body. Reads (idem) are retried on a new connection when
+// their outcome is unknown; requests that were not sent are always retried; all within
+// one budget: the request timeout or ctx's deadline, whichever is sooner.
+func (l *link) roundTrip(ctx context.Context, code wire.Code, frame, body []byte, idem bool) result {
+	l.inflight.Add(1)
+	defer l.inflight.Add(-1)
+	deadline := time.Now().Add(l.cl.cfg.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	cl := callPool.Get().(*call)
+	defer func() {
+		*cl = call{done: cl.done}
+		callPool.Put(cl)
+	}()
+	for {
+		c, err := l.get(rctx)
+		if err != nil {
+			if ctx.Err() == nil && rctx.Err() != nil {
+				err = fmt.Errorf("request timeout %v: %w", l.cl.cfg.timeout, err)
+			}
+			return result{body: body, err: err}
+		}
+		cl.ctx, cl.deadline, cl.code, cl.frame, cl.body = rctx, deadline, code, frame, body
+		cl.payload, cl.err = nil, nil
+		c.do(cl)
+		body = cl.body
+		if cl.err == nil || !connLevel(cl.err) || rctx.Err() != nil {
+			return result{payload: cl.payload, body: body, epoch: c.epoch, err: cl.err}
+		}
+		var ns *notSentError
+		if !idem && !errors.As(cl.err, &ns) {
+			return result{body: body, epoch: c.epoch, err: cl.err}
+		}
+		// Not sent, or a read whose outcome is unknown: try again on a new conn.
+	}
+}
+
+// heartbeat pings the link's conn whenever it has been idle for the heartbeat interval,
+// until ctx ends. It does not reconnect a dead conn (the next request does).
+func (l *link) heartbeat(ctx context.Context) {
+	every := l.cl.cfg.heartbeat
+	t := time.NewTicker(every / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c := l.current()
+		if c == nil || time.Since(time.Unix(0, c.lastUsed.Load())) < every {
+			continue
+		}
+		if err := l.cl.simple(ctx, l, wire.PingRequest{}, true, nil); err != nil && ctx.Err() == nil {
+			l.cl.cfg.logger.Debug("iggy: heartbeat ping failed", "link", l.name, "err", err)
+		}
+	}
+}

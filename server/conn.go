@@ -1,0 +1,291 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ferryio/ferry/iggy/wire"
+)
+
+// writeTimeout bounds one reply write, so a client that stops reading cannot pin its
+// connection goroutine forever.
+const writeTimeout = 30 * time.Second
+
+// conn is one client connection. Its serve goroutine is the only reader and the only
+// writer of replies; the maintenance loop may write one unsolicited Eviction (under wmu).
+type conn struct {
+	s        *Server
+	nc       net.Conn
+	id       uint32 // server-chosen client id (GetMe's client_id)
+	addr     string
+	lastSeen atomic.Int64 // unix nanos of the last request frame
+
+	smu  sync.Mutex
+	sess *session // nil when not logged in
+
+	wmu sync.Mutex
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{s: s, nc: nc, id: s.connIDs.Add(1), addr: nc.RemoteAddr().String()}
+	c.lastSeen.Store(time.Now().UnixNano())
+	return c
+}
+
+func (c *conn) session() *session {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	return c.sess
+}
+
+// serve reads frames and answers them one at a time until the connection fails.
+func (c *conn) serve() {
+	log := c.s.log.With("conn", c.id, "remote", c.addr)
+	log.Debug("connection opened")
+	defer func() {
+		_ = c.nc.Close()
+		c.s.removeConn(c)
+		c.smu.Lock()
+		sess := c.sess
+		c.sess = nil
+		c.smu.Unlock()
+		if sess != nil {
+			c.s.endSession(sess)
+		}
+		log.Debug("connection closed")
+	}()
+	hdr := make([]byte, wire.HeaderSize)
+	for {
+		if _, err := io.ReadFull(c.nc, hdr); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				log.Debug("read header", "err", err)
+			}
+			return
+		}
+		c.lastSeen.Store(time.Now().UnixNano())
+		fi, err := wire.ReadFrameInfo(hdr, c.s.cfg.MaxFrameSize)
+		if err != nil {
+			log.Warn("bad frame, closing connection", "err", err)
+			return
+		}
+		body := make([]byte, fi.BodyLen())
+		if _, err := io.ReadFull(c.nc, body); err != nil {
+			log.Debug("read body", "err", err)
+			return
+		}
+		if fi.Command != wire.CommandRequest {
+			// A valid non-Request header on a client connection is ignored, as upstream.
+			// Answering would be better than silence, but there is no request to echo.
+			log.Warn("ignoring non-request frame", "command", fi.Command.String())
+			continue
+		}
+		h, err := wire.DecodeRequestHeader(hdr)
+		if err != nil {
+			log.Warn("bad request header, closing connection", "err", err)
+			return
+		}
+		if log.Enabled(nil, slog.LevelDebug-1) {
+			log.Log(nil, slog.LevelDebug-1, "request", "op", h.Operation.String(), "code", uint32(h.CommandCode()), "request", h.Request, "body", len(body))
+		}
+		out := c.handle(h, body)
+		if out == nil {
+			continue
+		}
+		if err := c.write(out); err != nil {
+			log.Debug("write reply", "err", err)
+			return
+		}
+	}
+}
+
+func (c *conn) write(frame []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	_, err := c.nc.Write(frame)
+	return err
+}
+
+// handle executes one request and returns the frame to send.
+func (c *conn) handle(h wire.RequestHeader, body []byte) []byte {
+	if err := wire.ValidateRequestHeader(h); err != nil {
+		// Upstream drops such a request silently; a silent server makes the client wait
+		// for its timeout, so answer InvalidCommand instead.
+		c.s.log.Debug("invalid request header", "conn", c.id, "err", err)
+		return wire.AppendStatusReply(nil, h, wire.ErrInvalidCommand.Code)
+	}
+	if err := wire.VerifyRequestChecksum(h, body); err != nil {
+		return wire.AppendStatusReply(nil, h, wire.ErrorCode(err))
+	}
+	switch op := h.Operation; {
+	case op == wire.OpRegister:
+		return c.login(h, body)
+	case op == wire.OpNonReplicated:
+		return c.nonReplicated(h, body)
+	case op == wire.OpLogout:
+		return c.logout(h)
+	case op.IsInternal():
+		if c.session() == nil {
+			return c.eviction(h, wire.EvictionNoSession)
+		}
+		return c.eviction(h, wire.EvictionInvalidRequestOperation)
+	case op.IsMetadata():
+		sess := c.session()
+		if sess == nil {
+			return c.eviction(h, wire.EvictionNoSession)
+		}
+		return c.metadata(sess, h, body)
+	case op.IsPartition():
+		sess := c.session()
+		if sess == nil {
+			return c.eviction(h, wire.EvictionNoSession)
+		}
+		return c.partitionOp(sess, h, body)
+	default:
+		return wire.AppendStatusReply(nil, h, wire.ErrInvalidCommand.Code)
+	}
+}
+
+// eviction builds an Eviction frame for the request's client (or the connection id).
+func (c *conn) eviction(h wire.RequestHeader, reason wire.EvictionReason) []byte {
+	client := h.Client
+	if client.IsZero() {
+		client = wire.Uint128{Lo: uint64(c.id)}
+	}
+	eh := wire.EvictionHeader{Client: client, Reason: reason}
+	if reason == wire.EvictionIncompatibleProtocol {
+		eh.ServerMax, eh.ServerMin = wire.ProtocolVersion, wire.MinAcceptedVersion(wire.ProtocolVersion)
+	}
+	return wire.AppendEvictionHeader(nil, eh)
+}
+
+// nonReplicated dispatches operation 2 by the command code at offset 196 (§1.4).
+func (c *conn) nonReplicated(h wire.RequestHeader, body []byte) []byte {
+	code := h.Code
+	switch code {
+	case wire.CodePing:
+		return wire.AppendOKReply(nil, h, nil)
+	case wire.CodeLoginUser, wire.CodeLoginWithPAT:
+		return c.eviction(h, wire.EvictionMalformedLogin)
+	}
+	sess := c.session()
+	if sess == nil {
+		return wire.AppendStatusReply(nil, h, wire.ErrUnauthenticated.Code)
+	}
+	s := c.s
+	switch code {
+	case wire.CodeLogoutUser, wire.CodeLoginRegister, wire.CodeLoginRegisterWithPAT:
+		return wire.AppendOKReply(nil, h, nil)
+	case wire.CodeGetStats:
+		return s.getStats(h)
+	case wire.CodeGetClusterMetadata:
+		return s.clusterMetadata(h)
+	case wire.CodeGetMe:
+		return c.getMe(h, sess)
+	case wire.CodeGetPATs:
+		return s.getPATs(h, sess)
+	case wire.CodePollMessages:
+		return s.poll(h, body)
+	case wire.CodeFlushUnsavedBuffer:
+		return s.flush(h, body)
+	case wire.CodeGetConsumerOffset:
+		return s.getConsumerOffset(h, body)
+	case wire.CodeGetStream:
+		return s.getStream(h, body)
+	case wire.CodeGetStreams:
+		return s.getStreams(h)
+	case wire.CodeGetTopic:
+		return s.getTopic(h, body)
+	case wire.CodeGetTopics:
+		return s.getTopics(h, body)
+	case wire.CodeGetConsumerGroup:
+		return s.getGroup(h, body)
+	case wire.CodeGetConsumerGroups:
+		return s.getGroups(h, body)
+	case wire.CodeSyncConsumerGroup:
+		return s.syncGroup(h, body)
+	}
+	c.s.log.Debug("unserved command", "conn", c.id, "code", uint32(code), "body", len(body))
+	if code.IsKnown() && !code.IsNonReplicated() {
+		return wire.AppendStatusReply(nil, h, wire.ErrFeatureUnavailable.Code)
+	}
+	if code.IsKnown() {
+		// GetSnapshot, DescribeOptions, GetClient(s), GetUser(s): not
+		// served by a single embedded node. The SDKs probe 12 after login and tolerate S:5.
+		return wire.AppendStatusReply(nil, h, wire.ErrFeatureUnavailable.Code)
+	}
+	return wire.AppendStatusReply(nil, h, wire.ErrInvalidCommand.Code)
+}
+
+// partitionOp handles SendMessages and Store/DeleteConsumerOffset (ops 160–162).
+func (c *conn) partitionOp(sess *session, h wire.RequestHeader, body []byte) []byte {
+	switch h.Operation {
+	case wire.OpSendMessages:
+		return c.s.send(h, body)
+	case wire.OpStoreConsumerOffset:
+		return c.s.storeConsumerOffset(h, body, sess.client)
+	case wire.OpDeleteConsumerOffset:
+		return c.s.deleteConsumerOffset(h, body, sess.client)
+	}
+	return wire.AppendStatusReply(nil, h, wire.ErrInvalidCommand.Code)
+}
+
+// metadata handles ops 128–149 through the session's reply cache (§2.3).
+func (c *conn) metadata(sess *session, h wire.RequestHeader, body []byte) []byte {
+	if cached, ok := sess.cached(h.Request); ok {
+		return cached
+	}
+	if h.Request <= sess.watermark() {
+		return wire.AppendRejectReply(nil, h, wire.ErrRequestAlreadyApplied.Code)
+	}
+	s := c.s
+	s.meta.Lock()
+	out := s.execMetadata(sess, h, body)
+	s.meta.Unlock()
+	sess.remember(h.Request, out)
+	return out
+}
+
+func (s *Server) execMetadata(sess *session, h wire.RequestHeader, body []byte) []byte {
+	switch h.Operation {
+	case wire.OpCreateStream:
+		return s.createStream(h, body)
+	case wire.OpUpdateStream:
+		return s.updateStream(h, body)
+	case wire.OpDeleteStream:
+		return s.deleteStream(h, body)
+	case wire.OpPurgeStream:
+		return s.purgeStream(h, body)
+	case wire.OpCreateTopic:
+		return s.createTopic(h, body)
+	case wire.OpUpdateTopic:
+		return s.updateTopic(h, body)
+	case wire.OpDeleteTopic:
+		return s.deleteTopic(h, body)
+	case wire.OpPurgeTopic:
+		return s.purgeTopic(h, body)
+	case wire.OpCreatePartitions:
+		return s.createPartitions(h, body)
+	case wire.OpDeletePartitions:
+		return s.deletePartitions(h, body)
+	case wire.OpCreateConsumerGroup:
+		return s.createGroup(h, body)
+	case wire.OpDeleteConsumerGroup:
+		return s.deleteGroup(h, body)
+	case wire.OpJoinConsumerGroup:
+		return s.joinGroup(h, body, sess.client)
+	case wire.OpLeaveConsumerGroup:
+		return s.leaveGroup(h, body, sess.client)
+	case wire.OpCreatePAT:
+		return s.createPAT(h, body, sess)
+	case wire.OpDeletePAT:
+		return s.deletePAT(h, body, sess)
+	}
+	// DeleteSegments and user management are not served by the embedded server.
+	return wire.AppendStatusReply(nil, h, wire.ErrFeatureUnavailable.Code)
+}

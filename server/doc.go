@@ -1,0 +1,30 @@
+// Package server is Ferry's embedded single-node Apache Iggy server: it speaks the Iggy
+// 0.9 binary protocol (binary protocol 0.11.0) over TCP (optionally TLS) and keeps its
+// data durably in package store (Pebble).
+//
+// # What it promises
+//
+//   - The server semantics of the protocol reference (§1, §2, §6): framing, login and
+//     sessions, 0-based ids, offsets, polling strategies, auto-commit, consumer groups
+//     with cooperative join and full rebalance, heartbeat eviction and the error code of
+//     every failure, so official Iggy SDKs work unchanged against it.
+//   - One reader goroutine per connection handles its frames strictly in order and writes
+//     exactly one frame per request (a Reply, or an Eviction where the protocol says so).
+//     A malformed or oversized frame gets an error reply or closes that connection only.
+//   - Every acknowledged write is in the store before the reply (synced with
+//     FsyncAlways, the default).
+//   - Embedding API in the nats-server style: New validates, Start listens, Ready waits,
+//     Addr reports the bound address, Close is idempotent, safe on nil and waits for every
+//     goroutine (all started through one spawn helper). No signal handling and no global
+//     logger: logs go to Config.Logger.
+//
+// Lock order (outer to inner): Server.meta → groups.mu → Server.mu → conn.smu →
+// conn.wmu → store internals. Partition-plane requests (send, poll, offsets) never take
+// Server.meta.
+//
+// # What it must not import
+//
+// It builds on github.com/ferryio/ferry/iggy/wire (the codec: every encode and decode
+// goes through it) and github.com/ferryio/ferry/server/store. It must not import the
+// client (github.com/ferryio/ferry/iggy), the runtime (connect) or anything under cmd.
+package server

@@ -1,0 +1,375 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ferryio/ferry/server/store"
+)
+
+// ErrClosed is returned by Start, Ready and ServeConn once Close has begun.
+var ErrClosed = errors.New("server: closed")
+
+// Server is one embedded Iggy server. Create it with New, then Start it; every method is
+// safe for concurrent use, and Close is safe on a nil *Server.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	st    *store.Store
+	ln    net.Listener
+	ready chan struct{} // closed when Start succeeded
+	quit  chan struct{} // closed when Close begins
+
+	mu       sync.Mutex // guards the fields below
+	started  bool
+	closing  bool
+	startErr error
+	conns    map[*conn]struct{}
+	wg       sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+
+	// meta serializes metadata-plane operations (and group membership changes) so the
+	// store's topology and the in-memory group state move together.
+	meta sync.Mutex
+
+	groups    *groups
+	rrMu      sync.Mutex
+	rr        map[[2]uint32]uint32 // Balanced partitioning round-robin per topic
+	sessions  atomic.Uint64        // last session id issued
+	connIDs   atomic.Uint32        // last connection (client) id issued
+	startedAt time.Time
+}
+
+// New validates cfg, fills its defaults and returns a server that is not listening yet.
+// Errors match ErrConfig.
+func New(cfg Config) (*Server, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:   cfg,
+		log:   cfg.Logger,
+		ready: make(chan struct{}),
+		quit:  make(chan struct{}),
+		conns: make(map[*conn]struct{}),
+		rr:    make(map[[2]uint32]uint32),
+	}
+	s.groups = newGroups(s)
+	return s, nil
+}
+
+// Start creates a server from cfg and starts it: the "Start(ctx, cfg) → address, Close"
+// shape of the embedding API. The caller must Close the returned server.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	s, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Start(ctx); err != nil {
+		return nil, errors.Join(err, s.Close(context.Background()))
+	}
+	return s, nil
+}
+
+// Start opens the data directory, creates the root user on first boot and starts
+// listening. ctx bounds only the start itself; the server runs until Close. It fails
+// with an error matching store.ErrLocked when another server holds the data directory,
+// and with ErrClosed after Close. Start may be called once.
+func (s *Server) Start(ctx context.Context) (err error) {
+	s.mu.Lock()
+	switch {
+	case s.closing:
+		s.mu.Unlock()
+		return ErrClosed
+	case s.started:
+		s.mu.Unlock()
+		return errors.New("server: already started")
+	}
+	s.started = true
+	s.mu.Unlock()
+	defer func() {
+		if err != nil {
+			s.mu.Lock()
+			s.startErr = err
+			s.mu.Unlock()
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("server: start: %w", err)
+	}
+	policy := store.FsyncAlways
+	if s.cfg.Fsync == FsyncInterval {
+		policy = store.FsyncInterval
+	}
+	st, err := store.Open(store.Options{
+		Dir:                s.cfg.DataDir,
+		Fsync:              policy,
+		FsyncInterval:      s.cfg.FsyncInterval,
+		Logger:             s.log,
+		PasswordIterations: s.cfg.PasswordIterations,
+	})
+	if err != nil {
+		return fmt.Errorf("server: open data dir %s: %w", s.cfg.DataDir, err)
+	}
+	root, created, err := st.EnsureRoot(s.cfg.RootUsername, s.cfg.RootPassword)
+	if err != nil {
+		return errors.Join(fmt.Errorf("server: root user: %w", err), st.Close())
+	}
+	if created {
+		s.log.Info("created root user", "username", root.Username)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
+	if err != nil {
+		return errors.Join(fmt.Errorf("server: listen on %s: %w", s.cfg.Addr, err), st.Close())
+	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
+	s.sessions.Store(uint64(time.Now().UnixMicro())) // strictly increasing across restarts too
+	s.startedAt = time.Now()
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return errors.Join(ErrClosed, ln.Close(), st.Close())
+	}
+	s.st, s.ln = st, ln
+	s.mu.Unlock()
+	s.spawn(s.acceptLoop)
+	s.spawn(s.maintenanceLoop)
+	close(s.ready)
+	s.log.Info("iggy server listening", "addr", ln.Addr().String(), "data", s.cfg.DataDir, "fsync", s.cfg.Fsync)
+	return nil
+}
+
+// Ready waits until the server accepts connections. It returns the start error if Start
+// failed, ErrClosed if the server closed first, or ctx's error.
+func (s *Server) Ready(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ready:
+			return nil
+		case <-s.quit:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			s.mu.Lock()
+			err := s.startErr
+			s.mu.Unlock()
+			if err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Addr returns the address the server listens on ("host:port", with the real port when
+// Config.Addr asked for port 0), or Config.Addr before Start.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return s.ln.Addr().String()
+	}
+	return s.cfg.Addr
+}
+
+// Close stops listening, closes every connection (their sessions end as on a
+// disconnect), waits for every goroutine the server started and closes the store.
+// It is idempotent and safe on nil; later calls wait for and return the first call's
+// result. ctx is accepted for symmetry: goroutines end promptly once their sockets close,
+// so Close always completes.
+func (s *Server) Close(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
+	_ = ctx
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		ln := s.ln
+		conns := make([]*conn, 0, len(s.conns))
+		for c := range s.conns {
+			conns = append(conns, c)
+		}
+		s.mu.Unlock()
+		close(s.quit)
+		var errs []error
+		if ln != nil {
+			if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+				errs = append(errs, fmt.Errorf("server: close listener: %w", err))
+			}
+		}
+		for _, c := range conns {
+			_ = c.nc.Close()
+		}
+		s.wg.Wait()
+		s.mu.Lock()
+		st := s.st
+		s.mu.Unlock()
+		if st != nil {
+			if err := st.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("server: close store: %w", err))
+			}
+		}
+		s.closeErr = errors.Join(errs...)
+		s.log.Info("iggy server stopped")
+	})
+	return s.closeErr
+}
+
+// spawn runs fn in a goroutine counted by Close; it refuses (returns false) once Close
+// has begun. It is the only place the server starts goroutines.
+func (s *Server) spawn(fn func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// ServeConn serves one already established client connection (for example one end of a
+// net.Pipe, for in-process use) exactly like an accepted TCP connection, in a goroutine
+// Close waits for. It takes ownership of nc. Errors: ErrClosed (nc is then closed).
+func (s *Server) ServeConn(nc net.Conn) error {
+	select {
+	case <-s.ready:
+	default:
+		_ = nc.Close()
+		return errors.New("server: not started")
+	}
+	c, err := s.addConn(nc)
+	if err != nil {
+		_ = nc.Close()
+		return err
+	}
+	if !s.spawn(c.serve) {
+		s.removeConn(c)
+		_ = nc.Close()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (s *Server) acceptLoop() {
+	backoff := 5 * time.Millisecond
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.quit:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.log.Warn("accept failed", "err", err)
+			select {
+			case <-time.After(backoff):
+			case <-s.quit:
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		c, err := s.addConn(nc)
+		if err != nil {
+			s.log.Warn("connection refused", "remote", nc.RemoteAddr().String(), "err", err)
+			_ = nc.Close()
+			continue
+		}
+		if !s.spawn(c.serve) {
+			s.removeConn(c)
+			_ = nc.Close()
+			return
+		}
+	}
+}
+
+var errTooManyConnections = errors.New("server: too many connections")
+
+func (s *Server) addConn(nc net.Conn) (*conn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, ErrClosed
+	}
+	if len(s.conns) >= s.cfg.MaxConnections {
+		return nil, errTooManyConnections
+	}
+	c := newConn(s, nc)
+	s.conns[c] = struct{}{}
+	return c, nil
+}
+
+func (s *Server) removeConn(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+func (s *Server) connList() []*conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+// maintenanceLoop evicts stale consumer-group members (§2.5) and completes pending
+// partition revocations whose timeout passed (§6.6).
+func (s *Server) maintenanceLoop() {
+	tick := min(s.cfg.HeartbeatInterval, s.cfg.RebalancingTimeout) / 5
+	tick = max(tick, 5*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case now := <-t.C:
+			s.evictStale(now)
+			s.groups.expireRevocations(now)
+		}
+	}
+}
+
+// evictStale evicts every logged-in consumer-group member silent for more than 1.2 ×
+// the heartbeat interval.
+func (s *Server) evictStale(now time.Time) {
+	limit := s.cfg.HeartbeatInterval * 12 / 10
+	for _, c := range s.connList() {
+		if now.Sub(time.Unix(0, c.lastSeen.Load())) <= limit {
+			continue
+		}
+		sess := c.session()
+		if sess == nil || !s.groups.isMember(sess.client) {
+			continue
+		}
+		c.evictStale(sess)
+	}
+}

@@ -1,0 +1,163 @@
+package server
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/server/store"
+)
+
+// replyCacheSize is how many metadata replies a session keeps for replays (§2.3).
+const replyCacheSize = 5
+
+// session is one login: a client id bound to a connection and a user.
+type session struct {
+	id     uint64
+	client wire.ClientID
+	user   store.User
+
+	mu      sync.Mutex
+	highest uint64 // highest metadata request number executed
+	replies [replyCacheSize]cachedReply
+	next    int
+}
+
+type cachedReply struct {
+	request uint64
+	frame   []byte
+}
+
+func (s *session) watermark() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.highest
+}
+
+// cached returns the reply kept for request, if any.
+func (s *session) cached(request uint64) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.replies {
+		if r.frame != nil && r.request == request {
+			return r.frame, true
+		}
+	}
+	return nil, false
+}
+
+func (s *session) remember(request uint64, frame []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.highest = max(s.highest, request)
+	s.replies[s.next] = cachedReply{request, frame}
+	s.next = (s.next + 1) % replyCacheSize
+}
+
+// login implements login-register (§2.2).
+func (c *conn) login(h wire.RequestHeader, body []byte) []byte {
+	la, err := wire.DecodeLogin(body)
+	if err != nil {
+		return c.eviction(h, wire.EvictionMalformedLogin)
+	}
+	if !wire.VersionAccepted(la.Client.ProtocolVersion, wire.ProtocolVersion) {
+		return c.eviction(h, wire.EvictionIncompatibleProtocol)
+	}
+	s := c.s
+	var user store.User
+	ok, pwRejected := false, false
+	if la.HasPassword {
+		u, p := la.Password.Username, la.Password.Password
+		if len(u) >= 3 && len(u) <= 50 && len(p) >= 3 && len(p) <= 100 {
+			got, err := s.st.Authenticate(u, p)
+			switch {
+			case err == nil && got.Status == userActive:
+				user, ok = got, true
+			case err == nil || errors.Is(err, store.ErrInvalidCredentials):
+				pwRejected = true
+			default:
+				s.log.Error("login: authenticate", "err", err)
+				return c.eviction(h, wire.EvictionSessionError)
+			}
+		} else {
+			pwRejected = true
+		}
+	}
+	if !ok && la.HasToken {
+		got, err := s.st.AuthenticateToken(la.Token.Token, nowMicros())
+		switch {
+		case errors.Is(err, store.ErrInvalidToken):
+			return c.eviction(h, wire.EvictionInvalidToken)
+		case err != nil:
+			s.log.Error("login: token", "err", err)
+			return c.eviction(h, wire.EvictionSessionError)
+		case got.Status != userActive:
+			return c.eviction(h, wire.EvictionUserInactive)
+		}
+		user, ok = got, true
+	}
+	if !ok {
+		if pwRejected {
+			return c.eviction(h, wire.EvictionInvalidCredentials)
+		}
+		return c.eviction(h, wire.EvictionMalformedLogin)
+	}
+	c.smu.Lock()
+	sess := c.sess
+	if sess == nil {
+		sess = &session{id: s.sessions.Add(1), client: h.Client, user: user}
+		c.sess = sess
+	}
+	c.smu.Unlock()
+	s.log.Debug("login", "conn", c.id, "user", sess.user.Username, "session", sess.id)
+	return wire.AppendOKReply(nil, h, wire.LoginReply{
+		UserID:                sess.user.ID,
+		Session:               sess.id,
+		ServerProtocolVersion: wire.ProtocolVersion,
+		ServerVersion:         wire.ServerVersion,
+	}.Append(nil))
+}
+
+// userActive is the store's status byte of an active user.
+const userActive = 1
+
+// logout ends the bound session (§2.6); without one it just succeeds.
+func (c *conn) logout(h wire.RequestHeader) []byte {
+	c.smu.Lock()
+	sess := c.sess
+	c.sess = nil
+	c.smu.Unlock()
+	if sess != nil {
+		c.s.endSession(sess)
+	}
+	return wire.AppendOKReply(nil, h, nil)
+}
+
+// endSession drops the session's consumer-group memberships (full rebalance of each
+// group it belonged to).
+func (s *Server) endSession(sess *session) {
+	s.meta.Lock()
+	defer s.meta.Unlock()
+	s.groups.removeClient(sess.client)
+}
+
+// evictStale ends sess (if still bound) and pushes Eviction 13 (§2.5). The socket stays
+// open, as upstream; the client must reconnect.
+func (c *conn) evictStale(sess *session) {
+	c.smu.Lock()
+	if c.sess != sess {
+		c.smu.Unlock()
+		return
+	}
+	c.sess = nil
+	c.smu.Unlock()
+	c.s.endSession(sess)
+	c.s.log.Info("evicted stale client", "conn", c.id, "session", sess.id)
+	frame := wire.AppendEvictionHeader(nil, wire.EvictionHeader{Client: sess.client, Reason: wire.EvictionStaleClient})
+	if err := c.write(frame); err != nil {
+		_ = c.nc.Close()
+	}
+}
+
+func nowMicros() uint64 { return uint64(time.Now().UnixMicro()) }

@@ -1,0 +1,147 @@
+package server
+
+import (
+	"encoding/binary"
+	"math"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+
+	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/server/store"
+)
+
+// System commands (§4.1) and personal access tokens (§4.8).
+
+func (c *conn) getMe(h wire.RequestHeader, sess *session) []byte {
+	return wire.AppendOKReply(nil, h, wire.ClientDetails{
+		ClientID: c.id, UserID: sess.user.ID, Transport: wire.TransportTCP, Address: c.addr,
+		ConsumerGroups: c.s.groups.memberships(sess.client),
+	}.Append(nil))
+}
+
+// getStats answers a minimal but valid Stats: counts are real, host metrics zero.
+func (s *Server) getStats(h wire.RequestHeader) []byte {
+	st := wire.Stats{
+		ProcessID:     uint32(os.Getpid()),
+		RunTime:       uint64(nowMicros()-uint64(s.startedAt.UnixMicro())) / 1e6 * 1e6,
+		StartTime:     uint64(s.startedAt.Unix()) * 1e6,
+		OSName:        runtime.GOOS,
+		ServerVersion: wire.ServerVersion,
+		ServerSemver:  9000,
+		ThreadsCount:  uint32(runtime.NumGoroutine()),
+	}
+	st.Hostname, _ = os.Hostname()
+	streams, _ := s.st.Streams()
+	st.StreamsCount = uint32(len(streams))
+	for _, str := range streams {
+		topics, _ := s.st.Topics(str.ID)
+		st.TopicsCount += uint32(len(topics))
+		for _, t := range topics {
+			st.PartitionsCount += uint32(len(t.Partitions))
+			st.SegmentsCount += uint32(len(t.Partitions))
+			if tot, err := s.st.TopicTotals(t.StreamID, t.ID); err == nil {
+				st.MessagesCount += tot.Messages
+				st.MessagesSizeBytes += tot.Bytes
+			}
+			if gs, err := s.st.Groups(t.StreamID, t.ID); err == nil {
+				st.ConsumerGroupsCount += uint32(len(gs))
+			}
+		}
+	}
+	st.ClientsCount = uint32(len(s.connList()))
+	return wire.AppendOKReply(nil, h, st.Append(nil))
+}
+
+// flush answers FlushUnsavedBuffer: every acknowledged write is already in the store, so
+// it only syncs the log when asked to.
+func (s *Server) flush(h wire.RequestHeader, body []byte) []byte {
+	req, err := wire.DecodeFlushUnsavedBufferRequest(body)
+	if err != nil {
+		return wire.AppendStatusReply(nil, h, wire.ErrInvalidCommand.Code)
+	}
+	_, t, err := s.topic(req.Stream, req.Topic)
+	if err != nil {
+		return s.deny(h, "flush", err)
+	}
+	if !hasPartition(t, req.PartitionID) {
+		return wire.AppendStatusReply(nil, h, wire.ErrPartitionNotFound.Code)
+	}
+	if req.Fsync {
+		if err := s.st.Sync(); err != nil {
+			return s.deny(h, "flush", err)
+		}
+	}
+	return wire.AppendOKReply(nil, h, nil)
+}
+
+func (s *Server) getPATs(h wire.RequestHeader, sess *session) []byte {
+	toks, err := s.st.Tokens(sess.user.ID)
+	if err != nil {
+		return s.deny(h, "get tokens", err)
+	}
+	out := make([]wire.PATInfo, 0, len(toks))
+	for _, t := range toks {
+		out = append(out, wire.PATInfo{Name: t.Name, ExpiryAt: t.ExpiresAt})
+	}
+	return wire.AppendOKReply(nil, h, wire.AppendPATs(nil, out))
+}
+
+func (s *Server) createPAT(h wire.RequestHeader, body []byte, sess *session) []byte {
+	req, err := wire.DecodeCreatePATRequest(body)
+	if err != nil {
+		return wire.AppendStatusReply(nil, h, wire.ErrInvalidCommand.Code)
+	}
+	if toks, err := s.st.Tokens(sess.user.ID); err == nil && len(toks) >= store.MaxTokensPerUser {
+		return wire.AppendStatusReply(nil, h, wire.ErrPATLimitReached.Code)
+	}
+	var expiresAt uint64
+	if req.Expiry != 0 && req.Expiry != math.MaxUint64 {
+		now := nowMicros()
+		if req.Expiry > math.MaxUint64-now {
+			return wire.AppendRejectReply(nil, h, wire.ErrInvalidPATExpiry.Code)
+		}
+		expiresAt = now + req.Expiry
+	}
+	raw, _, err := s.st.CreateToken(sess.user.ID, req.Name, expiresAt)
+	if err != nil {
+		return s.reject(h, "create token", err, 0)
+	}
+	return wire.AppendOKReply(nil, h, wire.RawToken{Token: raw}.Append(nil))
+}
+
+func (s *Server) deletePAT(h wire.RequestHeader, body []byte, sess *session) []byte {
+	req, err := wire.DecodeDeletePATRequest(body)
+	if err != nil {
+		return wire.AppendStatusReply(nil, h, wire.ErrInvalidCommand.Code)
+	}
+	if err := s.st.DeleteToken(sess.user.ID, req.Name); err != nil {
+		return s.reject(h, "delete token", err, 0)
+	}
+	return wire.AppendOKReply(nil, h, nil)
+}
+
+// clusterMetadata answers GetClusterMetadata (code 12) for a single node. The protocol
+// reference leaves its layout undocumented; the released apache-iggy 0.9 SDKs send it
+// before some requests and fail them on an error status, so it is encoded here (the
+// layout of iggy_common's ClusterMetadata; it belongs in iggy/wire, see the report):
+//
+//	[name_len u32][name][nodes_count u32] + nodes × [name_len u32][name][ip_len u32][ip]
+//	[tcp u16][quic u16][http u16][websocket u16][role u8: 0 leader][status u8: 0 healthy]
+func (s *Server) clusterMetadata(h wire.RequestHeader) []byte {
+	host, portStr, _ := net.SplitHostPort(s.Addr())
+	port, _ := strconv.ParseUint(portStr, 10, 16)
+	const name = "ferry"
+	b := binary.LittleEndian.AppendUint32(nil, uint32(len(name)))
+	b = append(b, name...)
+	b = binary.LittleEndian.AppendUint32(b, 1)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(name)))
+	b = append(b, name...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(host)))
+	b = append(b, host...)
+	b = binary.LittleEndian.AppendUint16(b, uint16(port))
+	b = append(b, 0, 0, 0, 0, 0, 0) // no QUIC, HTTP, WebSocket
+	b = append(b, 0, 0)             // leader, healthy
+	return wire.AppendOKReply(nil, h, b)
+}

@@ -1,0 +1,8 @@
+// Package e2e holds Ferry's process-level tests: they build the real ferry binary once
+// (TestMain) and run it as child processes: `ferry run --embedded`, `ferry server`,
+// `ferry offsets`, killed with SIGKILL mid-stream and restarted, and check exact outcomes
+// from the file sink's output and the stored offsets.
+//
+// The package has no non-test code and imports no Ferry package: it talks to Ferry only
+// through the binary, its files and its exit codes, like a user.
+package e2e

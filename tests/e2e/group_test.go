@@ -1,0 +1,155 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+)
+
+const (
+	groupMessages       = 16000
+	groupRate           = 4000
+	groupPartitions     = 4
+	groupBatch          = 100
+	groupMaxUncommitted = 1000
+)
+
+var serverAddrRE = regexp.MustCompile(`iggy server listening" addr=(\S+)`)
+
+// remoteConfig writes a config.toml pointing at a separate server and returns its path.
+func remoteConfig(t *testing.T, dir, addr, connectorsDir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "config.toml")
+	writeFile(t, path, fmt.Sprintf(`[iggy]
+address = %q
+username = "iggy"
+password = "iggy"
+
+[state]
+path = %q
+
+[connectors]
+config_type = "local"
+config_dir = %q
+
+[http]
+enabled = false
+`, addr, filepath.Join(dir, "state"), connectorsDir))
+	return path
+}
+
+// TestGroupTakeover: two runtime processes in one consumer group against one `ferry server`
+// split a topic's four partitions; when one is killed with SIGKILL, the server drops it as
+// soon as its TCP connection closes and the other takes every partition over. At the end
+// every (partition, offset) the producer wrote is in one of the two output files, the
+// stored offsets reached the end of every partition, and duplicates are bounded by the
+// killed member's uncommitted window.
+func TestGroupTakeover(t *testing.T) {
+	dir := t.TempDir()
+	srv := startFerry(t, "server", dir, nil, "server", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "srv"))
+	var addr string
+	waitFor(t, 10*time.Second, "server address", func() bool {
+		if srv.exited() {
+			t.Fatalf("server exited: %v", srv.err)
+		}
+		if m := serverAddrRE.FindStringSubmatch(srv.out.String()); m != nil {
+			addr = m[1]
+			return true
+		}
+		return false
+	})
+
+	// The producer: a rate-limited random source; it creates the 4-partition topic.
+	pdir := filepath.Join(dir, "producer")
+	writeFile(t, filepath.Join(pdir, "connectors", "source.toml"), randomSource("g", "t", groupMessages, groupRate, groupBatch))
+	pcfg := remoteConfig(t, pdir, addr, filepath.Join(pdir, "connectors"))
+	producer := startFerry(t, "producer", pdir, nil, "run", "--config", pcfg, "--create-topics",
+		"--partitions", fmt.Sprint(groupPartitions), "--progress", "0", "--exit-when-idle", "1s")
+	waitFor(t, 10*time.Second, "producer running", func() bool {
+		if producer.exited() {
+			t.Fatalf("producer exited: %v", producer.err)
+		}
+		return regexp.MustCompile(`source running`).MatchString(producer.out.String())
+	})
+
+	// Two members of one group (same sink key), each writing its own file.
+	cdir := filepath.Join(dir, "consumers")
+	outA, outB := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	writeFile(t, filepath.Join(cdir, "connectors", "sink.toml"), fileSink("g", "t", "sink_controlled", outA, groupBatch, groupMaxUncommitted))
+	ccfg := remoteConfig(t, cdir, addr, filepath.Join(cdir, "connectors"))
+	memberA := startFerry(t, "member A", cdir, nil, "run", "--config", ccfg, "--progress", "0")
+	memberB := startFerry(t, "member B", cdir, []string{"IGGY_CONNECTORS_SINK_OUT_PLUGIN_CONFIG_PATH=" + outB},
+		"run", "--config", ccfg, "--progress", "0")
+
+	waitFor(t, 15*time.Second, "both members writing", func() bool {
+		if memberA.exited() || memberB.exited() {
+			t.Fatalf("a member exited: A %v, B %v", memberA.err, memberB.err)
+		}
+		return countLines(outA) >= 200 && countLines(outB) >= 200
+	})
+	memberA.kill()
+	killedAt := len(readRecords(t, outB))
+
+	producer.wait(15 * time.Second)
+	var counts map[uint32]int64
+	waitFor(t, 15*time.Second, "member B to finish every partition", func() bool {
+		if memberB.exited() {
+			t.Fatalf("member B exited: %v", memberB.err)
+		}
+		offs, err := offsets(t, addr, "g", "t", sinkGroup)
+		if err != nil || len(offs) != groupPartitions {
+			return false
+		}
+		counts = map[uint32]int64{}
+		var sum int64
+		for p, o := range offs {
+			if o.stored != o.current {
+				return false
+			}
+			counts[p] = o.current + 1
+			sum += o.current + 1
+		}
+		if sum != groupMessages {
+			t.Fatalf("topic holds %d messages, want %d: %v", sum, groupMessages, offs)
+		}
+		return true
+	})
+	memberB.stop(15 * time.Second)
+
+	a, b := readRecords(t, outA), readRecords(t, outB)
+	seen := map[[2]uint64]int{}
+	partsA, partsB := map[uint32]bool{}, map[uint32]bool{}
+	for _, r := range a {
+		seen[[2]uint64{uint64(r.Partition), r.Offset}]++
+		partsA[r.Partition] = true
+	}
+	for i, r := range b {
+		seen[[2]uint64{uint64(r.Partition), r.Offset}]++
+		if i >= killedAt {
+			partsB[r.Partition] = true
+		}
+	}
+	dups := 0
+	for p := uint32(0); p < groupPartitions; p++ {
+		for o := int64(0); o < counts[p]; o++ {
+			n := seen[[2]uint64{uint64(p), uint64(o)}]
+			if n == 0 {
+				t.Fatalf("partition %d offset %d is in neither output (A wrote %d lines, B %d)", p, o, len(a), len(b))
+			}
+			dups += n - 1
+		}
+	}
+	if len(seen) != groupMessages {
+		t.Fatalf("outputs hold %d distinct (partition, offset) pairs, want %d", len(seen), groupMessages)
+	}
+	if dups > groupPartitions*groupMaxUncommitted {
+		t.Fatalf("%d duplicates, more than the killed member's uncommitted window (%d per partition)", dups, groupMaxUncommitted)
+	}
+	if len(partsB) != groupPartitions {
+		t.Fatalf("after the kill B wrote partitions %v, want all %d (takeover)", partsB, groupPartitions)
+	}
+	t.Logf("A wrote %d lines on partitions %v before SIGKILL; B took over all partitions; %d duplicates, nothing lost", len(a), partsA, dups)
+	srv.stop(10 * time.Second)
+}
