@@ -304,6 +304,7 @@ func TestFaultyReplies(t *testing.T) {
 			defer c.Close()
 			// CreateStream is not retried, so the first failure shows.
 			_, err = c.CreateStream(testCtx(t), "x")
+			t.Logf("%s: %v", tc.name, err)
 			if err == nil || !tc.check(err) {
 				t.Fatalf("create stream: %v", err)
 			}
