@@ -175,3 +175,19 @@ func (c *Client) DeletePartitions(ctx context.Context, stream, topic Identifier,
 	}
 	return nil
 }
+
+// CreatePersonalAccessToken creates a token for the logged-in user, valid for expiry
+// (0 = never), and returns the raw token (shown only once; log in with WithToken).
+func (c *Client) CreatePersonalAccessToken(ctx context.Context, name string, expiry time.Duration) (string, error) {
+	req := wire.CreatePATRequest{Name: name, Expiry: uint64(expiry / time.Microsecond)}
+	var out string
+	err := c.call(ctx, nil, req, false, func(p []byte) error {
+		t, err := wire.DecodeRawToken(p)
+		out = t.Token
+		return decodeErr(err)
+	})
+	if err != nil {
+		return "", opErr("create personal access token", "token "+Name(name).String(), err)
+	}
+	return out, nil
+}

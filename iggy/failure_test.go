@@ -45,7 +45,7 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 	}
 	genBefore, _ := cn.Assignment()
 
-	s = restart(t, s, dir)
+	restart(t, s, dir)
 
 	// Reads are retried transparently.
 	streams, err := c.GetStreams(ctx)

@@ -58,7 +58,6 @@ type Producer struct {
 	loopDone chan struct{}
 }
 
-
 // NewProducer reads the topic's partitions (wire.ErrNotFound if it does not exist)
 // and starts the sender. ctx bounds only the setup.
 func (c *Client) NewProducer(ctx context.Context, cfg ProducerConfig) (*Producer, error) {

@@ -115,16 +115,24 @@ func offsets(ctx context.Context, w io.Writer, f offsetsFlags) error {
 		}
 		return fmt.Errorf("consumer group %s: %w", f.group, err)
 	}
+	if len(sets) > 0 || len(f.del) > 0 {
+		// The server takes a group's offsets only from a member owning the partition: join
+		// for the changes, and leave again. Members already running keep their partitions.
+		if err := c.JoinConsumerGroup(ctx, stream, topic, iggy.Name(f.group)); err != nil {
+			return err
+		}
+		defer func() { _ = c.LeaveConsumerGroup(context.WithoutCancel(ctx), stream, topic, iggy.Name(f.group)) }()
+	}
 	for p, o := range sets {
 		if err := c.StoreOffset(ctx, group, stream, topic, p, o); err != nil {
-			return fmt.Errorf("store offset %d on partition %d: %w", o, p, err)
+			return fmt.Errorf("store offset %d on partition %d (stop the group's running consumers first): %w", o, p, err)
 		}
 		fmt.Fprintf(w, "partition %d: stored offset set to %d\n", p, o)
 	}
 	for _, pu := range f.del {
 		p := uint32(pu)
 		if err := c.DeleteOffset(ctx, group, stream, topic, p); err != nil {
-			return fmt.Errorf("delete offset of partition %d: %w", p, err)
+			return fmt.Errorf("delete offset of partition %d (stop the group's running consumers first): %w", p, err)
 		}
 		fmt.Fprintf(w, "partition %d: stored offset deleted\n", p)
 	}

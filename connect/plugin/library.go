@@ -112,7 +112,7 @@ func Open(path string) (*Library, error) {
 	}
 	h, err := dlopen(abs)
 	if err != nil {
-		return nil, fmt.Errorf("plugin %s: %w: %v", path, ErrNotLibrary, err)
+		return nil, fmt.Errorf("plugin %s: %w: %w", path, ErrNotLibrary, err)
 	}
 	lib := resolve(abs, h)
 	l := &loaded{lib: lib}

@@ -63,7 +63,7 @@ func TestOpenMissingSymbols(t *testing.T) {
 				t.Fatalf("got role %q missing %q (%v); want %q %q", se.Role, se.Missing, err, tc.role, tc.missing)
 			}
 			// The failure is remembered: the library is loaded once, never unloaded.
-			if _, err2 := Open(path); err2 != err {
+			if _, err2 := Open(path); err2 != err { //nolint:errorlint // the cached error value itself must come back
 				t.Fatalf("second Open: %v, want the same error", err2)
 			}
 		})

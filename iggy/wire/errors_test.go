@@ -13,7 +13,7 @@ func TestServerErrorsTable(t *testing.T) {
 			t.Errorf("duplicate code %d", e.Code)
 		}
 		seen[e.Code] = true
-		if got := CodeError(e.Code); got != error(e) {
+		if got := CodeError(e.Code); got != error(e) { //nolint:errorlint // identity of the table value is the point
 			t.Errorf("CodeError(%d) = %v", e.Code, got)
 		}
 		if e.Error() != fmt.Sprintf("iggy: %s (%d)", e.Name, e.Code) {

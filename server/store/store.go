@@ -120,7 +120,7 @@ func Open(opts Options) (*Store, error) {
 		}
 		l, err := lockDir(filepath.Join(opts.Dir, "FERRY.LOCK"))
 		if err != nil {
-			return nil, fmt.Errorf("store: open %s: %w (%v)", opts.Dir, ErrLocked, err)
+			return nil, fmt.Errorf("store: open %s: %w (%w)", opts.Dir, ErrLocked, err)
 		}
 		s.dirLock = l
 		fs = vfs.Default
@@ -134,7 +134,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		s.unlockDir()
 		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) {
-			return nil, fmt.Errorf("store: open %s: %w (%v)", opts.Dir, ErrLocked, err)
+			return nil, fmt.Errorf("store: open %s: %w (%w)", opts.Dir, ErrLocked, err)
 		}
 		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
 	}

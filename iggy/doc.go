@@ -1,0 +1,52 @@
+// Package iggy is Ferry's Go client for the Apache Iggy 0.9 binary protocol (TCP,
+// optionally TLS): low-level typed calls, a high-level consumer-group member
+// (Consumer) and a batching Producer.
+//
+// # What it promises
+//
+//   - Dial logs in (password or personal access token) and refuses a server whose
+//     protocol version differs, naming both versions. A Client is safe for concurrent
+//     use: plain requests are spread over a small pool of connections (WithPoolSize),
+//     each Consumer has its own, so polls and commits of different consumers never
+//     wait for each other.
+//   - One request in flight per connection (lock-step, §1.8 of the protocol
+//     reference); the reply must echo the request number or the connection is dropped.
+//     Each connection has one writer and one reader goroutine; a failure kills the
+//     connection and the request in flight gets one ErrOutcomeUnknown. Every request
+//     is bounded by its context and WithRequestTimeout (30 s); cancelling one in
+//     flight sets a past deadline and drops the connection.
+//   - Lost connections are replaced with backoff, a new login and a new client id;
+//     groups are rejoined and resynced. Reads (gets, polls, syncs, offset stores) are
+//     retried transparently; creates, deletes and sends return ErrOutcomeUnknown when
+//     the server may have applied them (a resent batch may be duplicated). Transient
+//     replies 57/58 are replayed on the same connection every 50 ms within the budget.
+//     Every Eviction ends the connection.
+//   - Errors are *OpError values naming the command and the stream/topic/partition;
+//     they unwrap to the wire package's *ServerError values and classes (errors.Is
+//     with wire.ErrNotFound, wire.ErrStreamIDNotFound, …) or to this package's
+//     sentinels. Retriable and SafeToRetry answer "may I try again?".
+//   - The poll path allocates nothing per message: replies are read into reused
+//     buffers and messages are views into them until Batch.Release.
+//   - Close ends every goroutine the package started.
+//
+// # Layout
+//
+//   - options.go: Opt and defaults; errors.go: sentinels, OpError, Retriable.
+//   - conn.go: one connection, its writer and reader; link.go: a connection that
+//     reconnects, the request budget and retry rules; client.go: Dial, login, pool.
+//   - admin.go (streams, topics, partitions), groups.go (offsets, groups),
+//     messages.go (send, poll), consumer.go, producer.go.
+//
+// # Lock order
+//
+// Consumer.closeMu → Consumer.mu → link.mu. Client.mu, Producer.mu and conn state are
+// leaves (nothing else is taken while holding them). No lock is held during I/O or while
+// waiting on a channel, except that link.mu is released before dialing.
+//
+// # What it must not import
+//
+// Only the standard library and github.com/ferryio/ferry/iggy/wire (the codec; this
+// package never encodes or decodes protocol bytes itself). It must not import the
+// server, the runtime (connect) or anything under cmd; its tests may import
+// server/servertest.
+package iggy
