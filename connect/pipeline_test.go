@@ -12,24 +12,33 @@ import (
 	"github.com/ferryio/ferry/sdk"
 )
 
+// The pipeline tests run the whole runtime (New, real iggy client) against the real
+// embedded server over TCP; offsets are read back from the server with GetOffset.
+
 // recSink records what it is given. failBatch (0-based batch index, counted per sink)
-// fails failTimes times (-1 = for good). commitEach commits the batch's last offset
-// from inside Consume (sink_controlled).
+// fails failTimes times (-1 = for good); beforeFail, when set, runs before each failure.
+// commitEach commits the batch's last offset from inside Consume (sink_controlled).
+// delay is slept in every Consume.
 type recSink struct {
 	failBatch  int
 	failTimes  int
+	beforeFail func()
 	commitEach bool
+	delay      time.Duration
 	onClose    func(sdk.Committer)
 
 	mu        sync.Mutex
 	env       sdk.SinkEnv
 	batches   int
 	offsets   map[uint32][]uint64
+	payloads  map[uint32][]string
 	closed    bool
 	commitErr []error
 }
 
-func newRecSink() *recSink { return &recSink{failBatch: -1, offsets: map[uint32][]uint64{}} }
+func newRecSink() *recSink {
+	return &recSink{failBatch: -1, offsets: map[uint32][]uint64{}, payloads: map[uint32][]string{}}
+}
 
 func (s *recSink) Open(_ context.Context, env sdk.SinkEnv) error {
 	s.mu.Lock()
@@ -39,18 +48,27 @@ func (s *recSink) Open(_ context.Context, env sdk.SinkEnv) error {
 }
 
 func (s *recSink) Consume(_ context.Context, _ sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
+	if s.delay > 0 {
+		time.Sleep(s.delay)
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	idx := s.batches
-	if idx == s.failBatch && s.failTimes != 0 {
+	if s.batches == s.failBatch && s.failTimes != 0 {
 		if s.failTimes > 0 {
 			s.failTimes--
 		}
+		hook := s.beforeFail
+		s.mu.Unlock()
+		if hook != nil {
+			hook()
+		}
 		return errors.New("target rejected the batch")
 	}
+	defer s.mu.Unlock()
 	s.batches++
+	p := meta.Partition.PartitionID
 	for _, m := range msgs {
-		s.offsets[meta.Partition.PartitionID] = append(s.offsets[meta.Partition.PartitionID], m.Offset)
+		s.offsets[p] = append(s.offsets[p], m.Offset)
+		s.payloads[p] = append(s.payloads[p], string(m.Payload))
 	}
 	if s.commitEach && s.env.Committer != nil {
 		if err := s.env.Committer.Commit(meta.Partition, msgs[len(msgs)-1].Offset); err != nil {
@@ -76,6 +94,12 @@ func (s *recSink) got(p uint32) []uint64 {
 	return append([]uint64(nil), s.offsets[p]...)
 }
 
+func (s *recSink) committer() sdk.Committer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.env.Committer
+}
+
 func testSinkConfig(mode config.CommitMode, policy config.FailurePolicy) *config.Sink {
 	return &config.Sink{
 		Common: config.Common{Key: "rec", Enabled: true, Name: "rec", Path: "builtin:rec", PluginConfig: []byte("null")},
@@ -89,70 +113,26 @@ func testSinkConfig(mode config.CommitMode, policy config.FailurePolicy) *config
 	}
 }
 
-func startRuntime(t *testing.T, be backend, cfg *config.Sink, sink sdk.Sink) *Runtime {
-	t.Helper()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	reg := sdk.NewRegistry().AddSink("rec", func() sdk.Sink { return sink })
-	rt := newRuntime(&config.Connectors{Sinks: []*config.Sink{cfg}}, be, reg, nil, quietLog)
-	if err := rt.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return rt
-}
-
-func stopRuntime(t *testing.T, rt *Runtime) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := rt.Stop(ctx); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
-}
-
-func seq(from, to uint64) []uint64 {
-	var out []uint64
-	for o := from; o <= to; o++ {
-		out = append(out, o)
-	}
-	return out
-}
-
-func equalOffsets(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-var allModes = []config.CommitMode{config.CommitAfterPolling, config.CommitAfterConsuming, config.CommitSinkControlled}
-
-// TestPipelineTransientFailure: batch 3 fails once and is retried: every mode delivers
-// every message exactly once and stores offset 49.
+// TestPipelineTransientFailure: batch 3 (offsets 30..39) fails once and is retried: every
+// mode delivers 0..49 exactly once, in order, and the group's stored offset is 49.
 func TestPipelineTransientFailure(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
-			be := newMemBackend()
-			be.addTopic("s", "t", 1, 50)
+			env := newIggyEnv(t)
+			env.topic("s", "t", 1)
+			env.fill("s", "t", 0, 50, nil)
 			sink := newRecSink()
 			sink.failBatch, sink.failTimes, sink.commitEach = 3, 1, true
-			rt := startRuntime(t, be, testSinkConfig(mode, config.FailureStop), sink)
+			rt := env.start(testSinkConfig(mode, config.FailureStop), sink)
 			waitFor(t, "50 delivered", func() bool { return len(sink.got(0)) == 50 })
 			stopRuntime(t, rt)
 			if got := sink.got(0); !equalOffsets(got, seq(0, 49)) {
-				t.Fatalf("delivered %v", got)
+				t.Fatalf("delivered %v, want 0..49 once each", got)
 			}
-			if off, ok := be.storedOffset("g", "s", "t", 0); !ok || off != 49 {
-				t.Fatalf("stored %d, %t; want 49", off, ok)
-			}
+			env.wantStored("g", "s", "t", 0, 49)
 			st := rt.Status()[0]
-			if st.State != StateStopped || st.Stats.Delivered != 50 || st.Stats.ConsumeErrors != 1 || st.Stats.FailedBatches != 0 || st.Stats.Committed != 50 {
+			if st.State != StateStopped || st.Stats.Delivered != 50 || st.Stats.ConsumeErrors != 1 ||
+				st.Stats.FailedBatches != 0 || st.Stats.Committed != 50 || st.Stats.CommitsRejected() != 0 {
 				t.Fatalf("status %+v", st)
 			}
 			if !sink.closed {
@@ -162,148 +142,249 @@ func TestPipelineTransientFailure(t *testing.T) {
 	}
 }
 
-// TestPipelineStopPolicy: batch 2 (offsets 20..29) fails for good. after_consuming and
-// sink_controlled store 19 and a restart redelivers from 20; after_polling has already
-// stored past the failed batch (its documented at-most-once guarantee), so the restart
-// resumes after it and offsets 20..29 are lost.
+// TestPipelineStopPolicy: batch 2 (offsets 20..29) fails for good (on_failure = stop). The
+// failing sink waits until the poll goroutine is blocked (50 polled: batches 0, 1, the
+// failed 2, 3 queued, 4 held), so what after_polling has stored is exact.
+//
+//   - after_consuming, sink_controlled: stored offset 19; a restart redelivers exactly
+//     20..99: nothing lost.
+//   - after_polling: the server stored 49 with the poll of batch 4 — its documented
+//     at-most-once guarantee. The restart resumes at 50: offsets 20..49 (the failed batch
+//     and the two polled ahead of it) are lost, exactly.
 func TestPipelineStopPolicy(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
-			be := newMemBackend()
-			be.addTopic("s", "t", 1, 100)
+			env := newIggyEnv(t)
+			env.topic("s", "t", 1)
+			env.fill("s", "t", 0, 100, nil)
 			sink := newRecSink()
+			var rt *Runtime
+			var rtMu sync.Mutex
+			pollerBlocked := make(chan bool, 2)
 			sink.failBatch, sink.failTimes, sink.commitEach = 2, -1, true
-			cfg := testSinkConfig(mode, config.FailureStop)
-			rt := startRuntime(t, be, cfg, sink)
+			sink.beforeFail = func() {
+				pollerBlocked <- eventually(10*time.Second, func() bool {
+					rtMu.Lock()
+					defer rtMu.Unlock()
+					return rt != nil && sinkOf(rt).counters.Polled.Load() == 50
+				})
+			}
+			rtMu.Lock()
+			rt = env.runtime([]*config.Sink{testSinkConfig(mode, config.FailureStop)}, map[string]sdk.Sink{"rec": sink})
+			rtMu.Unlock()
+			if err := rt.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 			waitFor(t, "error status", func() bool { return rt.Status()[0].State == StateError })
 			stopRuntime(t, rt)
+			for range 2 { // first attempt and its one retry
+				if !<-pollerBlocked {
+					t.Fatal("the poll goroutine never reached 50 polled messages")
+				}
+			}
 			st := rt.Status()[0]
 			if st.State != StateError || st.LastError == nil || !strings.Contains(st.LastError.Message, "target rejected the batch") ||
-				st.Stats.FailedBatches != 1 || st.Stats.ConsumeErrors != 2 || st.Stats.Delivered != 20 {
+				st.Stats.FailedBatches != 1 || st.Stats.ConsumeErrors != 2 || st.Stats.Delivered != 20 || st.Stats.Polled != 50 {
 				t.Fatalf("status %+v (last error %+v)", st, st.LastError)
 			}
-			stored, _ := be.storedOffset("g", "s", "t", 0)
-			// Restart with a healthy sink.
+			if got := sink.got(0); !equalOffsets(got, seq(0, 19)) {
+				t.Fatalf("first run delivered %v, want 0..19", got)
+			}
+			wantStored, wantResume := uint64(19), uint64(20)
+			if mode == config.CommitAfterPolling {
+				wantStored, wantResume = 49, 50
+			}
+			env.wantStored("g", "s", "t", 0, wantStored)
+
 			sink2 := newRecSink()
 			sink2.commitEach = true
-			rt2 := startRuntime(t, be, testSinkConfig(mode, config.FailureStop), sink2)
+			rt2 := env.start(testSinkConfig(mode, config.FailureStop), sink2)
 			waitFor(t, "redelivery to the end", func() bool { g := sink2.got(0); return len(g) > 0 && g[len(g)-1] == 99 })
 			stopRuntime(t, rt2)
-			got := sink2.got(0)
-			if mode == config.CommitAfterPolling {
-				if stored < 29 || got[0] != stored+1 {
-					t.Fatalf("after_polling: stored %d, redelivered from %d; want stored ≥ 29 and resume at stored+1", stored, got[0])
-				}
-				return
+			if got := sink2.got(0); !equalOffsets(got, seq(wantResume, 99)) {
+				t.Fatalf("restart delivered %v, want %d..99", got, wantResume)
 			}
-			if stored != 19 || !equalOffsets(got, seq(20, 99)) {
-				t.Fatalf("stored %d, redelivered %v; want 19 and 20..99", stored, got)
-			}
+			env.wantStored("g", "s", "t", 0, 99)
 		})
 	}
 }
 
+// TestPipelineDeadLetterAndSkip: batch 2 (offsets 20..29) fails on both attempts, later
+// batches succeed (after_consuming). dead_letter sends exactly those ten messages — same
+// payloads and user headers plus the ferry-* headers — to dlq/dead before committing past
+// them; skip commits past them and counts them. Either way the stored offset ends at 49.
 func TestPipelineDeadLetterAndSkip(t *testing.T) {
 	for _, policy := range []config.FailurePolicy{config.FailureDeadLetter, config.FailureSkip} {
 		t.Run(string(policy), func(t *testing.T) {
-			be := newMemBackend()
-			be.addTopic("s", "t", 1, 50)
+			env := newIggyEnv(t)
+			env.topic("s", "t", 1)
+			env.fill("s", "t", 0, 50, nil, userHeader)
 			sink := newRecSink()
-			sink.failBatch, sink.failTimes = 2, 2 // both attempts (MaxRetries 1) fail; later batches succeed
-			rt := startRuntime(t, be, testSinkConfig(config.CommitAfterConsuming, policy), sink)
-			waitFor(t, "stored 49", func() bool { o, _ := be.storedOffset("g", "s", "t", 0); return o == 49 })
+			sink.failBatch, sink.failTimes = 2, 2
+			rt := env.start(testSinkConfig(config.CommitAfterConsuming, policy), sink)
+			waitFor(t, "stored 49", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 49 })
 			stopRuntime(t, rt)
+			env.wantStored("g", "s", "t", 0, 49)
 			st := rt.Status()[0].Stats
 			if got := sink.got(0); !equalOffsets(got, append(seq(0, 19), seq(30, 49)...)) {
 				t.Fatalf("delivered %v", got)
 			}
+			if st.FailedBatches != 1 || st.ConsumeErrors != 2 || st.Delivered != 40 || st.Committed != 50 {
+				t.Fatalf("stats %+v", st)
+			}
 			if policy == config.FailureSkip {
-				if st.Skipped != 10 || st.DeadLettered != 0 || len(be.dlq) != 0 {
-					t.Fatalf("stats %+v dlq %d", st, len(be.dlq))
+				if st.Skipped != 10 || st.DeadLettered != 0 {
+					t.Fatalf("stats %+v", st)
 				}
+				env.wantNoStream("dlq")
 				return
 			}
-			if st.DeadLettered != 10 || len(be.dlq) != 1 || len(be.dlq[0]) != 10 {
-				t.Fatalf("stats %+v dlq %v", st, be.dlq)
+			if st.DeadLettered != 10 || st.Skipped != 0 {
+				t.Fatalf("stats %+v", st)
 			}
-			for i, m := range be.dlq[0] {
-				var off uint64
-				for _, h := range m.Headers {
-					if string(h.Key.Value) == HeaderSourceOffset {
-						off = uint64(h.Value.Value[0])
-					}
-				}
-				if off != uint64(20+i) {
-					t.Fatalf("dead letter %d has source offset %d", i, off)
-				}
-			}
+			env.wantDeadLetters(t, "dlq", "dead", 20, 29)
 		})
 	}
 }
 
-// TestPipelineBackpressure: sink_controlled, a sink that never commits, max_uncommitted 25
-// and batches of 10: exactly 30 messages are delivered, then the partition is paused until
-// the sink commits.
+// TestPipelineBackpressure: sink_controlled, a sink that never commits by itself,
+// max_uncommitted 25 and batches of 10: exactly 30 messages are polled and delivered, then
+// the partition is paused; one commit of 29 resumes it and it pauses again at exactly 60.
 func TestPipelineBackpressure(t *testing.T) {
-	be := newMemBackend()
-	be.addTopic("s", "t", 1, 100)
+	env := newIggyEnv(t)
+	env.topic("s", "t", 1)
+	env.fill("s", "t", 0, 100, nil)
 	sink := newRecSink()
 	cfg := testSinkConfig(config.CommitSinkControlled, config.FailureStop)
 	cfg.Commit.MaxUncommitted = 25
-	rt := startRuntime(t, be, cfg, sink)
+	rt := env.start(cfg, sink)
 	waitFor(t, "30 delivered", func() bool { return len(sink.got(0)) == 30 })
-	time.Sleep(50 * time.Millisecond) // a paused partition must stay paused: nothing to wait for
-	if n := len(sink.got(0)); n != 30 {
-		t.Fatalf("delivered %d while paused, want 30", n)
+	// A paused partition must stay paused; there is no event to wait for, so give a
+	// would-be extra poll time to happen (many poll intervals).
+	time.Sleep(100 * time.Millisecond)
+	if n, st := len(sink.got(0)), rt.Status()[0].Stats; n != 30 || st.Polled != 30 {
+		t.Fatalf("delivered %d, polled %d while paused; want 30 and 30", n, st.Polled)
 	}
-	if st := rt.Status()[0].Stats; st.Polled != 30 {
-		t.Fatalf("polled %d, want 30", st.Polled)
+	if _, ok := env.stored("g", "s", "t", 0); ok {
+		t.Fatal("an offset was stored before the sink committed")
 	}
-	sink.mu.Lock()
-	cm := sink.env.Committer
-	sink.mu.Unlock()
-	if err := cm.Commit(sdk.Partition{StreamID: 1, TopicID: 1, PartitionID: 0}, 29); err != nil {
+	if err := sink.committer().Commit(env.partition("s", "t", 0), 29); err != nil {
 		t.Fatal(err)
 	}
-	// Resumed; the sink still commits nothing more, so it pauses again at 60 − 29 − 1 = 30.
-	waitFor(t, "60 delivered after commit", func() bool { return len(sink.got(0)) == 60 })
-	time.Sleep(50 * time.Millisecond)
-	if n := len(sink.got(0)); n != 60 {
-		t.Fatalf("delivered %d after the second pause, want 60", n)
+	waitFor(t, "commit stored", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 29 })
+	waitFor(t, "60 delivered after the commit", func() bool { return len(sink.got(0)) == 60 })
+	time.Sleep(100 * time.Millisecond)
+	if n, st := len(sink.got(0)), rt.Status()[0].Stats; n != 60 || st.Polled != 60 {
+		t.Fatalf("delivered %d, polled %d after the second pause; want 60 and 60", n, st.Polled)
 	}
 	stopRuntime(t, rt)
+	if got := sink.got(0); !equalOffsets(got, seq(0, 59)) {
+		t.Fatalf("delivered %v", got)
+	}
+	env.wantStored("g", "s", "t", 0, 29)
 }
 
-// TestPipelineRevocationAndStop: a revoked partition's pending commit is written and its
-// commits are rejected afterwards; after Stop every commit is rejected and changes nothing.
+// TestPipelineAsyncCommitter: sink_controlled with a sink that only buffers in Consume and
+// commits from its own flusher goroutine every 3 batches (and once more in Close), on two
+// partitions × 300 messages. The final stored offsets are 299 and 299, no commit is
+// rejected, the flusher's commits per partition strictly increase, and the stored offsets
+// sampled from the server while it runs never go backwards.
+func TestPipelineAsyncCommitter(t *testing.T) {
+	env := newIggyEnv(t)
+	env.topic("s", "t", 2)
+	env.fill("s", "t", 0, 300, nil)
+	env.fill("s", "t", 1, 300, nil)
+	sink := newAsyncSink(3)
+	cfg := testSinkConfig(config.CommitSinkControlled, config.FailureStop)
+	cfg.Commit.MaxUncommitted = 100
+	rt := env.start(cfg, sink)
+
+	sampled := map[uint32][]uint64{}
+	waitFor(t, "both partitions stored to 299", func() bool {
+		done := true
+		for p := uint32(0); p < 2; p++ {
+			o, ok := env.stored("g", "s", "t", p)
+			if ok {
+				sampled[p] = append(sampled[p], o)
+			}
+			done = done && ok && o == 299
+		}
+		return done
+	})
+	stopRuntime(t, rt)
+	for p := uint32(0); p < 2; p++ {
+		env.wantStored("g", "s", "t", p, 299)
+		for i := 1; i < len(sampled[p]); i++ {
+			if sampled[p][i] < sampled[p][i-1] {
+				t.Fatalf("partition %d: stored offset went backwards: %v", p, sampled[p])
+			}
+		}
+		commits := sink.commitLog(p)
+		for i := 1; i < len(commits); i++ {
+			if commits[i] <= commits[i-1] {
+				t.Fatalf("partition %d: flusher commits not increasing: %v", p, commits)
+			}
+		}
+		if len(commits) < 2 || commits[len(commits)-1] != 299 {
+			t.Fatalf("partition %d: flusher commits %v, want several ending at 299", p, commits)
+		}
+	}
+	if errs := sink.errs(); len(errs) != 0 {
+		t.Fatalf("commits rejected: %v", errs)
+	}
+	st := rt.Status()[0].Stats
+	if st.Delivered != 600 || st.Committed != 600 || st.CommitsRejected() != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestPipelineRevocationAndStop: runtime A (sink_controlled, commit interval 1 h so only
+// the revocation and stop flushes write) owns both partitions of a topic and has
+// committed 0..19 of each. A second member of the group joins: the server revokes one
+// partition from A once A has stored what it polled, so A's revocation flush stores 19
+// and the other member takes it. A commit for it is then rejected with
+// ErrCommitUnknownPartition; after Stop every commit is.
 func TestPipelineRevocationAndStop(t *testing.T) {
-	be := newMemBackend()
-	be.addTopic("s", "t", 2, 20)
+	env := newIggyEnv(t)
+	env.topic("s", "t", 2)
+	env.fill("s", "t", 0, 20, nil)
+	env.fill("s", "t", 1, 20, nil)
 	sink := newRecSink()
 	sink.commitEach = true
 	cfg := testSinkConfig(config.CommitSinkControlled, config.FailureStop)
-	cfg.Commit.Interval = time.Hour // only the revocation/stop flushes write
-	rt := startRuntime(t, be, cfg, sink)
+	cfg.Commit.Interval = time.Hour
+	rt := env.start(cfg, sink)
 	waitFor(t, "both partitions delivered", func() bool { return len(sink.got(0)) == 20 && len(sink.got(1)) == 20 })
-	be.mu.Lock()
-	cons := be.consumers[0]
-	be.mu.Unlock()
-	cons.revoke(1)
-	waitFor(t, "revoked partition flushed", func() bool { o, ok := be.storedOffset("g", "s", "t", 1); return ok && o == 19 })
-	sink.mu.Lock()
-	cm := sink.env.Committer
-	sink.mu.Unlock()
-	p1 := sdk.Partition{StreamID: 1, TopicID: 1, PartitionID: 1}
-	if err := cm.Commit(p1, 19); !errors.Is(err, sdk.ErrCommitUnknownPartition) {
-		t.Fatalf("commit on revoked partition = %v", err)
+	if _, ok := env.stored("g", "s", "t", 0); ok {
+		t.Fatal("stored before any flush")
+	}
+
+	other, err := env.dial().NewConsumer(bg(t), iggyConsumerConfig("s", "t", "g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Close(context.Background()) }()
+	waitFor(t, "one partition revoked from A", func() bool { return len(ownedPartitions(rt)) == 1 })
+	var revoked, kept uint32 = 0, 1
+	if ownedPartitions(rt)[0] {
+		revoked, kept = 1, 0
+	}
+	env.wantStored("g", "s", "t", revoked, 19)
+	waitFor(t, "the other member owns the revoked partition", func() bool {
+		_, parts := other.Assignment()
+		return len(parts) == 1 && parts[0] == revoked
+	})
+	cm := sink.committer()
+	if err := cm.Commit(env.partition("s", "t", revoked), 19); !errors.Is(err, sdk.ErrCommitUnknownPartition) {
+		t.Fatalf("commit on the revoked partition = %v, want ErrCommitUnknownPartition", err)
+	}
+	if _, ok := env.stored("g", "s", "t", kept); ok {
+		t.Fatal("kept partition stored before stop (interval 1h)")
 	}
 	stopRuntime(t, rt)
-	if o, _ := be.storedOffset("g", "s", "t", 0); o != 19 {
-		t.Fatalf("partition 0 stored %d at stop, want 19", o)
-	}
-	p0 := sdk.Partition{StreamID: 1, TopicID: 1, PartitionID: 0}
-	if err := cm.Commit(p0, 19); !errors.Is(err, sdk.ErrCommitUnknownPartition) {
-		t.Fatalf("commit after stop = %v", err)
+	env.wantStored("g", "s", "t", kept, 19)
+	if err := cm.Commit(env.partition("s", "t", kept), 19); !errors.Is(err, sdk.ErrCommitUnknownPartition) {
+		t.Fatalf("commit after stop = %v, want ErrCommitUnknownPartition", err)
 	}
 	if rt.reg.len() != 0 {
 		t.Fatalf("registry holds %d entries after stop", rt.reg.len())
@@ -313,43 +394,55 @@ func TestPipelineRevocationAndStop(t *testing.T) {
 	}
 }
 
-// TestPipelineCloseMayCommit: sink_controlled Close commits what it flushed; the runtime
-// writes it before leaving the group.
+// TestPipelineCloseMayCommit: a sink_controlled sink that commits only in Close (what it
+// flushed last); the runtime stores 29 before leaving the group.
 func TestPipelineCloseMayCommit(t *testing.T) {
-	be := newMemBackend()
-	be.addTopic("s", "t", 1, 30)
+	env := newIggyEnv(t)
+	env.topic("s", "t", 1)
+	env.fill("s", "t", 0, 30, nil)
 	sink := newRecSink()
 	var closeErr error
-	sink.onClose = func(c sdk.Committer) { closeErr = c.Commit(sdk.Partition{StreamID: 1, TopicID: 1, PartitionID: 0}, 29) }
-	rt := startRuntime(t, be, testSinkConfig(config.CommitSinkControlled, config.FailureStop), sink)
+	p0 := env.partition("s", "t", 0)
+	sink.onClose = func(c sdk.Committer) { closeErr = c.Commit(p0, 29) }
+	rt := env.start(testSinkConfig(config.CommitSinkControlled, config.FailureStop), sink)
 	waitFor(t, "30 delivered", func() bool { return len(sink.got(0)) == 30 })
+	if _, ok := env.stored("g", "s", "t", 0); ok {
+		t.Fatal("stored before Close committed")
+	}
 	stopRuntime(t, rt)
 	if closeErr != nil {
 		t.Fatal(closeErr)
 	}
-	if o, ok := be.storedOffset("g", "s", "t", 0); !ok || o != 29 {
-		t.Fatalf("stored %d %t, want 29", o, ok)
-	}
+	env.wantStored("g", "s", "t", 0, 29)
 }
 
-// TestPipelineStoreFailuresRetried: the first stores fail; nothing is lost.
+// TestPipelineStoreFailuresRetried: the first three offset stores fail (injected in front
+// of the real consumer's Commit); they are retried and the stored offset reaches 49.
 func TestPipelineStoreFailuresRetried(t *testing.T) {
-	be := newMemBackend()
-	be.addTopic("s", "t", 1, 50)
-	be.storeFails = 3
+	env := newIggyEnv(t)
+	env.topic("s", "t", 1)
+	env.fill("s", "t", 0, 50, nil)
 	sink := newRecSink()
-	rt := startRuntime(t, be, testSinkConfig(config.CommitAfterConsuming, config.FailureStop), sink)
-	waitFor(t, "stored 49", func() bool { o, _ := be.storedOffset("g", "s", "t", 0); return o == 49 })
+	rt := env.runtime([]*config.Sink{testSinkConfig(config.CommitAfterConsuming, config.FailureStop)}, map[string]sdk.Sink{"rec": sink})
+	fb := &faultyBackend{backend: rt.be}
+	fb.failStores.Store(3)
+	rt.be = fb
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "stored 49", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 49 })
 	stopRuntime(t, rt)
-	if st := rt.Status()[0].Stats; st.StoreErrors != 3 || st.Committed != 50 {
+	if st := rt.Status()[0].Stats; st.StoreErrors != 3 || st.Committed != 50 || st.Delivered != 50 {
 		t.Fatalf("stats %+v", st)
 	}
 }
 
 func TestRuntimeUnknownBuiltin(t *testing.T) {
+	env := newIggyEnv(t)
+	env.topic("s", "t", 1)
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.Path = "builtin:nope"
-	rt := newRuntime(&config.Connectors{Sinks: []*config.Sink{cfg}}, newMemBackend(), sdk.NewRegistry(), nil, quietLog)
+	rt := env.runtime([]*config.Sink{cfg}, nil)
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -358,4 +451,21 @@ func TestRuntimeUnknownBuiltin(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	stopRuntime(t, rt)
+}
+
+// TestRuntimeMissingTopic: a sink whose topic does not exist is refused at start (status
+// error naming it); New and Start still succeed.
+func TestRuntimeMissingTopic(t *testing.T) {
+	env := newIggyEnv(t)
+	env.topic("s", "other", 1)
+	sink := newRecSink()
+	rt := env.start(testSinkConfig(config.CommitAfterConsuming, config.FailureStop), sink)
+	st := rt.Status()[0]
+	if st.State != StateError || st.LastError == nil || !strings.Contains(st.LastError.Message, "stream s topic t") {
+		t.Fatalf("status %+v", st)
+	}
+	stopRuntime(t, rt)
+	if !sink.closed {
+		t.Fatal("sink opened but not closed after a failed start")
+	}
 }

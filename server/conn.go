@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -89,8 +90,8 @@ func (c *conn) serve() {
 			log.Warn("bad request header, closing connection", "err", err)
 			return
 		}
-		if log.Enabled(nil, slog.LevelDebug-1) {
-			log.Log(nil, slog.LevelDebug-1, "request", "op", h.Operation.String(), "code", uint32(h.CommandCode()), "request", h.Request, "body", len(body))
+		if log.Enabled(context.Background(), slog.LevelDebug-1) {
+			log.Log(context.Background(), slog.LevelDebug-1, "request", "op", h.Operation.String(), "code", uint32(h.CommandCode()), "request", h.Request, "body", len(body))
 		}
 		out := c.handle(h, body)
 		if out == nil {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"testing"
 	"time"
 
@@ -245,4 +244,3 @@ func closeServer(t testing.TB, s *server.Server) {
 	}
 }
 
-var _ = os.Getenv

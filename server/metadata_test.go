@@ -58,7 +58,7 @@ func TestStreamsTopicsPartitions(t *testing.T) {
 	if !found || td.MessageExpiry != 0 || td.Compression != wire.CompressionGzip {
 		t.Fatalf("updated topic %+v", td)
 	}
-	c.wantErr(wire.UpdateTopicRequest{Stream: wire.NamedID("a"), Topic: wire.NumericID(1), Name: "opts2", Options: []wire.KV{wire.StringKV(wire.OptSegmentSize, wire.Uint64Value(1 << 20))}}, wire.ErrUnsupportedOptionKey)
+	c.wantErr(wire.UpdateTopicRequest{Stream: wire.NamedID("a"), Topic: wire.NumericID(1), Name: "opts2", Options: []wire.KV{wire.StringKV(wire.OptSegmentSize, wire.Uint64Value(1<<20))}}, wire.ErrUnsupportedOptionKey)
 	c.wantErr(wire.UpdateTopicRequest{Stream: wire.NamedID("a"), Topic: wire.NumericID(1), Name: "t"}, wire.ErrTopicNameAlreadyExists)
 	topics, err := wire.DecodeTopics(c.must(wire.GetTopicsRequest{Stream: wire.NamedID("a")}))
 	if err != nil || len(topics) != 2 {
