@@ -14,8 +14,11 @@ import (
 type storeFunc func(ctx context.Context, partition uint32, offset uint64) error
 
 // commitLoop writes the pending offsets of one topic consumer's partitions: on the commit
-// interval, soon after a wake (after_consuming successes, paused partitions), and in a final
-// flush at revocation and shutdown. A failed store is retried with backoff and never
+// interval; at once after a wake for urgent partitions (paused, or half their
+// max_uncommitted used); soon after a wake for after_consuming partitions, at most once
+// per minGap (a store shares the member connection with the polls, one request at a time,
+// so storing after every batch would halve small-batch throughput); and in a final flush
+// at revocation and shutdown. A failed store is retried with backoff and never
 // forgotten: the offset stays pending in its tracker until stored or superseded.
 //
 // One flush runs at a time (flushMu), so stores of one partition are never concurrent.
@@ -29,6 +32,9 @@ type commitLoop struct {
 
 	wakeCh  chan struct{}
 	flushMu sync.Mutex
+	minGap  time.Duration // pacing of after_consuming ("soon") stores
+	// lastSoon is when the last paced store was written; guarded by flushMu.
+	lastSoon time.Time
 
 	mu       sync.Mutex
 	parts    map[uint32]*tracker
@@ -46,8 +52,13 @@ func newCommitLoop(store storeFunc, interval time.Duration, b Backoff, c *Counte
 		c = new(Counters)
 	}
 	return &commitLoop{store: store, interval: interval, backoff: b, log: log, counters: c,
-		onResume: onResume, wakeCh: make(chan struct{}, 1), parts: map[uint32]*tracker{}}
+		onResume: onResume, wakeCh: make(chan struct{}, 1), parts: map[uint32]*tracker{},
+		minGap: min(interval, defaultSoonGap)}
 }
+
+// defaultSoonGap is the longest an after_consuming success waits for its store (unless the
+// commit interval is shorter): the redelivery window after a crash.
+const defaultSoonGap = 10 * time.Millisecond
 
 // wake asks the loop to flush urgent partitions soon. It never blocks.
 func (l *commitLoop) wake() {
@@ -81,15 +92,23 @@ func (l *commitLoop) run(ctx context.Context) {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
+	soon := time.NewTimer(time.Hour)
+	soon.Stop()
+	defer soon.Stop()
+	soonArmed := false
 	for {
 		var err error
+		var wait time.Duration
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			err = l.flush(ctx, l.snapshot(), false)
+			err = l.flush(ctx, l.snapshot())
 		case <-retry.C:
-			err = l.flush(ctx, l.snapshot(), false)
+			err = l.flush(ctx, l.snapshot())
+		case <-soon.C:
+			soonArmed = false
+			wait, err = l.flushUrgent(ctx)
 		case <-l.wakeCh:
 			l.mu.Lock()
 			backingOff := l.failures > 0
@@ -97,7 +116,11 @@ func (l *commitLoop) run(ctx context.Context) {
 			if backingOff {
 				continue // the retry timer is armed; do not hammer a failing store
 			}
-			err = l.flush(ctx, l.snapshot(), true)
+			wait, err = l.flushUrgent(ctx)
+		}
+		if wait > 0 && !soonArmed {
+			soon.Reset(wait)
+			soonArmed = true
 		}
 		l.mu.Lock()
 		if err != nil && ctx.Err() == nil {
@@ -126,16 +149,43 @@ func (l *commitLoop) snapshot() []partTracker {
 	return out
 }
 
-// flush stores the pending offset of each of parts (only the urgent ones when urgentOnly).
-// It returns the first store error; the other partitions are still attempted.
-func (l *commitLoop) flush(ctx context.Context, parts []partTracker, urgentOnly bool) error {
+// flushUrgent stores what cannot wait for the interval: urgent partitions now, and
+// after_consuming partitions when minGap has passed since the last such store. It returns
+// how long until the deferred ones are due (0 = none deferred) and the first store error.
+func (l *commitLoop) flushUrgent(ctx context.Context) (time.Duration, error) {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
-	var firstErr error
+	return l.flushLocked(ctx, l.snapshot(), true)
+}
+
+// flush stores the pending offset of each of parts. It returns the first store error; the
+// other partitions are still attempted.
+func (l *commitLoop) flush(ctx context.Context, parts []partTracker) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	_, err := l.flushLocked(ctx, parts, false)
+	return err
+}
+
+func (l *commitLoop) flushLocked(ctx context.Context, parts []partTracker, urgentOnly bool) (wait time.Duration, firstErr error) {
+	now := time.Now()
+	soonDue := now.Sub(l.lastSoon) >= l.minGap
 	for _, pt := range parts {
 		off, ok, urgent := pt.t.take()
-		if !ok || (urgentOnly && !urgent) {
+		if !ok {
 			continue
+		}
+		if urgentOnly && !urgent {
+			if !pt.t.flushEach {
+				continue
+			}
+			if !soonDue {
+				wait = l.minGap - now.Sub(l.lastSoon)
+				continue
+			}
+		}
+		if pt.t.flushEach {
+			l.lastSoon = now
 		}
 		if err := l.store(ctx, pt.partition, off); err != nil {
 			l.counters.StoreErrors.Add(1)
@@ -151,7 +201,7 @@ func (l *commitLoop) flush(ctx context.Context, parts []partTracker, urgentOnly 
 			l.onResume(pt.partition)
 		}
 	}
-	return firstErr
+	return wait, firstErr
 }
 
 // flushFinal writes what is pending in trackers (nil = every tracked partition), retrying
@@ -166,7 +216,7 @@ func (l *commitLoop) flushFinal(ctx context.Context, trackers map[uint32]*tracke
 		}
 	}
 	for n := 1; ; n++ {
-		err := l.flush(ctx, parts, false)
+		err := l.flush(ctx, parts)
 		if err == nil {
 			return nil
 		}

@@ -74,10 +74,10 @@ func TestCommitCoalescing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := l.flush(context.Background(), l.snapshot(), false); err != nil {
+	if err := l.flush(context.Background(), l.snapshot()); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.flush(context.Background(), l.snapshot(), false); err != nil { // nothing pending: no store
+	if err := l.flush(context.Background(), l.snapshot()); err != nil { // nothing pending: no store
 		t.Fatal(err)
 	}
 	calls, _ := fs.get()

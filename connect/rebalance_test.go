@@ -238,12 +238,15 @@ func TestPipelineRebalance(t *testing.T) {
 				m := env.groupMembers("s", "t", "g")
 				return len(m) == 2 && len(m[0]) == 2 && len(m[1]) == 2 && len(ownedPartitions(rtA)) == 2
 			})
+			t0 := time.Now()
 			waitFor(t, "B receives messages", func() bool { return total(sinkB, parts) > 0 })
+			t.Logf("B received after %v; A total %d", time.Since(t0), total(sinkA, parts))
 			aBefore := total(sinkA, parts)
 			if aBefore == parts*per {
 				t.Fatal("A delivered everything before the split: the test proves nothing")
 			}
 			stopRuntime(t, rtA)
+			t.Logf("A stopped at %v", time.Since(t0))
 			waitFor(t, "B owns every partition", func() bool {
 				m := env.groupMembers("s", "t", "g")
 				return len(m) == 1 && len(m[0]) == parts
@@ -256,6 +259,7 @@ func TestPipelineRebalance(t *testing.T) {
 				}
 				return true
 			})
+			t.Logf("all stored at %v; B total %d", time.Since(t0), total(sinkB, parts))
 			stopRuntime(t, rtB)
 			for p := uint32(0); p < parts; p++ {
 				env.wantStored("g", "s", "t", p, per-1)

@@ -46,6 +46,7 @@ type tracker struct {
 	pending   uint64
 	resolved  []span // sorted by first, disjoint
 	paused    bool
+	lastBatch uint64 // size of the last polled batch
 }
 
 func newTracker(key partitionKey, c *Counters, maxUncommitted uint64, wake func()) *tracker {
@@ -66,6 +67,7 @@ func (t *tracker) polledBatch(first, last uint64) (pause bool) {
 		t.committed = first
 	}
 	t.polled = max(t.polled, last+1)
+	t.lastBatch = last - first + 1
 	if t.maxUncommitted > 0 && !t.paused && t.polled-t.committed >= t.maxUncommitted {
 		t.paused = true
 		return true
@@ -92,7 +94,7 @@ func (t *tracker) commit(offset uint64) error {
 	}
 	t.pending = offset + 1
 	t.absorbLocked()
-	signal := t.paused || t.flushEach
+	signal := t.flushEach || t.urgentLocked()
 	t.mu.Unlock()
 	t.counters.CommitsAccepted.Add(1)
 	if signal && t.wake != nil {
@@ -138,7 +140,7 @@ func (t *tracker) resolve(first, last uint64) bool {
 		t.resolved[i] = span{first, last}
 		t.absorbLocked()
 	}
-	signal := t.flushEach || t.paused
+	signal := t.flushEach || t.urgentLocked()
 	t.mu.Unlock()
 	if signal && t.wake != nil {
 		t.wake()
@@ -165,15 +167,38 @@ func (t *tracker) absorbLocked() {
 	}
 }
 
-// take returns the offset to store, if any is pending, and whether a flush is wanted now
-// (the partition is paused by backpressure, or its mode flushes after every batch).
+// take returns the offset to store, if any is pending, and whether it must be stored now
+// rather than on the interval: the partition is paused by backpressure, or half its
+// max_uncommitted budget is used (storing early keeps it from pausing at all). A
+// flushEach partition (after_consuming) wants a store soon after every batch; the commit
+// loop paces those (see commitLoop.minGap).
 func (t *tracker) take() (offset uint64, ok, urgent bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.pending <= t.committed {
 		return 0, false, false
 	}
-	return t.pending - 1, true, t.flushEach || t.paused
+	return t.pending - 1, true, t.urgentLocked()
+}
+
+// urgentLocked reports whether pending commits must be stored without waiting for the
+// interval: the partition is paused, or close to max_uncommitted — within three batches
+// of it (the batch being consumed, the queued one and the one being polled), and at least
+// half of it used. Storing then, and not earlier, keeps a partition whose sink commits
+// steadily from ever pausing with as few stores as possible (every store takes a turn on
+// the member connection, which the polls need).
+func (t *tracker) urgentLocked() bool {
+	if t.paused {
+		return true
+	}
+	if t.maxUncommitted == 0 {
+		return false
+	}
+	threshold := (t.maxUncommitted + 1) / 2
+	if room := 3 * t.lastBatch; room < t.maxUncommitted {
+		threshold = max(threshold, t.maxUncommitted-room)
+	}
+	return t.polled-min(t.polled, t.committed) >= threshold
 }
 
 // stored records that offset was written to Iggy. It reports whether a paused partition

@@ -243,4 +243,3 @@ func closeServer(t testing.TB, s *server.Server) {
 		t.Fatalf("close: %v", err)
 	}
 }
-

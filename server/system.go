@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/binary"
 	"math"
 	"net"
 	"os"
@@ -122,26 +121,16 @@ func (s *Server) deletePAT(h wire.RequestHeader, body []byte, sess *session) []b
 	return wire.AppendOKReply(nil, h, nil)
 }
 
-// clusterMetadata answers GetClusterMetadata (code 12) for a single node. The protocol
-// reference leaves its layout undocumented; the released apache-iggy 0.9 SDKs send it
-// before some requests and fail them on an error status, so it is encoded here (the
-// layout of iggy_common's ClusterMetadata; it belongs in iggy/wire, see the report):
-//
-//	[name_len u32][name][nodes_count u32] + nodes × [name_len u32][name][ip_len u32][ip]
-//	[tcp u16][quic u16][http u16][websocket u16][role u8: 0 leader][status u8: 0 healthy]
+// clusterMetadata answers GetClusterMetadata (code 12): a single-node roster, this server
+// as the healthy leader, reachable over TCP at its listen address (no QUIC, HTTP or
+// WebSocket). The released apache-iggy 0.9 SDKs send it before some requests and fail them
+// on an error status. Layout: wire.ClusterMetadata.
 func (s *Server) clusterMetadata(h wire.RequestHeader) []byte {
 	host, portStr, _ := net.SplitHostPort(s.Addr())
 	port, _ := strconv.ParseUint(portStr, 10, 16)
 	const name = "ferry"
-	b := binary.LittleEndian.AppendUint32(nil, uint32(len(name)))
-	b = append(b, name...)
-	b = binary.LittleEndian.AppendUint32(b, 1)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(name)))
-	b = append(b, name...)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(host)))
-	b = append(b, host...)
-	b = binary.LittleEndian.AppendUint16(b, uint16(port))
-	b = append(b, 0, 0, 0, 0, 0, 0) // no QUIC, HTTP, WebSocket
-	b = append(b, 0, 0)             // leader, healthy
-	return wire.AppendOKReply(nil, h, b)
+	m := wire.ClusterMetadata{Name: name, Nodes: []wire.ClusterNode{{
+		Name: name, IP: host, TCPPort: uint16(port), Role: wire.NodeLeader, Status: wire.NodeHealthy,
+	}}}
+	return wire.AppendOKReply(nil, h, m.Append(nil))
 }
