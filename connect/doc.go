@@ -35,11 +35,25 @@
 //   - backend.go, sink_runner.go, sink_topic.go, convert.go: the sink pipeline over a
 //     consumer-group member (iggy.Consumer through iggy_backend.go).
 //   - runtime.go, status.go: the Runtime API used by cmd/ferry; iggy_backend.go: [New],
-//     [Options] and the adapter over the iggy client (build tag ferry_iggy until package
-//     iggy compiles: then delete the tag line).
+//     [Options] and the adapter over the iggy client.
+//   - native.go (cgo only): [NativeSinkLoader], the [SinkPluginLoader] over connect/plugin.
+//
+// Commit pacing: after_consuming stores a success soon, at most once per 10 ms (or
+// commit.interval if shorter) per topic consumer, because a store takes a turn on the
+// member connection the polls need; any mode stores at once when a partition is paused
+// or within three batches of max_uncommitted.
+//
+// # Tests
+//
+// The pipeline tests (pipeline_test.go, rebalance_test.go) run the whole runtime over
+// the real client against the real embedded server (server/servertest, TCP on
+// loopback); tracker, registry, commit loop and failure policy have unit tests.
+// BenchmarkSinkPipeline compares the raw poll loop with each commit mode.
 //
 // # What it must not import
 //
-// server, connectors/* and cmd/*: connect sits below cmd/ferry and above iggy, sdk and
-// connect/config. It needs no cgo: native plugins come in through [Options.LoadSinkPlugin].
+// server, connectors/* and cmd/* (tests may: servertest, the null sink): connect sits
+// below cmd/ferry and above iggy, sdk, connect/config and connect/plugin. Only native.go
+// needs cgo; without cgo the package builds without [NativeSinkLoader] and native plugins
+// come in through [Options.LoadSinkPlugin].
 package connect

@@ -30,7 +30,7 @@
 //   - reader.go, encodings.go, tlv.go: primitives and the shared encodings (Name,
 //     Identifier, Consumer, Partitioning, PollingStrategy, user-header TLV blocks).
 //   - one file per command group: system.go, login.go, streams.go, topics.go,
-//     partitions.go, offsets.go, groups.go, pat.go, send.go, poll.go.
+//     partitions.go, offsets.go, groups.go, pat.go, send.go, poll.go, cluster.go.
 //   - batch.go, batch_server.go: message batches (producer, server and consumer sides);
 //     xxh32.go: the XXH32 hash used for message keys and string consumer ids.
 //

@@ -4,8 +4,9 @@ package wire
 //   - Ping (1): empty body, empty reply; the only command allowed before login.
 //   - GetMe (20): empty body, reply ClientDetails.
 //   - GetStats (10): empty body, reply Stats (108 fixed bytes, then variable).
-//   - GetClusterMetadata (12): empty body; reply layout undocumented. Both SDKs send it
-//     right after login and tolerate an error status, so an embedded server answers S:5.
+//   - GetClusterMetadata (12): empty body, reply ClusterMetadata (cluster.go). The
+//     reference suggested S:5, but the official Python SDK fails an auto-commit poll on
+//     that status, so servers answer with a one-node roster.
 //   - FlushUnsavedBuffer (102): upstream 0.9 answers S:5.
 // Requests with an empty body ignore any body they are given.
 
@@ -50,8 +51,7 @@ func (GetStatsRequest) Append(dst []byte) []byte { return dst }
 // DecodeGetStatsRequest ignores body.
 func DecodeGetStatsRequest([]byte) (GetStatsRequest, error) { return GetStatsRequest{}, nil }
 
-// GetClusterMetadataRequest is code 12. Only the code is supported: its reply layout is
-// not documented, so servers answer status 5 and clients ignore the outcome.
+// GetClusterMetadataRequest is code 12; its reply is a ClusterMetadata (cluster.go).
 type GetClusterMetadataRequest struct{}
 
 // Code returns CodeGetClusterMetadata.

@@ -226,7 +226,7 @@ func TestNativeCommittingSinkSurvivesSIGKILL(t *testing.T) {
 		return live >= nativeKillAtStored
 	})
 	first.kill()
-	if !strings.Contains(first.out.String(), "committing sink 1 writes to "+out) {
+	if want := fmt.Sprintf(" writes to %s, fsync every %d ms", out, nativeFlushMs); !strings.Contains(first.out.String(), want) {
 		t.Fatalf("first run: the plugin's open log line is missing")
 	}
 	lines, torn := readLines(t, out)
