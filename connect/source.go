@@ -291,7 +291,7 @@ var errStopping = errors.New("connect: runtime stopping; batch not delivered")
 func (s *sourceRunner) loop() error {
 	for failures := 0; ; {
 		if s.stopCtx.Err() != nil {
-			return nil
+			return nil //nolint:nilerr // stopping is the normal way out of the loop
 		}
 		var (
 			batch sdk.SourceBatch
@@ -306,7 +306,7 @@ func (s *sourceRunner) loop() error {
 				return err
 			}
 			if s.stopCtx.Err() != nil {
-				return nil
+				return nil //nolint:nilerr // a read cut short by the stop is not a failure
 			}
 			failures++
 			s.status.fail(fmt.Errorf("read: %w", err))

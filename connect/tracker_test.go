@@ -49,12 +49,12 @@ func TestTrackerValidation(t *testing.T) {
 				if !errors.Is(err, s.wantErr) || (s.wantErr == nil) != (err == nil) {
 					t.Fatalf("commit(%d) = %v, want %v", s.offset, err, s.wantErr)
 				}
-				switch s.wantErr {
-				case nil:
+				switch {
+				case s.wantErr == nil:
 					acc++
-				case sdk.ErrCommitStale:
+				case errors.Is(s.wantErr, sdk.ErrCommitStale):
 					stale++
-				case sdk.ErrCommitOutOfRange:
+				case errors.Is(s.wantErr, sdk.ErrCommitOutOfRange):
 					oor++
 				}
 				if err != nil && !strings.Contains(err.Error(), "partition 3") {

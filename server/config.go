@@ -119,7 +119,7 @@ func (c *Config) validate() error {
 	}
 	host, _, err := net.SplitHostPort(c.Addr)
 	if err != nil {
-		return fmt.Errorf("%w: Addr %q: %v", ErrConfig, c.Addr, err)
+		return fmt.Errorf("%w: Addr %q: %w", ErrConfig, c.Addr, err)
 	}
 	if c.RootUsername == "" && c.RootPassword == "" {
 		if !isLoopback(host) {

@@ -24,7 +24,7 @@ func (c *conn) getMe(h wire.RequestHeader, sess *session) []byte {
 func (s *Server) getStats(h wire.RequestHeader) []byte {
 	st := wire.Stats{
 		ProcessID:     uint32(os.Getpid()),
-		RunTime:       uint64(nowMicros()-uint64(s.startedAt.UnixMicro())) / 1e6 * 1e6,
+		RunTime:       (nowMicros() - uint64(s.startedAt.UnixMicro())) / 1e6 * 1e6,
 		StartTime:     uint64(s.startedAt.Unix()) * 1e6,
 		OSName:        runtime.GOOS,
 		ServerVersion: wire.ServerVersion,

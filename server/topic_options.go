@@ -192,13 +192,13 @@ func uintOrString(v wire.HeaderValue, parse func(string) (uint64, error)) (uint6
 	if v.Kind == wire.KindString {
 		n, err := parse(string(v.Raw))
 		if err != nil {
-			return 0, fmt.Errorf("%q: %v: %w", v.Raw, err, errBadValue)
+			return 0, fmt.Errorf("%q: %w: %w", v.Raw, err, errBadValue)
 		}
 		return n, nil
 	}
 	n, err := v.AsUint64()
 	if err != nil {
-		return 0, fmt.Errorf("%v: %w", err, errBadValue)
+		return 0, fmt.Errorf("%w: %w", err, errBadValue)
 	}
 	return n, nil
 }

@@ -74,7 +74,7 @@ func bench(ctx context.Context, w io.Writer, f benchFlags) (err error) {
 		return err
 	}
 	if !f.keep {
-		defer os.RemoveAll(dir)
+		defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
 	}
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err := server.Start(ctx, server.Config{Addr: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), Logger: quiet})
@@ -86,7 +86,7 @@ func bench(ctx context.Context, w io.Writer, f benchFlags) (err error) {
 	if err != nil {
 		return fmt.Errorf("bench: connect: %w", err)
 	}
-	defer c.Close()
+	defer func() { err = errors.Join(err, c.Close()) }()
 
 	fmt.Fprintf(w, "ferry bench: %d messages of %d B, batch %d, %d partition(s), random source → discarding sink\n",
 		f.messages, f.payload, f.batch, f.partitions)

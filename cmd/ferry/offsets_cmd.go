@@ -60,7 +60,7 @@ removes the stored offset (the group then starts at 0). Connection settings come
 	return cmd
 }
 
-func offsets(ctx context.Context, w io.Writer, f offsetsFlags) error {
+func offsets(ctx context.Context, w io.Writer, f offsetsFlags) (err error) {
 	ic := config.DefaultRuntime().Iggy
 	ic.Address = "127.0.0.1:8090"
 	if f.config != "" {
@@ -102,7 +102,7 @@ func offsets(ctx context.Context, w io.Writer, f offsetsFlags) error {
 	if err != nil {
 		return fmt.Errorf("connect to Iggy at %s: %w", ic.Address, err)
 	}
-	defer c.Close()
+	defer func() { err = errors.Join(err, c.Close()) }()
 	stream, topic := iggy.Name(f.stream), iggy.Name(f.topic)
 	td, err := c.GetTopic(ctx, stream, topic)
 	if err != nil {

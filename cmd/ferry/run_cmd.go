@@ -119,7 +119,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	if err != nil {
 		return fmt.Errorf("connect to Iggy at %s: %w", addr, err)
 	}
-	defer client.Close()
+	defer func() { err = errors.Join(err, client.Close()) }()
 
 	if srv != nil || f.createTopics {
 		ectx, cancel := context.WithTimeout(ctx, f.dialTimeout)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -28,7 +29,7 @@ func TestCheck(t *testing.T) {
 	writeFile(t, filepath.Join(conns, "sink.toml"), bad)
 	cmd = exec.Command(ferryBin, "check", "--config", runtimeConfig(t, dir, conns))
 	out, err = cmd.CombinedOutput()
-	if _, ok := err.(*exec.ExitError); !ok {
+	if exitErr := (*exec.ExitError)(nil); !errors.As(err, &exitErr) {
 		t.Fatalf("check of a bad file: err = %v, want a non-zero exit\n%s", err, out)
 	}
 	if want := filepath.Join(conns, "sink.toml") + ":7: offset_commit: unknown value \"sometimes\""; !strings.Contains(string(out), want) {
