@@ -19,7 +19,10 @@ type converter struct {
 // convert decodes ms. A message whose user headers do not decode is delivered without
 // headers and counted in HeaderErrors (never dropped: dropping would commit past it).
 func (c *converter) convert(ms []wire.Message, counters *Counters) []sdk.ConsumedMessage {
-	c.msgs = c.msgs[:0]
+	if cap(c.msgs) < len(ms) {
+		c.msgs = make([]sdk.ConsumedMessage, len(ms))
+	}
+	c.msgs = c.msgs[:len(ms)]
 	c.hdrs = c.hdrs[:0]
 	for i := range ms {
 		m := &ms[i]
@@ -40,15 +43,16 @@ func (c *converter) convert(ms []wire.Message, counters *Counters) []sdk.Consume
 				hs = c.hdrs[start:len(c.hdrs):len(c.hdrs)]
 			}
 		}
-		c.msgs = append(c.msgs, sdk.ConsumedMessage{
-			ID:              messageID(m.ID),
-			Offset:          m.Offset,
-			Checksum:        m.Checksum,
-			Timestamp:       m.Timestamp,
-			OriginTimestamp: m.OriginTimestamp,
-			Headers:         hs,
-			Payload:         m.Payload,
-		})
+		// Field by field into the reused element: a whole-struct copy would go through
+		// the GC's bulk write barrier for every message.
+		out := &c.msgs[i]
+		out.ID = messageID(m.ID)
+		out.Offset = m.Offset
+		out.Checksum = m.Checksum
+		out.Timestamp = m.Timestamp
+		out.OriginTimestamp = m.OriginTimestamp
+		out.Headers = hs
+		out.Payload = m.Payload
 	}
 	return c.msgs
 }

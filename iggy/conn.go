@@ -311,7 +311,7 @@ func (c *conn) fail(err error) {
 // ioCause explains an I/O failure: the context, the request deadline, Close, or err.
 func (c *conn) ioCause(cl *call, err error) error {
 	if cerr := cl.ctx.Err(); cerr != nil {
-		return fmt.Errorf("%w (%v)", cerr, err)
+		return fmt.Errorf("%w (%w)", cerr, err)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {

@@ -215,7 +215,7 @@ func boolOrString(v wire.HeaderValue) (bool, error) {
 	}
 	b, err := v.AsBool()
 	if err != nil {
-		return false, fmt.Errorf("%v: %w", err, errBadValue)
+		return false, fmt.Errorf("%w: %w", err, errBadValue)
 	}
 	return b, nil
 }

@@ -227,7 +227,7 @@ func offsets(t *testing.T, addr, stream, topic, group string) (map[uint32]partit
 	cmd := exec.Command(ferryBin, "offsets", "--addr", addr, "--stream", stream, "--topic", topic, "--group", group, "--timeout", "5s")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return nil, fmt.Errorf("ferry offsets: %v: %s", err, out)
+		return nil, fmt.Errorf("ferry offsets: %w: %s", err, out)
 	}
 	res := map[uint32]partitionOffsets{}
 	for _, line := range strings.Split(string(out), "\n")[1:] {

@@ -47,7 +47,7 @@ func nativePlugins(t *testing.T) string {
 		dir := filepath.Join(filepath.Dir(ferryBin), "plugins")
 		cmd := exec.Command("make", "-C", filepath.Join(repoRoot, "examples", "plugins", "c"), "OUT="+dir)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			nativeErr = fmt.Errorf("make -C examples/plugins/c OUT=%s: %v\n%s", dir, err, out)
+			nativeErr = fmt.Errorf("make -C examples/plugins/c OUT=%s: %w\n%s", dir, err, out)
 			return
 		}
 		nativeDir = dir
