@@ -53,7 +53,7 @@ func envBool(name string, def bool) bool {
 
 func envDuration(name string, def time.Duration) time.Duration {
 	if v := os.Getenv(name); v != "" {
-		if d, err := config.ParseDuration(v); err == nil {
+		if d, err := sdk.ParseDuration(v); err == nil {
 			return d
 		}
 	}

@@ -218,7 +218,7 @@ func (s *Sink) validate(loc *locator) error {
 		return loc.errorf("retry.initial_backoff", nil, "must be positive")
 	}
 	if s.Retry.MaxBackoff < s.Retry.InitialBackoff {
-		return loc.errorf("retry.max_backoff", nil, "must be at least retry.initial_backoff (%s)", FormatDuration(s.Retry.InitialBackoff))
+		return loc.errorf("retry.max_backoff", nil, "must be at least retry.initial_backoff (%s)", sdk.FormatDuration(s.Retry.InitialBackoff))
 	}
 	if s.Commit.Interval <= 0 {
 		return loc.errorf("commit.interval", nil, "must be positive")

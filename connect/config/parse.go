@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"reflect"
-
 	"strconv"
 	"strings"
 	"time"
@@ -326,7 +325,7 @@ func durationOr(loc *locator, path string, text *string, def time.Duration) (tim
 	if text == nil {
 		return def, nil
 	}
-	d, err := ParseDuration(*text)
+	d, err := sdk.ParseDuration(*text)
 	if err != nil {
 		return 0, loc.errorf(path, err, "%v", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	toml "github.com/pelletier/go-toml/v2"
+
+	"github.com/ferryio/ferry/sdk"
 )
 
 // DefaultRuntimeConfigPath is where the runtime config is looked for when neither a path nor
@@ -363,7 +365,7 @@ func (r *Runtime) fromRaw(raw rawRuntime, loc *locator) error {
 		{"connectors.retry.initial_backoff", c.Retry.InitialBackoff, &r.Connectors.Retry.InitialBackoff},
 		{"connectors.retry.max_backoff", c.Retry.MaxBackoff, &r.Connectors.Retry.MaxBackoff},
 	} {
-		if *d.dst, err = ParseDuration(d.text); err != nil {
+		if *d.dst, err = sdk.ParseDuration(d.text); err != nil {
 			return loc.errorf(d.path, err, "%v", err)
 		}
 	}
@@ -375,10 +377,10 @@ func (r *Runtime) toRaw() rawRuntime {
 	return rawRuntime{
 		HTTP: r.HTTP, Iggy: r.Iggy, State: r.State, Logging: r.Logging, Telemetry: r.Telemetry, Embedded: r.Embedded,
 		Connectors: rawProvider{
-			ConfigType: c.ConfigType, ConfigDir: c.ConfigDir, BaseURL: c.BaseURL, Timeout: FormatDuration(c.Timeout),
+			ConfigType: c.ConfigType, ConfigDir: c.ConfigDir, BaseURL: c.BaseURL, Timeout: sdk.FormatDuration(c.Timeout),
 			RequestHeaders: c.RequestHeaders, URLTemplates: c.URLTemplates, Response: c.Response,
 			Retry: rawProviderRetry{Enabled: c.Retry.Enabled, MaxAttempts: c.Retry.MaxAttempts,
-				InitialBackoff: FormatDuration(c.Retry.InitialBackoff), MaxBackoff: FormatDuration(c.Retry.MaxBackoff),
+				InitialBackoff: sdk.FormatDuration(c.Retry.InitialBackoff), MaxBackoff: sdk.FormatDuration(c.Retry.MaxBackoff),
 				BackoffMultiplier: c.Retry.BackoffMultiplier},
 		},
 	}

@@ -101,7 +101,7 @@ func (s *Sink) Open(_ context.Context, env sdk.SinkEnv) error {
 	}
 	s.interval = DefaultFlushInterval
 	if s.cfg.FlushInterval != "" {
-		d, err := time.ParseDuration(s.cfg.FlushInterval)
+		d, err := sdk.ParseDuration(s.cfg.FlushInterval)
 		if err != nil || d <= 0 {
 			return fmt.Errorf("file sink: plugin_config: flush_interval %q: want a positive duration like \"1s\"", s.cfg.FlushInterval)
 		}
