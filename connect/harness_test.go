@@ -235,8 +235,3 @@ func equalOffsets(a, b []uint64) bool {
 }
 
 var allModes = []config.CommitMode{config.CommitAfterPolling, config.CommitAfterConsuming, config.CommitSinkControlled}
-
-// newMemBackend is kept only because source_test.go (a colleague's file) still passes it
-// to newRuntime for a runtime that runs no sink; the sink backend is never used there.
-// The in-memory Iggy stand-in is gone: pipeline tests run on the real server.
-func newMemBackend() backend { return nil }

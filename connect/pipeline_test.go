@@ -341,8 +341,9 @@ func TestPipelineAsyncCommitter(t *testing.T) {
 // TestPipelineRevocationAndStop: runtime A (sink_controlled, commit interval 1 h so only
 // the revocation and stop flushes write) owns both partitions of a topic and has
 // committed 0..19 of each. A second member of the group joins: the server revokes one
-// partition from A once A has stored what it polled, so A's revocation flush stores 19
-// and the other member takes it. A commit for it is then rejected with
+// partition from A and hands it over once A has stored what it polled, so A's drain
+// stores 19 (draining partitions store at once) and the other member takes it. Once the
+// drained entry is released (registry 1 entry), a commit for it is rejected with
 // ErrCommitUnknownPartition; after Stop every commit is.
 func TestPipelineRevocationAndStop(t *testing.T) {
 	env := newIggyEnv(t)
@@ -369,11 +370,12 @@ func TestPipelineRevocationAndStop(t *testing.T) {
 	if ownedPartitions(rt)[0] {
 		revoked, kept = 1, 0
 	}
-	env.wantStored("g", "s", "t", revoked, 19)
 	waitFor(t, "the other member owns the revoked partition", func() bool {
 		_, parts := other.Assignment()
 		return len(parts) == 1 && parts[0] == revoked
 	})
+	env.wantStored("g", "s", "t", revoked, 19)
+	waitFor(t, "the revoked partition's drained entry released", func() bool { return rt.reg.len() == 1 })
 	cm := sink.committer()
 	if err := cm.Commit(env.partition("s", "t", revoked), 19); !errors.Is(err, sdk.ErrCommitUnknownPartition) {
 		t.Fatalf("commit on the revoked partition = %v, want ErrCommitUnknownPartition", err)

@@ -295,3 +295,203 @@ func total(s *recSink, parts uint32) int {
 	}
 	return n
 }
+
+// timerSink is a sink_controlled sink with timed durability, like the file sink: Consume
+// only records (sleeping delay), and a flusher goroutine commits the highest offset
+// delivered per partition every `every` and once more in Close. Commit results are logged.
+type timerSink struct {
+	every, delay time.Duration
+
+	mu       sync.Mutex
+	c        sdk.Committer
+	offsets  map[uint32][]uint64
+	firstAt  map[uint32]time.Time // when the partition's first batch arrived
+	highest  map[sdk.Partition]uint64
+	commits  map[uint32][]uint64
+	rejected []error
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func newTimerSink(every, delay time.Duration) *timerSink {
+	return &timerSink{every: every, delay: delay, offsets: map[uint32][]uint64{}, firstAt: map[uint32]time.Time{},
+		highest: map[sdk.Partition]uint64{}, commits: map[uint32][]uint64{}}
+}
+
+func (s *timerSink) Open(_ context.Context, env sdk.SinkEnv) error {
+	s.c = env.Committer
+	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(s.every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+				s.flush()
+			}
+		}
+	}()
+	return nil
+}
+
+func (s *timerSink) Consume(_ context.Context, _ sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
+	time.Sleep(s.delay)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := meta.Partition.PartitionID
+	if _, ok := s.firstAt[p]; !ok {
+		s.firstAt[p] = time.Now()
+	}
+	for _, m := range msgs {
+		s.offsets[p] = append(s.offsets[p], m.Offset)
+	}
+	s.highest[meta.Partition] = msgs[len(msgs)-1].Offset
+	return nil
+}
+
+func (s *timerSink) flush() {
+	s.mu.Lock()
+	pending := s.highest
+	s.highest = map[sdk.Partition]uint64{}
+	s.mu.Unlock()
+	for p, o := range pending {
+		err := s.c.Commit(p, o)
+		s.mu.Lock()
+		if err != nil {
+			s.rejected = append(s.rejected, err)
+		} else {
+			s.commits[p.PartitionID] = append(s.commits[p.PartitionID], o)
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *timerSink) Close(context.Context) error {
+	close(s.stop)
+	<-s.done
+	s.flush()
+	return nil
+}
+
+func (s *timerSink) got(p uint32) []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]uint64(nil), s.offsets[p]...)
+}
+
+func (s *timerSink) first(p uint32) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.firstAt[p]
+	return at, ok
+}
+
+func (s *timerSink) commitLog(p uint32) []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]uint64(nil), s.commits[p]...)
+}
+
+func (s *timerSink) errs() []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]error(nil), s.rejected...)
+}
+
+// TestPipelineRebalanceDrainsTimedCommits: sink_controlled with a sink that commits on a
+// 100 ms timer (as the file sink does after each fsync), against a server with the default
+// 30 s rebalancing timeout. Runtime A owns both partitions (2 × 3000 messages, 2 ms per
+// batch of 10) when runtime B joins; B's sink commits only in Close, so the stored offset
+// of the revoked partition r stays what A stored. Asserted:
+//   - B receives r's first batch within 2 s of joining (A's drain released r when its
+//     timer commit was stored; without the drain r would move only after 30 s);
+//   - while B runs, r's stored offset is exactly A's last delivered offset on r, X−1;
+//   - A delivered exactly 0..X−1 of r, in order, and B exactly X..2999 (no duplicate,
+//     no gap), with 0 < X < 3000 (the split happened mid-stream);
+//   - A's last accepted commit on r is X−1; no commit of A or B was rejected
+//     (CommitsUnknown = 0, CommitsRejected() = 0);
+//   - A delivered the kept partition 0..2999, B none of it; both partitions end stored
+//     at 2999.
+func TestPipelineRebalanceDrainsTimedCommits(t *testing.T) {
+	const parts, per = 2, 3000
+	env := newIggyEnv(t)
+	env.topic("s", "t", parts)
+	for p := uint32(0); p < parts; p++ {
+		env.fill("s", "t", p, per, nil)
+	}
+	cfg := testSinkConfig(config.CommitSinkControlled, config.FailureStop)
+	sinkA := newTimerSink(100*time.Millisecond, 2*time.Millisecond)
+	sinkB := newTimerSink(time.Hour, 0)
+	rtA := env.start(cfg, sinkA)
+	waitFor(t, "A delivers from both partitions", func() bool {
+		return len(sinkA.got(0)) >= 100 && len(sinkA.got(1)) >= 100
+	})
+	joined := time.Now()
+	rtB := env.start(testSinkConfig(config.CommitSinkControlled, config.FailureStop), sinkB)
+	waitFor(t, "one partition revoked from A", func() bool { return len(ownedPartitions(rtA)) == 1 })
+	var r, k uint32 = 0, 1
+	if ownedPartitions(rtA)[0] {
+		r, k = 1, 0
+	}
+	var firstB time.Time
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if at, ok := sinkB.first(r); ok {
+			firstB = at
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("B received nothing of revoked partition %d within 5s (A delivered %d of it; A's rejected commits %v)",
+				r, len(sinkA.got(r)), sinkA.errs())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if d := firstB.Sub(joined); d > 2*time.Second {
+		t.Fatalf("B received revoked partition %d %v after joining, want within 2s", r, d)
+	}
+	gotA := sinkA.got(r)
+	x := uint64(len(gotA))
+	if x == 0 || x >= per {
+		t.Fatalf("A delivered %d of partition %d before the split, want 0 < X < %d", x, r, per)
+	}
+	env.wantStored("g", "s", "t", r, x-1)
+	waitFor(t, "A's kept partition stored to 2999", func() bool {
+		o, ok := env.stored("g", "s", "t", k)
+		return ok && o == per-1
+	})
+	waitFor(t, "B delivers the rest of the revoked partition", func() bool { return len(sinkB.got(r)) == per-int(x) })
+	stopRuntime(t, rtB)
+	stopRuntime(t, rtA)
+
+	if !equalOffsets(gotA, seq(0, x-1)) || !equalOffsets(sinkA.got(r), gotA) {
+		t.Fatalf("A delivered %v of partition %d, want exactly 0..%d", sinkA.got(r), r, x-1)
+	}
+	if got := sinkB.got(r); !equalOffsets(got, seq(x, per-1)) {
+		t.Fatalf("B delivered %d offsets of partition %d (first %v), want exactly %d..%d", len(got), r, got[:min(3, len(got))], x, per-1)
+	}
+	if c := sinkA.commitLog(r); len(c) == 0 || c[len(c)-1] != x-1 {
+		t.Fatalf("A's accepted commits on partition %d = %v, want the last = %d", r, c, x-1)
+	}
+	if got := sinkA.got(k); !equalOffsets(got, seq(0, per-1)) {
+		t.Fatalf("A delivered %d offsets of kept partition %d, want exactly 0..%d", len(got), k, per-1)
+	}
+	if got := sinkB.got(k); len(got) != 0 {
+		t.Fatalf("B delivered %d offsets of kept partition %d, want none", len(got), k)
+	}
+	for p := uint32(0); p < parts; p++ {
+		env.wantStored("g", "s", "t", p, per-1)
+	}
+	for name, s := range map[string]*timerSink{"A": sinkA, "B": sinkB} {
+		if errs := s.errs(); len(errs) != 0 {
+			t.Fatalf("%s: commits rejected: %v", name, errs)
+		}
+	}
+	for name, rt := range map[string]*Runtime{"A": rtA, "B": rtB} {
+		if st := rt.Status()[0].Stats; st.CommitsUnknown != 0 || st.CommitsRejected() != 0 {
+			t.Fatalf("%s: stats %+v", name, st)
+		}
+	}
+}

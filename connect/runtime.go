@@ -92,7 +92,7 @@ func (r *Runtime) startSink(ctx context.Context, cfg *config.Sink) *sinkRunner {
 	factory, err := r.sinkFactory(cfg)
 	if err != nil {
 		s := newSinkRunner(cfg, id, nil, r.reg, r.be, r.log)
-		s.status.fail(fmt.Errorf("sink %s: %w", cfg.Key, err))
+		s.status.fail(err)
 		s.cancelAbandon()
 		close(s.done)
 		r.log.Error("sink not started", "sink", cfg.Key, "error", err)

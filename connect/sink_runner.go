@@ -74,7 +74,7 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 		env.Committer = s.reg.committer(s.instance, &s.counters)
 	}
 	if err := safeCall(func() error { return s.sink.Open(ctx, env) }); err != nil {
-		return fmt.Errorf("sink %s: open: %w", s.cfg.Key, err)
+		return fmt.Errorf("open: %w", err)
 	}
 	if err := s.connect(ctx); err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
@@ -86,7 +86,7 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 			_ = s.dlq.Close(cctx)
 		}
 		_ = safeCall(func() error { return s.sink.Close(cctx) })
-		return fmt.Errorf("sink %s: %w", s.cfg.Key, err)
+		return err
 	}
 	for _, t := range s.topics {
 		t.start(s.pollCtx, s.consumeCtx)
@@ -156,16 +156,23 @@ func (s *sinkRunner) supervise() {
 	}
 	timeout := s.cfg.ShutdownTimeout
 	drain, cancel := context.WithTimeout(s.abandonCtx, timeout)
+	finished := true
 	for _, t := range s.topics {
 		select {
 		case <-t.consumeDone:
 		case <-drain.Done():
+			finished = false
+		}
+	}
+	// Decided by the waits above, not by drain.Err() after cancel (which is always set).
+	if !finished {
+		if s.abandonCtx.Err() != nil {
+			s.log.Warn("hard stop: abandoning in-flight batches (they will be redelivered)")
+		} else {
+			s.log.Warn("in-flight batches did not finish within shutdown_timeout; abandoning them (they will be redelivered)", "shutdown_timeout", timeout)
 		}
 	}
 	cancel()
-	if drain.Err() != nil {
-		s.log.Warn("in-flight batches did not finish within shutdown_timeout; abandoning them (they will be redelivered)", "shutdown_timeout", timeout)
-	}
 	s.cancelConsume()
 	for _, t := range s.topics {
 		<-t.consumeDone

@@ -129,13 +129,11 @@ func (r *Runtime) startSource(ctx context.Context, cfg *config.Source) *sourceRu
 	factory, err := r.sourceFactory(cfg)
 	if err != nil {
 		s := newSourceRunner(cfg, id, nil, r.sources, r.log)
-		s.failStart(fmt.Errorf("source %s: %w", cfg.Key, err))
+		s.failStart(err)
 		return s
 	}
 	s := newSourceRunner(cfg, id, factory(), r.sources, r.log)
-	if err := s.start(ctx); err != nil {
-		r.log.Error("source not started", "source", cfg.Key, "error", err)
-	}
+	_ = s.start(ctx) // a failure is logged and kept in the status by failStart
 	return s
 }
 
@@ -178,33 +176,33 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 		}
 	}()
 	if len(s.cfg.Streams) == 0 {
-		return fmt.Errorf("source %s: no [[streams]] entry", s.cfg.Key)
+		return errors.New("no [[streams]] entry")
 	}
 	if len(s.cfg.Streams) > 1 {
 		s.log.Warn("source has several [[streams]] entries; only the last is used, as upstream",
 			"entries", len(s.cfg.Streams), "stream", s.stream.Stream, "topic", s.stream.Topic)
 	}
 	if s.deps.be == nil {
-		return fmt.Errorf("source %s: this runtime has no Iggy producer", s.cfg.Key)
+		return errors.New("this runtime has no Iggy producer")
 	}
 	if err := os.MkdirAll(s.stateDirPath(), 0o700); err != nil {
-		return fmt.Errorf("source %s: state directory: %w", s.cfg.Key, err)
+		return fmt.Errorf("state directory: %w", err)
 	}
 	state, err := s.state.load()
 	if err != nil {
-		return fmt.Errorf("source %s: %w", s.cfg.Key, err)
+		return err
 	}
 	prod, err := s.deps.be.newSourceProducer(ctx, sourceProducerConfig{Stream: s.stream.Stream, Topic: s.stream.Topic,
 		BatchLength: s.stream.BatchLength, Linger: s.stream.LingerTime})
 	if err != nil {
-		return fmt.Errorf("source %s: producer %s/%s: %w", s.cfg.Key, s.stream.Stream, s.stream.Topic, err)
+		return fmt.Errorf("producer %s/%s: %w", s.stream.Stream, s.stream.Topic, err)
 	}
 	env := sdk.SourceEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, State: state, Logger: s.log}
 	if err := recoverCall(func() error { return s.src.Open(ctx, env) }); err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), sourceShutdownTimeout)
 		defer cancel()
 		_ = prod.close(cctx)
-		return fmt.Errorf("source %s: open: %w", s.cfg.Key, err)
+		return fmt.Errorf("open: %w", err)
 	}
 	s.prod = prod
 	s.status.set(StateRunning)

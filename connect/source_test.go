@@ -162,7 +162,8 @@ func sourceCfg(key string, streams ...config.SourceStream) *config.Source {
 
 func sourceRuntime(cfg *config.Source, src sdk.Source, be *memSource, stateDir string) *Runtime {
 	reg := sdk.NewRegistry().AddSource("seq", func() sdk.Source { return src })
-	rt := newRuntime(&config.Connectors{Sources: []*config.Source{cfg}}, newMemBackend(), reg, nil, quietLog)
+	// No sink runs, so no sink backend (nil); the source producer comes from be.
+	rt := newRuntime(&config.Connectors{Sources: []*config.Source{cfg}}, nil, reg, nil, quietLog)
 	rt.sources = sourceDeps{be: be, stateDir: stateDir}
 	return rt
 }

@@ -47,6 +47,10 @@ type tracker struct {
 	resolved  []span // sorted by first, disjoint
 	paused    bool
 	lastBatch uint64 // size of the last polled batch
+	// draining: the partition was revoked and is kept open until everything polled is
+	// stored (see topicRunner.handleAssignment); settled is closed when it is.
+	draining bool
+	settled  chan struct{}
 }
 
 func newTracker(key partitionKey, c *Counters, maxUncommitted uint64, wake func()) *tracker {
@@ -188,7 +192,7 @@ func (t *tracker) take() (offset uint64, ok, urgent bool) {
 // steadily from ever pausing with as few stores as possible (every store takes a turn on
 // the member connection, which the polls need).
 func (t *tracker) urgentLocked() bool {
-	if t.paused {
+	if t.paused || t.draining {
 		return true
 	}
 	if t.maxUncommitted == 0 {
@@ -217,11 +221,39 @@ func (t *tracker) stored(offset uint64) (resume bool) {
 		t.pending = 0
 	}
 	t.absorbLocked()
+	t.settleLocked()
 	if t.paused && (t.maxUncommitted == 0 || t.polled-t.committed < t.maxUncommitted) {
 		t.paused = false
 		return true
 	}
 	return false
+}
+
+// beginDrain marks a revoked partition that stays open for its last commits: from now on
+// every accepted commit is urgent (stored at once), and the returned channel is closed as
+// soon as everything polled is stored (committed ≥ polled, so delivered ≤ committed too).
+// Idempotent.
+func (t *tracker) beginDrain() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.settled == nil {
+		t.draining = true
+		t.settled = make(chan struct{})
+		t.settleLocked()
+	}
+	return t.settled
+}
+
+// settleLocked closes settled once a draining partition has stored everything it polled.
+func (t *tracker) settleLocked() {
+	if !t.draining || t.committed < t.polled {
+		return
+	}
+	select {
+	case <-t.settled:
+	default:
+		close(t.settled)
+	}
 }
 
 // close makes every later commit fail with ErrCommitUnknownPartition; what is pending stays
@@ -236,7 +268,7 @@ func (t *tracker) close() {
 type trackerState struct {
 	Polled, Delivered, Committed, Pending int64
 	Uncommitted                           uint64
-	Paused, Closed                        bool
+	Paused, Closed, Draining              bool
 }
 
 func (t *tracker) state() trackerState {
@@ -248,6 +280,6 @@ func (t *tracker) state() trackerState {
 	}
 	return trackerState{
 		Polled: int64(t.polled) - 1, Delivered: int64(t.delivered) - 1, Committed: int64(t.committed) - 1,
-		Pending: pending, Uncommitted: t.polled - min(t.polled, t.committed), Paused: t.paused, Closed: t.closed,
+		Pending: pending, Uncommitted: t.polled - min(t.polled, t.committed), Paused: t.paused, Closed: t.closed, Draining: t.draining,
 	}
 }

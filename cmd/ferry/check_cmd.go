@@ -114,7 +114,9 @@ func checkSink(reg *sdk.Registry, s *config.Sink) error {
 		return err
 	}
 	if s.OffsetCommit == config.CommitSinkControlled && !lib.SupportsCommit() {
-		return fmt.Errorf("%w: offset_commit = \"sink_controlled\" needs %s", plugin.ErrCommitUnsupported, plugin.SymSinkSetCommit)
+		// The text `ferry run` reports when it refuses the connector (connect/plugin).
+		return fmt.Errorf("plugin %s (connector %q): offset_commit = sink_controlled needs symbol %s: %w",
+			lib.Path(), s.Key, plugin.SymSinkSetCommit, plugin.ErrCommitUnsupported)
 	}
 	return nil
 }

@@ -131,7 +131,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	}
 
 	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: client,
-		Builtins: connectors.Registry(), LoadSinkPlugin: sinkLoader, LoadSourcePlugin: sourceLoader, Logger: log})
+		Builtins: connectors.Registry(), LoadSinkPlugin: connect.NativeSinkLoader, LoadSourcePlugin: connect.NativeSourceLoader, Logger: log})
 	if err != nil {
 		return err
 	}

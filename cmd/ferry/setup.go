@@ -16,7 +16,6 @@ import (
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
-	"github.com/ferryio/ferry/connect/plugin"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/sdk"
 	"github.com/ferryio/ferry/server"
@@ -188,41 +187,6 @@ func ensureTopics(ctx context.Context, c *iggy.Client, conns *config.Connectors,
 		}
 	}
 	return nil
-}
-
-// sinkLoader and sourceLoader open native plugins through connect/plugin.
-func sinkLoader(path string) (sdk.SinkFactory, error) {
-	lib, err := plugin.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := lib.CheckSink(); err != nil {
-		return nil, err
-	}
-	return func() sdk.Sink {
-		s, err := lib.NewSink()
-		if err != nil { // CheckSink passed: cannot happen
-			panic(err)
-		}
-		return s
-	}, nil
-}
-
-func sourceLoader(path string) (sdk.SourceFactory, error) {
-	lib, err := plugin.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := lib.CheckSource(); err != nil {
-		return nil, err
-	}
-	return func() sdk.Source {
-		s, err := lib.NewSource()
-		if err != nil { // CheckSource passed: cannot happen
-			panic(err)
-		}
-		return s
-	}, nil
 }
 
 // absDir returns dir made absolute (for messages).

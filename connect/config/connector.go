@@ -31,14 +31,21 @@ const (
 
 // Sink defaults (upstream's, and Ferry's for Ferry keys).
 const (
-	DefaultBatchLength     = 1000
-	DefaultPollInterval    = 5 * time.Millisecond
-	DefaultLingerTime      = 5 * time.Millisecond
-	DefaultMaxRetries      = 3
-	DefaultInitialBackoff  = 100 * time.Millisecond
-	DefaultMaxBackoff      = 5 * time.Second
-	DefaultCommitInterval  = time.Second
-	DefaultMaxUncommitted  = 10000
+	DefaultBatchLength    = 1000
+	DefaultPollInterval   = 5 * time.Millisecond
+	DefaultLingerTime     = 5 * time.Millisecond
+	DefaultMaxRetries     = 3
+	DefaultInitialBackoff = 100 * time.Millisecond
+	DefaultMaxBackoff     = 5 * time.Second
+	DefaultCommitInterval = time.Second
+	// DefaultMaxUncommitted is commit.max_uncommitted when unset: messages per partition
+	// delivered and not yet stored. It must cover what a sink_controlled sink receives
+	// between two of its commits (a sink that commits on a 1 s timer needs rate × 1 s), or
+	// the partition pauses and throughput is capped at max_uncommitted per commit period;
+	// 100000 lets such a sink run at up to 100k messages/s per partition. The runtime keeps
+	// offsets, not messages, for it: the limit bounds redelivery after a crash (and what a
+	// sink may have buffered), not the runtime's memory.
+	DefaultMaxUncommitted  = 100000
 	DefaultShutdownTimeout = 10 * time.Second
 	// BuiltinPrefix in a connector's path selects a built-in Go connector: "builtin:NAME".
 	BuiltinPrefix = "builtin:"
@@ -104,7 +111,7 @@ type DeadLetter struct {
 // CommitSettings is a sink's [commit] table (after_consuming and sink_controlled modes).
 type CommitSettings struct {
 	Interval       time.Duration // how often stored offsets are written; default 1s
-	MaxUncommitted uint64        // per partition; past it polling pauses; default 10000
+	MaxUncommitted uint64        // per partition; past it polling pauses; default 100000
 }
 
 // Sink is one sink connector file.

@@ -39,7 +39,7 @@ func TestSinkDefaults(t *testing.T) {
 		OffsetCommit:    CommitAfterPolling,
 		Retry:           Retry{MaxRetries: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
 		OnFailure:       FailureStop,
-		Commit:          CommitSettings{Interval: time.Second, MaxUncommitted: 10000},
+		Commit:          CommitSettings{Interval: time.Second, MaxUncommitted: 100000},
 		ShutdownTimeout: 10 * time.Second,
 	}
 	if !reflect.DeepEqual(s, want) {

@@ -12,7 +12,10 @@
 //     (iggy_source_handle) is the fallback. The generic G1/G2 names are not supported.
 //   - Every instance gets a new plugin id from one process-global counter starting at 1.
 //   - Buffers passed to plugins are never NULL (empty ones point at a static byte), except
-//     the source state, which is NULL when there is none.
+//     the source state, which is NULL when there is none. They are Go memory without Go
+//     pointers, passed straight to the one cgo call per Consume (no C copy); they are valid
+//     only until that call returns (a plugin copies what it keeps, as with Iggy's runtime).
+//     Consume encodes into per-topic buffers reused from batch to batch.
 //   - Callbacks (log, commit, send) are static //export functions; they never block, never
 //     call a plugin export, and never let a Go panic cross into C.
 //   - TopicMetadata carries Ferry's appended stream_id/topic_id (connect/plugin/postcard).

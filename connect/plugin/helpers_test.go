@@ -35,7 +35,7 @@ var (
 
 // buildC compiles one C file into a shared library named name (once per test binary) and
 // returns its path. Skips when gcc is missing.
-func buildC(t *testing.T, name, src string, defines ...string) string {
+func buildC(t testing.TB, name, src string, defines ...string) string {
 	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()

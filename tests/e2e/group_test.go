@@ -4,21 +4,28 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
 
 const (
 	groupMessages       = 16000
-	groupRate           = 4000
+	groupRate           = 2000 // 8 s of production: data keeps coming after B joined (≤ 10 s) and A is killed
 	groupPartitions     = 4
 	groupBatch          = 100
 	groupMaxUncommitted = 1000
-	// groupMode is after_consuming: the runtime stores each batch's offset right after
-	// Consume, so a revoked partition is released at once. (With sink_controlled the file
-	// sink's pending commits of a revoked partition are refused, and the server keeps the
-	// partition pending revocation until its rebalancing timeout: see the report.)
-	groupMode = "after_consuming"
+	// groupMode is sink_controlled: the file sink commits after each fsync (every 200 ms).
+	// When a member joins, the partitions revoked from the other stay pending revocation on
+	// the server until it has stored what it polled; the runtime keeps their commit entries
+	// open for that drain, so they move within a flush interval, not the server's 30 s
+	// rebalancing timeout.
+	groupMode = "sink_controlled"
+	// groupJoinBudget bounds how long a joining member may wait for data: the drain of the
+	// revoked partitions (about one flush interval), then the joining member's next
+	// assignment sync (the iggy client syncs every heartbeat, 5 s by default), far below
+	// the 30 s the server would hold an undrained partition.
+	groupJoinBudget = 10 * time.Second
 )
 
 var serverAddrRE = regexp.MustCompile(`iggy server listening" addr=(\S+)`)
@@ -45,9 +52,14 @@ enabled = false
 	return path
 }
 
-// TestGroupTakeover: two runtime processes in one consumer group against one `ferry server`
-// split a topic's four partitions; when one is killed with SIGKILL, the server drops it as
-// soon as its TCP connection closes and the other takes every partition over. At the end
+// TestGroupTakeover: two runtime processes (file sink, sink_controlled) in one consumer
+// group against one `ferry server` (default 30 s rebalancing timeout). A runs alone, then
+// B joins: B must write its first line within 10 s (A's revoked partitions are drained and
+// handed over within a flush interval; B sees them at its next 5 s heartbeat sync; without
+// the drain they are held until the server's 30 s timeout), and A logs no "commit
+// refused". The
+// two split the topic's four partitions; when A is killed with SIGKILL, the server drops it
+// as soon as its TCP connection closes and B takes every partition over. At the end
 // every (partition, offset) the producer wrote is in one of the two output files, the
 // stored offsets reached the end of every partition, and duplicates are bounded by the
 // killed member's uncommitted window.
@@ -85,8 +97,22 @@ func TestGroupTakeover(t *testing.T) {
 	writeFile(t, filepath.Join(cdir, "connectors", "sink.toml"), fileSink("g", "t", groupMode, outA, groupBatch, groupMaxUncommitted))
 	ccfg := remoteConfig(t, cdir, addr, filepath.Join(cdir, "connectors"))
 	memberA := startFerry(t, "member A", cdir, nil, "run", "--config", ccfg, "--progress", "0")
+	waitFor(t, 15*time.Second, "member A writing alone", func() bool {
+		if memberA.exited() {
+			t.Fatalf("member A exited: %v", memberA.err)
+		}
+		return countLines(outA) >= 200
+	})
+	joinedAt := time.Now()
 	memberB := startFerry(t, "member B", cdir, []string{"IGGY_CONNECTORS_SINK_OUT_PLUGIN_CONFIG_PATH=" + outB},
 		"run", "--config", ccfg, "--progress", "0")
+	waitFor(t, groupJoinBudget, "member B receiving data after joining (A's revoked partitions drained, not held for the 30 s rebalancing timeout)", func() bool {
+		if memberA.exited() || memberB.exited() {
+			t.Fatalf("a member exited: A %v, B %v", memberA.err, memberB.err)
+		}
+		return countLines(outB) >= 1
+	})
+	t.Logf("B wrote its first line %v after starting", time.Since(joinedAt).Round(time.Millisecond))
 
 	waitFor(t, 15*time.Second, "both members writing", func() bool {
 		if memberA.exited() || memberB.exited() {
@@ -94,6 +120,9 @@ func TestGroupTakeover(t *testing.T) {
 		}
 		return countLines(outA) >= 200 && countLines(outB) >= 200
 	})
+	if out := memberA.out.String(); strings.Contains(out, "commit refused") {
+		t.Fatalf("member A's commits were refused around the rebalance:\n%s", tail(out, 20))
+	}
 	t.Logf("before SIGKILL: A wrote %d lines, B %d", countLines(outA), countLines(outB))
 	memberA.kill()
 	killedAt := len(readRecords(t, outB))

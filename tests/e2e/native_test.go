@@ -334,12 +334,13 @@ func TestNativeCommittingSinkSurvivesSIGKILL(t *testing.T) {
 // not export iggy_sink_set_commit_callback) with offset_commit = "sink_controlled" next to
 // a built-in file sink on the same topic:
 //
-//   - `ferry check` exits 1, reports the null sink with ErrCommitUnsupported's text and the
-//     missing symbol, and the two other connectors as ok;
+//   - `ferry check` exits 1, reports the null sink with the text `ferry run` reports (plugin
+//     path, connector key, missing symbol, ErrCommitUnsupported's text), and the two other
+//     connectors as ok;
 //   - `ferry run` refuses only that connector (a log line naming the connector, the plugin
 //     path and the symbol), runs the others to the end (the file sink writes offsets
 //     0..N-1 once each), prints the refused sink's final status as error, and exits 1
-//     naming it.
+//     naming it — the key once ("sink strict: open: …", not "sink strict: sink strict: …").
 func TestNativeSinkControlledWithoutCommitSymbolRefused(t *testing.T) {
 	const n = 2000
 	lib := filepath.Join(nativePlugins(t), "null_sink.so")
@@ -379,9 +380,8 @@ batch_length = 100
 		}
 	}
 	for _, want := range []string{
-		lib,
 		"offset_commit=sink_controlled",
-		`ERROR: plugin does not support sink-controlled commits: offset_commit = "sink_controlled" needs iggy_sink_set_commit_callback`,
+		`ERROR: plugin ` + lib + ` (connector "strict"): offset_commit = sink_controlled needs symbol iggy_sink_set_commit_callback: plugin does not support sink-controlled commits`,
 	} {
 		if !strings.Contains(strictLine, want) {
 			t.Fatalf("ferry check: the line of sink strict = %q, want it to contain %q\n%s", strictLine, want, checkOut)
@@ -409,7 +409,7 @@ batch_length = 100
 	if !errors.As(p.err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("ferry run: err = %v, want exit status 1\n%s", p.err, runOut)
 	}
-	refusal := `sink strict: open: plugin ` + lib + ` (connector "strict"): offset_commit = sink_controlled needs symbol iggy_sink_set_commit_callback: plugin does not support sink-controlled commits`
+	refusal := `open: plugin ` + lib + ` (connector "strict"): offset_commit = sink_controlled needs symbol iggy_sink_set_commit_callback: plugin does not support sink-controlled commits`
 	for _, want := range []string{
 		`level=ERROR msg="sink not started" sink=strict error="` + strings.ReplaceAll(refusal, `"`, `\"`) + `"`,
 		"\nsink   strict                   error    polled=0 delivered=0 committed=0 consume_errors=0 error=" + refusal + "\n",

@@ -95,7 +95,11 @@ func (e *Encoder) AppendHeaderMap(dst []byte, h []sdk.Header) ([]byte, error) {
 }
 
 func (e *Encoder) appendHeaderMap(dst []byte, h []sdk.Header) []byte {
-	o := e.sortHeaders(h)
+	return appendSortedMap(dst, h, e.sortHeaders(h))
+}
+
+// appendSortedMap appends the map of the entries o (from sortHeaders) of h.
+func appendSortedMap(dst []byte, h []sdk.Header, o []int) []byte {
 	dst = AppendUvarint(dst, uint64(len(o)))
 	for _, i := range o {
 		dst = appendField(dst, h[i].Key)
@@ -104,12 +108,24 @@ func (e *Encoder) appendHeaderMap(dst []byte, h []sdk.Header) []byte {
 	return dst
 }
 
-// headerMapLen is the encoded length of the map appendHeaderMap writes for h.
-func (e *Encoder) headerMapLen(h []sdk.Header) int {
+// appendHeaderBlob appends h as a RawMessage headers blob: the map's encoded length, then
+// the map. It sorts h once.
+func (e *Encoder) appendHeaderBlob(dst []byte, h []sdk.Header) []byte {
 	o := e.sortHeaders(h)
 	n := uvarintLen(uint64(len(o)))
 	for _, i := range o {
 		n += fieldLen(h[i].Key) + fieldLen(h[i].Value)
+	}
+	return appendSortedMap(AppendUvarint(dst, uint64(n)), h, o)
+}
+
+// headerBlobBound bounds the bytes appendHeaderBlob appends for h: duplicates counted, each
+// field's kind and text length taken at their widest.
+func headerBlobBound(h []sdk.Header) int {
+	n := 2 * maxU64Len // blob length, entry count
+	for i := range h {
+		n += 2*(1+maxU64Len) + base64.StdEncoding.EncodedLen(len(h[i].Key.Value)) +
+			base64.StdEncoding.EncodedLen(len(h[i].Value.Value))
 	}
 	return n
 }

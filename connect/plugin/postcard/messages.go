@@ -2,6 +2,7 @@ package postcard
 
 import (
 	"encoding/binary"
+	"slices"
 	"unsafe"
 
 	"github.com/ferryio/ferry/sdk"
@@ -15,37 +16,53 @@ import (
 const minRawMessageLen = 7
 
 // AppendRawMessages appends RawMessages{schema, msgs}. A message with no headers gets an
-// empty headers blob (the plugin sees None). Encoding into a buffer with enough capacity does
-// not allocate once the Encoder's scratch has grown.
+// empty headers blob (the plugin sees None). It bounds the encoded size first, grows dst once
+// and writes in place, so encoding into a buffer with enough capacity does not allocate once
+// the Encoder's scratch has grown. On error dst is returned unchanged.
 func (e *Encoder) AppendRawMessages(dst []byte, schema sdk.Schema, msgs []sdk.ConsumedMessage) ([]byte, error) {
 	si, err := SchemaIndex(schema)
 	if err != nil {
 		return dst, err
 	}
+	size := 2*maxU64Len + putSlack // schema, count
 	for i := range msgs {
-		if err := validHeaders(msgs[i].Headers); err != nil {
+		m := &msgs[i]
+		// id, offset, checksum, timestamp, origin_timestamp, payload length, payload
+		size += maxU128Len + 5*maxU64Len + len(m.Payload)
+		if len(m.Headers) == 0 {
+			size++
+			continue
+		}
+		if err := validHeaders(m.Headers); err != nil {
 			return dst, err
 		}
+		size += headerBlobBound(m.Headers)
 	}
-	dst = AppendUvarint(dst, uint64(si))
-	dst = AppendUvarint(dst, uint64(len(msgs)))
+	b := slices.Grow(dst, size)
+	b = b[:cap(b)]
+	j := putUvarint(b, len(dst), uint64(si))
+	j = putUvarint(b, j, uint64(len(msgs)))
 	for i := range msgs {
 		m := &msgs[i]
 		lo, hi := m.ID.Halves()
-		dst = AppendU128(dst, lo, hi)
-		dst = AppendUvarint(dst, m.Offset)
-		dst = AppendUvarint(dst, m.Checksum)
-		dst = AppendUvarint(dst, m.Timestamp)
-		dst = AppendUvarint(dst, m.OriginTimestamp)
+		j = putU128(b, j, lo, hi)
+		j = putUvarint(b, j, m.Offset)
+		j = putUvarint(b, j, m.Checksum)
+		j = putUvarint(b, j, m.Timestamp)
+		j = putUvarint(b, j, m.OriginTimestamp)
 		if len(m.Headers) == 0 {
-			dst = append(dst, 0)
+			b[j] = 0
+			j++
 		} else {
-			dst = AppendUvarint(dst, uint64(e.headerMapLen(m.Headers)))
-			dst = e.appendHeaderMap(dst, m.Headers)
+			// Fits in the room sized above; were it ever not to, append reallocates and
+			// copies (a later put would then panic on bounds, never write out of place).
+			hb := e.appendHeaderBlob(b[:j], m.Headers)
+			b, j = hb[:cap(hb)], len(hb)
 		}
-		dst = AppendBytes(dst, m.Payload)
+		j = putUvarint(b, j, uint64(len(m.Payload)))
+		j += copy(b[j:], m.Payload)
 	}
-	return dst, nil
+	return b[:j], nil
 }
 
 func messageID(lo, hi uint64) sdk.MessageID {

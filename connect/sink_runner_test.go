@@ -1,0 +1,118 @@
+package connect
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/sdk"
+)
+
+// logBuffer collects slog text output; safe for concurrent writers.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startLogged starts a Runtime running sink (builtin "rec") whose logs go to a buffer.
+func (e *iggyEnv) startLogged(cfg *config.Sink, sink sdk.Sink) (*Runtime, *logBuffer) {
+	e.t.Helper()
+	if err := cfg.Validate(); err != nil {
+		e.t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	reg := sdk.NewRegistry().AddSink("rec", func() sdk.Sink { return sink })
+	rt, err := New(Options{Connectors: &config.Connectors{Sinks: []*config.Sink{cfg}}, Client: e.dial(), Builtins: reg,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := rt.Start(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	return rt, logs
+}
+
+const abandonWarning = "in-flight batches did not finish within shutdown_timeout"
+
+// TestSinkStopInTimeLogsNoAbandonWarning: a sink stop whose in-flight batches finish
+// within shutdown_timeout (every mode; 30 messages, all delivered before Stop) logs
+// "sink stopped" exactly once and never the abandon warning (supervise used to test the
+// drain context's Err after cancelling it, so every stop logged it).
+func TestSinkStopInTimeLogsNoAbandonWarning(t *testing.T) {
+	for _, mode := range allModes {
+		t.Run(string(mode), func(t *testing.T) {
+			env := newIggyEnv(t)
+			env.topic("s", "t", 1)
+			env.fill("s", "t", 0, 30, nil)
+			sink := newRecSink()
+			sink.commitEach = true
+			rt, logs := env.startLogged(testSinkConfig(mode, config.FailureStop), sink)
+			waitFor(t, "30 delivered", func() bool { return len(sink.got(0)) == 30 })
+			stopRuntime(t, rt)
+			out := logs.String()
+			if n := strings.Count(out, `msg="sink stopped"`); n != 1 {
+				t.Fatalf("%d \"sink stopped\" lines, want 1:\n%s", n, out)
+			}
+			if strings.Contains(out, abandonWarning) || strings.Contains(out, "abandoning") {
+				t.Fatalf("a stop that finished in time logged a warning:\n%s", out)
+			}
+		})
+	}
+}
+
+// blockSink blocks in Consume until its context ends (a stuck target).
+type blockSink struct{ entered chan struct{} }
+
+func (s *blockSink) Open(context.Context, sdk.SinkEnv) error { return nil }
+func (s *blockSink) Consume(ctx context.Context, _ sdk.TopicMetadata, _ sdk.MessagesMetadata, _ []sdk.ConsumedMessage) error {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+func (s *blockSink) Close(context.Context) error { return nil }
+
+// TestSinkStopPastTimeoutLogsAbandonWarning: the counterpart — a Consume stuck past
+// shutdown_timeout (100 ms) is abandoned and the warning is logged exactly once; nothing
+// is stored.
+func TestSinkStopPastTimeoutLogsAbandonWarning(t *testing.T) {
+	env := newIggyEnv(t)
+	env.topic("s", "t", 1)
+	env.fill("s", "t", 0, 10, nil)
+	sink := &blockSink{entered: make(chan struct{}, 1)}
+	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
+	cfg.ShutdownTimeout = 100 * time.Millisecond
+	rt, logs := env.startLogged(cfg, sink)
+	select {
+	case <-sink.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Consume never called")
+	}
+	stopRuntime(t, rt)
+	if n := strings.Count(logs.String(), abandonWarning); n != 1 {
+		t.Fatalf("%d abandon warnings, want 1:\n%s", n, logs.String())
+	}
+	if _, ok := env.stored("g", "s", "t", 0); ok {
+		t.Fatal("an abandoned batch was committed")
+	}
+}
