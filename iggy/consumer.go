@@ -30,7 +30,9 @@ type ConsumerConfig struct {
 type Batch struct {
 	Partition     uint32
 	CurrentOffset uint64 // the partition's last offset, from the poll reply
-	Generation    uint64 // the assignment generation it was polled under
+	// Generation is the assignment generation the poll was sent under: never above the
+	// Generation of an AssignmentEvent reported after the batch (see Consumer.Events).
+	Generation uint64
 	// Messages is never empty and never mixes partitions. Payloads and headers are
 	// views into a reply buffer that stays valid until Release.
 	Messages []wire.Message
@@ -52,8 +54,10 @@ func (b *Batch) Release() {
 func (b *Batch) LastOffset() uint64 { return b.Messages[len(b.Messages)-1].Offset }
 
 // AssignmentEvent reports a change of the partitions a Consumer owns. Revoked
-// partitions are no longer delivered (handle them first); Assigned ones start from the
-// group's stored offset.
+// partitions are no longer polled; batches of them that Poll returned before the event
+// (Batch.Generation < Generation) were polled while they were owned and should still be
+// handled and committed (see Consumer.Events). Assigned ones start from the group's
+// stored offset.
 type AssignmentEvent struct {
 	Generation        uint64
 	Assigned, Revoked []uint32
@@ -73,6 +77,12 @@ type Consumer struct {
 	cancel  context.CancelFunc
 	hbDone  chan struct{}
 	closeMu sync.Mutex
+	// op is held across one poll or sync round trip (and the handling of its reply), so
+	// the member connection never has both in flight and an assignment never changes
+	// while a poll reply is being handled.
+	op chan struct{}
+
+	pollHook func(partition uint32) // test hook: a poll reply with messages arrived
 
 	mu        sync.Mutex
 	closed    bool
@@ -82,8 +92,18 @@ type Consumer struct {
 	paused    map[uint32]bool
 	syncEpoch uint64
 	needSync  bool
+	lastSync  time.Time // last successful sync
 	rr        int
+	// outside is set while the caller holds the batch Poll returned last (of partition
+	// held) and has not called Poll again; an event revoking held waits in deferred
+	// (with every later event, in order) until the next Poll.
+	outside  bool
+	held     uint32
+	deferred []AssignmentEvent
 }
+
+// idleSyncGap is the minimum spacing of the syncs a Poll with nothing to poll makes at once.
+const idleSyncGap = 100 * time.Millisecond
 
 type partState struct {
 	next       uint64
@@ -92,10 +112,12 @@ type partState struct {
 }
 
 // NewConsumer joins cfg.Group (creating it if missing) on a dedicated connection and
-// syncs its assignment. The connection pings/syncs on every heartbeat tick
-// (WithHeartbeat), even while the caller is busy, so the member never looks stale; it
-// reconnects, logs in, rejoins and resyncs transparently (membership is new after a
-// reconnect; positions of partitions still owned are kept). ctx bounds only the setup.
+// syncs its assignment. A goroutine re-syncs the assignment every WithAssignmentSync
+// interval (1 s by default; at least every WithHeartbeat), even while the caller is
+// busy, so the member learns moved partitions promptly and never looks stale; a sync
+// never overlaps a poll of this Consumer. The member reconnects, logs in, rejoins and
+// resyncs transparently (membership is new after a reconnect; positions of partitions
+// still owned are kept). ctx bounds only the setup.
 // Errors: unknown stream or topic (wire.ErrNotFound), login and connection errors.
 func (c *Client) NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 	if cfg.BatchSize == 0 {
@@ -113,6 +135,7 @@ func (c *Client) NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer
 		events: make(chan AssignmentEvent, 256),
 		wake:   make(chan struct{}, 1),
 		hbDone: make(chan struct{}),
+		op:     make(chan struct{}, 1),
 		parts:  map[uint32]*partState{},
 		paused: map[uint32]bool{},
 	}
@@ -135,7 +158,7 @@ func (c *Client) NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer
 		return nil, opErr("new consumer", where, err)
 	}
 	c.wg.Add(1)
-	go cn.heartbeat()
+	go cn.member()
 	return cn, nil
 }
 
@@ -200,7 +223,7 @@ func (cn *Consumer) apply(parts []uint32, epoch uint64) {
 	parts = slices.Compact(parts)
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
-	cn.syncEpoch, cn.needSync = epoch, false
+	cn.syncEpoch, cn.needSync, cn.lastSync = epoch, false, time.Now()
 	var ev AssignmentEvent
 	for _, p := range cn.assigned {
 		if _, ok := slices.BinarySearch(parts, p); !ok {
@@ -220,14 +243,57 @@ func (cn *Consumer) apply(parts []uint32, epoch uint64) {
 	}
 	cn.gen++
 	ev.Generation = cn.gen
-	if !cn.closed {
-		select {
-		case cn.events <- ev:
-		default:
-			cn.c.cfg.logger.Warn("iggy: consumer events channel full, event dropped", "group", cn.cfg.Group, "generation", ev.Generation)
-		}
+	if cn.outside && (len(cn.deferred) > 0 || slices.Contains(ev.Revoked, cn.held)) {
+		cn.deferred = append(cn.deferred, ev) // reported by the next Poll
+	} else {
+		cn.emitLocked(ev)
 	}
 	cn.signal()
+}
+
+// emitLocked reports ev (cn.mu held).
+func (cn *Consumer) emitLocked(ev AssignmentEvent) {
+	if cn.closed {
+		return
+	}
+	select {
+	case cn.events <- ev:
+	default:
+		cn.c.cfg.logger.Warn("iggy: consumer events channel full, event dropped", "group", cn.cfg.Group, "generation", ev.Generation)
+	}
+}
+
+// enter starts a Poll call: the caller is done with the batch it got last, so the
+// events deferred behind it are reported now.
+func (cn *Consumer) enter() {
+	cn.mu.Lock()
+	cn.outside = false
+	for _, ev := range cn.deferred {
+		cn.emitLocked(ev)
+	}
+	cn.deferred = nil
+	cn.mu.Unlock()
+}
+
+// acquire takes cn.op, giving up when ctx ends or the Consumer closes.
+func (cn *Consumer) acquire(ctx context.Context) error {
+	select {
+	case cn.op <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-cn.ctx.Done():
+		return ErrClosed
+	}
+}
+
+func (cn *Consumer) releaseOp() { <-cn.op }
+
+// sinceSync returns the time since the last successful sync.
+func (cn *Consumer) sinceSync() time.Duration {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return time.Since(cn.lastSync)
 }
 
 func (cn *Consumer) signal() {
@@ -237,12 +303,14 @@ func (cn *Consumer) signal() {
 	}
 }
 
-// heartbeat syncs on every tick (a request, so it is also the keepalive), independent
-// of Poll.
-func (cn *Consumer) heartbeat() {
+// member re-syncs the assignment every syncEvery (a request, so it is also the
+// keepalive), independent of Poll but never during one of its round trips; a tick is
+// skipped when a sync (e.g. by Poll) completed within the last half interval.
+func (cn *Consumer) member() {
 	defer cn.c.wg.Done()
 	defer close(cn.hbDone)
-	t := time.NewTicker(cn.c.cfg.heartbeat)
+	every := cn.c.cfg.syncEvery()
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -250,9 +318,19 @@ func (cn *Consumer) heartbeat() {
 			return
 		case <-t.C:
 		}
+		if cn.sinceSync() < every/2 {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(cn.ctx, cn.c.cfg.timeout)
-		if err := cn.sync(ctx); err != nil && cn.ctx.Err() == nil {
-			cn.c.cfg.logger.Warn("iggy: consumer heartbeat sync failed", "group", cn.cfg.Group, "err", err)
+		err := cn.acquire(ctx)
+		if err == nil {
+			if cn.sinceSync() >= every/2 {
+				err = cn.sync(ctx)
+			}
+			cn.releaseOp()
+		}
+		if err != nil && cn.ctx.Err() == nil {
+			cn.c.cfg.logger.Warn("iggy: consumer assignment sync failed", "group", cn.cfg.Group, "err", err)
 		}
 		cancel()
 	}
@@ -265,97 +343,155 @@ func (cn *Consumer) heartbeat() {
 // message, whatever was committed. Connection failures are handled inside (reconnect,
 // rejoin, resync); Poll returns ctx's error, ErrClosed, or errors that retrying will not
 // fix (e.g. the topic was deleted).
+//
+// Rebalance: a batch the server returned is never thrown away, even when the partition
+// is revoked meanwhile or the assignment generation changed (the server counts its
+// messages as polled by the group and keeps a revoked partition pending revocation with
+// this member until the group's stored offset covers them, or for its rebalancing
+// timeout, 30 s by default). Assignment syncs never overlap a poll, so a batch is always
+// polled under an assignment that owns its partition; Batch.Generation is that
+// assignment's generation. The caller hands it on as usual and commits it after a
+// revocation too (the server accepts commits of a partition pending revocation from its
+// previous owner) — DESIGN.md's "stop delivering it, let the in-flight batch finish,
+// commit what is done, then release it". An event revoking the partition of the batch
+// Poll returned last is reported only once Poll is called again (see Events).
 func (cn *Consumer) Poll(ctx context.Context) (*Batch, error) {
-	where := func() string { return res(&cn.cfg.Stream, &cn.cfg.Topic, -1) + " group " + cn.group.String() }
-	failures := 0
+	cn.enter()
+	failures, prompted := 0, false
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, opErr("poll", where(), err)
+			return nil, cn.pollErr(-1, err)
 		}
-		cn.mu.Lock()
-		if cn.closed {
-			cn.mu.Unlock()
-			return nil, opErr("poll", where(), ErrClosed)
+		if err := cn.acquire(ctx); err != nil {
+			return nil, cn.pollErr(-1, err)
 		}
-		resync := cn.needSync
-		if cur := cn.link.current(); cur == nil || cur.epoch != cn.syncEpoch {
-			resync = true
-		}
-		cn.mu.Unlock()
-		if resync {
-			if err := cn.sync(ctx); err != nil {
-				if ctx.Err() != nil || !Retriable(err) {
-					return nil, opErr("poll", where(), err)
-				}
-				failures++
-				if err := cn.pause(ctx, failures); err != nil {
-					return nil, opErr("poll", where(), err)
-				}
-				continue
-			}
-		}
-		p, st, wait := cn.pick()
-		if st == nil {
-			if err := cn.waitFor(ctx, wait); err != nil {
-				return nil, opErr("poll", where(), err)
-			}
-			continue
-		}
-		q := wire.PollMessagesRequest{
-			Consumer:   wire.Consumer{Kind: wire.ConsumerGroup, ID: cn.group},
-			Stream:     cn.cfg.Stream,
-			Topic:      cn.cfg.Topic,
-			Partition:  wire.PartitionID(p),
-			Strategy:   wire.PollNext(),
-			Count:      cn.cfg.BatchSize,
-			AutoCommit: cn.cfg.AutoCommit,
-		}
-		cn.mu.Lock()
-		if st.hasPos {
-			q.Strategy = wire.PollOffset(st.next)
-		}
-		cn.mu.Unlock()
-		b, head, epoch, err := cn.c.poll(ctx, cn.link, &q)
-		if err != nil {
+		b, wait, err := cn.step(ctx, &prompted)
+		cn.releaseOp()
+		switch {
+		case b != nil:
+			return b, nil
+		case err != nil:
 			if ctx.Err() != nil || errors.Is(err, ErrClosed) || !Retriable(err) {
-				return nil, opErr("poll", res(&cn.cfg.Stream, &cn.cfg.Topic, int64(p))+" group "+cn.group.String(), err)
+				return nil, err
 			}
 			failures++
-			cn.mu.Lock()
-			cn.needSync = true
-			cn.mu.Unlock()
 			if err := cn.pause(ctx, failures); err != nil {
-				return nil, opErr("poll", where(), err)
+				return nil, cn.pollErr(-1, err)
 			}
-			continue
-		}
-		failures = 0
-		cn.mu.Lock()
-		switch {
-		case head.PartitionID == wire.ResyncPartition || epoch != cn.syncEpoch:
-			cn.needSync = true
-		case cn.parts[p] != st || head.PartitionID != p:
-			// revoked (or re-assigned) while the poll was in flight: never deliver it
-		case len(b.msgs) == 0:
-			st.emptyUntil = time.Now().Add(cn.cfg.PollInterval)
+		case wait >= 0:
+			failures = 0
+			if err := cn.waitFor(ctx, wait); err != nil {
+				return nil, cn.pollErr(-1, err)
+			}
 		default:
-			st.next, st.hasPos = b.msgs[len(b.msgs)-1].Offset+1, true
-			b.batch = Batch{Partition: p, CurrentOffset: head.CurrentOffset, Generation: cn.gen, Messages: b.msgs, buf: b, c: cn.c}
-			cn.mu.Unlock()
-			return &b.batch, nil
+			failures = 0
 		}
-		cn.mu.Unlock()
-		cn.c.putBuf(b)
 	}
 }
 
-// pick chooses the next partition to poll, round-robin; with none ready it returns how
-// long to wait (0 = until woken).
-func (cn *Consumer) pick() (uint32, *partState, time.Duration) {
+func (cn *Consumer) pollErr(partition int64, err error) error {
+	return opErr("poll", res(&cn.cfg.Stream, &cn.cfg.Topic, partition)+" group "+cn.group.String(), err)
+}
+
+// step is one turn of Poll, holding cn.op: resync if needed, pick a partition and poll
+// it. It returns a batch, or how long to wait before the next turn (-1: go on at once;
+// 0: until woken), or an error (already wrapped).
+func (cn *Consumer) step(ctx context.Context, prompted *bool) (*Batch, time.Duration, error) {
+	cn.mu.Lock()
+	if cn.closed {
+		cn.mu.Unlock()
+		return nil, 0, cn.pollErr(-1, ErrClosed)
+	}
+	resync := cn.needSync
+	if cur := cn.link.current(); cur == nil || cur.epoch != cn.syncEpoch {
+		resync = true
+	}
+	cn.mu.Unlock()
+	if resync {
+		if err := cn.sync(ctx); err != nil {
+			return nil, 0, cn.pollErr(-1, err)
+		}
+	}
+	pk := cn.pick()
+	if pk.st == nil && pk.none && !*prompted && cn.sinceSync() >= min(idleSyncGap, cn.c.cfg.syncEvery()) {
+		// Nothing to poll: a partition may have been handed over since the last sync.
+		*prompted = true
+		if err := cn.sync(ctx); err != nil {
+			return nil, 0, cn.pollErr(-1, err)
+		}
+		pk = cn.pick()
+	}
+	if pk.st == nil {
+		return nil, pk.wait, nil
+	}
+	p, st := pk.p, pk.st
+	q := wire.PollMessagesRequest{
+		Consumer:   wire.Consumer{Kind: wire.ConsumerGroup, ID: cn.group},
+		Stream:     cn.cfg.Stream,
+		Topic:      cn.cfg.Topic,
+		Partition:  wire.PartitionID(p),
+		Strategy:   pk.strategy,
+		Count:      cn.cfg.BatchSize,
+		AutoCommit: cn.cfg.AutoCommit,
+	}
+	b, head, epoch, err := cn.c.poll(ctx, cn.link, &q)
+	if err != nil {
+		cn.mu.Lock()
+		cn.needSync = true
+		cn.mu.Unlock()
+		return nil, 0, cn.pollErr(int64(p), err)
+	}
+	if cn.pollHook != nil && len(b.msgs) > 0 {
+		cn.pollHook(p)
+	}
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if epoch != cn.syncEpoch {
+		cn.needSync = true // answered on a login not synced yet: resync, but keep the data
+	}
+	switch {
+	case head.PartitionID == wire.ResyncPartition: // not ours (any more): nothing was polled
+		cn.needSync = true
+		cn.c.putBuf(b)
+		return nil, -1, nil
+	case head.PartitionID != p:
+		cn.needSync = true
+		cn.c.cfg.logger.Warn("iggy: poll reply for another partition, ignored", "group", cn.cfg.Group, "asked", p, "got", head.PartitionID)
+		cn.c.putBuf(b)
+		return nil, -1, nil
+	}
+	owned := cn.parts[p] == st // always, since syncs wait for cn.op; kept as a guard
+	if len(b.msgs) == 0 {
+		if owned {
+			st.emptyUntil = time.Now().Add(cn.cfg.PollInterval)
+		}
+		cn.c.putBuf(b)
+		return nil, -1, nil
+	}
+	if owned {
+		st.next, st.hasPos = b.msgs[len(b.msgs)-1].Offset+1, true
+	}
+	cn.outside, cn.held = true, p
+	b.batch = Batch{Partition: p, CurrentOffset: head.CurrentOffset, Generation: pk.gen, Messages: b.msgs, buf: b, c: cn.c}
+	return &b.batch, 0, nil
+}
+
+// picked is pick's answer.
+type picked struct {
+	p        uint32
+	st       *partState // nil: nothing ready
+	strategy wire.PollingStrategy
+	gen      uint64
+	wait     time.Duration // with st nil: how long until one is ready (0 = until woken)
+	none     bool          // with st nil: no partition owned and unpaused
+}
+
+// pick chooses the next partition to poll, round-robin, and where to start.
+func (cn *Consumer) pick() picked {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	now := time.Now()
-	var wait time.Duration
+	out := picked{none: true}
 	n := len(cn.assigned)
 	for i := range n {
 		idx := (cn.rr + i) % n
@@ -363,17 +499,22 @@ func (cn *Consumer) pick() (uint32, *partState, time.Duration) {
 		if cn.paused[p] {
 			continue
 		}
+		out.none = false
 		st := cn.parts[p]
 		if d := st.emptyUntil.Sub(now); d > 0 {
-			if wait == 0 || d < wait {
-				wait = d
+			if out.wait == 0 || d < out.wait {
+				out.wait = d
 			}
 			continue
 		}
 		cn.rr = idx + 1
-		return p, st, 0
+		out.p, out.st, out.gen, out.strategy = p, st, cn.gen, wire.PollNext()
+		if st.hasPos {
+			out.strategy = wire.PollOffset(st.next)
+		}
+		return out
 	}
-	return 0, nil, wait
+	return out
 }
 
 // waitFor sleeps d (0 = until an assignment change, Resume, Seek or the heartbeat).
@@ -456,6 +597,15 @@ func (cn *Consumer) Assignment() (generation uint64, partitions []uint32) {
 
 // Events returns assignment changes (buffered, 256; an event that does not fit is
 // dropped and logged, so also check Batch.Generation). Closed by Close.
+//
+// Order: an event is reported after every batch polled before it (those have a lower
+// Batch.Generation) and before any batch polled under it. An event that revokes the
+// partition of the batch Poll returned last is held back until Poll is called again (a
+// caller that records each batch before its next Poll therefore never sees the
+// revocation before the batch it has in hand; later events queue behind it);
+// Assignment reflects it at once. Batches of a revoked partition polled before its
+// revocation are still to be handled and committed: the server keeps the partition
+// pending revocation with this member until the group's stored offset covers them.
 func (cn *Consumer) Events() <-chan AssignmentEvent { return cn.events }
 
 // Close leaves the group (bounded by ctx; skipped if ctx has already ended), closes the

@@ -25,6 +25,9 @@
 //     they unwrap to the wire package's *ServerError values and classes (errors.Is
 //     with wire.ErrNotFound, wire.ErrStreamIDNotFound, …) or to this package's
 //     sentinels. Retriable and SafeToRetry answer "may I try again?".
+//   - A Consumer re-syncs its assignment every WithAssignmentSync (1 s), lock-step with
+//     its polls; it never throws away a batch the server returned (the group would keep
+//     a revoked partition pending revocation for it): see Consumer.Poll and Events.
 //   - The poll path allocates nothing per message: replies are read into reused
 //     buffers and messages are views into them until Batch.Release.
 //   - Close ends every goroutine the package started.
@@ -39,9 +42,12 @@
 //
 // # Lock order
 //
-// Consumer.closeMu → Consumer.mu → link.mu. Client.mu, Producer.mu and conn state are
-// leaves (nothing else is taken while holding them). No lock is held during I/O or while
-// waiting on a channel, except that link.mu is released before dialing.
+// Consumer.closeMu → Consumer.op → Consumer.mu → link.mu. Client.mu, Producer.mu and
+// conn state are leaves (nothing else is taken while holding them). No lock is held
+// during I/O or while waiting on a channel, except Consumer.op: a channel semaphore held
+// across one poll or assignment-sync round trip of that Consumer (acquired with the
+// caller's context and the Consumer's life, so Close never waits behind it), and
+// link.mu is released before dialing.
 //
 // # What it must not import
 //

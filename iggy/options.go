@@ -25,6 +25,7 @@ type config struct {
 	poolSize        int
 	timeout         time.Duration
 	heartbeat       time.Duration
+	assignSync      time.Duration // 0 = only on the heartbeat
 	reconnInitial   time.Duration
 	reconnMax       time.Duration
 	reconnAttempts  int // 0 = unlimited
@@ -42,6 +43,7 @@ func defaultConfig() config {
 		poolSize:        2,
 		timeout:         30 * time.Second,
 		heartbeat:       5 * time.Second,
+		assignSync:      time.Second,
 		reconnInitial:   100 * time.Millisecond,
 		reconnMax:       5 * time.Second,
 		logger:          slog.Default(),
@@ -65,6 +67,9 @@ func (c *config) validate() error {
 	}
 	if c.heartbeat <= 0 {
 		errs = append(errs, fmt.Errorf("heartbeat %v: want > 0", c.heartbeat))
+	}
+	if c.assignSync < 0 {
+		errs = append(errs, fmt.Errorf("assignment sync %v: want ≥ 0", c.assignSync))
 	}
 	if c.reconnInitial <= 0 || c.reconnMax < c.reconnInitial || c.reconnAttempts < 0 {
 		errs = append(errs, fmt.Errorf("reconnect (%v, %v, %d): want 0 < initial ≤ max, attempts ≥ 0", c.reconnInitial, c.reconnMax, c.reconnAttempts))
@@ -113,10 +118,28 @@ func WithPoolSize(n int) Opt { return optFunc(func(c *config) { c.poolSize = n }
 // is sooner wins.
 func WithRequestTimeout(d time.Duration) Opt { return optFunc(func(c *config) { c.timeout = d }) }
 
-// WithHeartbeat sets how often an idle connection pings the server and a Consumer
-// re-syncs its assignment. Default 5s. It must stay well below the server's stale-client
-// limit (1.2 × its heartbeat interval, 36 s by default).
+// WithHeartbeat sets how often an idle connection pings the server; a Consumer's
+// connection re-syncs its assignment at least this often (the sync is its keepalive).
+// Default 5s. It must stay well below the server's stale-client limit (1.2 × its heartbeat
+// interval, 36 s by default).
 func WithHeartbeat(d time.Duration) Opt { return optFunc(func(c *config) { c.heartbeat = d }) }
+
+// WithAssignmentSync sets how often a Consumer re-syncs its assignment
+// (SyncConsumerGroup on its member connection, one per interval, never overlapping one
+// of its polls), so that it learns within d that a partition moved to it or away from
+// it — e.g. a partition pending revocation handed over once its previous owner
+// committed. A Consumer with nothing to poll (no partition owned, or all paused) also
+// syncs at once when Poll is called, at most every 100ms. Default 1s; 0 (or anything
+// above the heartbeat) means the heartbeat interval.
+func WithAssignmentSync(d time.Duration) Opt { return optFunc(func(c *config) { c.assignSync = d }) }
+
+// syncEvery is the interval of a Consumer's background assignment sync.
+func (c *config) syncEvery() time.Duration {
+	if c.assignSync > 0 && c.assignSync < c.heartbeat {
+		return c.assignSync
+	}
+	return c.heartbeat
+}
 
 // WithReconnect sets the reconnect backoff: the first wait, the longest wait, and how
 // many consecutive attempts a request waits for (0 = unlimited, until the request's
