@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Reproduces every figure of the README's "Benchmarks" section in one run, side by side.
+# Usage: scripts/bench.sh [outfile]   (default bench.txt). Takes about 10 minutes on 2 cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-bench.txt}"
+{
+  echo "# $(date -u +%FT%TZ) $(go version) $(nproc) cores"
+  echo "## wire codec: 1000-message send batch encode, poll reply decode"
+  go test -run '^$' -bench 'AppendBatch|DecodePollReply|ValidateBatch' -benchmem ./iggy/wire/
+  echo "## client against the embedded server on loopback: send and poll, fsync always and interval"
+  go test -run '^$' -bench 'Send|Poll' -benchtime 2s ./iggy/
+  echo "## storage (Pebble): append and read of 1000-message batches"
+  go test -run '^$' -bench . ./server/store/
+  echo "## sink pipeline vs raw poll loop, each commit mode, batch 100 and 1000"
+  FERRY_BENCH_ROUNDS="${FERRY_BENCH_ROUNDS:-5}" go test -run '^$' -bench SinkPipeline -benchtime 1x ./connect/
+  echo "## native C null sink vs Go null sink through the same pipeline"
+  FERRY_BENCH_ROUNDS="${FERRY_BENCH_ROUNDS:-5}" go test -run '^$' -bench NativeVsGoNull -benchtime 1x ./tests/native/
+  echo "## end to end: ferry bench (random source -> discarding sink, fsync always)"
+  go run ./cmd/ferry bench
+} 2>&1 | tee "$out"
