@@ -21,11 +21,12 @@ const (
 	// open for that drain, so they move within a flush interval, not the server's 30 s
 	// rebalancing timeout.
 	groupMode = "sink_controlled"
-	// groupJoinBudget bounds how long a joining member may wait for data: the drain of the
-	// revoked partitions (about one flush interval), then the joining member's next
-	// assignment sync (the iggy client syncs every heartbeat, 5 s by default), far below
+	// groupJoinBudget bounds how long a joining member may wait for data: the revoking
+	// member's next assignment sync (the iggy client re-syncs every second,
+	// WithAssignmentSync), the drain of the revoked partitions (about one flush interval),
+	// then the joining member's next assignment sync (another second at most), far below
 	// the 30 s the server would hold an undrained partition.
-	groupJoinBudget = 10 * time.Second
+	groupJoinBudget = 3 * time.Second
 )
 
 var serverAddrRE = regexp.MustCompile(`iggy server listening" addr=(\S+)`)
