@@ -188,8 +188,10 @@ func (l *commitLoop) flushLocked(ctx context.Context, parts []partTracker, urgen
 			l.lastSoon = now
 		}
 		if err := l.store(ctx, pt.partition, off); err != nil {
-			l.counters.StoreErrors.Add(1)
+			// A store cut short by our own stop (ctx ended) is not a failed store: its
+			// offset stays pending and the final flush writes it.
 			if ctx.Err() == nil {
+				l.counters.StoreErrors.Add(1)
 				l.log.Warn("offset store failed; will retry", "partition", pt.partition, "offset", off, "error", err)
 			}
 			if firstErr == nil {

@@ -420,6 +420,8 @@ func TestPipelineCloseMayCommit(t *testing.T) {
 
 // TestPipelineStoreFailuresRetried: the first three offset stores fail (injected in front
 // of the real consumer's Commit); they are retried and the stored offset reaches 49.
+// Regression: a store still in flight when the stop began was cut short by the stop and
+// counted as a fourth failure (StoreErrors 4); stores ended by our own stop are not failures.
 func TestPipelineStoreFailuresRetried(t *testing.T) {
 	env := newIggyEnv(t)
 	env.topic("s", "t", 1)
