@@ -10,7 +10,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/ferryio/ferry/iggy/wire"
 )
@@ -232,12 +231,10 @@ func (c *Client) login(ctx context.Context, cn *conn) error {
 	if c.cfg.token != "" {
 		req = wire.LoginPATRequest{Client: info, TokenCredentials: wire.TokenCredentials{Token: c.cfg.token}}
 	}
-	deadline, _ := ctx.Deadline()
-	if t := time.Now().Add(c.cfg.timeout); deadline.IsZero() || t.Before(deadline) {
-		deadline = t
+	cl := newCall(ctx, c.cfg.timeout, req)
+	if err := cn.do(cl); err != nil {
+		return fmt.Errorf("login as %q: %w", c.loginName(), err)
 	}
-	cl := &call{ctx: ctx, deadline: deadline, code: req.Code(), frame: frameOf(nil, req), done: make(chan struct{}, 1)}
-	cn.do(cl)
 	if cl.err != nil {
 		var ev *wire.EvictionError
 		if errors.As(cl.err, &ev) && ev.Reason == wire.EvictionIncompatibleProtocol {
@@ -283,12 +280,10 @@ func (c *Client) rejoin(ctx context.Context, cn *conn) error {
 // onConn runs req on a specific conn (used by onConnect hooks) and returns a copy-free
 // payload valid until the next call on the same buffer (metadata decoders copy).
 func (c *Client) onConn(ctx context.Context, cn *conn, req wire.Request) ([]byte, error) {
-	deadline := time.Now().Add(c.cfg.timeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	cl := newCall(ctx, c.cfg.timeout, req)
+	if err := cn.do(cl); err != nil {
+		return nil, err
 	}
-	cl := &call{ctx: ctx, deadline: deadline, code: req.Code(), frame: frameOf(nil, req), done: make(chan struct{}, 1)}
-	cn.do(cl)
 	return cl.payload, cl.err
 }
 
@@ -337,6 +332,9 @@ func (c *Client) call(ctx context.Context, l *link, req wire.Request, idem bool,
 		err = decode(r.payload)
 	} else {
 		err = r.err
+	}
+	if r.abandoned {
+		return err // the conn kept both buffers
 	}
 	*fp, *bp = frame[:0], r.body[:0]
 	bufPool.Put(fp)

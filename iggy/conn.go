@@ -8,10 +8,18 @@ package iggy
 // notices a connection the server closed, or an Eviction it pushed, while idle, so the
 // next request goes to a new connection instead of failing.
 //
-// Cancelling a call in flight sets a past deadline; the I/O fails and the connection
-// is killed, because a late reply would desynchronise the framing. Any failure kills
-// the connection: the call in flight gets ErrOutcomeUnknown (or a not-sent error if
-// nothing was written), later callers see the conn dead and reconnect.
+// A caller whose context ends after the writer took its call abandons it: it returns
+// at once (ErrOutcomeUnknown wrapping ctx's error, or a not-sent error if the writer
+// had not started writing) and leaves the call, with its frame and reply buffers, to
+// the conn. The writer finishes writing the frame, keeps waiting for the owed reply,
+// checks it echoes the request number and operation, and discards it; only then does
+// it take the next call, so the lock-step holds and a late reply is never taken as the
+// answer to a later request. The connection — for a group member, the membership —
+// survives. Writes and reads are bounded by the request timeout (never the caller's
+// context): an owed reply that misses it, or a frame still partly written then, kills
+// the connection. Any other failure kills the connection too: the call in flight gets
+// ErrOutcomeUnknown (or a not-sent error if nothing was written), later callers see the
+// conn dead and reconnect.
 
 import (
 	"bufio"
@@ -28,9 +36,6 @@ import (
 	"github.com/ferryio/ferry/iggy/wire"
 )
 
-// aLongTimeAgo is the past deadline that interrupts blocked I/O.
-var aLongTimeAgo = time.Unix(1, 0)
-
 // transientPause is the wait before replaying a request answered with 57/58.
 const transientPause = 50 * time.Millisecond
 
@@ -38,12 +43,12 @@ const transientPause = 50 * time.Millisecond
 // header (the writer fills it: client id, session and request number are the
 // connection's) followed by the body. Body is the caller's reply buffer.
 type call struct {
-	ctx      context.Context
-	deadline time.Time
-	code     wire.Code
-	frame    []byte
-	body     []byte // reply body buffer; grown by the reader
-	done     chan struct{}
+	ctx   context.Context
+	limit time.Time // bounds the write and the reply: the request timeout, whatever ctx says
+	code  wire.Code
+	frame []byte
+	body  []byte // reply body buffer; grown by the reader
+	done  chan struct{}
 
 	payload []byte // result: the command payload (aliases body)
 	err     error
@@ -52,9 +57,31 @@ type call struct {
 	reply    wire.ReplyHeader
 	replyErr error // decoded server error (non-fatal) or a fatal read error
 	fatal    bool
+
+	// phase says who owns the call once the writer took it (see do).
+	phase atomic.Int32
+}
+
+const (
+	phaseTaken     = iota // the writer has it; nothing written yet
+	phaseSent             // the writer started writing it: a reply is owed
+	phaseDone             // the result is set; the caller gets it
+	phaseAbandoned        // the caller gave up: the call and its buffers are the conn's
+)
+
+// finish hands the result to the caller unless the caller abandoned the call.
+func (cl *call) finish() {
+	if cl.phase.CompareAndSwap(phaseSent, phaseDone) || cl.phase.CompareAndSwap(phaseTaken, phaseDone) {
+		cl.done <- struct{}{}
+	}
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+// newCall returns an unpooled call of req bounded by the request timeout.
+func newCall(ctx context.Context, timeout time.Duration, req wire.Request) *call {
+	return &call{ctx: ctx, limit: time.Now().Add(timeout), code: req.Code(), frame: frameOf(nil, req), done: make(chan struct{}, 1)}
+}
 
 type conn struct {
 	nc       net.Conn
@@ -123,29 +150,52 @@ func (c *conn) run() {
 			return
 		case cl := <-c.calls:
 			c.exec(cl)
-			cl.done <- struct{}{}
+			cl.finish()
 		}
 	}
 }
 
-// do hands cl to the writer and waits for the answer. If the writer does not take it
-// (dead conn, ctx ended) the error says it was not sent.
-func (c *conn) do(cl *call) {
+// do hands cl to the writer and waits for the answer (cl.payload, cl.err). If the
+// writer does not take it (dead conn, ctx ended) cl.err says it was not sent. If ctx
+// ends after the writer took it, do abandons the call and returns a non-nil error at
+// once: ErrOutcomeUnknown wrapping ctx's error, or a not-sent error if no byte was
+// written (then nothing is owed). cl, its frame and its body then belong to the conn,
+// which finishes the request and discards its reply; the caller must not touch them.
+func (c *conn) do(cl *call) (abandoned error) {
+	cl.phase.Store(phaseTaken)
 	select {
 	case c.calls <- cl:
-		<-cl.done
 	case <-c.dead:
 		cl.err = &notSentError{&notConnectedError{c.deadErr}}
+		return nil
 	case <-cl.ctx.Done():
 		cl.err = &notSentError{cl.ctx.Err()}
+		return nil
 	}
+	select {
+	case <-cl.done:
+		return nil
+	case <-cl.ctx.Done():
+	}
+	if cl.phase.CompareAndSwap(phaseTaken, phaseAbandoned) {
+		return &notSentError{cl.ctx.Err()}
+	}
+	if cl.phase.CompareAndSwap(phaseSent, phaseAbandoned) {
+		return &unknownError{fmt.Errorf("%w: reply abandoned (the connection discards it when it arrives)", cl.ctx.Err())}
+	}
+	<-cl.done // the result is set
+	return nil
 }
 
-// exec performs one request on the writer goroutine and sets cl.payload/cl.err.
+// exec performs one request on the writer goroutine and sets cl.payload/cl.err (unused
+// if the caller abandoned it, but the connection is kept in step either way).
 func (c *conn) exec(cl *call) {
 	if err := cl.ctx.Err(); err != nil {
 		cl.err = &notSentError{err}
 		return
+	}
+	if !cl.phase.CompareAndSwap(phaseTaken, phaseSent) {
+		return // abandoned before anything was written: nothing is owed
 	}
 	op := cl.code.Operation()
 	h := wire.RequestHeader{Client: c.client, Session: c.session, Request: c.counter, Operation: op, Code: cl.code}
@@ -158,16 +208,8 @@ func (c *conn) exec(cl *call) {
 	wire.AppendRequestHeader(cl.frame[:0], h, len(cl.frame)-wire.HeaderSize)
 	c.lastUsed.Store(time.Now().UnixNano())
 
-	_ = c.nc.SetDeadline(cl.deadline)
-	fired := make(chan struct{})
-	stop := context.AfterFunc(cl.ctx, func() {
-		_ = c.nc.SetDeadline(aLongTimeAgo)
-		close(fired)
-	})
+	_ = c.nc.SetDeadline(cl.limit)
 	defer func() {
-		if !stop() {
-			<-fired
-		}
 		if !c.isDead() {
 			_ = c.nc.SetDeadline(time.Time{}) // idle: the reader waits without a deadline
 		}
@@ -202,6 +244,10 @@ func (c *conn) exec(cl *call) {
 			}
 			<-c.replied
 		}
+		if cl.phase.Load() == phaseAbandoned {
+			c.discard(cl, h)
+			return
+		}
 		if cl.fatal {
 			var ev *wire.EvictionError
 			switch {
@@ -214,8 +260,8 @@ func (c *conn) exec(cl *call) {
 			}
 			return
 		}
-		if cl.reply.Request != h.Request {
-			cl.err = &unknownError{protocolErrorf("reply answers request %d, sent %d", cl.reply.Request, h.Request)}
+		if err := mismatch(cl.reply, h); err != nil {
+			cl.err = &unknownError{err}
 			c.kill(cl.err)
 			return
 		}
@@ -223,12 +269,12 @@ func (c *conn) exec(cl *call) {
 			t := time.NewTimer(transientPause)
 			select {
 			case <-t.C:
-			case <-fired:
+			case <-cl.ctx.Done():
 				t.Stop()
 			}
-			if time.Now().After(cl.deadline) || cl.ctx.Err() != nil {
+			if cl.ctx.Err() != nil || time.Now().After(cl.limit) {
+				// The reply was read: the connection is in step, nothing is owed.
 				cl.err = &unknownError{fmt.Errorf("transient reply until the deadline: %w", cl.replyErr)}
-				c.kill(cl.err) // the request may still be pending on the server
 				return
 			}
 			continue // replay the identical frame on the same connection
@@ -236,6 +282,26 @@ func (c *conn) exec(cl *call) {
 		cl.err = cl.replyErr
 		return
 	}
+}
+
+// discard drops the reply of an abandoned call: the connection stays usable unless the
+// read failed (the reader already killed it) or the reply answers another request.
+func (c *conn) discard(cl *call, h wire.RequestHeader) {
+	if cl.fatal {
+		return
+	}
+	if err := mismatch(cl.reply, h); err != nil {
+		c.kill(&unknownError{fmt.Errorf("late reply: %w", err)})
+	}
+}
+
+// mismatch reports a reply that does not echo the request number and operation of
+// the request it answers (§1.5, §1.8): the stream is desynchronised.
+func mismatch(r wire.ReplyHeader, h wire.RequestHeader) error {
+	if r.Request != h.Request || r.Operation != h.Operation {
+		return protocolErrorf("reply answers request %d (%s), sent %d (%s)", r.Request, r.Operation, h.Request, h.Operation)
+	}
+	return nil
 }
 
 // readLoop reads every frame. A frame with no call pending (an unsolicited Eviction)
@@ -246,7 +312,8 @@ func (c *conn) readLoop() {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() && c.pending.Load() == nil && !c.isDead() {
-				// A cancelled call's past deadline, not yet cleared by the writer.
+				// The request timeout passed just after the reply was read, before the
+				// writer cleared the read deadline.
 				runtime.Gosched()
 				continue
 			}

@@ -100,6 +100,12 @@ type Consumer struct {
 	outside  bool
 	held     uint32
 	deferred []AssignmentEvent
+	// task is the poll in flight (nil if none); kept is a batch it returned that no Poll
+	// has delivered yet (its Poll call had returned on ctx's end). While kept is set,
+	// every event waits in deferred: it must be reported after the batch.
+	task     *pollTask
+	kept     *pollBuf
+	outlived int // polls that outlived their Poll call (for tests)
 }
 
 // idleSyncGap is the minimum spacing of the syncs a Poll with nothing to poll makes at once.
@@ -109,6 +115,7 @@ type partState struct {
 	next       uint64
 	hasPos     bool
 	emptyUntil time.Time
+	seeks      uint64 // Seek calls: a poll started before one does not move next
 }
 
 // NewConsumer joins cfg.Group (creating it if missing) on a dedicated connection and
@@ -184,6 +191,18 @@ func (cn *Consumer) abandon() {
 // rejoin, resync); Poll returns ctx's error, ErrClosed, or errors that retrying will not
 // fix (e.g. the topic was deleted).
 //
+// Cancellation: ctx ending never costs the membership or a batch. A poll request already
+// sent is not abandoned: Poll returns ctx's error at once, the request completes in the
+// background (bounded by WithRequestTimeout) on the member connection, and a batch it
+// returns is kept and returned first by the next Poll call, even one whose ctx has
+// already ended; nothing is skipped or delivered twice. (Abandoning the reply instead
+// would lose the batch although the server counts it as polled — with AutoCommit it
+// would even be committed — and a revoked partition would stay pending revocation for
+// the rebalancing timeout.) Other member requests cancelled mid-flight (an assignment
+// sync, Commit) have their late replies discarded by the connection, which stays
+// open: a caller-side timeout never drops the member. Seek of the kept batch's
+// partition discards it (the caller chose a new position).
+//
 // Rebalance: a batch the server returned is never thrown away, even when the partition
 // is revoked meanwhile or the assignment generation changed (the server counts its
 // messages as polled by the group and keeps a revoked partition pending revocation with
@@ -194,9 +213,12 @@ func (cn *Consumer) abandon() {
 // revocation too (the server accepts commits of a partition pending revocation from its
 // previous owner) — DESIGN.md's "stop delivering it, let the in-flight batch finish,
 // commit what is done, then release it". An event revoking the partition of the batch
-// Poll returned last is reported only once Poll is called again (see Events).
+// Poll returned last is reported only once Poll is called again (see Events); events
+// that follow a kept batch are reported after it.
 func (cn *Consumer) Poll(ctx context.Context) (*Batch, error) {
-	cn.enter()
+	if b, err := cn.resume(ctx); b != nil || err != nil {
+		return b, err
+	}
 	failures, prompted := 0, false
 	for {
 		if err := ctx.Err(); err != nil {
@@ -205,11 +227,17 @@ func (cn *Consumer) Poll(ctx context.Context) (*Batch, error) {
 		if err := cn.acquire(ctx); err != nil {
 			return nil, cn.pollErr(-1, err)
 		}
-		b, wait, err := cn.step(ctx, &prompted)
-		cn.releaseOp()
+		t, wait, err := cn.step(ctx, &prompted)
+		if t == nil {
+			cn.releaseOp()
+		} else {
+			var b *Batch
+			b, wait, err = cn.collect(ctx, t)
+			if b != nil {
+				return b, nil
+			}
+		}
 		switch {
-		case b != nil:
-			return b, nil
 		case err != nil:
 			if ctx.Err() != nil || errors.Is(err, ErrClosed) || !Retriable(err) {
 				return nil, err
@@ -233,10 +261,11 @@ func (cn *Consumer) pollErr(partition int64, err error) error {
 	return opErr("poll", res(&cn.cfg.Stream, &cn.cfg.Topic, partition)+" group "+cn.group.String(), err)
 }
 
-// step is one turn of Poll, holding cn.op: resync if needed, pick a partition and poll
-// it. It returns a batch, or how long to wait before the next turn (-1: go on at once;
-// 0: until woken), or an error (already wrapped).
-func (cn *Consumer) step(ctx context.Context, prompted *bool) (*Batch, time.Duration, error) {
+// step is one turn of Poll, holding cn.op: resync if needed, pick a partition and start
+// polling it. It returns the started poll (which now holds cn.op), or how long to wait
+// before the next turn (-1: go on at once; 0: until woken), or an error (already
+// wrapped); without a poll the caller still holds cn.op.
+func (cn *Consumer) step(ctx context.Context, prompted *bool) (*pollTask, time.Duration, error) {
 	cn.mu.Lock()
 	if cn.closed {
 		cn.mu.Unlock()
@@ -264,56 +293,8 @@ func (cn *Consumer) step(ctx context.Context, prompted *bool) (*Batch, time.Dura
 	if pk.st == nil {
 		return nil, pk.wait, nil
 	}
-	p, st := pk.p, pk.st
-	q := wire.PollMessagesRequest{
-		Consumer:   wire.Consumer{Kind: wire.ConsumerGroup, ID: cn.group},
-		Stream:     cn.cfg.Stream,
-		Topic:      cn.cfg.Topic,
-		Partition:  wire.PartitionID(p),
-		Strategy:   pk.strategy,
-		Count:      cn.cfg.BatchSize,
-		AutoCommit: cn.cfg.AutoCommit,
-	}
-	b, head, epoch, err := cn.c.poll(ctx, cn.link, &q)
-	if err != nil {
-		cn.mu.Lock()
-		cn.needSync = true
-		cn.mu.Unlock()
-		return nil, 0, cn.pollErr(int64(p), err)
-	}
-	if cn.pollHook != nil && len(b.msgs) > 0 {
-		cn.pollHook(p)
-	}
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	if epoch != cn.syncEpoch {
-		cn.needSync = true // answered on a login not synced yet: resync, but keep the data
-	}
-	switch {
-	case head.PartitionID == wire.ResyncPartition: // not ours (any more): nothing was polled
-		cn.needSync = true
-		cn.c.putBuf(b)
-		return nil, -1, nil
-	case head.PartitionID != p:
-		cn.needSync = true
-		cn.c.cfg.logger.Warn("iggy: poll reply for another partition, ignored", "group", cn.cfg.Group, "asked", p, "got", head.PartitionID)
-		cn.c.putBuf(b)
-		return nil, -1, nil
-	}
-	owned := cn.parts[p] == st // always, since syncs wait for cn.op; kept as a guard
-	if len(b.msgs) == 0 {
-		if owned {
-			st.emptyUntil = time.Now().Add(cn.cfg.PollInterval)
-		}
-		cn.c.putBuf(b)
-		return nil, -1, nil
-	}
-	if owned {
-		st.next, st.hasPos = b.msgs[len(b.msgs)-1].Offset+1, true
-	}
-	cn.outside, cn.held = true, p
-	b.batch = Batch{Partition: p, CurrentOffset: head.CurrentOffset, Generation: pk.gen, Messages: b.msgs, buf: b, c: cn.c}
-	return &b.batch, 0, nil
+	t, err := cn.launch(pk)
+	return t, 0, err
 }
 
 // picked is pick's answer.
@@ -322,6 +303,7 @@ type picked struct {
 	st       *partState // nil: nothing ready
 	strategy wire.PollingStrategy
 	gen      uint64
+	seeks    uint64        // st.seeks when picked
 	wait     time.Duration // with st nil: how long until one is ready (0 = until woken)
 	none     bool          // with st nil: no partition owned and unpaused
 }
@@ -348,7 +330,7 @@ func (cn *Consumer) pick() picked {
 			continue
 		}
 		cn.rr = idx + 1
-		out.p, out.st, out.gen, out.strategy = p, st, cn.gen, wire.PollNext()
+		out.p, out.st, out.gen, out.seeks, out.strategy = p, st, cn.gen, st.seeks, wire.PollNext()
 		if st.hasPos {
 			out.strategy = wire.PollOffset(st.next)
 		}
@@ -418,11 +400,17 @@ func (cn *Consumer) Resume(partition uint32) {
 }
 
 // Seek sets the local next offset of an owned partition (e.g. to redeliver after a
-// failed batch); the next poll of it starts there. No effect on partitions not owned.
+// failed batch); the next poll of it starts there. A batch of it kept by a cancelled
+// Poll, or still being polled, is discarded. No effect on partitions not owned.
 func (cn *Consumer) Seek(partition uint32, next uint64) {
 	cn.mu.Lock()
 	if st := cn.parts[partition]; st != nil {
 		st.next, st.hasPos, st.emptyUntil = next, true, time.Time{}
+		st.seeks++
+		if cn.kept != nil && cn.kept.batch.Partition == partition {
+			cn.c.putBuf(cn.kept)
+			cn.kept = nil
+		}
 	}
 	cn.mu.Unlock()
 	cn.signal()
@@ -472,6 +460,10 @@ func (cn *Consumer) Close(ctx context.Context) error {
 	cn.link.close()
 	cn.mu.Lock()
 	close(cn.events)
+	if cn.kept != nil {
+		cn.c.putBuf(cn.kept)
+		cn.kept = nil
+	}
 	cn.mu.Unlock()
 	cn.c.mu.Lock()
 	delete(cn.c.consumers, cn)

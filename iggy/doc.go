@@ -13,8 +13,13 @@
 //     reference); the reply must echo the request number or the connection is dropped.
 //     Each connection has one writer and one reader goroutine; a failure kills the
 //     connection and the request in flight gets one ErrOutcomeUnknown. Every request
-//     is bounded by its context and WithRequestTimeout (30 s); cancelling one in
-//     flight sets a past deadline and drops the connection.
+//     is bounded by its context and WithRequestTimeout (30 s). A caller whose context
+//     ends while its reply is outstanding gets ErrOutcomeUnknown wrapping ctx's error
+//     at once, but the connection is kept (for a group member it is the membership):
+//     the late reply is read and discarded (it must echo the request number and
+//     operation, or the connection is dropped), and the next request on that
+//     connection waits for it. Only a frame not fully written, or a reply not read,
+//     within the request timeout drops the connection.
 //   - Lost connections are replaced with backoff, a new login and a new client id;
 //     groups are rejoined and resynced. Reads (gets, polls, syncs, offset stores) are
 //     retried transparently; creates, deletes and sends return ErrOutcomeUnknown when
@@ -27,7 +32,8 @@
 //     sentinels. Retriable and SafeToRetry answer "may I try again?".
 //   - A Consumer re-syncs its assignment every WithAssignmentSync (1 s), lock-step with
 //     its polls; it never throws away a batch the server returned (the group would keep
-//     a revoked partition pending revocation for it): see Consumer.Poll and Events.
+//     a revoked partition pending revocation for it), not even when Poll's context ends
+//     mid-request (the batch is kept for the next Poll): see Consumer.Poll and Events.
 //   - The poll path allocates nothing per message: replies are read into reused
 //     buffers and messages are views into them until Batch.Release.
 //   - Close ends every goroutine the package started.
@@ -38,7 +44,8 @@
 //   - conn.go: one connection, its writer and reader; link.go: a connection that
 //     reconnects, the request budget and retry rules; client.go: Dial, login, pool.
 //   - admin.go (streams, topics, partitions), groups.go (offsets, groups),
-//     messages.go (send, poll), consumer.go, producer.go.
+//     messages.go (send, poll), consumer.go, membership.go and polltask.go (the
+//     Consumer's group membership and its polls in flight), producer.go.
 //
 // # Lock order
 //
@@ -46,8 +53,9 @@
 // conn state are leaves (nothing else is taken while holding them). No lock is held
 // during I/O or while waiting on a channel, except Consumer.op: a channel semaphore held
 // across one poll or assignment-sync round trip of that Consumer (acquired with the
-// caller's context and the Consumer's life, so Close never waits behind it), and
-// link.mu is released before dialing.
+// caller's context and the Consumer's life, so Close never waits behind it; a poll's
+// task holds it until the reply is recorded, even after its Poll call returned, and
+// ends with the Consumer's life), and link.mu is released before dialing.
 //
 // # What it must not import
 //

@@ -22,11 +22,12 @@ var (
 	// the request was never sent. It wraps the last dial or login error. Safe to retry.
 	ErrNotConnected = errors.New("iggy: not connected")
 	// ErrOutcomeUnknown is returned when a request was (perhaps partly) written but no
-	// complete reply arrived: the connection failed, timed out, was cancelled mid-request,
-	// or the server evicted the session. The server may or may not have executed it.
-	// The client already dropped the connection; the next request reconnects. Retriable;
-	// reads are retried transparently, but a retried send may duplicate messages
-	// (at-least-once).
+	// complete reply arrived: the connection failed or timed out, the server evicted the
+	// session (the client dropped the connection; the next request reconnects), or the
+	// caller's context ended while the reply was outstanding (the connection is kept and
+	// discards the late reply). The server may or may not have executed it. Retriable
+	// unless cancelled; reads are retried transparently, but a retried send may
+	// duplicate messages (at-least-once).
 	ErrOutcomeUnknown = errors.New("iggy: outcome unknown")
 	// ErrTooLarge is returned before sending when a message or batch does not fit in
 	// one frame (WithMaxFrameSize). Not retriable.

@@ -1,5 +1,7 @@
 package iggy
 
+import "github.com/ferryio/ferry/iggy/wire"
+
 // Test-only hooks, visible to package iggy_test.
 
 // WithProtocolVersion makes the client announce another protocol version at login.
@@ -7,7 +9,25 @@ func WithProtocolVersion(v uint32) Opt {
 	return optFunc(func(c *config) { c.protocolVersion = v })
 }
 
-// SetPollHook makes cn call f (on Poll's goroutine, holding the member's op lock, before
+// SetPollHook makes cn call f (on the goroutine running the poll, holding the member's op lock, before
 // the reply is handled) whenever a poll reply with messages for partition arrives. Set it
 // before the first Poll.
 func SetPollHook(cn *Consumer, f func(partition uint32)) { cn.pollHook = f }
+
+// MemberLogin returns the login of cn's member connection: which login of its link it
+// is (1 = the first; a reconnect makes a new one) and its client id (the member
+// identity), or zeros if it has none.
+func MemberLogin(cn *Consumer) (epoch uint64, client wire.ClientID) {
+	c := cn.link.current()
+	if c == nil {
+		return 0, client
+	}
+	return c.epoch, c.client
+}
+
+// OutlivedPolls returns how many of cn's polls outlived the Poll call that started them.
+func OutlivedPolls(cn *Consumer) int {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return cn.outlived
+}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,6 +194,14 @@ func TestLoginErrors(t *testing.T) {
 // checks the client copes with broken replies.
 func fakeServer(t *testing.T, reply func(nc net.Conn, h wire.RequestHeader)) string {
 	t.Helper()
+	addr, _ := fakePeer(t, reply)
+	return addr
+}
+
+// fakePeer is fakeServer that also counts the logins it answered.
+func fakePeer(t *testing.T, reply func(nc net.Conn, h wire.RequestHeader)) (string, *atomic.Int32) {
+	t.Helper()
+	logins := new(atomic.Int32)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +244,7 @@ func fakeServer(t *testing.T, reply func(nc net.Conn, h wire.RequestHeader)) str
 					}
 					h, _ := wire.DecodeRequestHeader(hdr)
 					if h.Operation == wire.OpRegister {
+						logins.Add(1)
 						_, _ = nc.Write(wire.AppendOKReply(nil, h, wire.LoginReply{UserID: 0, Session: 1,
 							ServerProtocolVersion: wire.ProtocolVersion, ServerVersion: "fake"}.Append(nil)))
 						continue
@@ -244,7 +254,7 @@ func fakeServer(t *testing.T, reply func(nc net.Conn, h wire.RequestHeader)) str
 			}()
 		}
 	}()
-	return ln.Addr().String()
+	return ln.Addr().String(), logins
 }
 
 func TestFaultyReplies(t *testing.T) {
@@ -281,7 +291,7 @@ func TestFaultyReplies(t *testing.T) {
 			return errors.Is(err, iggy.ErrOutcomeUnknown) && errors.Is(err, iggy.ErrProtocol) && errors.Is(err, wire.ErrFrameSize)
 		}},
 		{"wrong request number", wrongRequest, func(err error) bool {
-			return errors.Is(err, iggy.ErrOutcomeUnknown) && errors.Is(err, iggy.ErrProtocol) && strings.Contains(err.Error(), "answers request 8, sent 1")
+			return errors.Is(err, iggy.ErrOutcomeUnknown) && errors.Is(err, iggy.ErrProtocol) && strings.Contains(err.Error(), "answers request 8 (CreateStream), sent 1 (CreateStream)")
 		}},
 		{"corrupt payload", corruptPayload, func(err error) bool {
 			return errors.Is(err, iggy.ErrProtocol) && errors.Is(err, wire.ErrMalformed) && !errors.Is(err, iggy.ErrOutcomeUnknown)
@@ -318,6 +328,11 @@ func TestFaultyReplies(t *testing.T) {
 	}
 }
 
+// TestCancelInFlight: cancelling a call whose reply is outstanding returns at once
+// with ErrOutcomeUnknown wrapping context.Canceled. The connection is no longer killed
+// for it (a cancelled caller must not drop a healthy connection, which for a group
+// member is its membership): it keeps waiting for the owed reply, up to the request
+// timeout (TestCancelledCallKeepsConnection). Close still ends it at once.
 func TestCancelInFlight(t *testing.T) {
 	addr := fakeServer(t, func(net.Conn, wire.RequestHeader) {}) // never answers
 	c, err := iggy.Dial(testCtx(t), addr, iggy.WithPoolSize(1), iggy.WithLogger(quietLogger()))
@@ -334,5 +349,13 @@ func TestCancelInFlight(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("cancellation took %v", d)
+	}
+	// The owed reply would be awaited for 30 s; Close does not wait for it.
+	start = time.Now()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("close with a reply owed took %v", d)
 	}
 }

@@ -190,6 +190,9 @@ func (c *Client) syncOn(ctx context.Context, l *link, stream, topic, group Ident
 			out.SyncAssignment = s
 		}
 	}
+	if r.abandoned {
+		return out, err // the conn kept both buffers
+	}
 	*fp, *bp = frame[:0], r.body[:0]
 	bufPool.Put(fp)
 	bufPool.Put(bp)

@@ -161,47 +161,64 @@ type result struct {
 	body    []byte // the reply buffer (give it back to the caller's pool)
 	epoch   uint64 // the login the reply came from
 	err     error
+	// abandoned: ctx ended after the request was handed to a conn, which kept frame and
+	// body (to finish the request and discard its reply); the caller must drop both.
+	abandoned bool
 }
 
 // roundTrip sends frame (HeaderSize bytes of header space, then the body) and returns
-// the reply payload read into body. Reads (idem) are retried on a new connection when
+// the reply payload read into body. If ctx ends once a conn took the request, the
+// result is abandoned: the conn kept frame and body (see conn.do). Reads (idem) are retried on a new connection when
 // their outcome is unknown; requests that were not sent are always retried; all within
 // one budget: the request timeout or ctx's deadline, whichever is sooner.
 func (l *link) roundTrip(ctx context.Context, code wire.Code, frame, body []byte, idem bool) result {
 	l.inflight.Add(1)
 	defer l.inflight.Add(-1)
-	deadline := time.Now().Add(l.cl.cfg.timeout)
+	limit := time.Now().Add(l.cl.cfg.timeout)
+	deadline := limit
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	cl := callPool.Get().(*call)
-	defer func() {
-		*cl = call{done: cl.done}
-		callPool.Put(cl)
-	}()
 	for {
 		c, err := l.get(rctx)
 		if err != nil {
 			if ctx.Err() == nil && rctx.Err() != nil {
 				err = fmt.Errorf("request timeout %v: %w", l.cl.cfg.timeout, err)
 			}
+			putCall(cl)
 			return result{body: body, err: err}
 		}
-		cl.ctx, cl.deadline, cl.code, cl.frame, cl.body = rctx, deadline, code, frame, body
+		cl.ctx, cl.limit, cl.code, cl.frame, cl.body = rctx, limit, code, frame, body
 		cl.payload, cl.err = nil, nil
-		c.do(cl)
+		if err := c.do(cl); err != nil {
+			// Abandoned: cl, frame and body now belong to the conn.
+			return result{epoch: c.epoch, err: err, abandoned: true}
+		}
 		body = cl.body
 		if cl.err == nil || !connLevel(cl.err) || rctx.Err() != nil {
-			return result{payload: cl.payload, body: body, epoch: c.epoch, err: cl.err}
+			r := result{payload: cl.payload, body: body, epoch: c.epoch, err: cl.err}
+			putCall(cl)
+			return r
 		}
 		var ns *notSentError
 		if !idem && !errors.As(cl.err, &ns) {
-			return result{body: body, epoch: c.epoch, err: cl.err}
+			r := result{body: body, epoch: c.epoch, err: cl.err}
+			putCall(cl)
+			return r
 		}
 		// Not sent, or a read whose outcome is unknown: try again on a new conn.
 	}
+}
+
+// putCall resets cl and returns it to the pool.
+func putCall(cl *call) {
+	done := cl.done
+	*cl = call{}
+	cl.done = done
+	callPool.Put(cl)
 }
 
 // heartbeat pings the link's conn whenever it has been idle for the heartbeat interval,

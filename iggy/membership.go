@@ -81,7 +81,7 @@ func (cn *Consumer) apply(parts []uint32, epoch uint64) {
 	}
 	cn.gen++
 	ev.Generation = cn.gen
-	if cn.outside && (len(cn.deferred) > 0 || slices.Contains(ev.Revoked, cn.held)) {
+	if cn.kept != nil || (cn.outside && (len(cn.deferred) > 0 || slices.Contains(ev.Revoked, cn.held))) {
 		cn.deferred = append(cn.deferred, ev) // reported by the next Poll
 	} else {
 		cn.emitLocked(ev)
@@ -99,18 +99,6 @@ func (cn *Consumer) emitLocked(ev AssignmentEvent) {
 	default:
 		cn.c.cfg.logger.Warn("iggy: consumer events channel full, event dropped", "group", cn.cfg.Group, "generation", ev.Generation)
 	}
-}
-
-// enter starts a Poll call: the caller is done with the batch it got last, so the
-// events deferred behind it are reported now.
-func (cn *Consumer) enter() {
-	cn.mu.Lock()
-	cn.outside = false
-	for _, ev := range cn.deferred {
-		cn.emitLocked(ev)
-	}
-	cn.deferred = nil
-	cn.mu.Unlock()
 }
 
 // acquire takes cn.op, giving up when ctx ends or the Consumer closes.

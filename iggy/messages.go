@@ -135,6 +135,9 @@ func (c *Client) send(ctx context.Context, l *link, stream, topic Identifier, p 
 	}
 	r := l.roundTrip(ctx, wire.CodeSendMessages, frame, s.body, false)
 	s.body = r.body[:0]
+	if r.abandoned {
+		s.frame = nil // the conn kept it
+	}
 	if r.err != nil {
 		return SendResult{}, r.err
 	}
@@ -239,6 +242,9 @@ func (c *Client) poll(ctx context.Context, l *link, q *wire.PollMessagesRequest)
 	b.frame = q.Append(append(b.frame[:0], zeroHeader[:]...))
 	r := l.roundTrip(ctx, wire.CodePollMessages, b.frame, b.body, true)
 	b.body = r.body
+	if r.abandoned {
+		b.frame = nil // the conn kept it
+	}
 	if r.err != nil {
 		c.putBuf(b)
 		return nil, wire.PollReply{}, r.epoch, r.err
