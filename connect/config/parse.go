@@ -339,6 +339,22 @@ func or[T any](p *T, def T) T {
 	return *p
 }
 
+// required is one required key of a table and whether the file set it.
+type required struct {
+	key     string
+	present bool
+}
+
+// requireKeys returns the error naming prefix+key for the first required key missing.
+func requireKeys(loc *locator, prefix string, keys ...required) error {
+	for _, k := range keys {
+		if !k.present {
+			return loc.errorf(prefix+k.key, nil, "required key missing")
+		}
+	}
+	return nil
+}
+
 func (r *rawSink) build(loc *locator) (*Sink, error) {
 	c, err := r.rawCommon.build(loc)
 	if err != nil {
@@ -347,13 +363,8 @@ func (r *rawSink) build(loc *locator) (*Sink, error) {
 	s := &Sink{Common: c}
 	for i, rs := range r.Streams {
 		p := fmt.Sprintf("streams[%d].", i)
-		for _, req := range []struct {
-			key string
-			ok  bool
-		}{{"stream", rs.Stream != nil}, {"topics", rs.Topics != nil}, {"schema", rs.Schema != nil}} {
-			if !req.ok {
-				return nil, loc.errorf(p+req.key, nil, "required key missing")
-			}
+		if err := requireKeys(loc, p, required{"stream", rs.Stream != nil}, required{"topics", rs.Topics != nil}, required{"schema", rs.Schema != nil}); err != nil {
+			return nil, err
 		}
 		st := SinkStream{
 			Stream: *rs.Stream, Topics: *rs.Topics, Schema: sdk.Schema(*rs.Schema),
@@ -402,13 +413,8 @@ func (r *rawSource) build(loc *locator) (*Source, error) {
 	s := &Source{Common: c}
 	for i, rs := range r.Streams {
 		p := fmt.Sprintf("streams[%d].", i)
-		for _, req := range []struct {
-			key string
-			ok  bool
-		}{{"stream", rs.Stream != nil}, {"topic", rs.Topic != nil}, {"schema", rs.Schema != nil}} {
-			if !req.ok {
-				return nil, loc.errorf(p+req.key, nil, "required key missing")
-			}
+		if err := requireKeys(loc, p, required{"stream", rs.Stream != nil}, required{"topic", rs.Topic != nil}, required{"schema", rs.Schema != nil}); err != nil {
+			return nil, err
 		}
 		st := SourceStream{
 			Stream: *rs.Stream, Topic: *rs.Topic, Schema: sdk.Schema(*rs.Schema),
