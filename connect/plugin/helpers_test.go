@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/ferryio/ferry/internal/plugintest"
 )
 
 var buildDir string
@@ -25,39 +27,24 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	buildDir = d
+	plugins.Dir = d
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(d) }))
 }
 
+// buildMu and buildMemo make buildRust run cargo once per test binary.
 var (
 	buildMu   sync.Mutex
 	buildMemo = map[string]string{}
 )
 
-// buildC compiles one C file into a shared library named name (once per test binary) and
-// returns its path. Skips when gcc is missing.
+// plugins builds the C test plugins; its Dir is set by TestMain.
+var plugins = &plugintest.Builder{Root: "../.."}
+
+// buildC compiles one C file (relative to this package) into a shared library named name,
+// once per test binary, and returns its path. Skips when gcc is missing.
 func buildC(t testing.TB, name, src string, defines ...string) string {
 	t.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if p, ok := buildMemo[name]; ok {
-		return p
-	}
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc not found: C plugin tests need gcc (CI has it)")
-	}
-	out := filepath.Join(buildDir, name+".so")
-	args := []string{"-std=gnu11", "-O1", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-pthread",
-		"-I../../include", "-I../../examples/plugins/c", "-o", out}
-	for _, d := range defines {
-		args = append(args, "-D"+d)
-	}
-	args = append(args, src)
-	if b, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s", name, err, b)
-	}
-	buildMemo[name] = out
-	return out
+	return plugins.C(t, name, src, defines...)
 }
 
 func probe(t *testing.T, name string, defines ...string) string {

@@ -7,9 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,42 +15,21 @@ import (
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/plugintest"
 	"github.com/ferryio/ferry/sdk"
 	"github.com/ferryio/ferry/server/servertest"
 )
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-var (
-	buildMu   sync.Mutex
-	buildMemo = map[string]string{}
-)
+// plugins builds the C plugins; its Dir is set by TestMain.
+var plugins = &plugintest.Builder{Root: "../.."}
 
-// buildC compiles src (relative to the repository root) into buildDir/name.so with gcc,
+// buildC compiles src (relative to the repository root) into a shared library named name,
 // once per test binary. It skips the test when gcc is missing.
 func buildC(t testing.TB, name, src string, defines ...string) string {
 	t.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if p, ok := buildMemo[name]; ok {
-		return p
-	}
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc not found: native plugin tests need gcc")
-	}
-	out := filepath.Join(buildDir, name+".so")
-	args := []string{"-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-pthread",
-		"-I../../include", "-I../../examples/plugins/c", "-o", out}
-	for _, d := range defines {
-		args = append(args, "-D"+d)
-	}
-	args = append(args, filepath.Join("../..", src))
-	if b, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s", name, err, b)
-	}
-	buildMemo[name] = out
-	return out
+	return plugins.C(t, name, filepath.Join("../..", src), defines...)
 }
 
 // env is one real embedded server and an admin client.

@@ -18,5 +18,6 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	buildDir = d
+	plugins.Dir = d
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(d) }))
 }
