@@ -18,15 +18,12 @@ import (
 	"github.com/ferryio/ferry/internal/plugintest"
 )
 
-var buildDir string
-
 func TestMain(m *testing.M) {
 	d, err := os.MkdirTemp("", "ferry-plugin-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	buildDir = d
 	plugins.Dir = d
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(d) }))
 }
