@@ -75,6 +75,20 @@ type Config struct {
 	PasswordIterations int
 	// TLS, when set, makes the listener speak TLS.
 	TLS *tls.Config
+
+	// ReplyDelay is a hook for tests: it lets a test make the server slow on purpose.
+	// Nil (the default) means no hook and costs nothing; it is not part of the wire
+	// protocol. When set, it is called on the connection's goroutine for every request
+	// frame once its header is decoded and before the request is handled, with the
+	// request's command code (wire.RequestHeader.CommandCode: 0 for a login by
+	// OpRegister), and the connection holds the request for the duration it returns
+	// (0 or negative: not held) before handling it and writing its reply. A held request
+	// pins its connection as a slow handler would: the connection's later requests wait
+	// behind it (other connections do not). Close ends every hold at once: the held
+	// request is then dropped unhandled, so Close never waits for a delay. A hold is not
+	// cut short by the client disconnecting. ReplyDelay must be safe for concurrent use
+	// (connections call it in parallel) and should return quickly.
+	ReplyDelay func(code wire.Code) time.Duration
 }
 
 // ErrConfig is matched by every validation error of New.

@@ -93,6 +93,10 @@ func (c *conn) serve() {
 		if log.Enabled(context.Background(), slog.LevelDebug-1) {
 			log.Log(context.Background(), slog.LevelDebug-1, "request", "op", h.Operation.String(), "code", uint32(h.CommandCode()), "request", h.Request, "body", len(body))
 		}
+		if delay := c.s.cfg.ReplyDelay; delay != nil && !c.hold(delay(h.CommandCode())) {
+			log.Debug("held request dropped: server closing", "code", uint32(h.CommandCode()), "request", h.Request)
+			return
+		}
 		out := c.handle(h, body)
 		if out == nil {
 			continue
@@ -101,6 +105,22 @@ func (c *conn) serve() {
 			log.Debug("write reply", "err", err)
 			return
 		}
+	}
+}
+
+// hold waits d, the hold Config.ReplyDelay (a test hook) chose for a request, and
+// reports whether the request should be handled: false if Close began first.
+func (c *conn) hold(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.s.quit:
+		return false
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/server"
 )
 
@@ -44,6 +45,16 @@ func WithDataDir(dir string) Option { return func(c *server.Config) { c.DataDir 
 
 // WithLogger sends the server's logs to l (default: discarded).
 func WithLogger(l *slog.Logger) Option { return func(c *server.Config) { c.Logger = l } }
+
+// WithReplyDelay makes the server slow on purpose (server.Config.ReplyDelay, a test
+// hook): each request is held for delay(code) before it is handled and answered, code
+// being its command (wire.CodePollMessages, ...; 0 for a login); 0 = not held. A held
+// request also delays the later requests of its connection. delay is called on the
+// server's connection goroutines, concurrently, so it must be safe for concurrent use
+// (count requests with sync/atomic). Close ends every hold at once.
+func WithReplyDelay(delay func(code wire.Code) time.Duration) Option {
+	return func(c *server.Config) { c.ReplyDelay = delay }
+}
 
 // WithConfig applies fn to the Config last, for anything else.
 func WithConfig(fn func(*server.Config)) Option { return fn }
