@@ -9,14 +9,20 @@ import (
 )
 
 // backend is what the runtime needs of an Iggy client; iggy_backend.go implements it over
-// *iggy.Client. It keeps the pipeline's code independent of the client's concrete types.
+// *iggy.Client. It keeps the pipeline's code independent of the client's concrete types
+// (and lets a test put a fault in front of one call of the real client).
 type backend interface {
+	producers
 	// topicMetadata resolves names to numeric ids once per topic consumer.
 	topicMetadata(ctx context.Context, stream, topic string) (sdk.TopicMetadata, error)
 	newConsumer(ctx context.Context, cfg consumerConfig) (memberConsumer, error)
-	// newDeadLetterProducer returns a producer for the dead-letter stream/topic, creating
-	// them (one partition) when missing.
-	newDeadLetterProducer(ctx context.Context, stream, topic string) (deadLetterProducer, error)
+}
+
+// producers is the part of backend a source runner needs.
+type producers interface {
+	// newProducer returns a producer on cfg's stream and topic, creating them (one
+	// partition) when missing: a source's producer, and a sink's dead-letter producer.
+	newProducer(ctx context.Context, cfg producerConfig) (producer, error)
 }
 
 type consumerConfig struct {
@@ -25,33 +31,39 @@ type consumerConfig struct {
 	BatchSize     uint32
 	PollInterval  time.Duration
 	AutoCommit    bool
+	// OnChange is told every assignment change, in band: on the poll goroutine, inside
+	// Poll, before any batch polled under the new assignment (iggy.AssignmentChange).
+	OnChange func(revoked, assigned []uint32)
 }
 
 // consumerBatch is one polled batch: one partition, never empty.
 type consumerBatch struct {
 	Partition     uint32
 	CurrentOffset uint64
-	Generation    uint64
 	Messages      []wire.Message // valid until Release
 	Release       func()
 }
 
-type assignmentEvent struct {
-	Generation        uint64
-	Assigned, Revoked []uint32
-}
-
-// memberConsumer is one consumer-group member on one topic (iggy.Consumer).
+// memberConsumer is one consumer-group member on one topic (iggy.Consumer). Poll is
+// called by one goroutine; the other methods from any.
 type memberConsumer interface {
 	Poll(ctx context.Context) (consumerBatch, error)
-	Commit(ctx context.Context, partition uint32, offset uint64) error
+	// Store writes the group's offset of partition. Errors for which storeRefused is
+	// true are final for the partition (not owned any more, or behind the group).
+	Store(ctx context.Context, partition uint32, offset uint64) error
 	Pause(partition uint32)
 	Resume(partition uint32)
-	Events() <-chan assignmentEvent
 	Close(ctx context.Context) error
 }
 
-type deadLetterProducer interface {
-	deadLetterSender
-	Close(ctx context.Context) error
+type producerConfig struct {
+	Stream, Topic string
+	BatchLength   uint32        // 0 = the producer's default
+	Linger        time.Duration // 0 = the producer's default
+}
+
+// producer sends one batch and returns once Iggy confirmed every message.
+type producer interface {
+	send(ctx context.Context, msgs []sdk.ProducedMessage) error
+	close(ctx context.Context) error
 }

@@ -112,7 +112,7 @@ func benchSinkConfig(mode config.CommitMode, batch uint32, path, group string) *
 			PollInterval: time.Millisecond, ConsumerGroup: group}},
 		OffsetCommit: mode, OnFailure: config.FailureStop,
 		Retry:           config.Retry{MaxRetries: config.DefaultMaxRetries, InitialBackoff: config.DefaultInitialBackoff, MaxBackoff: config.DefaultMaxBackoff},
-		Commit:          config.CommitSettings{Interval: config.DefaultCommitInterval, MaxUncommitted: config.DefaultMaxUncommitted},
+		Commit:          config.CommitSettings{Interval: config.DefaultCommitInterval, Delay: config.DefaultCommitDelay, MaxUncommitted: config.DefaultMaxUncommitted},
 		ShutdownTimeout: config.DefaultShutdownTimeout,
 	}
 }

@@ -57,7 +57,7 @@ func bg(t testing.TB) context.Context {
 func (e *iggyEnv) topic(stream, topic string, partitions uint32, opts ...iggy.TopicOpt) {
 	e.t.Helper()
 	ctx := bg(e.t)
-	if err := EnsureTopic(ctx, e.admin, stream, topic, partitions); err != nil {
+	if err := e.admin.EnsureTopic(ctx, stream, topic, partitions); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -156,28 +156,44 @@ func sinkOf(rt *Runtime) *sinkRunner {
 	return nil
 }
 
-// ownedPartitions lists the partitions the runtime's first sink currently tracks.
+// ownedPartitions lists the partitions the runtime's first sink currently owns (in its
+// tables and not draining).
 func ownedPartitions(rt *Runtime) map[uint32]bool {
 	out := map[uint32]bool{}
+	for p, st := range tablePartitions(rt) {
+		if st == partOwned {
+			out[p] = true
+		}
+	}
+	return out
+}
+
+// tablePartitions returns every partition in the runtime's first sink's tables, with its
+// state (owned or draining).
+func tablePartitions(rt *Runtime) map[uint32]partState {
+	out := map[uint32]partState{}
 	s := sinkOf(rt)
 	if s == nil {
 		return out
 	}
-	for _, tr := range s.topics {
-		tr.mu.Lock()
-		for p := range tr.parts {
-			out[p] = true
+	for _, tc := range s.topics {
+		tc.table.mu.Lock()
+		for id, p := range tc.table.parts {
+			out[id] = p.state
 		}
-		tr.mu.Unlock()
+		tc.table.mu.Unlock()
 	}
 	return out
 }
 
 // faultyBackend wraps the real backend: the next failStores offset stores of its
-// consumers fail before reaching the server (a fault hook on a real connection).
+// consumers fail before reaching the server, and so does every store for which fail
+// (when set) returns an error (fault hooks on a real connection).
 type faultyBackend struct {
 	backend
 	failStores atomic.Int32
+	fail       func(partition uint32, offset uint64) error
+	stores     atomic.Int64 // stores that reached the real consumer
 }
 
 func (f *faultyBackend) newConsumer(ctx context.Context, cfg consumerConfig) (memberConsumer, error) {
@@ -195,11 +211,17 @@ type faultyConsumer struct {
 
 var errInjectedStore = fmt.Errorf("injected offset store failure")
 
-func (c *faultyConsumer) Commit(ctx context.Context, p uint32, off uint64) error {
+func (c *faultyConsumer) Store(ctx context.Context, p uint32, off uint64) error {
 	if c.f.failStores.Add(-1) >= 0 {
 		return errInjectedStore
 	}
-	return c.memberConsumer.Commit(ctx, p, off)
+	if c.f.fail != nil {
+		if err := c.f.fail(p, off); err != nil {
+			return err
+		}
+	}
+	c.f.stores.Add(1)
+	return c.memberConsumer.Store(ctx, p, off)
 }
 
 // eventually polls cond for up to d; usable off the test goroutine.
@@ -235,3 +257,11 @@ func equalOffsets(a, b []uint64) bool {
 }
 
 var allModes = []config.CommitMode{config.CommitAfterPolling, config.CommitAfterConsuming, config.CommitSinkControlled}
+
+// waitFor polls cond every millisecond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if !eventually(10*time.Second, cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
@@ -34,7 +33,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// New checks opts and returns a Runtime that is not started yet.
+// New checks opts and returns a Runtime that is not started yet. Errors: a missing
+// required option, or an enabled connector whose configuration does not validate (the
+// error names its file and field).
 func New(opts Options) (*Runtime, error) {
 	if opts.Connectors == nil {
 		return nil, errors.New("connect: Options.Connectors is required")
@@ -43,20 +44,24 @@ func New(opts Options) (*Runtime, error) {
 		return nil, errors.New("connect: Options.Client is required")
 	}
 	for _, s := range opts.Connectors.Sinks {
-		if !s.Enabled {
-			continue
-		}
-		if err := s.Validate(); err != nil {
-			return nil, fmt.Errorf("connect: %w", err)
+		if s.Enabled {
+			if err := s.Validate(); err != nil {
+				return nil, fmt.Errorf("connect: %w", err)
+			}
 		}
 	}
-	if err := validateSources(opts.Connectors); err != nil {
-		return nil, err
+	for _, s := range opts.Connectors.Sources {
+		if s.Enabled {
+			if err := s.Validate(); err != nil {
+				return nil, fmt.Errorf("connect: %w", err)
+			}
+		}
 	}
-	b := &iggyBackend{c: opts.Client}
-	rt := newRuntime(opts.Connectors, b, opts.Builtins, opts.LoadSinkPlugin, opts.Logger)
-	rt.sources = sourceDepsFor(opts, b)
-	return rt, nil
+	stateDir := DefaultStateDir
+	if opts.Runtime != nil && opts.Runtime.State.Path != "" {
+		stateDir = opts.Runtime.State.Path
+	}
+	return newRuntime(opts, &iggyBackend{c: opts.Client}, stateDir), nil
 }
 
 // iggyBackend implements backend over *iggy.Client.
@@ -75,116 +80,82 @@ func (b *iggyBackend) topicMetadata(ctx context.Context, stream, topic string) (
 }
 
 func (b *iggyBackend) newConsumer(ctx context.Context, cfg consumerConfig) (memberConsumer, error) {
-	cn, err := b.c.NewConsumer(ctx, iggy.ConsumerConfig{
+	ic := iggy.ConsumerConfig{
 		Stream: iggy.Name(cfg.Stream), Topic: iggy.Name(cfg.Topic), Group: cfg.Group,
 		BatchSize: cfg.BatchSize, PollInterval: cfg.PollInterval, AutoCommit: cfg.AutoCommit,
-	})
+	}
+	if cfg.OnChange != nil {
+		ic.OnAssignmentChange = func(ch iggy.AssignmentChange) { cfg.OnChange(ch.Revoked, ch.Assigned) }
+	}
+	cn, err := b.c.NewConsumer(ctx, ic)
 	if err != nil {
 		return nil, err
 	}
-	a := &iggyConsumer{cn: cn, events: make(chan assignmentEvent, 16), done: make(chan struct{})}
-	a.wg.Add(1)
-	go a.forwardEvents()
-	return a, nil
+	return iggyConsumer{cn}, nil
 }
 
-func (b *iggyBackend) newDeadLetterProducer(ctx context.Context, stream, topic string) (deadLetterProducer, error) {
-	if _, err := b.c.GetStream(ctx, iggy.Name(stream)); errors.Is(err, wire.ErrNotFound) {
-		if _, err := b.c.CreateStream(ctx, stream); err != nil && !errors.Is(err, wire.ErrAlreadyExists) {
-			return nil, fmt.Errorf("create stream %s: %w", stream, err)
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("get stream %s: %w", stream, err)
+func (b *iggyBackend) newProducer(ctx context.Context, cfg producerConfig) (producer, error) {
+	if err := b.c.EnsureTopic(ctx, cfg.Stream, cfg.Topic, 1); err != nil {
+		return nil, err
 	}
-	if _, err := b.c.GetTopic(ctx, iggy.Name(stream), iggy.Name(topic)); errors.Is(err, wire.ErrNotFound) {
-		if _, err := b.c.CreateTopic(ctx, iggy.Name(stream), topic, 1); err != nil && !errors.Is(err, wire.ErrAlreadyExists) {
-			return nil, fmt.Errorf("create topic %s/%s: %w", stream, topic, err)
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("get topic %s/%s: %w", stream, topic, err)
-	}
-	p, err := b.c.NewProducer(ctx, iggy.ProducerConfig{Stream: iggy.Name(stream), Topic: iggy.Name(topic)})
+	p, err := b.c.NewProducer(ctx, iggy.ProducerConfig{Stream: iggy.Name(cfg.Stream), Topic: iggy.Name(cfg.Topic),
+		BatchCount: int(cfg.BatchLength), Linger: cfg.Linger})
 	if err != nil {
 		return nil, err
 	}
-	return &iggyDLQ{p: p}, nil
+	return iggyProducer{p}, nil
 }
 
-// iggyConsumer adapts *iggy.Consumer. One goroutine forwards assignment events until Close.
-type iggyConsumer struct {
-	cn     *iggy.Consumer
-	events chan assignmentEvent
-	done   chan struct{}
-	once   sync.Once
-	wg     sync.WaitGroup
+// storeRefused reports whether a store error is final for its partition: the member
+// does not own it any more (ResourceNotFound, or the topic is gone), or the store would
+// move the group's offset back (iggy.ErrOffsetBehind).
+func storeRefused(err error) bool {
+	return errors.Is(err, wire.ErrNotFound) || errors.Is(err, iggy.ErrOffsetBehind)
 }
 
-func (a *iggyConsumer) forwardEvents() {
-	defer a.wg.Done()
-	in := a.cn.Events()
-	for {
-		select {
-		case ev, ok := <-in:
-			if !ok {
-				return
-			}
-			select {
-			case a.events <- assignmentEvent{Generation: ev.Generation, Assigned: ev.Assigned, Revoked: ev.Revoked}:
-			case <-a.done:
-				return
-			}
-		case <-a.done:
-			return
-		}
-	}
-}
+// iggyConsumer adapts *iggy.Consumer.
+type iggyConsumer struct{ cn *iggy.Consumer }
 
-func (a *iggyConsumer) Poll(ctx context.Context) (consumerBatch, error) {
+func (a iggyConsumer) Poll(ctx context.Context) (consumerBatch, error) {
 	b, err := a.cn.Poll(ctx)
 	if err != nil {
 		return consumerBatch{}, err
 	}
-	return consumerBatch{Partition: b.Partition, CurrentOffset: b.CurrentOffset, Generation: b.Generation,
-		Messages: b.Messages, Release: b.Release}, nil
+	return consumerBatch{Partition: b.Partition, CurrentOffset: b.CurrentOffset, Messages: b.Messages, Release: b.Release}, nil
 }
 
-func (a *iggyConsumer) Commit(ctx context.Context, partition uint32, offset uint64) error {
-	return a.cn.Commit(ctx, partition, offset)
+func (a iggyConsumer) Store(ctx context.Context, partition uint32, offset uint64) error {
+	return a.cn.StoreOffset(ctx, partition, offset)
 }
-func (a *iggyConsumer) Pause(p uint32)                 { a.cn.Pause(p) }
-func (a *iggyConsumer) Resume(p uint32)                { a.cn.Resume(p) }
-func (a *iggyConsumer) Events() <-chan assignmentEvent { return a.events }
+func (a iggyConsumer) Pause(p uint32)                  { a.cn.Pause(p) }
+func (a iggyConsumer) Resume(p uint32)                 { a.cn.Resume(p) }
+func (a iggyConsumer) Close(ctx context.Context) error { return a.cn.Close(ctx) }
 
-func (a *iggyConsumer) Close(ctx context.Context) error {
-	a.once.Do(func() { close(a.done) })
-	err := a.cn.Close(ctx)
-	a.wg.Wait()
-	return err
+// iggyProducer adapts *iggy.Producer.
+type iggyProducer struct{ p *iggy.Producer }
+
+func (s iggyProducer) send(ctx context.Context, msgs []sdk.ProducedMessage) error {
+	return s.p.Send(ctx, iggyMessages(msgs))
 }
 
-type iggyDLQ struct{ p *iggy.Producer }
+func (s iggyProducer) close(ctx context.Context) error { return s.p.Close(ctx) }
 
-func (d *iggyDLQ) sendDeadLetters(ctx context.Context, msgs []sdk.ProducedMessage) error {
+// iggyMessages converts messages a connector produced (a source's batch, dead letters)
+// to the client's. A zero ID lets the producer assign one.
+func iggyMessages(msgs []sdk.ProducedMessage) []iggy.Message {
 	out := make([]iggy.Message, len(msgs))
 	for i, m := range msgs {
-		out[i] = iggy.Message{Headers: wireHeaders(m.Headers), Payload: m.Payload}
-	}
-	return d.p.Send(ctx, out)
-}
-
-func (d *iggyDLQ) Close(ctx context.Context) error { return d.p.Close(ctx) }
-
-// wireHeaders converts sdk headers to wire key/values (for the dead-letter producer).
-func wireHeaders(hs []sdk.Header) []wire.KV {
-	if len(hs) == 0 {
-		return nil
-	}
-	out := make([]wire.KV, len(hs))
-	for i, h := range hs {
-		out[i] = wire.KV{
-			Key:   wire.HeaderValue{Kind: wire.HeaderKind(h.Key.Kind), Raw: h.Key.Value},
-			Value: wire.HeaderValue{Kind: wire.HeaderKind(h.Value.Kind), Raw: h.Value.Value},
+		var hs []wire.KV
+		if len(m.Headers) > 0 {
+			hs = make([]wire.KV, len(m.Headers))
+			for j, h := range m.Headers {
+				hs[j] = wire.KV{
+					Key:   wire.HeaderValue{Kind: wire.HeaderKind(h.Key.Kind), Raw: h.Key.Value},
+					Value: wire.HeaderValue{Kind: wire.HeaderKind(h.Value.Kind), Raw: h.Value.Value},
+				}
+			}
 		}
+		out[i] = iggy.Message{ID: m.ID, Headers: hs, Payload: m.Payload}
 	}
 	return out
 }

@@ -108,7 +108,7 @@ func testSinkConfig(mode config.CommitMode, policy config.FailurePolicy) *config
 		OffsetCommit: mode, OnFailure: policy,
 		Retry:           config.Retry{MaxRetries: 1, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond},
 		DeadLetter:      config.DeadLetter{Stream: "dlq", Topic: "dead"},
-		Commit:          config.CommitSettings{Interval: 5 * time.Millisecond, MaxUncommitted: 10000},
+		Commit:          config.CommitSettings{Interval: 5 * time.Millisecond, Delay: 5 * time.Millisecond, MaxUncommitted: 10000},
 		ShutdownTimeout: 5 * time.Second,
 	}
 }
@@ -338,8 +338,8 @@ func TestPipelineAsyncCommitter(t *testing.T) {
 	}
 }
 
-// TestPipelineRevocationAndStop: runtime A (sink_controlled, commit interval 1 h so only
-// the revocation and stop flushes write) owns both partitions of a topic and has
+// TestPipelineRevocationAndStop: runtime A (sink_controlled, commit delay and interval
+// 1 h so only the revocation and stop stores write) owns both partitions of a topic and has
 // committed 0..19 of each. A second member of the group joins: the server revokes one
 // partition from A and hands it over once A has stored what it polled, so A's drain
 // stores 19 (draining partitions store at once) and the other member takes it. Once the
@@ -353,7 +353,7 @@ func TestPipelineRevocationAndStop(t *testing.T) {
 	sink := newRecSink()
 	sink.commitEach = true
 	cfg := testSinkConfig(config.CommitSinkControlled, config.FailureStop)
-	cfg.Commit.Interval = time.Hour
+	cfg.Commit.Interval, cfg.Commit.Delay = time.Hour, time.Hour
 	rt := env.start(cfg, sink)
 	waitFor(t, "both partitions delivered", func() bool { return len(sink.got(0)) == 20 && len(sink.got(1)) == 20 })
 	if _, ok := env.stored("g", "s", "t", 0); ok {
@@ -375,21 +375,21 @@ func TestPipelineRevocationAndStop(t *testing.T) {
 		return len(parts) == 1 && parts[0] == revoked
 	})
 	env.wantStored("g", "s", "t", revoked, 19)
-	waitFor(t, "the revoked partition's drained entry released", func() bool { return rt.reg.len() == 1 })
+	waitFor(t, "the revoked partition's drained entry released", func() bool { return len(tablePartitions(rt)) == 1 })
 	cm := sink.committer()
 	if err := cm.Commit(env.partition("s", "t", revoked), 19); !errors.Is(err, sdk.ErrCommitUnknownPartition) {
 		t.Fatalf("commit on the revoked partition = %v, want ErrCommitUnknownPartition", err)
 	}
 	if _, ok := env.stored("g", "s", "t", kept); ok {
-		t.Fatal("kept partition stored before stop (interval 1h)")
+		t.Fatal("kept partition stored before stop (delay 1h)")
 	}
 	stopRuntime(t, rt)
 	env.wantStored("g", "s", "t", kept, 19)
 	if err := cm.Commit(env.partition("s", "t", kept), 19); !errors.Is(err, sdk.ErrCommitUnknownPartition) {
 		t.Fatalf("commit after stop = %v, want ErrCommitUnknownPartition", err)
 	}
-	if rt.reg.len() != 0 {
-		t.Fatalf("registry holds %d entries after stop", rt.reg.len())
+	if n := len(tablePartitions(rt)); n != 0 {
+		t.Fatalf("the tables hold %d partitions after stop", n)
 	}
 	if st := rt.Status()[0].Stats; st.CommitsUnknown != 2 || st.CommitsAccepted != 4 {
 		t.Fatalf("stats %+v", st)

@@ -1,11 +1,12 @@
 package connect
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -20,19 +21,20 @@ import (
 // iggy_sink_set_commit_callback.
 type SinkPluginLoader func(path string) (sdk.SinkFactory, error)
 
+// SourcePluginLoader opens the native source plugin library at path (already resolved
+// with config.ResolvePluginPath) and returns a factory of source instances over it.
+type SourcePluginLoader func(path string) (sdk.SourceFactory, error)
+
 // ErrStopped is returned by Start after Stop.
 var ErrStopped = errors.New("connect: runtime stopped")
 
-// connector is a running sink or source as the Runtime drives it. Sources (written later in
-// this package) implement it too.
+// connector is a running sink or source as the Runtime drives it.
 type connector interface {
-	requestStop()
-	abandon()
-	doneCh() <-chan struct{}
+	stop()    // soft stop: finish what is in flight, within the connector's timeout
+	abandon() // hard stop: abandon it now
+	stopped() <-chan struct{}
 	statusOf() Status
 }
-
-func (s *sinkRunner) doneCh() <-chan struct{} { return s.done }
 
 // Runtime runs the connectors of one configuration. Build it with [New]; its methods are
 // safe for concurrent use.
@@ -41,139 +43,153 @@ type Runtime struct {
 	be       backend
 	builtins *sdk.Registry
 	loadSink SinkPluginLoader
+	loadSrc  SourcePluginLoader
+	stateDir string
 	log      *slog.Logger
-	reg      *registry
 	nextID   atomic.Uint32
-	sources  sourceDeps // source.go
+	life     *lifecycle // no timeout: Stop's ctx bounds it
 
-	mu       sync.Mutex
-	started  bool
-	stopping bool
-	running  []connector
+	mu      sync.Mutex
+	started bool
+	running []connector
 }
 
-func newRuntime(conns *config.Connectors, be backend, builtins *sdk.Registry, load SinkPluginLoader, log *slog.Logger) *Runtime {
+func newRuntime(opts Options, be backend, stateDir string) *Runtime {
+	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
+	builtins := opts.Builtins
 	if builtins == nil {
 		builtins = sdk.NewRegistry()
 	}
-	return &Runtime{conns: conns, be: be, builtins: builtins, loadSink: load, log: log, reg: newRegistry()}
+	return &Runtime{conns: opts.Connectors, be: be, builtins: builtins, loadSink: opts.LoadSinkPlugin,
+		loadSrc: opts.LoadSourcePlugin, stateDir: stateDir, log: log, life: newLifecycle(0)}
 }
 
-// Start opens every enabled sink and starts it. A connector that fails to start (unknown
-// built-in, plugin not found, Open error, missing stream or topic) is kept with status
-// error and its last_error; the others run. Start returns an error only when called after
-// Stop or twice. ctx bounds the opening only.
+// Start opens every enabled connector and starts it: sources first, as upstream (a
+// source creates its stream and topic, which a sink may consume), then sinks. A
+// connector that fails to start (unknown built-in, plugin not found, Open error, missing
+// stream or topic) is kept with status error and its last_error; the others run. Start
+// returns an error only when called after Stop or twice. ctx bounds the opening only.
 func (r *Runtime) Start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stopping {
+	if r.life.soft.Err() != nil {
 		return ErrStopped
 	}
 	if r.started {
 		return errors.New("connect: runtime already started")
 	}
 	r.started = true
-	r.running = append(r.running, r.startSources(ctx)...)
-	for _, cfg := range r.conns.Sinks {
-		if !cfg.Enabled {
-			continue
+	for _, cfg := range r.conns.Sources {
+		if cfg.Enabled {
+			r.running = append(r.running, r.startSource(ctx, cfg))
 		}
-		s := r.startSink(ctx, cfg)
-		r.running = append(r.running, s)
+	}
+	for _, cfg := range r.conns.Sinks {
+		if cfg.Enabled {
+			r.running = append(r.running, r.startSink(ctx, cfg))
+		}
 	}
 	return nil
 }
 
 func (r *Runtime) startSink(ctx context.Context, cfg *config.Sink) *sinkRunner {
-	id := r.nextID.Add(1)
-	factory, err := r.sinkFactory(cfg)
+	factory, err := connectorFactory("sink", &cfg.Common, r.builtins.Sink, r.builtins.SinkNames, r.loadSink)
 	if err != nil {
-		s := newSinkRunner(cfg, id, nil, r.reg, r.be, r.log)
-		s.status.fail(err)
-		s.cancelAbandon()
-		close(s.done)
-		r.log.Error("sink not started", "sink", cfg.Key, "error", err)
+		s := newSinkRunner(cfg, r.nextID.Add(1), nil, r.be, r.log)
+		s.failStart(err)
 		return s
 	}
-	s := newSinkRunner(cfg, id, factory(), r.reg, r.be, r.log)
-	if err := s.start(ctx); err != nil {
-		r.log.Error("sink not started", "sink", cfg.Key, "error", err)
-	}
+	s := newSinkRunner(cfg, r.nextID.Add(1), factory(), r.be, r.log)
+	_ = s.start(ctx) // a failure is logged and kept in the status by failStart
 	return s
 }
 
-func (r *Runtime) sinkFactory(cfg *config.Sink) (sdk.SinkFactory, error) {
-	if name, ok := cfg.Builtin(); ok {
-		f, ok := r.builtins.Sink(name)
+func (r *Runtime) startSource(ctx context.Context, cfg *config.Source) *sourceRunner {
+	factory, err := connectorFactory("source", &cfg.Common, r.builtins.Source, r.builtins.SourceNames, r.loadSrc)
+	if err != nil {
+		s := newSourceRunner(cfg, r.nextID.Add(1), nil, r.be, r.stateDir, r.log)
+		s.failStart(err)
+		return s
+	}
+	s := newSourceRunner(cfg, r.nextID.Add(1), factory(), r.be, r.stateDir, r.log)
+	_ = s.start(ctx)
+	return s
+}
+
+// connectorFactory finds the factory of a connector: a built-in ("builtin:NAME", looked
+// up with builtin) or a native plugin loaded with load (nil: this runtime has none).
+func connectorFactory[F any](kind string, c *config.Common, builtin func(string) (F, bool), names func() []string, load func(string) (F, error)) (F, error) {
+	var zero F
+	if name, ok := c.Builtin(); ok {
+		f, ok := builtin(name)
 		if !ok {
-			return nil, fmt.Errorf("unknown built-in sink %q (known: %v)", name, r.builtins.SinkNames())
+			return zero, fmt.Errorf("unknown built-in %s %q (known: %v)", kind, name, names())
 		}
 		return f, nil
 	}
-	if r.loadSink == nil {
-		return nil, fmt.Errorf("native plugin %s: this runtime has no plugin loader", cfg.Path)
+	if load == nil {
+		return zero, fmt.Errorf("native plugin %s: this runtime has no plugin loader", c.Path)
 	}
-	path, err := config.ResolvePluginPath(cfg.Path, nil)
+	path, err := config.ResolvePluginPath(c.Path, nil)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	f, err := r.loadSink(path)
+	f, err := load(path)
 	if err != nil {
-		return nil, fmt.Errorf("load plugin %s: %w", path, err)
+		return zero, fmt.Errorf("load plugin %s: %w", path, err)
 	}
 	return f, nil
 }
 
-// Stop stops every connector in two phases. The first call drains: each sink stops
-// polling, finishes its in-flight batches (bounded by its shutdown_timeout), closes the
-// sink, writes pending commits and leaves its groups; Stop returns nil when all are done.
-// When ctx ends first, or on a second call, the remaining work is abandoned (in-flight
-// batches cancelled and not committed, pending commits not written: they are redelivered)
-// and Stop returns ctx.Err() without waiting further.
+// Stop stops every connector in two phases. The first call is the soft stop: each
+// connector stops taking new work and finishes what is in flight within its own
+// shutdown_timeout (a sink: finish its batches, close, store pending commits, leave its
+// groups); Stop returns nil when all are done. A second call, or ctx ending first, is the
+// hard stop: the remaining work is abandoned (in-flight batches cancelled and not
+// committed, pending commits not written: they are redelivered) and Stop returns
+// ctx.Err() (nil on a second call) without waiting further.
 func (r *Runtime) Stop(ctx context.Context) error {
 	r.mu.Lock()
-	second := r.stopping
-	r.stopping = true
-	conns := append([]connector(nil), r.running...)
+	second := r.life.soft.Err() != nil
+	r.life.Stop()
+	conns := slices.Clone(r.running)
 	r.mu.Unlock()
 	if second {
-		for _, c := range conns {
-			c.abandon()
-		}
+		r.life.Abandon()
 	}
 	for _, c := range conns {
-		c.requestStop()
+		if second {
+			c.abandon()
+		}
+		c.stop()
 	}
 	for _, c := range conns {
 		select {
-		case <-c.doneCh():
+		case <-c.stopped():
 		case <-ctx.Done():
+			r.life.Abandon()
 			for _, c := range conns {
 				c.abandon()
 			}
 			return ctx.Err()
 		}
 	}
+	r.life.Finish()
 	return nil
 }
 
 // Status reports every started connector, sorted by kind then key.
 func (r *Runtime) Status() []Status {
 	r.mu.Lock()
-	conns := append([]connector(nil), r.running...)
+	conns := slices.Clone(r.running)
 	r.mu.Unlock()
 	out := make([]Status, 0, len(conns))
 	for _, c := range conns {
 		out = append(out, c.statusOf())
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Kind != out[j].Kind {
-			return out[i].Kind < out[j].Kind
-		}
-		return out[i].Key < out[j].Key
-	})
+	slices.SortFunc(out, func(a, b Status) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Key, b.Key)) })
 	return out
 }

@@ -1,110 +1,111 @@
 package connect
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
+	"slices"
+	"sync/atomic"
+	"time"
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/sdk"
 )
 
-// sinkRunner runs one sink connector: one sdk.Sink instance and one topicRunner per
-// stream × topic.
-//
-// Contexts: abandonCtx ends on the runtime's hard stop (second Stop, expired Stop ctx) and
-// bounds everything; consumeCtx (its child) is what Consume sees and is also cancelled when
-// the in-flight batches outlive shutdown_timeout; pollCtx ends polling (graceful stop, or
-// a batch that failed for good under on_failure = stop).
+// sinkRunner runs one sink connector: one sdk.Sink instance and one topicConsumer per
+// stream × topic, stopped by one lifecycle whose timeout is the sink's shutdown_timeout
+// (docs/architecture.md, "Lifecycle of a connector").
 type sinkRunner struct {
 	cfg      *config.Sink
 	instance uint32
+	policy   commitPolicy
 	sink     sdk.Sink
-	reg      *registry
 	be       backend
 	log      *slog.Logger
 	counters Counters
 	status   statusCell
 	proc     *batchProcessor
-	dlq      deadLetterProducer
-	topics   []*topicRunner
-
-	pollCtx       context.Context
-	cancelPoll    context.CancelFunc
-	consumeCtx    context.Context
-	cancelConsume context.CancelFunc
-	abandonCtx    context.Context
-	cancelAbandon context.CancelFunc
-	done          chan struct{}
-	failOnce      sync.Once
+	dlq      producer
+	topics   []*topicConsumer
+	// routes maps (stream id, topic id) to the topic's partition table, for commits;
+	// set once, when every consumer is created.
+	routes atomic.Pointer[map[topicKey]*partitionTable]
+	life   *lifecycle
 }
 
-func newSinkRunner(cfg *config.Sink, instance uint32, sink sdk.Sink, reg *registry, be backend, log *slog.Logger) *sinkRunner {
-	s := &sinkRunner{cfg: cfg, instance: instance, sink: sink, reg: reg, be: be,
-		log: log.With("sink", cfg.Key, "instance", instance), done: make(chan struct{})}
-	s.abandonCtx, s.cancelAbandon = context.WithCancel(context.Background())
-	s.consumeCtx, s.cancelConsume = context.WithCancel(s.abandonCtx)
-	s.pollCtx, s.cancelPoll = context.WithCancel(s.abandonCtx)
-	s.proc = &batchProcessor{sink: sink, mode: cfg.OffsetCommit, policy: cfg.OnFailure,
-		backoff:  Backoff{Initial: cfg.Retry.InitialBackoff, Max: cfg.Retry.MaxBackoff, MaxRetries: cfg.Retry.MaxRetries},
+type topicKey struct{ stream, topic uint32 }
+
+func newSinkRunner(cfg *config.Sink, instance uint32, sink sdk.Sink, be backend, log *slog.Logger) *sinkRunner {
+	s := &sinkRunner{cfg: cfg, instance: instance, policy: policyFor(cfg), sink: sink, be: be,
+		log: log.With("sink", cfg.Key, "instance", instance), life: newLifecycle(cfg.ShutdownTimeout)}
+	s.proc = &batchProcessor{sink: sink, policy: cfg.OnFailure,
+		backoff:  Backoff{Initial: cfg.Retry.InitialBackoff, Max: cfg.Retry.MaxBackoff, Attempts: cfg.Retry.MaxRetries + 1},
 		counters: &s.counters, log: s.log}
 	s.status.set(StateStarting)
 	return s
 }
 
-// storeBackoff paces retries of offset stores and polls (never exhausted).
-func (s *sinkRunner) storeBackoff() Backoff {
+// retryBackoff paces retries that never give up: polls and offset stores.
+func (s *sinkRunner) retryBackoff() Backoff {
 	return Backoff{Initial: s.cfg.Retry.InitialBackoff, Max: s.cfg.Retry.MaxBackoff}
 }
 
-// start opens the sink, creates its consumers and starts them. On error everything
-// created is released and the status is error; the runner is then done.
+// failStart records why the sink did not start; the runner is then stopped.
+func (s *sinkRunner) failStart(err error) {
+	s.status.fail(err)
+	s.log.Error("sink not started", "error", err)
+	s.life.Finish()
+}
+
+// start opens the sink, creates its consumers and starts them; ctx bounds the opening.
+// On error everything created is released (within shutdown_timeout), the status is
+// error and the runner is stopped.
 func (s *sinkRunner) start(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
-			s.status.fail(err)
-			s.cancelAbandon()
-			close(s.done)
+			s.failStart(err)
 		}
 	}()
 	env := sdk.SinkEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, Logger: s.log}
-	if s.cfg.OffsetCommit == config.CommitSinkControlled {
-		env.Committer = s.reg.committer(s.instance, &s.counters)
+	if s.policy.sinkCommits {
+		env.Committer = sinkCommitter{s}
 	}
-	if err := safeCall(func() error { return s.sink.Open(ctx, env) }); err != nil {
+	if err := callSafely(func() error { return s.sink.Open(ctx, env) }); err != nil {
 		return fmt.Errorf("open: %w", err)
 	}
 	if err := s.connect(ctx); err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		defer cancel()
-		for _, t := range s.topics {
-			_ = t.cons.Close(cctx)
+		for _, tc := range s.topics {
+			_ = tc.cons.Close(cctx)
 		}
 		if s.dlq != nil {
-			_ = s.dlq.Close(cctx)
+			_ = s.dlq.close(cctx)
 		}
-		_ = safeCall(func() error { return s.sink.Close(cctx) })
+		_ = callSafely(func() error { return s.sink.Close(cctx) })
 		return err
 	}
-	for _, t := range s.topics {
-		t.start(s.pollCtx, s.consumeCtx)
+	routes := make(map[topicKey]*partitionTable, len(s.topics))
+	for _, tc := range s.topics {
+		routes[topicKey{tc.topic.StreamID, tc.topic.TopicID}] = tc.table
+		tc.start(s.life)
 	}
-	go s.supervise()
+	s.routes.Store(&routes)
+	go s.run()
 	s.status.set(StateRunning)
-	s.log.Info("sink running", "offset_commit", s.cfg.OffsetCommit, "on_failure", s.cfg.OnFailure, "consumers", len(s.topics))
+	s.log.Info("sink running", "offset_commit", s.policy.mode, "on_failure", s.cfg.OnFailure, "consumers", len(s.topics))
 	return nil
 }
 
 func (s *sinkRunner) connect(ctx context.Context) error {
 	if s.cfg.OnFailure == config.FailureDeadLetter {
-		dlq, err := s.be.newDeadLetterProducer(ctx, s.cfg.DeadLetter.Stream, s.cfg.DeadLetter.Topic)
+		dlq, err := s.be.newProducer(ctx, producerConfig{Stream: s.cfg.DeadLetter.Stream, Topic: s.cfg.DeadLetter.Topic})
 		if err != nil {
 			return fmt.Errorf("dead-letter producer %s/%s: %w", s.cfg.DeadLetter.Stream, s.cfg.DeadLetter.Topic, err)
 		}
-		s.dlq = dlq
-		s.proc.dlq = dlq
+		s.dlq, s.proc.dlq = dlq, dlq
 	}
 	for _, st := range s.cfg.Streams {
 		group := st.ConsumerGroup
@@ -116,86 +117,103 @@ func (s *sinkRunner) connect(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("stream %s topic %s: %w", st.Stream, topic, err)
 			}
+			tc := newTopicConsumer(s, meta, st.Schema, s.log.With("stream", st.Stream, "topic", topic))
 			cons, err := s.be.newConsumer(ctx, consumerConfig{Stream: st.Stream, Topic: topic, Group: group,
-				BatchSize: st.BatchLength, PollInterval: st.PollInterval,
-				AutoCommit: s.cfg.OffsetCommit == config.CommitAfterPolling})
+				BatchSize: st.BatchLength, PollInterval: st.PollInterval, AutoCommit: s.policy.serverStores,
+				OnChange: tc.table.change})
 			if err != nil {
 				return fmt.Errorf("consumer %s/%s group %s: %w", st.Stream, topic, group, err)
 			}
-			log := s.log.With("stream", st.Stream, "topic", topic)
-			s.topics = append(s.topics, newTopicRunner(s, meta, st.Schema, cons, log))
+			tc.cons = cons
+			s.topics = append(s.topics, tc)
 		}
 	}
 	return nil
 }
 
-// fail records a batch that failed for good under on_failure = stop and stops the sink.
-func (s *sinkRunner) fail(err error) {
-	s.failOnce.Do(func() {
-		s.status.fail(err)
-		s.cancelPoll()
-	})
+// route returns the partition table of a stream and topic of this sink, or nil.
+func (s *sinkRunner) route(stream, topic uint32) *partitionTable {
+	if m := s.routes.Load(); m != nil {
+		return (*m)[topicKey{stream, topic}]
+	}
+	return nil
 }
 
-// requestStop begins the graceful stop; idempotent.
-func (s *sinkRunner) requestStop() { s.cancelPoll() }
+// sinkCommitter is a sink's sdk.Committer: a small value, safe to copy and to call from
+// any goroutine (including a native plugin's thread through connect/plugin). It routes
+// each commit to its partition table; it never blocks and never calls into the sink.
+type sinkCommitter struct{ s *sinkRunner }
 
-// abandon cuts every wait short: in-flight batches are cancelled and not committed, pending
-// commits are not written.
-func (s *sinkRunner) abandon() { s.cancelAbandon() }
+// Commit implements sdk.Committer.
+func (c sinkCommitter) Commit(p sdk.Partition, offset uint64) error {
+	t := c.s.route(p.StreamID, p.TopicID)
+	if t == nil {
+		c.s.counters.CommitsUnknownPartition.Add(1)
+		return fmt.Errorf("%w: stream %d topic %d partition %d offset %d: not a topic of this sink",
+			sdk.ErrCommitUnknownPartition, p.StreamID, p.TopicID, p.PartitionID, offset)
+	}
+	return t.commit(p.PartitionID, offset)
+}
 
-// supervise waits for the stop signal and runs the shutdown sequence: stop polling → finish
-// in-flight batches (bounded) → sink Close → close registry entries and write pending
-// commits → leave the groups.
-func (s *sinkRunner) supervise() {
-	defer close(s.done)
-	defer s.cancelAbandon()
-	<-s.pollCtx.Done()
+// fail records a batch that failed for good under on_failure = stop and stops the sink.
+func (s *sinkRunner) fail(err error) {
+	s.status.fail(err)
+	s.life.Stop()
+}
+
+func (s *sinkRunner) stop()                    { s.life.Stop() }
+func (s *sinkRunner) abandon()                 { s.life.Abandon() }
+func (s *sinkRunner) stopped() <-chan struct{} { return s.life.Done() }
+
+// run waits for the stop and runs the shutdown sequence, all of it within the sink's one
+// shutdown_timeout (the lifecycle turns hard when it passes): stop polling → finish the
+// batches being consumed → the sink's Close (it may still commit) → close the tables
+// and store what is done → leave the groups. What the hard stop cuts short is not
+// committed and is redelivered; nothing waits for a Consume or Close that ignores its
+// context.
+func (s *sinkRunner) run() {
+	defer s.life.Finish()
+	<-s.life.soft.Done()
 	if st, _ := s.status.get(); st != StateError {
 		s.status.set(StateStopping)
 	}
-	timeout := s.cfg.ShutdownTimeout
-	drain, cancel := context.WithTimeout(s.abandonCtx, timeout)
 	finished := true
-	for _, t := range s.topics {
-		select {
-		case <-t.consumeDone:
-		case <-drain.Done():
+	for _, tc := range s.topics {
+		if !s.life.waitOrAbandon(tc.consumeDone) {
 			finished = false
+			break
 		}
 	}
-	// Decided by the waits above, not by drain.Err() after cancel (which is always set).
 	if !finished {
-		if s.abandonCtx.Err() != nil {
+		if d := s.life.Deadline(); d.IsZero() || time.Now().Before(d) {
 			s.log.Warn("hard stop: abandoning in-flight batches (they will be redelivered)")
 		} else {
-			s.log.Warn("in-flight batches did not finish within shutdown_timeout; abandoning them (they will be redelivered)", "shutdown_timeout", timeout)
+			s.log.Warn("in-flight batches did not finish within shutdown_timeout; abandoning them (they will be redelivered)", "shutdown_timeout", s.cfg.ShutdownTimeout)
 		}
 	}
-	cancel()
-	s.cancelConsume()
-	for _, t := range s.topics {
-		<-t.consumeDone
-		<-t.pollDone
-	}
 	var errs []error
-	cctx, cancel := context.WithTimeout(s.abandonCtx, timeout)
-	if err := safeCall(func() error { return s.sink.Close(cctx) }); err != nil {
+	if err := s.closeSink(); err != nil {
 		errs = append(errs, fmt.Errorf("close sink: %w", err))
 	}
-	cancel()
-	rctx, cancel := context.WithTimeout(s.abandonCtx, timeout)
-	for _, t := range s.topics {
-		if err := t.release(rctx); err != nil {
-			errs = append(errs, fmt.Errorf("release %s/%s: %w", t.topic.Stream, t.topic.Topic, err))
+	for _, tc := range s.topics {
+		tc.table.close()
+	}
+	for _, tc := range s.topics {
+		if !s.life.waitOrAbandon(tc.storesDone) {
+			errs = append(errs, fmt.Errorf("stream %s topic %s: offsets not stored within shutdown_timeout (they will be redelivered)", tc.topic.Stream, tc.topic.Topic))
+		}
+	}
+	for _, tc := range s.topics {
+		s.life.waitOrAbandon(tc.pollDone)
+		if err := tc.cons.Close(s.life.hard); err != nil {
+			errs = append(errs, fmt.Errorf("leave group on %s/%s: %w", tc.topic.Stream, tc.topic.Topic, err))
 		}
 	}
 	if s.dlq != nil {
-		if err := s.dlq.Close(rctx); err != nil {
+		if err := s.dlq.close(s.life.hard); err != nil {
 			errs = append(errs, fmt.Errorf("close dead-letter producer: %w", err))
 		}
 	}
-	cancel()
 	if err := errors.Join(errs...); err != nil {
 		s.log.Warn("sink stopped with errors", "error", err)
 	}
@@ -203,18 +221,33 @@ func (s *sinkRunner) supervise() {
 	s.log.Info("sink stopped")
 }
 
+// closeSink calls the sink's Close with the hard-stop context and waits for it, or for
+// the hard stop.
+func (s *sinkRunner) closeSink() error {
+	done := make(chan error, 1)
+	go func() { done <- callSafely(func() error { return s.sink.Close(s.life.hard) }) }()
+	select {
+	case err := <-done:
+		return err
+	case <-s.life.hard.Done():
+		select {
+		case err := <-done:
+			return err
+		default:
+			return errors.New("Close did not return within shutdown_timeout; abandoned")
+		}
+	}
+}
+
 // statusOf reports the connector's status.
 func (s *sinkRunner) statusOf() Status {
 	st, le := s.status.get()
-	return Status{Key: s.cfg.Key, Kind: "sink", Name: s.cfg.Name, State: st, LastError: le, Stats: s.counters.Snapshot()}
-}
-
-// safeCall runs fn, turning a panic into an error wrapping ErrSinkPanic.
-func safeCall(fn func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %v", ErrSinkPanic, r)
-		}
-	}()
-	return fn()
+	out := Status{Key: s.cfg.Key, Kind: "sink", Name: s.cfg.Name, State: st, LastError: le, Stats: s.counters.Snapshot()}
+	for _, tc := range s.topics {
+		out.Partitions = append(out.Partitions, tc.table.status()...)
+	}
+	slices.SortStableFunc(out.Partitions, func(a, b PartitionStatus) int {
+		return cmp.Or(cmp.Compare(a.Stream, b.Stream), cmp.Compare(a.Topic, b.Topic))
+	})
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -13,51 +14,19 @@ import (
 	"github.com/ferryio/ferry/sdk"
 )
 
-// SourcePluginLoader opens the native source plugin library at path (already resolved with
-// config.ResolvePluginPath) and returns a factory of source instances over it. cmd/ferry
-// wires it to connect/plugin, so this package needs no cgo.
-type SourcePluginLoader func(path string) (sdk.SourceFactory, error)
-
 // DefaultStateDir is the source state directory when the runtime config gives none.
 const DefaultStateDir = "local_state"
 
 // Source runner timings. Sources have no [retry] table upstream; these are fixed.
 var (
-	// sourceBackoff paces retries of a failed send or state save (never exhausted: the
-	// batch is retried until it goes through or the runtime stops).
+	// sourceBackoff paces retries of a failed read, send or state save (never exhausted:
+	// the batch is retried until it goes through or the runtime stops).
 	sourceBackoff = Backoff{Initial: config.DefaultInitialBackoff, Max: config.DefaultMaxBackoff}
-	// sourceShutdownTimeout bounds the in-flight send at a graceful stop, and Close.
+	// sourceShutdownTimeout bounds a source's whole stop: the send in flight, then Close.
 	sourceShutdownTimeout = config.DefaultShutdownTimeout
 	// ackTimeout bounds one AckFunc call.
 	ackTimeout = 5 * time.Second
 )
-
-// sourceBackend is what a source runner needs of Iggy: a producer on its stream/topic.
-// iggy_backend's adapter implements it over *iggy.Client.
-type sourceBackend interface {
-	// newSourceProducer returns a producer on stream/topic, creating the stream and the
-	// topic (one partition) when missing, as upstream.
-	newSourceProducer(ctx context.Context, cfg sourceProducerConfig) (sourceProducer, error)
-}
-
-type sourceProducerConfig struct {
-	Stream, Topic string
-	BatchLength   uint32
-	Linger        time.Duration
-}
-
-// sourceProducer sends one batch and returns once Iggy confirmed every message.
-type sourceProducer interface {
-	send(ctx context.Context, msgs []sdk.ProducedMessage) error
-	close(ctx context.Context) error
-}
-
-// sourceDeps is what Runtime needs to run sources; [New] fills it.
-type sourceDeps struct {
-	be       sourceBackend
-	stateDir string // "" = DefaultStateDir
-	load     SourcePluginLoader
-}
 
 // sourceCounters are a source's running totals (atomic).
 type sourceCounters struct {
@@ -72,103 +41,42 @@ type sourceCounters struct {
 // sourceRunner runs one source connector: one goroutine reads a batch, sends it, saves its
 // state, acks it, and only then reads the next (one batch in flight).
 //
-// Contexts: stopCtx ends on the graceful stop and interrupts Read and retry waits; hardCtx
-// ends on the hard stop (or sourceShutdownTimeout after the graceful one) and interrupts the
-// send in flight. A batch not confirmed by then is acked with an error (the source may
-// produce it again); a confirmed one is saved and acked before the runner stops.
+// Its lifecycle (timeout sourceShutdownTimeout): the soft stop interrupts Read and retry
+// waits; the hard stop interrupts the send in flight. A batch not confirmed by then is
+// acked with an error (the source may produce it again); a confirmed one is saved and
+// acked before the runner stops.
 type sourceRunner struct {
 	cfg      *config.Source
 	stream   config.SourceStream
 	src      sdk.Source
-	deps     sourceDeps
+	prods    producers
 	state    *stateFile
-	prod     sourceProducer
+	prod     producer
 	log      *slog.Logger
 	counters sourceCounters
 	status   statusCell
-
-	stopCtx    context.Context
-	cancelStop context.CancelFunc
-	hardCtx    context.Context
-	cancelHard context.CancelFunc
-	done       chan struct{}
+	life     *lifecycle
 }
 
-func newSourceRunner(cfg *config.Source, instance uint32, src sdk.Source, deps sourceDeps, log *slog.Logger) *sourceRunner {
-	s := &sourceRunner{cfg: cfg, src: src, deps: deps, done: make(chan struct{}),
-		log: log.With("source", cfg.Key, "instance", instance)}
+func newSourceRunner(cfg *config.Source, instance uint32, src sdk.Source, prods producers, stateDir string, log *slog.Logger) *sourceRunner {
+	s := &sourceRunner{cfg: cfg, src: src, prods: prods, state: newStateFile(stateDir, cfg.Key),
+		log: log.With("source", cfg.Key, "instance", instance), life: newLifecycle(sourceShutdownTimeout)}
 	if n := len(cfg.Streams); n > 0 {
 		s.stream = cfg.Streams[n-1]
 	}
-	dir := deps.stateDir
-	if dir == "" {
-		dir = DefaultStateDir
-	}
-	s.state = newStateFile(dir, cfg.Key)
-	s.hardCtx, s.cancelHard = context.WithCancel(context.Background())
-	s.stopCtx, s.cancelStop = context.WithCancel(s.hardCtx)
 	s.status.set(StateStarting)
 	return s
 }
 
-// startSources starts every enabled source; called by Runtime.Start before the sinks, as
-// upstream (a source creates its stream and topic, which a sink may consume).
-func (r *Runtime) startSources(ctx context.Context) []connector {
-	var out []connector
-	for _, cfg := range r.conns.Sources {
-		if !cfg.Enabled {
-			continue
-		}
-		out = append(out, r.startSource(ctx, cfg))
-	}
-	return out
-}
-
-func (r *Runtime) startSource(ctx context.Context, cfg *config.Source) *sourceRunner {
-	id := r.nextID.Add(1)
-	factory, err := r.sourceFactory(cfg)
-	if err != nil {
-		s := newSourceRunner(cfg, id, nil, r.sources, r.log)
-		s.failStart(err)
-		return s
-	}
-	s := newSourceRunner(cfg, id, factory(), r.sources, r.log)
-	_ = s.start(ctx) // a failure is logged and kept in the status by failStart
-	return s
-}
-
-func (r *Runtime) sourceFactory(cfg *config.Source) (sdk.SourceFactory, error) {
-	if name, ok := cfg.Builtin(); ok {
-		f, ok := r.builtins.Source(name)
-		if !ok {
-			return nil, fmt.Errorf("unknown built-in source %q (known: %v)", name, r.builtins.SourceNames())
-		}
-		return f, nil
-	}
-	if r.sources.load == nil {
-		return nil, fmt.Errorf("native plugin %s: this runtime has no plugin loader", cfg.Path)
-	}
-	path, err := config.ResolvePluginPath(cfg.Path, nil)
-	if err != nil {
-		return nil, err
-	}
-	f, err := r.sources.load(path)
-	if err != nil {
-		return nil, fmt.Errorf("load plugin %s: %w", path, err)
-	}
-	return f, nil
-}
-
-// failStart records a start failure; the runner is then done.
+// failStart records a start failure; the runner is then stopped.
 func (s *sourceRunner) failStart(err error) {
 	s.status.fail(err)
 	s.log.Error("source not started", "error", err)
-	s.cancelHard()
-	close(s.done)
+	s.life.Finish()
 }
 
 // start loads the state, opens the source and the producer and starts the loop. On error
-// everything opened is closed, the status is error and the runner is done.
+// everything opened is closed, the status is error and the runner is stopped.
 func (s *sourceRunner) start(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
@@ -182,23 +90,23 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 		s.log.Warn("source has several [[streams]] entries; only the last is used, as upstream",
 			"entries", len(s.cfg.Streams), "stream", s.stream.Stream, "topic", s.stream.Topic)
 	}
-	if s.deps.be == nil {
+	if s.prods == nil {
 		return errors.New("this runtime has no Iggy producer")
 	}
-	if err := os.MkdirAll(s.stateDirPath(), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(s.state.path), 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
 	state, err := s.state.load()
 	if err != nil {
 		return err
 	}
-	prod, err := s.deps.be.newSourceProducer(ctx, sourceProducerConfig{Stream: s.stream.Stream, Topic: s.stream.Topic,
+	prod, err := s.prods.newProducer(ctx, producerConfig{Stream: s.stream.Stream, Topic: s.stream.Topic,
 		BatchLength: s.stream.BatchLength, Linger: s.stream.LingerTime})
 	if err != nil {
 		return fmt.Errorf("producer %s/%s: %w", s.stream.Stream, s.stream.Topic, err)
 	}
 	env := sdk.SourceEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, State: state, Logger: s.log}
-	if err := recoverCall(func() error { return s.src.Open(ctx, env) }); err != nil {
+	if err := callSafely(func() error { return s.src.Open(ctx, env) }); err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), sourceShutdownTimeout)
 		defer cancel()
 		_ = prod.close(cctx)
@@ -212,23 +120,9 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 	return nil
 }
 
-func (s *sourceRunner) stateDirPath() string {
-	if s.deps.stateDir == "" {
-		return DefaultStateDir
-	}
-	return s.deps.stateDir
-}
-
-// requestStop begins the graceful stop; idempotent. The in-flight send gets
-// sourceShutdownTimeout to finish.
-func (s *sourceRunner) requestStop() {
-	s.cancelStop()
-}
-
-// abandon interrupts the send in flight; its batch is acked with an error.
-func (s *sourceRunner) abandon() { s.cancelHard() }
-
-func (s *sourceRunner) doneCh() <-chan struct{} { return s.done }
+func (s *sourceRunner) stop()                    { s.life.Stop() }
+func (s *sourceRunner) abandon()                 { s.life.Abandon() }
+func (s *sourceRunner) stopped() <-chan struct{} { return s.life.Done() }
 
 func (s *sourceRunner) statusOf() Status {
 	st, le := s.status.get()
@@ -238,32 +132,19 @@ func (s *sourceRunner) statusOf() Status {
 			Committed: c.acked.Load(), StoreErrors: c.stateErrs.Load(), FailedBatches: c.rejected.Load()}}
 }
 
-// run is the forwarding loop, then the shutdown: close the source, then the producer.
+// run is the forwarding loop, then the shutdown: close the source, then the producer,
+// within what is left of the stop's timeout.
 func (s *sourceRunner) run() {
-	defer close(s.done)
-	defer s.cancelHard()
-	// After a graceful stop the in-flight send gets sourceShutdownTimeout.
-	stopTimer := context.AfterFunc(s.stopCtx, func() {
-		t := time.NewTimer(sourceShutdownTimeout)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			s.log.Warn("in-flight batch not confirmed within the shutdown timeout; abandoning it")
-			s.cancelHard()
-		case <-s.done:
-		}
-	})
-	defer stopTimer()
+	defer s.life.Finish()
 	err := s.loop()
 	if st, _ := s.status.get(); st != StateError {
 		s.status.set(StateStopping)
 	}
-	cctx, cancel := context.WithTimeout(context.Background(), sourceShutdownTimeout)
-	defer cancel()
-	if cerr := recoverCall(func() error { return s.src.Close(cctx) }); cerr != nil {
+	s.life.Stop() // the end of input stops the source too; bounds Close below
+	if cerr := callSafely(func() error { return s.src.Close(s.life.hard) }); cerr != nil {
 		s.log.Warn("source close failed", "error", cerr)
 	}
-	if cerr := s.prod.close(cctx); cerr != nil {
+	if cerr := s.prod.close(s.life.hard); cerr != nil {
 		s.log.Warn("producer close failed", "error", cerr)
 	}
 	switch {
@@ -287,32 +168,32 @@ var errStopping = errors.New("connect: runtime stopping; batch not delivered")
 // loop runs until the stop or the end of input. It returns sdk.ErrEndOfInput, or nil on
 // a stop.
 func (s *sourceRunner) loop() error {
-	for failures := 0; ; {
-		if s.stopCtx.Err() != nil {
-			return nil //nolint:nilerr // stopping is the normal way out of the loop
-		}
+	soft := s.life.soft
+	for soft.Err() == nil {
 		var (
 			batch sdk.SourceBatch
 			ack   sdk.AckFunc
+			end   error // the source's ErrEndOfInput: not retried
 		)
-		err := recoverCall(func() (err error) {
-			batch, ack, err = s.src.Read(s.stopCtx)
-			return err
-		})
-		if err != nil {
-			if errors.Is(err, sdk.ErrEndOfInput) {
+		err := retry(soft, sourceBackoff, func(int) error {
+			return callSafely(func() (err error) {
+				batch, ack, err = s.src.Read(soft)
+				if errors.Is(err, sdk.ErrEndOfInput) {
+					end, err = err, nil
+				}
 				return err
-			}
-			if s.stopCtx.Err() != nil {
-				return nil //nolint:nilerr // a read cut short by the stop is not a failure
-			}
-			failures++
+			})
+		}, func(attempt int, err error, wait time.Duration) {
 			s.status.fail(fmt.Errorf("read: %w", err))
-			s.log.Warn("source read failed; retrying", "error", err, "attempt", failures)
-			if !sleep(s.stopCtx, sourceBackoff.Delay(failures)) {
-				return nil
-			}
-			continue
+			s.log.Warn("source read failed; retrying", "error", err, "attempt", attempt, "backoff", wait)
+		})
+		switch {
+		case end != nil:
+			return end
+		case soft.Err() != nil:
+			return nil //nolint:nilerr // stopping (a read cut short by the stop is not a failure)
+		case err != nil: // unreachable: reads are retried until the stop
+			return err
 		}
 		if ack == nil {
 			ack = sdk.NoAck
@@ -320,8 +201,8 @@ func (s *sourceRunner) loop() error {
 		if ok := s.handle(batch, ack); !ok {
 			return nil
 		}
-		failures = 0
 	}
+	return nil
 }
 
 // handle sends, saves and acks one batch. It returns false when the runtime stopped before
@@ -336,10 +217,10 @@ func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) bool {
 		s.status.fail(err)
 		s.log.Error("source batch rejected, nothing sent", "error", err, "messages", n)
 		s.ack(ack, err)
-		return sleep(s.stopCtx, sourceBackoff.Initial)
+		return sleep(s.life.soft, sourceBackoff.Initial)
 	}
 	if len(msgs) > 0 {
-		if err := s.retry("send", &s.counters.sendErrors, func() error { return s.prod.send(s.hardCtx, msgs) }); err != nil {
+		if err := s.retry("send", &s.counters.sendErrors, func() error { return s.prod.send(s.life.hard, msgs) }); err != nil {
 			s.ack(ack, fmt.Errorf("%w: %w", errStopping, err))
 			return false
 		}
@@ -358,32 +239,28 @@ func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) bool {
 	return true
 }
 
-// retry runs op until it succeeds, waiting sourceBackoff between attempts. Waits end at the
-// graceful stop; op itself sees hardCtx. It returns op's last error (or the stop) when the
-// runtime stops first.
+// retry runs op until it succeeds, waiting sourceBackoff between attempts: the batch in
+// hand is finished even after the soft stop (op sees the hard-stop context), but once
+// the soft stop began a failure is not retried. It returns op's last error then.
 func (s *sourceRunner) retry(what string, errs *atomic.Uint64, op func() error) error {
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 && !sleep(s.stopCtx, sourceBackoff.Delay(attempt)) {
-			return fmt.Errorf("%s: gave up at stop after %d attempts", what, attempt)
-		}
-		if s.hardCtx.Err() != nil {
-			return s.hardCtx.Err()
-		}
+	err := retry(s.life.soft, sourceBackoff, func(attempt int) error {
 		err := op()
-		if err == nil {
-			if attempt > 0 {
-				s.status.set(StateRunning)
-				s.log.Info(what+" succeeded after retries", "attempts", attempt+1)
-			}
-			return nil
+		switch {
+		case err == nil && attempt > 1:
+			s.status.set(StateRunning)
+			s.log.Info(what+" succeeded after retries", "attempts", attempt)
+		case err != nil && s.life.hard.Err() == nil:
+			errs.Add(1)
+			s.status.fail(fmt.Errorf("%s: %w", what, err))
 		}
-		if s.hardCtx.Err() != nil {
-			return err
-		}
-		errs.Add(1)
-		s.status.fail(fmt.Errorf("%s: %w", what, err))
-		s.log.Warn(what+" failed; retrying", "error", err, "attempt", attempt+1)
+		return err
+	}, func(attempt int, err error, wait time.Duration) {
+		s.log.Warn(what+" failed; retrying", "error", err, "attempt", attempt, "backoff", wait)
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
+	return nil
 }
 
 func (s *sourceRunner) encode(b sdk.SourceBatch) ([]sdk.ProducedMessage, error) {
@@ -407,17 +284,7 @@ func (s *sourceRunner) encode(b sdk.SourceBatch) ([]sdk.ProducedMessage, error) 
 func (s *sourceRunner) ack(ack sdk.AckFunc, result error) {
 	ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
 	defer cancel()
-	if err := recoverCall(func() error { return ack(ctx, result) }); err != nil {
+	if err := callSafely(func() error { return ack(ctx, result) }); err != nil {
 		s.log.Warn("source ack failed", "error", err, "nack", result != nil)
 	}
-}
-
-// recoverCall runs fn, turning a panic into an error.
-func recoverCall(fn func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("connector panicked: %v", r)
-		}
-	}()
-	return fn()
 }

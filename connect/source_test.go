@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -95,15 +96,16 @@ func (s *seqSource) snapshot() (acks []error, closed bool, opened []byte) {
 // memSource is an in-memory source backend: one topic log of payloads. failNext fails that
 // many sends; block makes sends wait for ctx (an unreachable server).
 type memSource struct {
+	backend  // nil: only newProducer is used by sources
 	mu       sync.Mutex
 	log      []string
 	failNext int
 	block    bool
-	cfgs     []sourceProducerConfig
+	cfgs     []producerConfig
 	closed   int
 }
 
-func (m *memSource) newSourceProducer(_ context.Context, cfg sourceProducerConfig) (sourceProducer, error) {
+func (m *memSource) newProducer(_ context.Context, cfg producerConfig) (producer, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.cfgs = append(m.cfgs, cfg)
@@ -162,10 +164,8 @@ func sourceCfg(key string, streams ...config.SourceStream) *config.Source {
 
 func sourceRuntime(cfg *config.Source, src sdk.Source, be *memSource, stateDir string) *Runtime {
 	reg := sdk.NewRegistry().AddSource("seq", func() sdk.Source { return src })
-	// No sink runs, so no sink backend (nil); the source producer comes from be.
-	rt := newRuntime(&config.Connectors{Sources: []*config.Source{cfg}}, nil, reg, nil, quietLog)
-	rt.sources = sourceDeps{be: be, stateDir: stateDir}
-	return rt
+	// No sink runs: the backend is be, whose producers are in memory.
+	return newRuntime(Options{Connectors: &config.Connectors{Sources: []*config.Source{cfg}}, Builtins: reg, Logger: quietLog}, be, stateDir)
 }
 
 func wantSeq(t *testing.T, got []string, from, to int) {
@@ -200,7 +200,7 @@ func TestSourceExactlyOnceWithoutCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantSeq(t, be.snapshot(), 0, 250)
-	if want := (sourceProducerConfig{Stream: "s", Topic: "t", BatchLength: 100, Linger: time.Millisecond}); len(be.cfgs) != 1 || be.cfgs[0] != want {
+	if want := (producerConfig{Stream: "s", Topic: "t", BatchLength: 100, Linger: time.Millisecond}); len(be.cfgs) != 1 || be.cfgs[0] != want {
 		t.Fatalf("producer configs = %+v, want only the last [[streams]] entry %+v", be.cfgs, want)
 	}
 	acks, closed, _ := src.snapshot()
@@ -217,7 +217,7 @@ func TestSourceExactlyOnceWithoutCrash(t *testing.T) {
 	}
 	st := rt.Status()[0]
 	want := Stats{Produced: 250, Sent: 250, SendErrors: 3, Committed: 250}
-	if st.Stats != want || st.Kind != "source" || st.LastError != nil {
+	if !reflect.DeepEqual(st.Stats, want) || st.Kind != "source" || st.LastError != nil {
 		t.Fatalf("status = %+v, want stats %+v, kind source, no error", st, want)
 	}
 	b, err := newStateFile(dir, "seq").load()

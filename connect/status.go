@@ -33,7 +33,11 @@ type Counters struct {
 	DeadLettered  atomic.Uint64 // messages sent to the dead-letter topic
 	Skipped       atomic.Uint64 // messages skipped by on_failure = "skip"
 	StoreErrors   atomic.Uint64 // failed offset stores (each is retried)
+	StoresRefused atomic.Uint64 // stores refused for good (partition not owned any more); final for that partition
 	HeaderErrors  atomic.Uint64 // messages whose user headers could not be decoded (delivered without headers)
+	// StoreLatency is the time from a sink's commit (or the runtime's resolution) of an
+	// offset to its store in Iggy.
+	StoreLatency latencyHistogram
 
 	CommitsAccepted         atomic.Uint64
 	CommitsStale            atomic.Uint64
@@ -45,9 +49,10 @@ type Counters struct {
 type Stats struct {
 	Polled, Delivered, Committed                        uint64
 	ConsumeErrors, FailedBatches, DeadLettered, Skipped uint64
-	StoreErrors, HeaderErrors                           uint64
+	StoreErrors, StoresRefused, HeaderErrors            uint64
 	CommitsAccepted                                     uint64
 	CommitsStale, CommitsOutOfRange, CommitsUnknown     uint64
+	StoreLatency                                        Histogram
 
 	// Sources (source.go): messages read from the source, messages Iggy confirmed, failed
 	// send attempts. For a source, Committed counts messages of batches whose state was
@@ -67,10 +72,78 @@ func (c *Counters) Snapshot() Stats {
 		Polled: c.Polled.Load(), Delivered: c.Delivered.Load(), Committed: c.Committed.Load(),
 		ConsumeErrors: c.ConsumeErrors.Load(), FailedBatches: c.FailedBatches.Load(),
 		DeadLettered: c.DeadLettered.Load(), Skipped: c.Skipped.Load(),
-		StoreErrors: c.StoreErrors.Load(), HeaderErrors: c.HeaderErrors.Load(),
+		StoreErrors: c.StoreErrors.Load(), StoresRefused: c.StoresRefused.Load(), HeaderErrors: c.HeaderErrors.Load(),
 		CommitsAccepted: c.CommitsAccepted.Load(), CommitsStale: c.CommitsStale.Load(),
 		CommitsOutOfRange: c.CommitsOutOfRange.Load(), CommitsUnknown: c.CommitsUnknownPartition.Load(),
+		StoreLatency: c.StoreLatency.snapshot(),
 	}
+}
+
+// latencyBounds are the upper bounds of a latencyHistogram's buckets; a last bucket
+// counts everything above the highest.
+var latencyBounds = []time.Duration{
+	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond,
+	50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second,
+}
+
+// latencyHistogram counts durations in latencyBounds' buckets; safe for concurrent use.
+type latencyHistogram struct {
+	counts [14]atomic.Uint64 // len(latencyBounds) + 1
+	sum    atomic.Int64      // nanoseconds
+}
+
+func (h *latencyHistogram) observe(d time.Duration) {
+	i := len(latencyBounds)
+	for j, b := range latencyBounds {
+		if d <= b {
+			i = j
+			break
+		}
+	}
+	h.counts[i].Add(1)
+	h.sum.Add(int64(d))
+}
+
+func (h *latencyHistogram) snapshot() Histogram {
+	out := Histogram{Bounds: latencyBounds, Counts: make([]uint64, len(h.counts)), Sum: time.Duration(h.sum.Load())}
+	for i := range h.counts {
+		out.Counts[i] = h.counts[i].Load()
+		out.Count += out.Counts[i]
+	}
+	return out
+}
+
+// Histogram is a snapshot of a latency histogram: Counts[i] observations were at most
+// Bounds[i] (and above Bounds[i-1]); the last count is everything above the highest
+// bound.
+type Histogram struct {
+	Bounds []time.Duration
+	Counts []uint64
+	Count  uint64
+	Sum    time.Duration
+}
+
+// Quantile returns the upper bound of the bucket holding quantile q (0 < q ≤ 1), or -1
+// with no observations; an observation above the highest bound reports that bound's
+// double.
+func (h Histogram) Quantile(q float64) time.Duration {
+	if h.Count == 0 {
+		return -1
+	}
+	rank := uint64(q*float64(h.Count) + 0.5)
+	rank = max(rank, 1)
+	var seen uint64
+	for i, c := range h.Counts {
+		seen += c
+		if seen >= rank {
+			if i < len(h.Bounds) {
+				return h.Bounds[i]
+			}
+			break
+		}
+	}
+	return 2 * h.Bounds[len(h.Bounds)-1]
 }
 
 func (c *Counters) reject(err error) {
@@ -98,6 +171,9 @@ type Status struct {
 	State     State
 	LastError *LastError // nil unless the last transition recorded an error
 	Stats     Stats
+	// Partitions lists a sink's partitions in its tables (owned and draining), by
+	// stream, topic and partition; nil for a source.
+	Partitions []PartitionStatus
 }
 
 // statusCell holds a connector's state; safe for concurrent use.

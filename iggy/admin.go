@@ -2,6 +2,8 @@ package iggy
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/ferryio/ferry/iggy/wire"
@@ -190,4 +192,27 @@ func (c *Client) CreatePersonalAccessToken(ctx context.Context, name string, exp
 		return "", opErr("create personal access token", "token "+Name(name).String(), err)
 	}
 	return out, nil
+}
+
+// EnsureTopic creates stream and topic (with partitions partitions) when they are missing
+// and leaves existing ones as they are (an existing topic keeps its partition count). A
+// concurrent creator is tolerated: AlreadyExists counts as success. Errors name the
+// stream or topic; a server that refuses the create (permissions, limits) is reported
+// as such.
+func (c *Client) EnsureTopic(ctx context.Context, stream, topic string, partitions uint32) error {
+	if _, err := c.GetStream(ctx, Name(stream)); errors.Is(err, wire.ErrNotFound) {
+		if _, err := c.CreateStream(ctx, stream); err != nil && !errors.Is(err, wire.ErrAlreadyExists) {
+			return fmt.Errorf("ensure topic: %w", err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("ensure topic: %w", err)
+	}
+	if _, err := c.GetTopic(ctx, Name(stream), Name(topic)); errors.Is(err, wire.ErrNotFound) {
+		if _, err := c.CreateTopic(ctx, Name(stream), topic, partitions); err != nil && !errors.Is(err, wire.ErrAlreadyExists) {
+			return fmt.Errorf("ensure topic: %w", err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("ensure topic: %w", err)
+	}
+	return nil
 }

@@ -22,17 +22,40 @@ type ConsumerConfig struct {
 	// returned nothing. Default 5ms.
 	PollInterval time.Duration
 	// AutoCommit makes the server store the offset as part of each poll
-	// (after_polling, at-most-once). Default false: commit with Commit.
+	// (after_polling, at-most-once). Default false: store with StoreOffset.
 	AutoCommit bool
+	// OnAssignmentChange, when set, is told every change of the partitions the member
+	// owns, in band: Poll calls it on the caller's goroutine, before it polls anything
+	// under the new assignment and never while the caller holds a batch Poll returned
+	// (so the first call, with every partition assigned, comes from the first Poll).
+	// Nothing is dropped or reordered: changes that happened while the caller was not
+	// polling are reported together at its next Poll. It must not block or call the
+	// Consumer's Poll; other methods (StoreOffset, Pause, Assignment) are allowed.
+	OnAssignmentChange func(AssignmentChange)
+}
+
+// AssignmentChange is one report of OnAssignmentChange; handle Revoked before Assigned.
+//
+// Revoked partitions are no longer polled. Batches of them that Poll returned before the
+// report were polled while they were owned: hand them on and store their offsets as
+// usual (the server keeps a revoked partition pending revocation with its previous owner
+// until the group's stored offset covers what the group polled, or for its rebalancing
+// timeout, 30 s by default, and accepts that owner's stores meanwhile).
+//
+// Assigned partitions are polled from the group's stored offset + 1 (or 0).
+//
+// A partition in both lists was lost and regained since the last report: another member
+// owned it in between (the member noticed because the group's stored offset changed
+// under it), so whatever the caller still holds of its earlier assignment is void, and
+// StoreOffset refuses offsets below what the other member stored (ErrOffsetBehind).
+type AssignmentChange struct {
+	Revoked, Assigned []uint32 // sorted
 }
 
 // Batch is what Consumer.Poll returns: messages of one partition, in offset order.
 type Batch struct {
 	Partition     uint32
 	CurrentOffset uint64 // the partition's last offset, from the poll reply
-	// Generation is the assignment generation the poll was sent under: never above the
-	// Generation of an AssignmentEvent reported after the batch (see Consumer.Events).
-	Generation uint64
 	// Messages is never empty and never mixes partitions. Payloads and headers are
 	// views into a reply buffer that stays valid until Release.
 	Messages []wire.Message
@@ -53,16 +76,6 @@ func (b *Batch) Release() {
 // LastOffset returns the offset of the last message.
 func (b *Batch) LastOffset() uint64 { return b.Messages[len(b.Messages)-1].Offset }
 
-// AssignmentEvent reports a change of the partitions a Consumer owns. Revoked
-// partitions are no longer polled; batches of them that Poll returned before the event
-// (Batch.Generation < Generation) were polled while they were owned and should still be
-// handled and committed (see Consumer.Events). Assigned ones start from the group's
-// stored offset.
-type AssignmentEvent struct {
-	Generation        uint64
-	Assigned, Revoked []uint32
-}
-
 // Consumer is one member of a consumer group on its own connection. See NewConsumer.
 // Poll must not be called concurrently with itself; every other method is safe for
 // concurrent use (including with Poll).
@@ -71,38 +84,35 @@ type Consumer struct {
 	cfg     ConsumerConfig
 	group   wire.Identifier
 	link    *link
-	events  chan AssignmentEvent
 	wake    chan struct{}
 	ctx     context.Context // ends at Close
 	cancel  context.CancelFunc
 	hbDone  chan struct{}
 	closeMu sync.Mutex
-	// op is held across one poll or sync round trip (and the handling of its reply), so
-	// the member connection never has both in flight and an assignment never changes
-	// while a poll reply is being handled.
+	// op is held across one poll, assignment sync or offset store round trip (and the
+	// handling of its reply), so the member connection never has two in flight, an
+	// assignment never changes while a poll reply is being handled, and a store never
+	// races with the sync that learns its partition moved.
 	op chan struct{}
 
 	pollHook func(partition uint32) // test hook: a poll reply with messages arrived
 
 	mu        sync.Mutex
 	closed    bool
-	gen       uint64
-	assigned  []uint32 // sorted
-	parts     map[uint32]*partState
+	gen       uint64 // local generation: +1 on every change of parts
+	serverGen uint64 // the group generation of the last sync
+	assigned  []uint32
+	parts     map[uint32]*partState // owned now; a new *partState per assignment
+	former    map[uint32]*partState // revoked from this member, for StoreOffset's floor
+	reported  map[uint32]*partState // what OnAssignmentChange last reported
+	dirty     bool                  // parts changed since the last report
 	paused    map[uint32]bool
 	syncEpoch uint64
 	needSync  bool
 	lastSync  time.Time // last successful sync
 	rr        int
-	// outside is set while the caller holds the batch Poll returned last (of partition
-	// held) and has not called Poll again; an event revoking held waits in deferred
-	// (with every later event, in order) until the next Poll.
-	outside  bool
-	held     uint32
-	deferred []AssignmentEvent
 	// task is the poll in flight (nil if none); kept is a batch it returned that no Poll
-	// has delivered yet (its Poll call had returned on ctx's end). While kept is set,
-	// every event waits in deferred: it must be reported after the batch.
+	// has delivered yet (its Poll call had returned on ctx's end).
 	task     *pollTask
 	kept     *pollBuf
 	outlived int // polls that outlived their Poll call (for tests)
@@ -111,20 +121,52 @@ type Consumer struct {
 // idleSyncGap is the minimum spacing of the syncs a Poll with nothing to poll makes at once.
 const idleSyncGap = 100 * time.Millisecond
 
+// partState is one assignment of one partition to this member: a new value each time the
+// partition is assigned, so its identity tells assignments apart.
 type partState struct {
 	next       uint64
 	hasPos     bool
 	emptyUntil time.Time
 	seeks      uint64 // Seek calls: a poll started before one does not move next
+	// The group's stored offset as this member knows it: read when the partition was
+	// assigned, then what the member stored itself (StoreOffset, or an AutoCommit poll).
+	// StoreOffset never goes below it.
+	stored      uint64
+	storedKnown bool
+	// unsure is a store whose outcome is unknown (its ctx ended mid-request): the
+	// server may hold it instead of stored.
+	unsure    uint64
+	unsureSet bool
+}
+
+// storedRead is the group's stored offset of a partition as a sync read it.
+type storedRead struct {
+	offset uint64
+	found  bool
+}
+
+// matches reports whether the group's stored offset r is what this member knows: if
+// not, someone else stored it while the member was not looking.
+func (st *partState) matches(r storedRead) bool {
+	if !r.found {
+		return !st.storedKnown
+	}
+	return (st.storedKnown && r.offset == st.stored) || (st.unsureSet && r.offset == st.unsure)
 }
 
 // NewConsumer joins cfg.Group (creating it if missing) on a dedicated connection and
 // syncs its assignment. A goroutine re-syncs the assignment every WithAssignmentSync
 // interval (1 s by default; at least every WithHeartbeat), even while the caller is
 // busy, so the member learns moved partitions promptly and never looks stale; a sync
-// never overlaps a poll of this Consumer. The member reconnects, logs in, rejoins and
-// resyncs transparently (membership is new after a reconnect; positions of partitions
-// still owned are kept). ctx bounds only the setup.
+// never overlaps a poll or store of this Consumer. The member reconnects, logs in,
+// rejoins and resyncs transparently (membership is new after a reconnect; positions of
+// partitions still owned are kept). ctx bounds only the setup.
+//
+// A sync reads the group's stored offset of every partition newly assigned and, when
+// the group's generation changed, of every partition kept: a kept partition whose
+// stored offset is not what this member knows was owned by another member in between,
+// and is reported revoked and assigned again (see AssignmentChange).
+//
 // Errors: unknown stream or topic (wire.ErrNotFound), login and connection errors.
 func (c *Client) NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
 	if cfg.BatchSize == 0 {
@@ -139,12 +181,13 @@ func (c *Client) NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer
 	}
 	cn := &Consumer{
 		c: c, cfg: cfg, group: Name(cfg.Group),
-		events: make(chan AssignmentEvent, 256),
-		wake:   make(chan struct{}, 1),
-		hbDone: make(chan struct{}),
-		op:     make(chan struct{}, 1),
-		parts:  map[uint32]*partState{},
-		paused: map[uint32]bool{},
+		wake:     make(chan struct{}, 1),
+		hbDone:   make(chan struct{}),
+		op:       make(chan struct{}, 1),
+		parts:    map[uint32]*partState{},
+		former:   map[uint32]*partState{},
+		reported: map[uint32]*partState{},
+		paused:   map[uint32]bool{},
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -179,7 +222,6 @@ func (cn *Consumer) abandon() {
 	close(cn.hbDone)
 	cn.mu.Lock()
 	cn.closed = true
-	close(cn.events)
 	cn.mu.Unlock()
 }
 
@@ -187,9 +229,14 @@ func (cn *Consumer) abandon() {
 // partitions), blocking until one is available or ctx ends. Positions are local: the
 // first poll of a partition (or after it was re-assigned) uses Next (the group's stored
 // offset + 1, or 0); later polls continue from the offset after the last delivered
-// message, whatever was committed. Connection failures are handled inside (reconnect,
+// message, whatever was stored. Connection failures are handled inside (reconnect,
 // rejoin, resync); Poll returns ctx's error, ErrClosed, or errors that retrying will not
 // fix (e.g. the topic was deleted).
+//
+// Assignment changes are reported in band through ConsumerConfig.OnAssignmentChange,
+// which Poll calls before it polls under the new assignment: a batch Poll returns was
+// always polled under an assignment already reported, and changes made after its poll
+// are reported by the next Poll call, after the caller is done with the batch.
 //
 // Cancellation: ctx ending never costs the membership or a batch. A poll request already
 // sent is not abandoned: Poll returns ctx's error at once, the request completes in the
@@ -197,30 +244,24 @@ func (cn *Consumer) abandon() {
 // returns is kept and returned first by the next Poll call, even one whose ctx has
 // already ended; nothing is skipped or delivered twice. (Abandoning the reply instead
 // would lose the batch although the server counts it as polled — with AutoCommit it
-// would even be committed — and a revoked partition would stay pending revocation for
-// the rebalancing timeout.) Other member requests cancelled mid-flight (an assignment
-// sync, Commit) have their late replies discarded by the connection, which stays
-// open: a caller-side timeout never drops the member. Seek of the kept batch's
-// partition discards it (the caller chose a new position).
+// would even be stored — and a revoked partition would stay pending revocation for the
+// rebalancing timeout.) Other member requests cancelled mid-flight (an assignment sync,
+// StoreOffset) have their late replies discarded by the connection, which stays open: a
+// caller-side timeout never drops the member. Seek of the kept batch's partition
+// discards it (the caller chose a new position).
 //
 // Rebalance: a batch the server returned is never thrown away, even when the partition
-// is revoked meanwhile or the assignment generation changed (the server counts its
-// messages as polled by the group and keeps a revoked partition pending revocation with
-// this member until the group's stored offset covers them, or for its rebalancing
-// timeout, 30 s by default). Assignment syncs never overlap a poll, so a batch is always
-// polled under an assignment that owns its partition; Batch.Generation is that
-// assignment's generation. The caller hands it on as usual and commits it after a
-// revocation too (the server accepts commits of a partition pending revocation from its
-// previous owner) — DESIGN.md's "stop delivering it, let the in-flight batch finish,
-// commit what is done, then release it". An event revoking the partition of the batch
-// Poll returned last is reported only once Poll is called again (see Events); events
-// that follow a kept batch are reported after it.
+// is revoked meanwhile (the server counts its messages as polled by the group and keeps
+// a revoked partition pending revocation with this member until the group's stored
+// offset covers them, or for its rebalancing timeout). The caller hands it on as usual
+// and stores its offset after the revocation too.
 func (cn *Consumer) Poll(ctx context.Context) (*Batch, error) {
 	if b, err := cn.resume(ctx); b != nil || err != nil {
 		return b, err
 	}
 	failures, prompted := 0, false
 	for {
+		cn.report()
 		if err := ctx.Err(); err != nil {
 			return nil, cn.pollErr(-1, err)
 		}
@@ -263,8 +304,8 @@ func (cn *Consumer) pollErr(partition int64, err error) error {
 
 // step is one turn of Poll, holding cn.op: resync if needed, pick a partition and start
 // polling it. It returns the started poll (which now holds cn.op), or how long to wait
-// before the next turn (-1: go on at once; 0: until woken), or an error (already
-// wrapped); without a poll the caller still holds cn.op.
+// before the next turn (-1: go on at once, e.g. to report a change first; 0: until
+// woken), or an error (already wrapped); without a poll the caller still holds cn.op.
 func (cn *Consumer) step(ctx context.Context, prompted *bool) (*pollTask, time.Duration, error) {
 	cn.mu.Lock()
 	if cn.closed {
@@ -282,13 +323,16 @@ func (cn *Consumer) step(ctx context.Context, prompted *bool) (*pollTask, time.D
 		}
 	}
 	pk := cn.pick()
-	if pk.st == nil && pk.none && !*prompted && cn.sinceSync() >= min(idleSyncGap, cn.c.cfg.syncEvery()) {
+	if pk.st == nil && pk.none && !pk.unreported && !*prompted && cn.sinceSync() >= min(idleSyncGap, cn.c.cfg.syncEvery()) {
 		// Nothing to poll: a partition may have been handed over since the last sync.
 		*prompted = true
 		if err := cn.sync(ctx); err != nil {
 			return nil, 0, cn.pollErr(-1, err)
 		}
 		pk = cn.pick()
+	}
+	if pk.unreported {
+		return nil, -1, nil // report the change before polling under it
 	}
 	if pk.st == nil {
 		return nil, pk.wait, nil
@@ -299,19 +343,24 @@ func (cn *Consumer) step(ctx context.Context, prompted *bool) (*pollTask, time.D
 
 // picked is pick's answer.
 type picked struct {
-	p        uint32
-	st       *partState // nil: nothing ready
-	strategy wire.PollingStrategy
-	gen      uint64
-	seeks    uint64        // st.seeks when picked
-	wait     time.Duration // with st nil: how long until one is ready (0 = until woken)
-	none     bool          // with st nil: no partition owned and unpaused
+	p          uint32
+	st         *partState // nil: nothing ready
+	strategy   wire.PollingStrategy
+	seeks      uint64        // st.seeks when picked
+	wait       time.Duration // with st nil: how long until one is ready (0 = until woken)
+	none       bool          // with st nil: no partition owned and unpaused
+	unreported bool          // with st nil: the assignment changed since the last report
 }
 
-// pick chooses the next partition to poll, round-robin, and where to start.
+// pick chooses the next partition to poll, round-robin, and where to start. It picks
+// nothing while a change is unreported: a poll is only ever launched under the
+// assignment the caller was told of.
 func (cn *Consumer) pick() picked {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
+	if cn.dirty && cn.cfg.OnAssignmentChange != nil {
+		return picked{unreported: true}
+	}
 	now := time.Now()
 	out := picked{none: true}
 	n := len(cn.assigned)
@@ -330,13 +379,44 @@ func (cn *Consumer) pick() picked {
 			continue
 		}
 		cn.rr = idx + 1
-		out.p, out.st, out.gen, out.seeks, out.strategy = p, st, cn.gen, st.seeks, wire.PollNext()
+		out.p, out.st, out.seeks, out.strategy = p, st, st.seeks, wire.PollNext()
 		if st.hasPos {
 			out.strategy = wire.PollOffset(st.next)
 		}
 		return out
 	}
 	return out
+}
+
+// report calls OnAssignmentChange with what changed since the last report, if anything.
+// Poll's goroutine only; no lock is held while the hook runs.
+func (cn *Consumer) report() {
+	cn.mu.Lock()
+	if !cn.dirty {
+		cn.mu.Unlock()
+		return
+	}
+	cn.dirty = false
+	var ch AssignmentChange
+	for p, st := range cn.reported {
+		if cn.parts[p] != st {
+			ch.Revoked = append(ch.Revoked, p)
+			delete(cn.reported, p)
+		}
+	}
+	for p, st := range cn.parts {
+		if cn.reported[p] != st {
+			ch.Assigned = append(ch.Assigned, p)
+			cn.reported[p] = st
+		}
+	}
+	cn.mu.Unlock()
+	if len(ch.Revoked)+len(ch.Assigned) == 0 || cn.cfg.OnAssignmentChange == nil {
+		return
+	}
+	slices.Sort(ch.Revoked)
+	slices.Sort(ch.Assigned)
+	cn.cfg.OnAssignmentChange(ch)
 }
 
 // waitFor sleeps d (0 = until an assignment change, Resume, Seek or the heartbeat).
@@ -363,28 +443,67 @@ func (cn *Consumer) pause(ctx context.Context, n int) error {
 	return cn.waitFor(ctx, min(d, cn.c.cfg.reconnMax))
 }
 
-// Commit stores offset as the group's offset of partition (StoreConsumerOffset on the
-// member connection). Errors: wire.ErrNotFound (ResourceNotFound) if the member does not
-// own the partition; wire.ErrInvalidOffset beyond the partition's end; ErrClosed.
-func (cn *Consumer) Commit(ctx context.Context, partition uint32, offset uint64) error {
-	if cn.isClosed() {
-		return opErr("commit", res(&cn.cfg.Stream, &cn.cfg.Topic, int64(partition)), ErrClosed)
+// StoreOffset stores offset as the group's offset of partition (StoreConsumerOffset on
+// the member connection, lock-step with this member's polls and syncs).
+//
+// It never moves the group's offset backwards: an offset below the group's stored
+// offset as this member knows it (what was stored when the partition was assigned to
+// it, or what it stored since) is refused with ErrOffsetBehind and not sent. Partitions
+// revoked from this member keep their floor, so a revoked partition's last offsets can
+// be stored while the server keeps it pending revocation.
+//
+// Errors: wire.ErrNotFound (ResourceNotFound) if the member does not own the partition:
+// the Consumer then drops it at once (the next Poll reports it revoked, and assigned
+// afresh if the resync it triggers still lists it); wire.ErrInvalidOffset beyond the
+// partition's end; ErrOffsetBehind; ErrClosed; ctx's error.
+func (cn *Consumer) StoreOffset(ctx context.Context, partition uint32, offset uint64) error {
+	where := res(&cn.cfg.Stream, &cn.cfg.Topic, int64(partition)) + " group " + cn.group.String()
+	if err := cn.acquire(ctx); err != nil {
+		return opErr("store offset", where, err)
 	}
+	defer cn.releaseOp()
+	cn.mu.Lock()
+	st := cn.parts[partition]
+	if st == nil {
+		st = cn.former[partition]
+	}
+	if st != nil && st.storedKnown && offset < st.stored {
+		floor := st.stored
+		cn.mu.Unlock()
+		return opErr("store offset", where, fmt.Errorf("%w: offset %d, stored %d", ErrOffsetBehind, offset, floor))
+	}
+	cn.mu.Unlock()
 	req := wire.StoreConsumerOffsetRequest{Consumer: wire.Consumer{Kind: wire.ConsumerGroup, ID: cn.group},
 		Stream: cn.cfg.Stream, Topic: cn.cfg.Topic, Partition: wire.PartitionID(partition), Offset: offset, Ack: wire.AckQuorum}
-	if err := cn.c.simple(ctx, cn.link, req, true, nil); err != nil {
-		return opErr("commit", res(&cn.cfg.Stream, &cn.cfg.Topic, int64(partition))+" group "+cn.group.String(), err)
+	err := cn.c.simple(ctx, cn.link, req, true, nil)
+	cn.mu.Lock()
+	switch {
+	case st == nil:
+	case err == nil:
+		st.stored, st.storedKnown, st.unsureSet = offset, true, false
+	case errors.Is(err, ErrOutcomeUnknown):
+		st.unsure, st.unsureSet = offset, true
+	}
+	if errors.Is(err, wire.ErrNotFound) && st != nil && cn.parts[partition] == st {
+		// The server says it is not ours: drop it now (reported revoked by the next Poll,
+		// and assigned afresh if the next sync still lists it), and resync.
+		delete(cn.parts, partition)
+		cn.assigned = slices.DeleteFunc(cn.assigned, func(p uint32) bool { return p == partition })
+		cn.former[partition] = st
+		delete(cn.paused, partition)
+		cn.gen++
+		cn.dirty, cn.needSync = true, true
+		cn.signal()
+	}
+	cn.mu.Unlock()
+	if err != nil {
+		return opErr("store offset", where, err)
 	}
 	return nil
 }
 
-func (cn *Consumer) isClosed() bool {
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	return cn.closed
-}
-
-// Pause stops polling partition until Resume (backpressure). It survives re-assignment.
+// Pause stops polling partition until Resume (backpressure), or until the partition is
+// revoked (a later assignment of it starts unpaused).
 func (cn *Consumer) Pause(partition uint32) {
 	cn.mu.Lock()
 	cn.paused[partition] = true
@@ -416,28 +535,18 @@ func (cn *Consumer) Seek(partition uint32, next uint64) {
 	cn.signal()
 }
 
-// Assignment returns the current generation and the owned partitions (sorted).
+// Assignment returns the local generation (1 after the first sync, +1 on every change
+// of the owned partitions) and the owned partitions (sorted), as of the last sync:
+// possibly ahead of what OnAssignmentChange has reported.
 func (cn *Consumer) Assignment() (generation uint64, partitions []uint32) {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	return cn.gen, slices.Clone(cn.assigned)
 }
 
-// Events returns assignment changes (buffered, 256; an event that does not fit is
-// dropped and logged, so also check Batch.Generation). Closed by Close.
-//
-// Order: an event is reported after every batch polled before it (those have a lower
-// Batch.Generation) and before any batch polled under it. An event that revokes the
-// partition of the batch Poll returned last is held back until Poll is called again (a
-// caller that records each batch before its next Poll therefore never sees the
-// revocation before the batch it has in hand; later events queue behind it);
-// Assignment reflects it at once. Batches of a revoked partition polled before its
-// revocation are still to be handled and committed: the server keeps the partition
-// pending revocation with this member until the group's stored offset covers them.
-func (cn *Consumer) Events() <-chan AssignmentEvent { return cn.events }
-
-// Close leaves the group (bounded by ctx; skipped if ctx has already ended), closes the
-// connection and ends the heartbeat. Idempotent; Poll then returns ErrClosed.
+// Close leaves the group (bounded by ctx; skipped if ctx has already ended, then the
+// server drops the member when the connection closes), closes the connection and ends
+// the heartbeat. Idempotent; Poll then returns ErrClosed.
 func (cn *Consumer) Close(ctx context.Context) error {
 	cn.closeMu.Lock()
 	defer cn.closeMu.Unlock()
@@ -459,7 +568,6 @@ func (cn *Consumer) Close(ctx context.Context) error {
 	}
 	cn.link.close()
 	cn.mu.Lock()
-	close(cn.events)
 	if cn.kept != nil {
 		cn.c.putBuf(cn.kept)
 		cn.kept = nil

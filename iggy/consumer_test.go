@@ -73,15 +73,14 @@ func TestConsumerLocalPositions(t *testing.T) {
 	c := dial(t, s)
 	setup(t, c, 2)
 	fill(t, c, []uint32{0, 1}, 0, 5)
-	cn := newConsumer(t, c, iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g", BatchSize: 3})
-	ev := <-cn.Events()
-	if ev.Generation != 1 || !slices.Equal(ev.Assigned, []uint32{0, 1}) || len(ev.Revoked) != 0 {
-		t.Fatalf("first event = %+v", ev)
-	}
+	cfg, log := watched(iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g", BatchSize: 3})
+	cn := newConsumer(t, c, cfg)
+	log.want(t, "before the first poll")
 	got := drain(t, cn, 10)
 	if !slices.Equal(got[0], seq(0, 5)) || !slices.Equal(got[1], seq(0, 5)) {
 		t.Fatalf("first pass = %v", got)
 	}
+	log.want(t, "first pass", change(nil, []uint32{0, 1}))
 	// Nothing was committed, yet new data continues from the local position: no re-read.
 	fill(t, c, []uint32{0, 1}, 5, 2)
 	got = drain(t, cn, 4)
@@ -92,7 +91,7 @@ func TestConsumerLocalPositions(t *testing.T) {
 		t.Fatal("an offset was stored without Commit")
 	}
 	// Commit, Seek (redeliver) and Pause.
-	if err := cn.Commit(testCtx(t), 0, 4); err != nil {
+	if err := cn.StoreOffset(testCtx(t), 0, 4); err != nil {
 		t.Fatal(err)
 	}
 	cn.Seek(1, 3)
@@ -113,9 +112,6 @@ func TestConsumerLocalPositions(t *testing.T) {
 	}
 	if _, err := cn.Poll(testCtx(t)); !errors.Is(err, iggy.ErrClosed) {
 		t.Fatalf("poll after close: %v", err)
-	}
-	if _, ok := <-cn.Events(); ok {
-		t.Fatal("events not closed")
 	}
 	cn2 := newConsumer(t, c, iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g"})
 	got = drain(t, cn2, 3+7)
@@ -144,27 +140,27 @@ func TestConsumersSplitPartitions(t *testing.T) {
 	s := servertest.Start(t)
 	c := dial(t, s, iggy.WithHeartbeat(100*time.Millisecond))
 	setup(t, c, 4)
-	a := newConsumer(t, c, iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g"})
+	acfg, alog := watched(iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g"})
+	a := newConsumer(t, c, acfg)
 	if _, parts := a.Assignment(); !slices.Equal(parts, []uint32{0, 1, 2, 3}) {
 		t.Fatalf("a alone = %v", parts)
 	}
-	<-a.Events()
+	pollNothing(t, a, "a alone")
+	alog.want(t, "a alone", change(nil, []uint32{0, 1, 2, 3}))
 	b := newConsumer(t, c, iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g"})
 	if _, parts := b.Assignment(); !slices.Equal(parts, []uint32{2, 3}) {
 		t.Fatalf("b = %v", parts)
 	}
-	// A learns of the revocation on its next heartbeat sync.
-	select {
-	case ev := <-a.Events():
-		if !slices.Equal(ev.Revoked, []uint32{2, 3}) || len(ev.Assigned) != 0 || ev.Generation != 2 {
-			t.Fatalf("a event = %+v", ev)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a saw no revocation")
+	// A learns of the revocation on its next heartbeat sync, and reports it at its next Poll.
+	waitFor(t, 5*time.Second, "a's sync revokes 2 and 3", func() bool {
+		_, parts := a.Assignment()
+		return slices.Equal(parts, []uint32{0, 1})
+	})
+	if gen, _ := a.Assignment(); gen != 2 {
+		t.Fatalf("a's generation %d after one change, want 2", gen)
 	}
-	if _, parts := a.Assignment(); !slices.Equal(parts, []uint32{0, 1}) {
-		t.Fatalf("a = %v", parts)
-	}
+	pollNothing(t, a, "a after b joined")
+	alog.want(t, "a after b joined", change([]uint32{2, 3}, nil))
 	fill(t, c, []uint32{0, 1, 2, 3}, 0, 3)
 	ga, gb := drain(t, a, 6), drain(t, b, 6)
 	if len(ga) != 2 || len(ga[0]) != 3 || len(ga[1]) != 3 || len(gb) != 2 || len(gb[2]) != 3 || len(gb[3]) != 3 {

@@ -36,6 +36,12 @@ var (
 	// an unknown header, a reply answering another request, or an undecodable payload.
 	// The connection is dropped (except for payload decoding errors).
 	ErrProtocol = errors.New("iggy: protocol violation")
+	// ErrOffsetBehind is returned by Consumer.StoreOffset, without sending anything, for an
+	// offset below the group's stored offset as the member knows it: the offset stored
+	// when the member was (re)assigned the partition, or what it stored itself since.
+	// Storing it would move the group's offset backwards, which only a member that lost
+	// the partition in between (and missed the change) would try. Not retriable.
+	ErrOffsetBehind = errors.New("iggy: offset below the group's stored offset")
 )
 
 // OpError is what every method returns on failure: the command (Op), the resource it

@@ -1,6 +1,10 @@
 package iggy
 
-import "github.com/ferryio/ferry/iggy/wire"
+import (
+	"context"
+
+	"github.com/ferryio/ferry/iggy/wire"
+)
 
 // Test-only hooks, visible to package iggy_test.
 
@@ -30,4 +34,13 @@ func OutlivedPolls(cn *Consumer) int {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	return cn.outlived
+}
+
+// Resync makes cn sync its assignment now, as its background sync does.
+func Resync(ctx context.Context, cn *Consumer) error {
+	if err := cn.acquire(ctx); err != nil {
+		return err
+	}
+	defer cn.releaseOp()
+	return cn.sync(ctx)
 }

@@ -41,7 +41,7 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 	if !slices.Equal(got[0], seq(0, 3)) || !slices.Equal(got[1], seq(0, 3)) {
 		t.Fatalf("before restart = %v", got)
 	}
-	if err := cn.Commit(ctx, 0, 1); err != nil {
+	if err := cn.StoreOffset(ctx, 0, 1); err != nil {
 		t.Fatal(err)
 	}
 	genBefore, _ := cn.Assignment()
@@ -76,7 +76,7 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 	if err != nil || !found || o.StoredOffset != 1 {
 		t.Fatalf("committed offset after restart = %+v %v %v", o, found, err)
 	}
-	if err := cn.Commit(ctx, 0, 3); err != nil {
+	if err := cn.StoreOffset(ctx, 0, 3); err != nil {
 		t.Fatalf("commit after restart: %v", err)
 	}
 	if gen, parts := cn.Assignment(); gen < genBefore || len(parts) != 2 {

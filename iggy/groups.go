@@ -39,10 +39,15 @@ func (c *Client) StoreOffset(ctx context.Context, consumer wire.Consumer, stream
 // GetOffset returns consumer's stored offset; found is false when none is stored (or the
 // stream, topic or group does not exist).
 func (c *Client) GetOffset(ctx context.Context, consumer wire.Consumer, stream, topic Identifier, partition uint32) (ConsumerOffset, bool, error) {
+	return c.getOffset(ctx, nil, consumer, stream, topic, partition)
+}
+
+// getOffset is GetOffset on l (nil = the pool).
+func (c *Client) getOffset(ctx context.Context, l *link, consumer wire.Consumer, stream, topic Identifier, partition uint32) (ConsumerOffset, bool, error) {
 	var out ConsumerOffset
 	var found bool
 	req := wire.GetConsumerOffsetRequest{Consumer: consumer, Stream: stream, Topic: topic, Partition: wire.PartitionID(partition)}
-	err := c.call(ctx, nil, req, true, func(p []byte) error {
+	err := c.call(ctx, l, req, true, func(p []byte) error {
 		o, ok, err := wire.DecodeConsumerOffsetInfo(p)
 		out, found = ConsumerOffset(o), ok
 		return decodeErr(err)

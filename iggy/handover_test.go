@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,25 +36,58 @@ func pollWithin(t testing.TB, cn *iggy.Consumer, want int, d time.Duration) map[
 	return got
 }
 
-// nextEvent returns the next assignment event within d.
-func nextEvent(t testing.TB, cn *iggy.Consumer, d time.Duration) iggy.AssignmentEvent {
-	t.Helper()
-	select {
-	case ev, ok := <-cn.Events():
-		if !ok {
-			t.Fatal("events closed")
-		}
-		return ev
-	case <-time.After(d):
-		t.Fatalf("no assignment event within %v", d)
-	}
-	return iggy.AssignmentEvent{}
+// changeLog records, in order, what a Consumer's OnAssignmentChange reported.
+type changeLog struct {
+	mu  sync.Mutex
+	got []iggy.AssignmentChange
 }
 
-func wantEvent(t testing.TB, ev iggy.AssignmentEvent, gen uint64, assigned, revoked []uint32) {
+// watched returns cfg with OnAssignmentChange recording into a new changeLog.
+func watched(cfg iggy.ConsumerConfig) (iggy.ConsumerConfig, *changeLog) {
+	l := &changeLog{}
+	cfg.OnAssignmentChange = func(ch iggy.AssignmentChange) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.got = append(l.got, iggy.AssignmentChange{Revoked: slices.Clone(ch.Revoked), Assigned: slices.Clone(ch.Assigned)})
+	}
+	return cfg, l
+}
+
+// take returns the changes reported since the last take.
+func (l *changeLog) take() []iggy.AssignmentChange {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.got
+	l.got = nil
+	return out
+}
+
+// change is an AssignmentChange literal for comparisons.
+func change(revoked, assigned []uint32) iggy.AssignmentChange {
+	return iggy.AssignmentChange{Revoked: revoked, Assigned: assigned}
+}
+
+// want fails unless the changes reported since the last take are exactly want.
+func (l *changeLog) want(t testing.TB, when string, want ...iggy.AssignmentChange) {
 	t.Helper()
-	if ev.Generation != gen || !slices.Equal(ev.Assigned, assigned) || !slices.Equal(ev.Revoked, revoked) {
-		t.Fatalf("event %+v, want generation %d assigned %v revoked %v", ev, gen, assigned, revoked)
+	got := l.take()
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(got); i++ {
+		ok = slices.Equal(got[i].Revoked, want[i].Revoked) && slices.Equal(got[i].Assigned, want[i].Assigned)
+	}
+	if !ok {
+		t.Fatalf("%s: assignment changes %+v, want %+v", when, got, want)
+	}
+}
+
+// pollNothing calls Poll with a short deadline that must expire (nothing to deliver):
+// it lets the Consumer report what changed.
+func pollNothing(t testing.TB, cn *iggy.Consumer, when string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if b, err := cn.Poll(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%s: poll with nothing to deliver: batch %v, %v", when, b, err)
 	}
 }
 
@@ -68,36 +102,29 @@ func TestConsumerHandOverAfterCommit(t *testing.T) {
 	setup(t, c, 4)
 	all := []uint32{0, 1, 2, 3}
 	fill(t, c, all, 0, 3)
-	a := newConsumer(t, c, iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g"})
-	wantEvent(t, nextEvent(t, a, time.Second), 1, all, nil)
+	acfg, alog := watched(iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g"})
+	a := newConsumer(t, c, acfg)
 	got := drain(t, a, 12)
 	for _, p := range all {
 		if !slices.Equal(got[p], seq(0, 3)) {
 			t.Fatalf("a polled %v", got)
 		}
 	}
+	alog.want(t, "a's first polls", change(nil, all))
 
-	b := newConsumer(t, c, iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g"})
+	bcfg, blog := watched(iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g"})
+	b := newConsumer(t, c, bcfg)
 	if _, parts := b.Assignment(); len(parts) != 0 {
 		t.Fatalf("b owns %v while a's partitions are pending revocation", parts)
 	}
-	wantEvent(t, nextEvent(t, b, time.Second), 1, nil, nil)
 	waitFor(t, handOverBound, "a's assignment sync revokes 2 and 3", func() bool {
 		_, parts := a.Assignment()
 		return slices.Equal(parts, []uint32{0, 1})
 	})
-	// A's last batch was of partition 3: the event waits for A's next Poll.
-	select {
-	case ev := <-a.Events():
-		t.Fatalf("event %+v before a polled again", ev)
-	default:
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	if _, err := a.Poll(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("a poll with nothing new: %v", err)
-	}
-	cancel()
-	wantEvent(t, nextEvent(t, a, time.Second), 2, nil, []uint32{2, 3})
+	// A's last batch was of partition 3: the change waits for A's next Poll.
+	alog.want(t, "before a polled again")
+	pollNothing(t, a, "a")
+	alog.want(t, "a polled again", change([]uint32{2, 3}, nil))
 
 	// B is already waiting in Poll (its prompt sync done) when A commits: only its
 	// periodic assignment sync can tell it.
@@ -129,7 +156,7 @@ func TestConsumerHandOverAfterCommit(t *testing.T) {
 		t.Fatalf("b owns %v before a committed", parts)
 	}
 	for _, p := range []uint32{2, 3} {
-		if err := a.Commit(testCtx(t), p, 2); err != nil {
+		if err := a.StoreOffset(testCtx(t), p, 2); err != nil {
 			t.Fatalf("commit %d (pending revocation): %v", p, err)
 		}
 	}
@@ -148,14 +175,16 @@ func TestConsumerHandOverAfterCommit(t *testing.T) {
 	if _, parts := b.Assignment(); !slices.Equal(parts, []uint32{2, 3}) {
 		t.Fatalf("b owns %v", parts)
 	}
-	ev := nextEvent(t, b, time.Second)
-	if ev.Generation != 2 || len(ev.Revoked) != 0 || !slices.Equal(ev.Assigned, []uint32{2, 3}) {
-		// The two hand-overs may be seen by one sync or two.
-		ev2 := nextEvent(t, b, time.Second)
-		if ev.Generation != 2 || ev2.Generation != 3 || len(ev.Assigned)+len(ev2.Assigned) != 2 ||
-			!slices.Equal(slices.Sorted(slices.Values(append(slices.Clone(ev.Assigned), ev2.Assigned...))), []uint32{2, 3}) {
-			t.Fatalf("b events %+v %+v, want partitions 2 and 3 assigned", ev, ev2)
+	// The two hand-overs may be seen by one sync or two; either way before their data.
+	var assigned []uint32
+	for _, ch := range blog.take() {
+		if len(ch.Revoked) != 0 {
+			t.Fatalf("b was told of a revocation: %+v", ch)
 		}
+		assigned = append(assigned, ch.Assigned...)
+	}
+	if slices.Sort(assigned); !slices.Equal(assigned, []uint32{2, 3}) {
+		t.Fatalf("b was told of assignments %v, want partitions 2 and 3", assigned)
 	}
 	if _, parts := a.Assignment(); !slices.Equal(parts, []uint32{0, 1}) {
 		t.Fatalf("a owns %v", parts)
@@ -165,8 +194,8 @@ func TestConsumerHandOverAfterCommit(t *testing.T) {
 // TestConsumerRevokedWhileReplyInFlight: B joins after the server answered A's poll of
 // partition 1 but before A handled the reply (a hook between the two), so the server
 // counts the batch as polled by the group and keeps partition 1 pending revocation with
-// A. A still returns the batch (offsets 0..2, the generation it was polled under), and
-// reports the revocation only once it polls again; when A commits the batch, B gets
+// A. A still returns the batch (offsets 0..2), and reports the revocation only once it
+// polls again; when A commits the batch, B gets
 // partition 1 and its new data within handOverBound — not after the 30 s rebalancing
 // timeout it would take had A thrown the batch away.
 func TestConsumerRevokedWhileReplyInFlight(t *testing.T) {
@@ -174,8 +203,8 @@ func TestConsumerRevokedWhileReplyInFlight(t *testing.T) {
 	c := dial(t, s)
 	setup(t, c, 2)
 	fill(t, c, []uint32{1}, 0, 3)
-	a := newConsumer(t, c, iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g"})
-	wantEvent(t, nextEvent(t, a, time.Second), 1, []uint32{0, 1}, nil)
+	acfg, alog := watched(iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g"})
+	a := newConsumer(t, c, acfg)
 	var b *iggy.Consumer
 	var joinErr error
 	iggy.SetPollHook(a, func(p uint32) {
@@ -194,10 +223,11 @@ func TestConsumerRevokedWhileReplyInFlight(t *testing.T) {
 		t.Fatalf("b joined: %v", joinErr)
 	}
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
-	if batch.Partition != 1 || batch.Generation != 1 || !slices.Equal(offsetsOf(batch.Messages), seq(0, 3)) {
-		t.Fatalf("batch partition %d generation %d offsets %v, want 1, 1, [0 1 2]", batch.Partition, batch.Generation, offsetsOf(batch.Messages))
+	if batch.Partition != 1 || !slices.Equal(offsetsOf(batch.Messages), seq(0, 3)) {
+		t.Fatalf("batch partition %d offsets %v, want 1, [0 1 2]", batch.Partition, offsetsOf(batch.Messages))
 	}
 	batch.Release()
+	alog.want(t, "a's first poll", change(nil, []uint32{0, 1}))
 	if _, parts := b.Assignment(); len(parts) != 0 {
 		t.Fatalf("b owns %v while partition 1 is pending revocation", parts)
 	}
@@ -205,20 +235,12 @@ func TestConsumerRevokedWhileReplyInFlight(t *testing.T) {
 		_, parts := a.Assignment()
 		return slices.Equal(parts, []uint32{0})
 	})
-	select {
-	case ev := <-a.Events():
-		t.Fatalf("event %+v before a polled again", ev)
-	default:
-	}
-	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
-	if _, err := a.Poll(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("a poll with nothing to poll: %v", err)
-	}
-	cancel()
-	wantEvent(t, nextEvent(t, a, time.Second), 2, nil, []uint32{1})
+	alog.want(t, "before a polled again")
+	pollNothing(t, a, "a")
+	alog.want(t, "a polled again", change([]uint32{1}, nil))
 
 	fill(t, c, []uint32{1}, 3, 2)
-	if err := a.Commit(testCtx(t), 1, 2); err != nil {
+	if err := a.StoreOffset(testCtx(t), 1, 2); err != nil {
 		t.Fatalf("commit of the revoked partition's batch: %v", err)
 	}
 	got := pollWithin(t, b, 2, handOverBound)

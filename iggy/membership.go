@@ -11,8 +11,8 @@ import (
 )
 
 // Group membership of a Consumer: joining on every (re)connect, assignment syncs, the
-// events that report assignment changes, the lock-step slot shared by polls and syncs, and
-// the member goroutine that keeps the member alive and its assignment fresh.
+// lock-step slot shared by polls, syncs and stores, and the member goroutine that keeps
+// the member alive and its assignment fresh.
 
 // join is the member link's onConnect: join the group, creating it if missing.
 func (cn *Consumer) join(ctx context.Context, conn *conn) error {
@@ -34,7 +34,10 @@ func (cn *Consumer) join(ctx context.Context, conn *conn) error {
 }
 
 // sync asks the server for the assignment and applies it; a "not a member" answer
-// rejoins once.
+// rejoins once. Called holding cn.op. It reads the group's stored offset of each
+// partition newly assigned and, when the group's generation changed, of each partition
+// kept, so that apply can tell a partition that was owned by another member in between
+// (its stored offset moved under this member) from one that stayed ours.
 func (cn *Consumer) sync(ctx context.Context) error {
 	s, err := cn.c.syncOn(ctx, cn.link, cn.cfg.Stream, cn.cfg.Topic, cn.group)
 	if errors.Is(err, wire.ErrConsumerGroupMemberNotFound) {
@@ -50,55 +53,77 @@ func (cn *Consumer) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cn.apply(s.Partitions, s.epoch)
-	return nil
-}
-
-// apply installs a new assignment and reports the change.
-func (cn *Consumer) apply(parts []uint32, epoch uint64) {
-	parts = slices.Clone(parts)
+	parts := slices.Clone(s.Partitions)
 	slices.Sort(parts)
 	parts = slices.Compact(parts)
 	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	cn.syncEpoch, cn.needSync, cn.lastSync = epoch, false, time.Now()
-	var ev AssignmentEvent
-	for _, p := range cn.assigned {
-		if _, ok := slices.BinarySearch(parts, p); !ok {
-			ev.Revoked = append(ev.Revoked, p)
-			delete(cn.parts, p)
-		}
-	}
+	genChanged := s.Generation != cn.serverGen
+	var toRead []uint32
 	for _, p := range parts {
-		if _, ok := cn.parts[p]; !ok {
-			ev.Assigned = append(ev.Assigned, p)
-			cn.parts[p] = &partState{}
+		if cn.parts[p] == nil || genChanged {
+			toRead = append(toRead, p)
 		}
 	}
-	cn.assigned = parts
-	if len(ev.Assigned)+len(ev.Revoked) == 0 && cn.gen > 0 {
+	cn.mu.Unlock()
+	reads := make(map[uint32]storedRead, len(toRead))
+	for _, p := range toRead {
+		r, err := cn.readStored(ctx, p)
+		if err != nil {
+			return fmt.Errorf("read stored offset of partition %d: %w", p, err)
+		}
+		reads[p] = r
+	}
+	cn.apply(parts, s.Generation, reads, s.epoch)
+	return nil
+}
+
+// readStored reads the group's stored offset of partition p on the member connection.
+func (cn *Consumer) readStored(ctx context.Context, p uint32) (storedRead, error) {
+	o, found, err := cn.c.getOffset(ctx, cn.link, wire.Consumer{Kind: wire.ConsumerGroup, ID: cn.group}, cn.cfg.Stream, cn.cfg.Topic, p)
+	if err != nil {
+		return storedRead{}, err
+	}
+	return storedRead{offset: o.StoredOffset, found: found}, nil
+}
+
+// apply installs a new assignment (sorted, unique). A partition gets a new partState
+// when it is newly assigned, or when it was kept but its stored offset is not what this
+// member knows (lost and regained); the next report tells the caller.
+func (cn *Consumer) apply(parts []uint32, serverGen uint64, reads map[uint32]storedRead, epoch uint64) {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	cn.syncEpoch, cn.needSync, cn.lastSync, cn.serverGen = epoch, false, time.Now(), serverGen
+	next := make(map[uint32]*partState, len(parts))
+	changed := false
+	for _, p := range parts {
+		st := cn.parts[p]
+		if r, ok := reads[p]; ok {
+			if st != nil && !st.matches(r) {
+				cn.c.cfg.logger.Warn("iggy: partition was owned by another member since the last sync; starting it afresh",
+					"group", cn.cfg.Group, "partition", p, "stored", r.offset, "known", st.stored)
+				st = nil
+			}
+			if st == nil {
+				st = &partState{stored: r.offset, storedKnown: r.found}
+				changed = true
+			}
+		}
+		next[p] = st
+	}
+	for p, st := range cn.parts {
+		if next[p] != st {
+			cn.former[p] = st
+			delete(cn.paused, p) // a later assignment starts unpaused
+			changed = true
+		}
+	}
+	cn.parts, cn.assigned = next, parts
+	if !changed && cn.gen > 0 {
 		return
 	}
 	cn.gen++
-	ev.Generation = cn.gen
-	if cn.kept != nil || (cn.outside && (len(cn.deferred) > 0 || slices.Contains(ev.Revoked, cn.held))) {
-		cn.deferred = append(cn.deferred, ev) // reported by the next Poll
-	} else {
-		cn.emitLocked(ev)
-	}
+	cn.dirty = true
 	cn.signal()
-}
-
-// emitLocked reports ev (cn.mu held).
-func (cn *Consumer) emitLocked(ev AssignmentEvent) {
-	if cn.closed {
-		return
-	}
-	select {
-	case cn.events <- ev:
-	default:
-		cn.c.cfg.logger.Warn("iggy: consumer events channel full, event dropped", "group", cn.cfg.Group, "generation", ev.Generation)
-	}
 }
 
 // acquire takes cn.op, giving up when ctx ends or the Consumer closes.

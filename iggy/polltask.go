@@ -91,10 +91,14 @@ func (cn *Consumer) runPoll(t *pollTask, pk picked, q *wire.PollMessagesRequest)
 		cn.c.putBuf(b) // closed, or the caller moved the position meanwhile (Seek)
 		return
 	}
+	last := b.msgs[len(b.msgs)-1].Offset
 	if owned {
-		st.next, st.hasPos = b.msgs[len(b.msgs)-1].Offset+1, true
+		st.next, st.hasPos = last+1, true
 	}
-	b.batch = Batch{Partition: p, CurrentOffset: head.CurrentOffset, Generation: pk.gen, Messages: b.msgs, buf: b, c: cn.c}
+	if cn.cfg.AutoCommit && (!st.storedKnown || last > st.stored) {
+		st.stored, st.storedKnown = last, true // the server stored it with the poll
+	}
+	b.batch = Batch{Partition: p, CurrentOffset: head.CurrentOffset, Messages: b.msgs, buf: b, c: cn.c}
 	cn.kept = b
 }
 
@@ -121,8 +125,8 @@ func (cn *Consumer) collect(ctx context.Context, t *pollTask) (*Batch, time.Dura
 }
 
 // resume starts a Poll call: it waits for a poll an earlier call left in flight and
-// returns the batch kept from it, if any. Otherwise the caller is done with the batch
-// it got last, so the events deferred behind it are reported now (nil, nil).
+// returns the batch kept from it, if any (changes made since that poll are reported by
+// the next Poll call, after it). Otherwise (nil, nil): Poll goes on, reporting first.
 func (cn *Consumer) resume(ctx context.Context) (*Batch, error) {
 	cn.mu.Lock()
 	t := cn.task
@@ -138,25 +142,15 @@ func (cn *Consumer) resume(ctx context.Context) (*Batch, error) {
 	}
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
-	if b := cn.deliverLocked(); b != nil {
-		return b, nil
-	}
-	cn.outside = false
-	for _, ev := range cn.deferred {
-		cn.emitLocked(ev)
-	}
-	cn.deferred = nil
-	return nil, nil
+	return cn.deliverLocked(), nil
 }
 
-// deliverLocked hands out the kept batch, if any (cn.mu held). Events deferred behind
-// it stay deferred until the next Poll.
+// deliverLocked hands out the kept batch, if any (cn.mu held).
 func (cn *Consumer) deliverLocked() *Batch {
 	b := cn.kept
 	if b == nil {
 		return nil
 	}
 	cn.kept = nil
-	cn.outside, cn.held = true, b.batch.Partition
 	return &b.batch
 }

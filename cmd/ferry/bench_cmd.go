@@ -162,7 +162,7 @@ interval = "100ms"
 	if err != nil {
 		return res, err
 	}
-	if err := connect.EnsureTopic(ctx, c, stream, "t", f.partitions); err != nil {
+	if err := c.EnsureTopic(ctx, stream, "t", f.partitions); err != nil {
 		return res, err
 	}
 	rc := config.DefaultRuntime()

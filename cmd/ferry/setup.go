@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/sdk"
@@ -182,7 +181,7 @@ func ensureTopics(ctx context.Context, c *iggy.Client, conns *config.Connectors,
 		}
 	}
 	for _, w := range want {
-		if err := connect.EnsureTopic(ctx, c, w.s, w.t, partitions); err != nil {
+		if err := c.EnsureTopic(ctx, w.s, w.t, partitions); err != nil {
 			return err
 		}
 	}

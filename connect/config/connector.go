@@ -38,6 +38,10 @@ const (
 	DefaultInitialBackoff = 100 * time.Millisecond
 	DefaultMaxBackoff     = 5 * time.Second
 	DefaultCommitInterval = time.Second
+	// DefaultCommitDelay is commit.delay when unset: how long a done offset (a sink's
+	// commit, or a batch the runtime resolved) may wait before it is stored, so commits
+	// that follow it closely share one store. It is the redelivery window after a crash.
+	DefaultCommitDelay = 10 * time.Millisecond
 	// DefaultMaxUncommitted is commit.max_uncommitted when unset: messages per partition
 	// delivered and not yet stored. It must cover what a sink_controlled sink receives
 	// between two of its commits (a sink that commits on a 1 s timer needs rate × 1 s), or
@@ -109,10 +113,16 @@ type DeadLetter struct {
 }
 
 // CommitSettings is a sink's [commit] table (after_consuming and sink_controlled modes).
+// A done offset is stored after Delay, or after Interval if that is shorter: Interval is
+// the upper bound of the wait (Iggy's runtime has no such table; Ferry's keys).
 type CommitSettings struct {
-	Interval       time.Duration // how often stored offsets are written; default 1s
+	Interval       time.Duration // longest wait before a done offset is stored; default 1s
+	Delay          time.Duration // coalescing wait before a store; default 10ms (Ferry)
 	MaxUncommitted uint64        // per partition; past it polling pauses; default 100000
 }
+
+// StoreDelay is how long a done offset waits before it is stored: Delay, at most Interval.
+func (c CommitSettings) StoreDelay() time.Duration { return min(c.Delay, c.Interval) }
 
 // Sink is one sink connector file.
 type Sink struct {
@@ -229,6 +239,9 @@ func (s *Sink) validate(loc *locator) error {
 	}
 	if s.Commit.Interval <= 0 {
 		return loc.errorf("commit.interval", nil, "must be positive")
+	}
+	if s.Commit.Delay <= 0 {
+		return loc.errorf("commit.delay", nil, "must be positive")
 	}
 	if s.Commit.MaxUncommitted == 0 {
 		return loc.errorf("commit.max_uncommitted", nil, "must be at least 1")

@@ -39,7 +39,7 @@ func TestSinkDefaults(t *testing.T) {
 		OffsetCommit:    CommitAfterPolling,
 		Retry:           Retry{MaxRetries: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
 		OnFailure:       FailureStop,
-		Commit:          CommitSettings{Interval: time.Second, MaxUncommitted: 100000},
+		Commit:          CommitSettings{Interval: time.Second, Delay: 10 * time.Millisecond, MaxUncommitted: 100000},
 		ShutdownTimeout: 10 * time.Second,
 	}
 	if !reflect.DeepEqual(s, want) {
@@ -71,6 +71,7 @@ topic = "failed"
 
 [commit]
 interval = "250ms"
+delay = "20ms"
 max_uncommitted = 7
 
 [plugin_config]
@@ -90,7 +91,7 @@ enabled = false
 	if s.Streams[0].BatchLength != 50 || s.Streams[0].PollInterval != 90*time.Second || s.Streams[0].ConsumerGroup != "g" ||
 		s.OffsetCommit != CommitSinkControlled || s.OnFailure != FailureDeadLetter || s.ShutdownTimeout != 2*time.Second ||
 		s.Retry != (Retry{0, 10 * time.Millisecond, time.Second}) || s.DeadLetter != (DeadLetter{"dlq", "failed"}) ||
-		s.Commit != (CommitSettings{250 * time.Millisecond, 7}) || !s.Verbose || s.PluginConfigFormat != "json" {
+		s.Commit != (CommitSettings{250 * time.Millisecond, 20 * time.Millisecond, 7}) || !s.Verbose || s.PluginConfigFormat != "json" {
 		t.Fatalf("unexpected %#v", s)
 	}
 	if got := string(s.PluginConfig); got != `{"alpha":{"b":true,"nested":[1,2.5,"x<y"]},"zeta":1}` {
@@ -377,10 +378,20 @@ func TestResolvePluginPath(t *testing.T) {
 func TestValidateHandBuilt(t *testing.T) {
 	s := &Sink{Common: Common{File: "api", Key: "k", Name: "n", Path: "builtin:null", PluginConfig: []byte("null")},
 		OffsetCommit: CommitAfterPolling, OnFailure: FailureSkip, Retry: Retry{3, time.Millisecond, time.Second},
-		Commit: CommitSettings{time.Second, 1}, ShutdownTimeout: time.Second}
+		Commit: CommitSettings{time.Second, time.Millisecond, 1}, ShutdownTimeout: time.Second}
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	if d := s.Commit.StoreDelay(); d != time.Millisecond {
+		t.Fatalf("StoreDelay = %v, want the delay 1ms", d)
+	}
+	s.Commit.Interval = 500 * time.Microsecond
+	if d := s.Commit.StoreDelay(); d != 500*time.Microsecond {
+		t.Fatalf("StoreDelay = %v, want the interval 500µs (the upper bound)", d)
+	}
+	s.Commit.Delay = 0
+	wantErr(t, s.Validate(), "api", 0, "commit.delay", "")
+	s.Commit.Delay = time.Millisecond
 	s.OffsetCommit = "weekly"
 	wantErr(t, s.Validate(), "api", 0, "offset_commit", "")
 }

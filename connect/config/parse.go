@@ -59,6 +59,7 @@ type rawSink struct {
 	} `toml:"dead_letter"`
 	Commit struct {
 		Interval       *string `toml:"interval"`
+		Delay          *string `toml:"delay"`
 		MaxUncommitted *uint64 `toml:"max_uncommitted"`
 	} `toml:"commit"`
 }
@@ -396,6 +397,7 @@ func (r *rawSink) build(loc *locator) (*Sink, error) {
 		{"retry.initial_backoff", r.Retry.InitialBackoff, DefaultInitialBackoff, &s.Retry.InitialBackoff},
 		{"retry.max_backoff", r.Retry.MaxBackoff, DefaultMaxBackoff, &s.Retry.MaxBackoff},
 		{"commit.interval", r.Commit.Interval, DefaultCommitInterval, &s.Commit.Interval},
+		{"commit.delay", r.Commit.Delay, DefaultCommitDelay, &s.Commit.Delay},
 		{"shutdown_timeout", r.ShutdownTimeout, DefaultShutdownTimeout, &s.ShutdownTimeout},
 	} {
 		if *d.dst, err = durationOr(loc, d.path, d.text, d.def); err != nil {

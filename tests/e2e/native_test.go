@@ -410,8 +410,16 @@ batch_length = 100
 		t.Fatalf("ferry run: err = %v, want exit status 1\n%s", p.err, runOut)
 	}
 	refusal := `open: plugin ` + lib + ` (connector "strict"): offset_commit = sink_controlled needs symbol iggy_sink_set_commit_callback: plugin does not support sink-controlled commits`
+	var refusedLine string
+	for _, line := range strings.Split(runOut, "\n") {
+		if strings.Contains(line, `level=ERROR msg="sink not started" sink=strict `) {
+			refusedLine = line
+		}
+	}
+	if want := ` error="` + strings.ReplaceAll(refusal, `"`, `\"`) + `"`; !strings.HasSuffix(refusedLine, want) {
+		t.Fatalf("ferry run's \"sink not started\" line for strict is %q, want it to end with %q:\n%s", refusedLine, want, runOut)
+	}
 	for _, want := range []string{
-		`level=ERROR msg="sink not started" sink=strict error="` + strings.ReplaceAll(refusal, `"`, `\"`) + `"`,
 		"\nsink   strict                   error    polled=0 delivered=0 committed=0 consume_errors=0 error=" + refusal + "\n",
 		fmt.Sprintf("\nsink   out                      stopped  polled=%d delivered=%d committed=%d consume_errors=0\n", n, n, n),
 		"\nferry: connectors in error: sink strict: " + refusal + "\n",

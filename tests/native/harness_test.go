@@ -66,7 +66,7 @@ func (e *env) dial() *iggy.Client {
 
 func (e *env) topic(stream, topic string, partitions uint32) {
 	e.t.Helper()
-	if err := connect.EnsureTopic(e.ctx(), e.admin, stream, topic, partitions); err != nil {
+	if err := e.admin.EnsureTopic(e.ctx(), stream, topic, partitions); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -111,7 +111,7 @@ func sinkConfig(key, path string, mode config.CommitMode, pluginConfig string, b
 			PollInterval: time.Millisecond, ConsumerGroup: "g-" + key}},
 		OffsetCommit: mode, OnFailure: config.FailureStop,
 		Retry:           config.Retry{MaxRetries: 2, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond},
-		Commit:          config.CommitSettings{Interval: 10 * time.Millisecond, MaxUncommitted: config.DefaultMaxUncommitted},
+		Commit:          config.CommitSettings{Interval: 10 * time.Millisecond, Delay: config.DefaultCommitDelay, MaxUncommitted: config.DefaultMaxUncommitted},
 		ShutdownTimeout: 5 * time.Second,
 	}
 }

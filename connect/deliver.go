@@ -5,19 +5,32 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 	"unicode/utf8"
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/sdk"
 )
 
-// ErrSinkPanic is wrapped by the error of a Consume call that panicked; the panic is
-// recovered and handled like any other failure (retry, then on_failure).
-var ErrSinkPanic = errors.New("sink panicked")
+// ErrConnectorPanic is wrapped by the error of a connector call (a sink's Open, Consume or
+// Close, a source's Open, Read, ack or Close) that panicked: the panic is recovered and
+// handled like any other failure of that call (a Consume is retried, then on_failure).
+var ErrConnectorPanic = errors.New("connector panicked")
 
 // ErrAbandoned is returned for a batch that was in flight when the runtime stopped hard: it
 // was not committed and will be redelivered.
 var ErrAbandoned = errors.New("batch abandoned at stop")
+
+// callSafely runs fn, turning a panic into an error wrapping ErrConnectorPanic. Every call
+// into a connector goes through it.
+func callSafely(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrConnectorPanic, r)
+		}
+	}()
+	return fn()
+}
 
 // Dead-letter header keys (string keys). ferry-error and the stream/topic names are strings,
 // ferry-source-partition a uint32 and ferry-source-offset a uint64 header value.
@@ -31,12 +44,6 @@ const (
 
 // maxHeaderValue is Iggy's limit on one header value.
 const maxHeaderValue = 255
-
-// deadLetterSender sends a failed batch, with its dead-letter headers already attached, and
-// returns once Iggy confirmed every message.
-type deadLetterSender interface {
-	sendDeadLetters(ctx context.Context, msgs []sdk.ProducedMessage) error
-}
 
 // batchResult is what became of one batch.
 type batchResult int
@@ -53,114 +60,73 @@ func (r batchResult) String() string {
 }
 
 // batchProcessor hands batches to a sink and applies retries and the failure policy. It
-// knows nothing about Iggy: the topic consumer feeds it decoded batches.
+// knows nothing about offsets or Iggy: the topic consumer feeds it decoded batches and
+// marks the offsets done as the commit policy says (commitPolicy.resolves).
 type batchProcessor struct {
 	sink     sdk.Sink
-	mode     config.CommitMode
 	policy   config.FailurePolicy
-	backoff  Backoff
-	dlq      deadLetterSender // required for FailureDeadLetter
+	backoff  Backoff  // Attempts = max_retries + 1
+	dlq      producer // required for FailureDeadLetter
 	counters *Counters
 	log      *slog.Logger
 }
 
-// process delivers one non-empty batch of one partition. t is the partition's tracker (the
-// batch's offsets are registered as delivered before Consume). ctx is the hard-stop context:
+// process delivers one non-empty batch of one partition. ctx is the hard-stop context:
 // when it ends, waits are abandoned and the batch is not committed.
-func (p *batchProcessor) process(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage, t *tracker) (batchResult, error) {
+func (p *batchProcessor) process(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) (batchResult, error) {
 	first, last := msgs[0].Offset, msgs[len(msgs)-1].Offset
-	t.deliveredBatch(last)
-	err := p.consumeWithRetry(ctx, topic, meta, msgs)
+	part := meta.Partition.PartitionID
+	err := retry(ctx, p.backoff, func(int) error {
+		err := callSafely(func() error { return p.sink.Consume(ctx, topic, meta, msgs) })
+		if err != nil && ctx.Err() == nil {
+			p.counters.ConsumeErrors.Add(1)
+		}
+		return err
+	}, func(attempt int, err error, wait time.Duration) {
+		p.log.Warn("consume failed; retrying", "partition", part, "attempt", attempt, "of", p.backoff.Attempts, "backoff", wait, "error", err)
+	})
 	if err == nil {
 		p.counters.Delivered.Add(uint64(len(msgs)))
-		if p.mode == config.CommitAfterConsuming {
-			t.resolve(first, last)
-		}
 		return batchDelivered, nil
 	}
-	if errors.Is(err, ErrAbandoned) {
-		return batchAbandoned, err
+	if ctx.Err() != nil {
+		return batchAbandoned, fmt.Errorf("%w: %w", ErrAbandoned, err)
 	}
 	p.counters.FailedBatches.Add(1)
-	attrs := []any{"stream", topic.Stream, "topic", topic.Topic, "partition", meta.Partition.PartitionID,
+	attrs := []any{"stream", topic.Stream, "topic", topic.Topic, "partition", part,
 		"first_offset", first, "last_offset", last, "messages", len(msgs), "error", err}
 	switch p.policy {
 	case config.FailureSkip:
 		p.counters.Skipped.Add(uint64(len(msgs)))
 		p.log.Warn("batch failed after retries; skipped (on_failure = skip)", attrs...)
 	case config.FailureDeadLetter:
-		if derr := p.deadLetter(ctx, topic, meta, msgs, err); derr != nil {
+		if derr := p.deadLetter(ctx, topic, part, msgs, err); derr != nil {
 			return batchAbandoned, derr
 		}
 		p.counters.DeadLettered.Add(uint64(len(msgs)))
 		p.log.Warn("batch failed after retries; sent to the dead-letter topic", attrs...)
 	default:
 		p.log.Error("batch failed after retries; stopping the sink (on_failure = stop)", attrs...)
-		return batchStop, fmt.Errorf("partition %d offsets %d..%d: %w", meta.Partition.PartitionID, first, last, err)
-	}
-	if p.mode != config.CommitAfterPolling {
-		t.resolve(first, last)
+		return batchStop, fmt.Errorf("partition %d offsets %d..%d: %w", part, first, last, err)
 	}
 	return batchResolved, nil
 }
 
-// consumeWithRetry calls Consume until it returns nil, retries run out (the last error is
-// returned), or ctx ends (ErrAbandoned).
-func (p *batchProcessor) consumeWithRetry(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
-	for n := 0; ; n++ {
-		if ctx.Err() != nil {
-			return fmt.Errorf("%w: %w", ErrAbandoned, ctx.Err())
-		}
-		err := safeConsume(ctx, p.sink, topic, meta, msgs)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("%w: consume: %w", ErrAbandoned, err)
-		}
-		p.counters.ConsumeErrors.Add(1)
-		if uint32(n) >= p.backoff.MaxRetries {
-			return err
-		}
-		d := p.backoff.Delay(n + 1)
-		p.log.Warn("consume failed; retrying", "partition", meta.Partition.PartitionID, "retry", n+1, "of", p.backoff.MaxRetries, "backoff", d, "error", err)
-		if !sleep(ctx, d) {
-			return fmt.Errorf("%w: %w", ErrAbandoned, ctx.Err())
-		}
-	}
-}
-
-// safeConsume calls Consume, turning a panic into an error wrapping ErrSinkPanic.
-func safeConsume(ctx context.Context, s sdk.Sink, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %v", ErrSinkPanic, r)
-		}
-	}()
-	return s.Consume(ctx, topic, meta, msgs)
-}
-
 // deadLetter sends the batch to the dead-letter topic, retrying with backoff until Iggy
 // confirms it or ctx ends (then the batch is abandoned, not committed).
-func (p *batchProcessor) deadLetter(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage, cause error) error {
+func (p *batchProcessor) deadLetter(ctx context.Context, topic sdk.TopicMetadata, partition uint32, msgs []sdk.ConsumedMessage, cause error) error {
 	if p.dlq == nil {
 		return errors.New("dead_letter: no dead-letter producer")
 	}
-	out := deadLetterMessages(topic, meta.Partition.PartitionID, msgs, cause)
-	for n := 1; ; n++ {
-		err := p.dlq.sendDeadLetters(ctx, out)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("%w: dead-letter send: %w", ErrAbandoned, err)
-		}
-		d := p.backoff.Delay(n)
-		p.log.Warn("dead-letter send failed; retrying", "attempt", n, "backoff", d, "error", err)
-		if !sleep(ctx, d) {
-			return fmt.Errorf("%w: dead-letter send: %w", ErrAbandoned, err)
-		}
+	out := deadLetterMessages(topic, partition, msgs, cause)
+	forever := Backoff{Initial: p.backoff.Initial, Max: p.backoff.Max}
+	err := retry(ctx, forever, func(int) error { return p.dlq.send(ctx, out) }, func(attempt int, err error, wait time.Duration) {
+		p.log.Warn("dead-letter send failed; retrying", "attempt", attempt, "backoff", wait, "error", err)
+	})
+	if err != nil {
+		return fmt.Errorf("%w: dead-letter send: %w", ErrAbandoned, err)
 	}
+	return nil
 }
 
 // deadLetterMessages copies a failed batch into messages for the dead-letter topic: the

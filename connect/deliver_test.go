@@ -44,7 +44,7 @@ type recordingDLQ struct {
 	sent [][]sdk.ProducedMessage
 }
 
-func (d *recordingDLQ) sendDeadLetters(_ context.Context, msgs []sdk.ProducedMessage) error {
+func (d *recordingDLQ) send(_ context.Context, msgs []sdk.ProducedMessage) error {
 	if d.fail > 0 {
 		d.fail--
 		return errors.New("dlq down")
@@ -52,6 +52,8 @@ func (d *recordingDLQ) sendDeadLetters(_ context.Context, msgs []sdk.ProducedMes
 	d.sent = append(d.sent, msgs)
 	return nil
 }
+
+func (d *recordingDLQ) close(context.Context) error { return nil }
 
 func testBatch(first uint64, n int) []sdk.ConsumedMessage {
 	out := make([]sdk.ConsumedMessage, n)
@@ -75,7 +77,7 @@ func TestProcessFailurePolicies(t *testing.T) {
 		panics                             bool
 		want                               batchResult
 		wantCalls                          int
-		wantPending                        int64 // after processing batch 10..19
+		wantDone                           int64 // after processing batch 10..19
 		wantConsErrs                       uint64
 		wantFailed                         uint64
 		wantDL, wantSkipped, wantDelivered uint64
@@ -86,37 +88,43 @@ func TestProcessFailurePolicies(t *testing.T) {
 		{"skip commits past", config.CommitAfterConsuming, config.FailureSkip, 99, false, batchResolved, 4, 19, 4, 1, 0, 10, 0},
 		{"dead letter then commit", config.CommitAfterConsuming, config.FailureDeadLetter, 99, false, batchResolved, 4, 19, 4, 1, 10, 0, 0},
 		{"sink_controlled: success commits nothing", config.CommitSinkControlled, config.FailureStop, 0, false, batchDelivered, 1, 9, 0, 0, 0, 0, 10},
-		{"after_polling: skip stores nothing", config.CommitAfterPolling, config.FailureSkip, 99, false, batchResolved, 4, 9, 4, 1, 0, 10, 0},
+		{"sink_controlled: skip resolves", config.CommitSinkControlled, config.FailureSkip, 99, false, batchResolved, 4, 19, 4, 1, 0, 10, 0},
+		{"after_polling: skip stores nothing more", config.CommitAfterPolling, config.FailureSkip, 99, false, batchResolved, 4, 19, 4, 1, 0, 10, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := new(Counters)
 			sink := &scriptSink{fails: tc.fails, panics: tc.panics}
 			dlq := &recordingDLQ{fail: 1}
-			p := &batchProcessor{sink: sink, mode: tc.mode, policy: tc.policy,
-				backoff: Backoff{Initial: time.Microsecond, Max: time.Microsecond, MaxRetries: 3},
+			p := &batchProcessor{sink: sink, policy: tc.policy,
+				backoff: Backoff{Initial: time.Microsecond, Max: time.Microsecond, Attempts: 4},
 				dlq:     dlq, counters: c, log: quietLog}
-			tr := newTracker(testKey, c, 0, nil)
-			tr.polledBatch(0, 9)
-			tr.deliveredBatch(9)
-			if err := tr.commit(9); err != nil { // batch 0..9 already handled
-				t.Fatal(err)
+			cfg := testSinkConfig(tc.mode, tc.policy)
+			pol := policyFor(cfg)
+			tbl := newTestTable(pol, c)
+			tbl.change(nil, []uint32{3})
+			part, _ := tbl.polled(3, 0, 9)
+			tbl.delivering(part, 9)
+			tbl.resolve(part, 0, 9) // batch 0..9 already handled
+			tbl.polled(3, 10, 19)
+			tbl.delivering(part, 19)
+			res, err := p.process(context.Background(), topic, meta, testBatch(10, 10))
+			if pol.resolves(res) {
+				tbl.resolve(part, 10, 19)
 			}
-			tr.polledBatch(10, 19)
-			res, err := p.process(context.Background(), topic, meta, testBatch(10, 10), tr)
 			if res != tc.want {
 				t.Fatalf("result %v (%v), want %v", res, err, tc.want)
 			}
 			if tc.want == batchStop && !strings.Contains(err.Error(), "target unavailable") {
 				t.Fatalf("stop error %v lacks the cause", err)
 			}
-			if tc.panics && tc.want == batchStop && !errors.Is(err, ErrSinkPanic) {
-				t.Fatalf("err %v, want ErrSinkPanic", err)
+			if tc.panics && tc.want == batchStop && !errors.Is(err, ErrConnectorPanic) {
+				t.Fatalf("err %v, want ErrConnectorPanic", err)
 			}
 			if sink.calls != tc.wantCalls {
 				t.Errorf("consume calls %d, want %d", sink.calls, tc.wantCalls)
 			}
-			if st := tr.state(); st.Pending != tc.wantPending {
-				t.Errorf("pending %d, want %d", st.Pending, tc.wantPending)
+			if st := tbl.status(); len(st) != 1 || st[0].Done != tc.wantDone {
+				t.Errorf("status %+v, want done %d", st, tc.wantDone)
 			}
 			s := c.Snapshot()
 			if s.ConsumeErrors != tc.wantConsErrs || s.FailedBatches != tc.wantFailed || s.DeadLettered != tc.wantDL ||
@@ -164,21 +172,21 @@ func checkDeadLetter(t *testing.T, m sdk.ProducedMessage, offset uint64) {
 // abandoned: not counted as failed, not committed.
 func TestProcessAbandonedAtHardStop(t *testing.T) {
 	c := new(Counters)
-	p := &batchProcessor{sink: &scriptSink{fails: 99}, mode: config.CommitAfterConsuming, policy: config.FailureSkip,
-		backoff: Backoff{Initial: time.Hour, Max: time.Hour, MaxRetries: 3}, counters: c, log: quietLog}
-	tr := newTracker(testKey, c, 0, nil)
-	tr.polledBatch(0, 9)
+	p := &batchProcessor{sink: &scriptSink{fails: 99}, policy: config.FailureSkip,
+		backoff: Backoff{Initial: time.Hour, Max: time.Hour, Attempts: 4}, counters: c, log: quietLog}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	res, err := p.process(ctx, sdk.TopicMetadata{}, sdk.MessagesMetadata{}, testBatch(0, 10), tr)
+	res, err := p.process(ctx, sdk.TopicMetadata{}, sdk.MessagesMetadata{}, testBatch(0, 10))
 	if res != batchAbandoned || !errors.Is(err, ErrAbandoned) {
 		t.Fatalf("result %v, %v; want abandoned", res, err)
 	}
 	if s := c.Snapshot(); s.FailedBatches != 0 || s.Skipped != 0 || s.ConsumeErrors != 1 {
 		t.Fatalf("counters %+v", s)
 	}
-	if _, ok, _ := tr.take(); ok {
-		t.Fatal("abandoned batch is pending")
+	for _, mode := range allModes {
+		if policyFor(testSinkConfig(mode, config.FailureSkip)).resolves(res) {
+			t.Fatalf("%s: an abandoned batch is resolved", mode)
+		}
 	}
 }
 
