@@ -1,69 +1,59 @@
 // Package connect is Ferry's connectors runtime: it runs sinks (Iggy → target) and sources
 // (target → Iggy) described by connect/config, and owns when a sink's offsets advance.
+// docs/architecture.md is the map of this package: the life of one message, who owns which
+// state, the lifecycle of a connector.
 //
 // # What it promises
 //
-//   - Commit modes exactly as DESIGN.md: after_polling (the server stores on poll; the
-//     runtime stores nothing, at-most-once), after_consuming (the runtime stores a batch's
-//     last offset after Consume returned nil for the whole batch) and sink_controlled (the
-//     sink stores through an [sdk.Committer]).
-//   - Commits are validated per partition (never beyond what was delivered, never at or
-//     below what is committed or pending, only for partitions still owned), coalesced
-//     (highest wins), written on the [commit] interval and at shutdown, retried with backoff
-//     and never forgotten: a pending offset stays until it is stored or superseded.
-//   - A Committer never blocks and never calls into the sink: it validates, records and
-//     signals. After the sink stopped, or a revoked partition was released (below), Commit
-//     returns an error wrapping [sdk.ErrCommitUnknownPartition] and changes nothing.
-//   - Rebalance (a partition revoked from this member): it is no longer polled; the
-//     in-flight batch finishes (revocations are handled between batches), and the batches
-//     of it already polled (at most two: queued, and held by the poll goroutine) are still
-//     delivered — the server keeps a partition pending revocation with its owner until the
-//     group's stored offset covers what the group polled. Its commit entry stays open for a
-//     drain: every commit the sink makes is accepted as before and stored at once. The
-//     partition is released (registry entry removed, later commits rejected with
-//     ErrCommitUnknownPartition) as soon as everything polled from it is stored
-//     (committed ≥ polled ≥ delivered), or when the drain deadline passes: shutdown_timeout
-//     after the revocation (default 10 s, below the server's 30 s rebalancing timeout);
-//     what is then still uncommitted is redelivered to the next owner. A stop during a drain
-//     keeps the entry open through the sink's Close. after_polling releases at once.
-//   - A failed Consume (error or panic) is retried with capped exponential backoff (the
-//     first retry waits the initial delay), nothing committed meanwhile; then on_failure
-//     applies: stop (status error, nothing committed), dead_letter (the batch is sent with
-//     ferry-* headers and confirmed before its offsets are committed) or skip (committed,
-//     logged, counted).
+//   - Commit modes as commitPolicy decides them (policy.go; the README's table):
+//     after_polling (the server stores with each poll; at-most-once), after_consuming (a
+//     batch is done once Consume returned nil for all of it) and sink_controlled (the sink
+//     says which offsets are done through an [sdk.Committer]); both at-least-once.
+//   - A done offset is stored commit.delay after it became done (at most
+//     commit.interval), coalesced per partition, one store in flight per partition, at
+//     once when urgent (paused, close to max_uncommitted, draining, stopping). A failed
+//     store is retried with backoff and never forgotten; failure and backoff are per
+//     partition. A store refused because the partition is not ours any more is final for
+//     that partition only. No store moves a partition's offset below what this member
+//     stored or was assigned at.
+//   - A commit is validated (never beyond what was delivered, never at or below what is
+//     done, only for a partition in the table) and never blocks; after the partition was
+//     released or the sink stopped it fails with [sdk.ErrCommitUnknownPartition].
+//   - Assignment changes arrive in band from iggy.Consumer.Poll and are never dropped; a
+//     revoked partition drains (its polled batches are still delivered and its commits
+//     stored at once) until everything polled is stored or shutdown_timeout passes.
+//   - A failed Consume (error or panic) is retried with capped exponential backoff,
+//     nothing done meanwhile; then on_failure: stop (status error, nothing done),
+//     dead_letter (the batch is sent with ferry-* headers and confirmed, then done) or
+//     skip (done, logged, counted).
 //   - Backpressure: at most commit.max_uncommitted messages per partition are polled and
-//     not yet stored; past it the partition is paused until its commits are stored.
-//   - Shutdown: stop polling → finish the in-flight batch (bounded by shutdown_timeout;
-//     an abandoned batch is never committed, and only then is the abandon warning logged)
-//     → sink Close (may still commit) → close the registry entries (draining ones too) and
-//     write pending commits → leave the consumer group.
+//     not yet stored; past it the partition is paused until its stores catch up.
+//   - The whole stop of a connector is bounded by one shutdown_timeout (lifecycle.go):
+//     stop polling → finish the batch being consumed → the sink's Close (may still
+//     commit) → store what is done → leave the groups. Nothing waits for a Consume or
+//     Close that ignores its context past it; what it cuts short is redelivered.
 //   - Status errors (LastError) do not repeat the connector's key: Status carries Kind and
 //     Key ("open: plugin …", not "sink KEY: open: …").
-//   - Every goroutine ends when Stop returns nil.
+//   - Every goroutine ends when Stop returns nil, except a call into a connector that
+//     ignores its context (it ends when the connector returns).
 //
 // # File map
 //
-//   - tracker.go: per-partition commit state and validation.
-//   - registry.go: (instance, stream, topic, partition) → tracker; the sdk.Committer.
-//   - commitloop.go: the per-topic-consumer writer of pending offsets.
-//   - backoff.go, failure.go: retry with backoff, panic recovery, on_failure policies.
-//   - backend.go, sink_runner.go, sink_topic.go, convert.go: the sink pipeline over a
-//     consumer-group member (iggy.Consumer through iggy_backend.go).
-//   - runtime.go, status.go: the Runtime API used by cmd/ferry; iggy_backend.go: [New],
-//     [Options] and the adapter over the iggy client.
-//   - native.go (cgo only): [NativeSinkLoader] and [NativeSourceLoader], the plugin loaders
-//     over connect/plugin.
-//
-// Commit pacing: after_consuming stores a success soon, at most once per 10 ms (or
-// commit.interval if shorter) per topic consumer, because a store takes a turn on the
-// member connection the polls need; any mode stores at once when a partition is paused
-// or within three batches of max_uncommitted.
+//   - runtime.go, status.go: the Runtime API cmd/ferry uses; iggy_backend.go: [New],
+//     [Options] and the adapter over the iggy client (backend.go is its interface).
+//   - sink_runner.go (one sink connector), sink_topic.go (one stream × topic of it),
+//     partitions.go and stores.go (the partition table and its store loop), policy.go,
+//     deliver.go (Consume with retries, on_failure, dead letters), convert.go.
+//   - source.go, source_convert.go, state.go: sources.
+//   - lifecycle.go, retry.go: the stop signalling and the retry helper every runner uses.
+//   - native.go (cgo only): [NativeSinkLoader] and [NativeSourceLoader] over
+//     connect/plugin.
 //
 // # Tests
 //
-// The pipeline tests (pipeline_test.go, rebalance_test.go) run the whole runtime over
-// the real client against the real embedded server (server/servertest, TCP on
-// loopback); tracker, registry, commit loop and failure policy have unit tests.
+// The pipeline tests (pipeline_test.go, rebalance_test.go, storm_test.go) run the whole
+// runtime over the real client against the real embedded server (server/servertest, TCP
+// on loopback); the partition table and the batch processor have unit tests.
 // BenchmarkSinkPipeline compares the raw poll loop with each commit mode.
 //
 // # What it must not import

@@ -78,17 +78,17 @@ func (l *lifecycle) Deadline() time.Time {
 }
 
 // waitOrAbandon waits for ch to close unless the hard stop comes first; it reports
-// whether ch closed.
+// whether ch closed (at once, when it already had).
 func (l *lifecycle) waitOrAbandon(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
 		return true
+	default:
+	}
+	select {
+	case <-ch:
+		return true
 	case <-l.hard.Done():
-		select { // both ready: ch wins
-		case <-ch:
-			return true
-		default:
-			return false
-		}
+		return false
 	}
 }

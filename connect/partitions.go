@@ -113,6 +113,7 @@ func (t *partitionTable) change(revoked, assigned []uint32) {
 		if p == nil || p.state != partOwned {
 			continue
 		}
+		t.counters.Revoked.Add(1)
 		if t.policy.serverStores {
 			t.releaseLocked(p, "revoked")
 			continue

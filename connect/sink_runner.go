@@ -184,6 +184,9 @@ func (s *sinkRunner) run() {
 			break
 		}
 	}
+	for _, tc := range s.topics {
+		finished = finished && !tc.abandoned.Load()
+	}
 	if !finished {
 		if d := s.life.Deadline(); d.IsZero() || time.Now().Before(d) {
 			s.log.Warn("hard stop: abandoning in-flight batches (they will be redelivered)")

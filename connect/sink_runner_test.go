@@ -116,3 +116,67 @@ func TestSinkStopPastTimeoutLogsAbandonWarning(t *testing.T) {
 		t.Fatal("an abandoned batch was committed")
 	}
 }
+
+// stuckSink ignores its contexts: Consume blocks until release is closed, and so does
+// Close (a native plugin cannot see Go's context at all).
+type stuckSink struct {
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *stuckSink) Open(context.Context, sdk.SinkEnv) error { return nil }
+func (s *stuckSink) Consume(context.Context, sdk.TopicMetadata, sdk.MessagesMetadata, []sdk.ConsumedMessage) error {
+	s.once.Do(func() { close(s.entered) })
+	<-s.release
+	return nil
+}
+func (s *stuckSink) Close(context.Context) error {
+	<-s.release
+	return nil
+}
+
+// TestSinkStopBoundedByOneShutdownTimeout is the regression test of "shutdown is not
+// bounded": the stop opened three shutdown_timeout windows in a row (in-flight batches,
+// Close, final stores), so Stop took 6 s with shutdown_timeout = 2 s, and a Consume that
+// ignores its context kept the sink "stopping" for ever. Here Consume and Close both
+// ignore their contexts: Stop still returns within shutdown_timeout (300 ms) + 1 s, the
+// sink ends "stopped", the abandon warning is logged once, and nothing is stored.
+func TestSinkStopBoundedByOneShutdownTimeout(t *testing.T) {
+	env := newIggyEnv(t)
+	env.topic("s", "t", 1)
+	env.fill("s", "t", 0, 10, nil)
+	sink := &stuckSink{entered: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(func() { close(sink.release) }) // let the abandoned goroutines end
+	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
+	cfg.ShutdownTimeout = 300 * time.Millisecond
+	rt, logs := env.startLogged(cfg, sink)
+	select {
+	case <-sink.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Consume never called")
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := rt.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	took := time.Since(start)
+	t.Logf("Stop took %v with shutdown_timeout %v", took, cfg.ShutdownTimeout)
+	if took > cfg.ShutdownTimeout+time.Second {
+		t.Fatalf("Stop took %v, want at most shutdown_timeout (%v) + 1s", took, cfg.ShutdownTimeout)
+	}
+	if st := rt.Status()[0]; st.State != StateStopped {
+		t.Fatalf("status %+v, want stopped", st)
+	}
+	if n := strings.Count(logs.String(), abandonWarning); n != 1 {
+		t.Fatalf("%d abandon warnings, want 1:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "Close did not return within shutdown_timeout") {
+		t.Fatalf("no word of the abandoned Close:\n%s", logs.String())
+	}
+	if _, ok := env.stored("g", "s", "t", 0); ok {
+		t.Fatal("an abandoned batch was committed")
+	}
+}

@@ -3,6 +3,7 @@ package connect
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/ferryio/ferry/sdk"
 )
@@ -29,6 +30,7 @@ type topicConsumer struct {
 	conv   converter
 
 	batches     chan polledBatch
+	abandoned   atomic.Bool // a batch was cut short by the hard stop
 	pollDone    chan struct{}
 	consumeDone chan struct{}
 	storesDone  chan struct{}
@@ -116,6 +118,9 @@ func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch) {
 		Schema:        tc.schema,
 	}
 	res, err := tc.s.proc.process(ctx, tc.topic, meta, msgs)
+	if res == batchAbandoned {
+		tc.abandoned.Store(true)
+	}
 	if tc.s.policy.resolves(res) {
 		tc.table.resolve(b.part, first, last)
 	}

@@ -32,8 +32,10 @@ type Counters struct {
 	FailedBatches atomic.Uint64 // batches whose retries ran out
 	DeadLettered  atomic.Uint64 // messages sent to the dead-letter topic
 	Skipped       atomic.Uint64 // messages skipped by on_failure = "skip"
+	Stores        atomic.Uint64 // offset stores written to Iggy (each may cover many messages)
 	StoreErrors   atomic.Uint64 // failed offset stores (each is retried)
 	StoresRefused atomic.Uint64 // stores refused for good (partition not owned any more); final for that partition
+	Revoked       atomic.Uint64 // partitions revoked from this sink (each then drains, or is released at once)
 	HeaderErrors  atomic.Uint64 // messages whose user headers could not be decoded (delivered without headers)
 	// StoreLatency is the time from a sink's commit (or the runtime's resolution) of an
 	// offset to its store in Iggy.
@@ -49,7 +51,8 @@ type Counters struct {
 type Stats struct {
 	Polled, Delivered, Committed                        uint64
 	ConsumeErrors, FailedBatches, DeadLettered, Skipped uint64
-	StoreErrors, StoresRefused, HeaderErrors            uint64
+	Stores, StoreErrors, StoresRefused, HeaderErrors    uint64
+	Revoked                                             uint64
 	CommitsAccepted                                     uint64
 	CommitsStale, CommitsOutOfRange, CommitsUnknown     uint64
 	StoreLatency                                        Histogram
@@ -72,7 +75,7 @@ func (c *Counters) Snapshot() Stats {
 		Polled: c.Polled.Load(), Delivered: c.Delivered.Load(), Committed: c.Committed.Load(),
 		ConsumeErrors: c.ConsumeErrors.Load(), FailedBatches: c.FailedBatches.Load(),
 		DeadLettered: c.DeadLettered.Load(), Skipped: c.Skipped.Load(),
-		StoreErrors: c.StoreErrors.Load(), StoresRefused: c.StoresRefused.Load(), HeaderErrors: c.HeaderErrors.Load(),
+		Stores: c.Stores.Load(), StoreErrors: c.StoreErrors.Load(), StoresRefused: c.StoresRefused.Load(), HeaderErrors: c.HeaderErrors.Load(), Revoked: c.Revoked.Load(),
 		CommitsAccepted: c.CommitsAccepted.Load(), CommitsStale: c.CommitsStale.Load(),
 		CommitsOutOfRange: c.CommitsOutOfRange.Load(), CommitsUnknown: c.CommitsUnknownPartition.Load(),
 		StoreLatency: c.StoreLatency.snapshot(),

@@ -114,15 +114,18 @@ func (t *partitionTable) storeResult(job storeJob, err error, refused, stopping 
 	defer t.mu.Unlock()
 	p := job.p
 	p.inFlight = false
+	if err == nil { // stored in Iggy, even if p was released meanwhile
+		t.counters.Stores.Add(1)
+		if job.offset+1 > p.stored {
+			t.counters.Committed.Add(job.offset + 1 - p.stored)
+			p.stored = job.offset + 1
+		}
+	}
 	if p.state == partReleased {
 		return false
 	}
 	switch {
 	case err == nil:
-		if job.offset+1 > p.stored {
-			t.counters.Committed.Add(job.offset + 1 - p.stored)
-			p.stored = job.offset + 1
-		}
 		p.failures = 0
 		t.counters.StoreLatency.observe(now.Sub(job.doneAt))
 		if p.paused && p.polled-p.stored < t.policy.maxUncommitted {

@@ -156,7 +156,7 @@ func TestPartitionLostAndRegained(t *testing.T) {
 				if _, p := a.Assignment(); !slices.Equal(p, []uint32{0, 1}) {
 					t.Fatalf("a synced by itself (owns %v) although its sync interval is 1h", p)
 				}
-				if err := iggy.Resync(testCtx(t), a); err != nil {
+				if err := a.Resync(testCtx(t)); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -535,6 +535,20 @@ func (cn *Consumer) Seek(partition uint32, next uint64) {
 	cn.signal()
 }
 
+// Resync syncs the assignment now, as the background sync does every
+// WithAssignmentSync, lock-step with this member's polls and stores; the next Poll
+// reports what changed. Errors: connection errors, ErrClosed, ctx's error.
+func (cn *Consumer) Resync(ctx context.Context) error {
+	if err := cn.acquire(ctx); err != nil {
+		return opErr("sync consumer group", res(&cn.cfg.Stream, &cn.cfg.Topic, -1)+" group "+cn.group.String(), err)
+	}
+	defer cn.releaseOp()
+	if err := cn.sync(ctx); err != nil {
+		return opErr("sync consumer group", res(&cn.cfg.Stream, &cn.cfg.Topic, -1)+" group "+cn.group.String(), err)
+	}
+	return nil
+}
+
 // Assignment returns the local generation (1 after the first sync, +1 on every change
 // of the owned partitions) and the owned partitions (sorted), as of the last sync:
 // possibly ahead of what OnAssignmentChange has reported.

@@ -31,9 +31,13 @@
 //     with wire.ErrNotFound, wire.ErrStreamIDNotFound, …) or to this package's
 //     sentinels. Retriable and SafeToRetry answer "may I try again?".
 //   - A Consumer re-syncs its assignment every WithAssignmentSync (1 s), lock-step with
-//     its polls; it never throws away a batch the server returned (the group would keep
-//     a revoked partition pending revocation for it), not even when Poll's context ends
-//     mid-request (the batch is kept for the next Poll): see Consumer.Poll and Events.
+//     its polls and stores, and reports every change in band (ConsumerConfig.
+//     OnAssignmentChange, called by Poll before it polls under the new assignment;
+//     nothing is dropped). It never throws away a batch the server returned (the group
+//     would keep a revoked partition pending revocation for it), not even when Poll's
+//     context ends mid-request (the batch is kept for the next Poll). StoreOffset never
+//     moves the group's offset below what the member knows it stored or was assigned
+//     at. See Consumer.Poll and AssignmentChange.
 //   - The poll path allocates nothing per message: replies are read into reused
 //     buffers and messages are views into them until Batch.Release.
 //   - Close ends every goroutine the package started.
@@ -52,7 +56,7 @@
 // Consumer.closeMu → Consumer.op → Consumer.mu → link.mu. Client.mu, Producer.mu and
 // conn state are leaves (nothing else is taken while holding them). No lock is held
 // during I/O or while waiting on a channel, except Consumer.op: a channel semaphore held
-// across one poll or assignment-sync round trip of that Consumer (acquired with the
+// across one poll, assignment-sync or offset-store round trip of that Consumer (acquired with the
 // caller's context and the Consumer's life, so Close never waits behind it; a poll's
 // task holds it until the reply is recorded, even after its Poll call returned, and
 // ends with the Consumer's life), and link.mu is released before dialing.

@@ -1,10 +1,6 @@
 package iggy
 
-import (
-	"context"
-
-	"github.com/ferryio/ferry/iggy/wire"
-)
+import "github.com/ferryio/ferry/iggy/wire"
 
 // Test-only hooks, visible to package iggy_test.
 
@@ -34,13 +30,4 @@ func OutlivedPolls(cn *Consumer) int {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	return cn.outlived
-}
-
-// Resync makes cn sync its assignment now, as its background sync does.
-func Resync(ctx context.Context, cn *Consumer) error {
-	if err := cn.acquire(ctx); err != nil {
-		return err
-	}
-	defer cn.releaseOp()
-	return cn.sync(ctx)
 }

@@ -19,6 +19,8 @@ var forbidden = map[string][]string{
 	"sdk":            {"iggy", "server", "connect", "connectors", "cmd"},
 	"connectors":     {"iggy", "server", "connect", "cmd"},
 	"connect/plugin": {"iggy", "server", "connectors", "cmd", "connect"},
+	// Configuration is data: it knows the sdk's types, nothing that runs.
+	"connect/config": {"iggy", "server", "connectors", "cmd", "connect"},
 	"connect":        {"server", "connectors", "cmd"},
 }
 
