@@ -42,6 +42,14 @@ type partitionTable struct {
 	counters     *Counters
 	log          *slog.Logger
 	wake         chan struct{} // to the store loop; never blocks
+	// flow pauses and resumes polling of a partition (the member consumer; nil in unit
+	// tests). It is called under mu, so that a pause and the resume that undoes it are
+	// applied in the order the table decided them; its methods only take the consumer's
+	// own mutex (lock order: partitionTable.mu → iggy Consumer.mu).
+	flow interface {
+		Pause(partition uint32)
+		Resume(partition uint32)
+	}
 
 	mu     sync.Mutex
 	parts  map[uint32]*partition
@@ -139,8 +147,8 @@ func (t *partitionTable) change(revoked, assigned []uint32) {
 
 // polled records that [first, last] of partition id was polled and returns its entry, or
 // nil when the table does not track it (released: the batch must not be delivered).
-// pause reports that the partition reached max_uncommitted and must not be polled until
-// its stores catch up (the store loop resumes it).
+// pause reports that the partition reached max_uncommitted: it is paused (flow) until
+// its stores catch up (storeResult resumes it).
 func (t *partitionTable) polled(id uint32, first, last uint64) (p *partition, pause bool) {
 	now := time.Now()
 	t.mu.Lock()
@@ -162,6 +170,9 @@ func (t *partitionTable) polled(id uint32, first, last uint64) (p *partition, pa
 	}
 	if t.policy.maxUncommitted > 0 && !p.paused && p.polled-p.stored >= t.policy.maxUncommitted {
 		p.paused, pause = true, true
+		if t.flow != nil {
+			t.flow.Pause(id)
+		}
 	}
 	t.scheduleLocked(p, now) // urgency may have changed
 	return p, pause

@@ -249,7 +249,7 @@ func (f *fakeStores) get(p uint32) (calls, ok []uint64) {
 func runStoreLoop(t *testing.T, tbl *partitionTable, f *fakeStores) (done <-chan struct{}, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan struct{})
-	go func() { defer close(ch); tbl.runStores(ctx, f.store, func(uint32) {}) }()
+	go func() { defer close(ch); tbl.runStores(ctx, f.store) }()
 	stop = func() { cancel(); <-ch }
 	t.Cleanup(stop)
 	return ch, stop

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/sdk"
@@ -34,6 +35,31 @@ type connector interface {
 	abandon() // hard stop: abandon it now
 	stopped() <-chan struct{}
 	statusOf() Status
+}
+
+// runner is what a sink runner and a source runner share: how they are stopped and how
+// a failed start is recorded. It implements connector but for statusOf.
+type runner struct {
+	kind   string // "sink" or "source"
+	log    *slog.Logger
+	status statusCell
+	life   *lifecycle
+}
+
+func (r *runner) init(kind string, timeout time.Duration, log *slog.Logger) {
+	r.kind, r.log, r.life = kind, log, newLifecycle(timeout)
+	r.status.set(StateStarting)
+}
+
+func (r *runner) stop()                    { r.life.Stop() }
+func (r *runner) abandon()                 { r.life.Abandon() }
+func (r *runner) stopped() <-chan struct{} { return r.life.Done() }
+
+// failStart records why the connector did not start; the runner is then stopped.
+func (r *runner) failStart(err error) {
+	r.status.fail(err)
+	r.log.Error(r.kind+" not started", "error", err)
+	r.life.Finish()
 }
 
 // Runtime runs the connectors of one configuration. Build it with [New]; its methods are

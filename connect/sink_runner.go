@@ -18,45 +18,35 @@ import (
 // stream × topic, stopped by one lifecycle whose timeout is the sink's shutdown_timeout
 // (docs/architecture.md, "Lifecycle of a connector").
 type sinkRunner struct {
+	runner
 	cfg      *config.Sink
 	instance uint32
 	policy   commitPolicy
 	sink     sdk.Sink
 	be       backend
-	log      *slog.Logger
 	counters Counters
-	status   statusCell
 	proc     *batchProcessor
 	dlq      producer
 	topics   []*topicConsumer
 	// routes maps (stream id, topic id) to the topic's partition table, for commits;
 	// set once, when every consumer is created.
 	routes atomic.Pointer[map[topicKey]*partitionTable]
-	life   *lifecycle
 }
 
 type topicKey struct{ stream, topic uint32 }
 
 func newSinkRunner(cfg *config.Sink, instance uint32, sink sdk.Sink, be backend, log *slog.Logger) *sinkRunner {
-	s := &sinkRunner{cfg: cfg, instance: instance, policy: policyFor(cfg), sink: sink, be: be,
-		log: log.With("sink", cfg.Key, "instance", instance), life: newLifecycle(cfg.ShutdownTimeout)}
+	s := &sinkRunner{cfg: cfg, instance: instance, policy: policyFor(cfg), sink: sink, be: be}
+	s.init("sink", cfg.ShutdownTimeout, log.With("sink", cfg.Key, "instance", instance))
 	s.proc = &batchProcessor{sink: sink, policy: cfg.OnFailure,
 		backoff:  Backoff{Initial: cfg.Retry.InitialBackoff, Max: cfg.Retry.MaxBackoff, Attempts: cfg.Retry.MaxRetries + 1},
 		counters: &s.counters, log: s.log}
-	s.status.set(StateStarting)
 	return s
 }
 
 // retryBackoff paces retries that never give up: polls and offset stores.
 func (s *sinkRunner) retryBackoff() Backoff {
 	return Backoff{Initial: s.cfg.Retry.InitialBackoff, Max: s.cfg.Retry.MaxBackoff}
-}
-
-// failStart records why the sink did not start; the runner is then stopped.
-func (s *sinkRunner) failStart(err error) {
-	s.status.fail(err)
-	s.log.Error("sink not started", "error", err)
-	s.life.Finish()
 }
 
 // start opens the sink, creates its consumers and starts them; ctx bounds the opening.
@@ -124,7 +114,7 @@ func (s *sinkRunner) connect(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("consumer %s/%s group %s: %w", st.Stream, topic, group, err)
 			}
-			tc.cons = cons
+			tc.cons, tc.table.flow = cons, cons
 			s.topics = append(s.topics, tc)
 		}
 	}
@@ -160,10 +150,6 @@ func (s *sinkRunner) fail(err error) {
 	s.status.fail(err)
 	s.life.Stop()
 }
-
-func (s *sinkRunner) stop()                    { s.life.Stop() }
-func (s *sinkRunner) abandon()                 { s.life.Abandon() }
-func (s *sinkRunner) stopped() <-chan struct{} { return s.life.Done() }
 
 // run waits for the stop and runs the shutdown sequence, all of it within the sink's one
 // shutdown_timeout (the lifecycle turns hard when it passes): stop polling → finish the

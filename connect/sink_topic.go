@@ -54,7 +54,7 @@ func newTopicConsumer(s *sinkRunner, topic sdk.TopicMetadata, schema sdk.Schema,
 func (tc *topicConsumer) start(life *lifecycle) {
 	go func() { defer close(tc.pollDone); tc.pollLoop(life.soft) }()
 	go func() { defer close(tc.consumeDone); tc.consumeLoop(life.soft, life.hard) }()
-	go func() { defer close(tc.storesDone); tc.table.runStores(life.hard, tc.cons.Store, tc.cons.Resume) }()
+	go func() { defer close(tc.storesDone); tc.table.runStores(life.hard, tc.cons.Store) }()
 }
 
 func (tc *topicConsumer) pollLoop(ctx context.Context) {
@@ -83,7 +83,6 @@ func (tc *topicConsumer) pollLoop(ctx context.Context) {
 		}
 		tc.s.counters.Polled.Add(uint64(len(msgs)))
 		if pause {
-			tc.cons.Pause(b.Partition)
 			tc.log.Debug("partition paused at max_uncommitted", "partition", b.Partition, "max_uncommitted", tc.s.policy.maxUncommitted)
 		}
 		select {

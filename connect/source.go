@@ -46,33 +46,23 @@ type sourceCounters struct {
 // acked with an error (the source may produce it again); a confirmed one is saved and
 // acked before the runner stops.
 type sourceRunner struct {
+	runner
 	cfg      *config.Source
 	stream   config.SourceStream
 	src      sdk.Source
 	prods    producers
 	state    *stateFile
 	prod     producer
-	log      *slog.Logger
 	counters sourceCounters
-	status   statusCell
-	life     *lifecycle
 }
 
 func newSourceRunner(cfg *config.Source, instance uint32, src sdk.Source, prods producers, stateDir string, log *slog.Logger) *sourceRunner {
-	s := &sourceRunner{cfg: cfg, src: src, prods: prods, state: newStateFile(stateDir, cfg.Key),
-		log: log.With("source", cfg.Key, "instance", instance), life: newLifecycle(sourceShutdownTimeout)}
+	s := &sourceRunner{cfg: cfg, src: src, prods: prods, state: newStateFile(stateDir, cfg.Key)}
+	s.init("source", sourceShutdownTimeout, log.With("source", cfg.Key, "instance", instance))
 	if n := len(cfg.Streams); n > 0 {
 		s.stream = cfg.Streams[n-1]
 	}
-	s.status.set(StateStarting)
 	return s
-}
-
-// failStart records a start failure; the runner is then stopped.
-func (s *sourceRunner) failStart(err error) {
-	s.status.fail(err)
-	s.log.Error("source not started", "error", err)
-	s.life.Finish()
 }
 
 // start loads the state, opens the source and the producer and starts the loop. On error
@@ -119,10 +109,6 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 	go s.run()
 	return nil
 }
-
-func (s *sourceRunner) stop()                    { s.life.Stop() }
-func (s *sourceRunner) abandon()                 { s.life.Abandon() }
-func (s *sourceRunner) stopped() <-chan struct{} { return s.life.Done() }
 
 func (s *sourceRunner) statusOf() Status {
 	st, le := s.status.get()

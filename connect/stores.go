@@ -19,8 +19,8 @@ import (
 type storeFunc func(ctx context.Context, partition uint32, offset uint64) error
 
 // runStores runs until ctx ends (the hard stop) or the table, closed, has nothing left
-// to store. resume is called for a paused partition whose stores caught up.
-func (t *partitionTable) runStores(ctx context.Context, store storeFunc, resume func(partition uint32)) {
+// to store.
+func (t *partitionTable) runStores(ctx context.Context, store storeFunc) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for ctx.Err() == nil {
@@ -31,9 +31,7 @@ func (t *partitionTable) runStores(ctx context.Context, store storeFunc, resume 
 		for _, j := range jobs {
 			err := store(ctx, j.p.id, j.offset)
 			stopping := err != nil && ctx.Err() != nil
-			if t.storeResult(j, err, err != nil && storeRefused(err), stopping, time.Now()) {
-				resume(j.p.id)
-			}
+			t.storeResult(j, err, err != nil && storeRefused(err), stopping, time.Now())
 		}
 		if len(jobs) > 0 {
 			continue
@@ -106,7 +104,7 @@ func (t *partitionTable) nextStores(now time.Time) (jobs []storeJob, wait time.D
 }
 
 // storeResult records the outcome of job. resume reports that the partition was paused
-// and may be polled again. refused reports whether err refuses the store for good (the
+// and is resumed now (flow). refused reports whether err refuses the store for good (the
 // partition is not ours any more, or the store would move the group's offset back).
 // stopping is true when the store was cut short by the runtime's own stop: not a failure.
 func (t *partitionTable) storeResult(job storeJob, err error, refused, stopping bool, now time.Time) (resume bool) {
@@ -130,6 +128,9 @@ func (t *partitionTable) storeResult(job storeJob, err error, refused, stopping 
 		t.counters.StoreLatency.observe(now.Sub(job.doneAt))
 		if p.paused && p.polled-p.stored < t.policy.maxUncommitted {
 			p.paused, resume = false, true
+			if t.flow != nil {
+				t.flow.Resume(p.id)
+			}
 		}
 		if t.settleLocked(p) {
 			return resume
