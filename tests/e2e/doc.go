@@ -3,6 +3,7 @@
 // `ferry offsets`, killed with SIGKILL mid-stream and restarted, and check exact outcomes
 // from the file sink's output and the stored offsets.
 //
-// The package has no non-test code and imports no Ferry package: it talks to Ferry only
-// through the binary, its files and its exit codes, like a user.
+// The package has no non-test code and talks to Ferry only through the binary, its files
+// and its exit codes, like a user. The only Ferry packages it imports are the Go client
+// (iggy, iggy/wire), and only to put data on a server before a run, as any producer would.
 package e2e
