@@ -22,8 +22,9 @@ import (
 )
 
 // benchMessages is how many 100-byte messages each benchmark iteration drains (through a
-// fresh consumer group) from the pre-filled topic.
-const benchMessages = 250_000
+// fresh consumer group) from the pre-filled topic: about a third of a second at batch
+// 1000, so that a round is not dominated by start-up and scheduling noise.
+const benchMessages = 1_000_000
 
 // benchSink is the built-in null sink plus what the benchmark needs: it reports when
 // target messages were consumed, and in sink_controlled mode commits each batch's last
@@ -199,7 +200,7 @@ func measureSeries(b *testing.B, series []*benchSeries) map[string]*benchSeries 
 // BenchmarkSinkPipeline measures, in one run over the real embedded server (TCP on
 // loopback, fsync policy "interval"), the raw poll loop of the client (baseline) and the
 // sink pipeline to the null sink in each commit mode, for batches of 100 and 1000
-// messages of 100 bytes. Each measurement drains 250 000 messages through a fresh
+// messages of 100 bytes. Each measurement drains 1 000 000 messages through a fresh
 // consumer group; the series are interleaved over FERRY_BENCH_ROUNDS rounds (default 5)
 // and each reports its median. Run it with -benchtime=1x (the rounds are the repetition).
 // It prints the ratio table with each series' offset stores per second; goals: pipeline
