@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/ferryio/ferry/sdk"
 )
@@ -59,22 +60,17 @@ func (tc *topicConsumer) start(life *lifecycle) {
 
 func (tc *topicConsumer) pollLoop(ctx context.Context) {
 	defer close(tc.batches)
-	failures := 0
 	for {
-		b, err := tc.cons.Poll(ctx)
+		var b consumerBatch
+		err := retry(ctx, tc.s.retryBackoff(), func(int) (err error) {
+			b, err = tc.cons.Poll(ctx)
+			return err
+		}, func(attempt int, err error, wait time.Duration) {
+			tc.log.Warn("poll failed; retrying", "error", err, "attempt", attempt, "backoff", wait)
+		})
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			failures++
-			d := tc.s.retryBackoff().Delay(failures)
-			tc.log.Warn("poll failed; retrying", "error", err, "attempt", failures, "backoff", d)
-			if !sleep(ctx, d) {
-				return
-			}
-			continue
+			return // the soft stop: polls are retried until then
 		}
-		failures = 0
 		msgs := b.Messages
 		part, pause := tc.table.polled(b.Partition, msgs[0].Offset, msgs[len(msgs)-1].Offset)
 		if part == nil { // released (its store was refused): the next owner gets it

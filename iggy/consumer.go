@@ -489,11 +489,9 @@ func (cn *Consumer) StoreOffset(ctx context.Context, partition uint32, offset ui
 		// and assigned afresh if the next sync still lists it), and resync.
 		delete(cn.parts, partition)
 		cn.assigned = slices.DeleteFunc(cn.assigned, func(p uint32) bool { return p == partition })
-		cn.former[partition] = st
-		delete(cn.paused, partition)
-		cn.gen++
-		cn.dirty, cn.needSync = true, true
-		cn.signal()
+		cn.retireLocked(partition, st)
+		cn.needSync = true
+		cn.changedLocked()
 	}
 	cn.mu.Unlock()
 	if err != nil {

@@ -112,15 +112,27 @@ func (cn *Consumer) apply(parts []uint32, serverGen uint64, reads map[uint32]sto
 	}
 	for p, st := range cn.parts {
 		if next[p] != st {
-			cn.former[p] = st
-			delete(cn.paused, p) // a later assignment starts unpaused
+			cn.retireLocked(p, st)
 			changed = true
 		}
 	}
 	cn.parts, cn.assigned = next, parts
-	if !changed && cn.gen > 0 {
-		return
+	if changed || cn.gen == 0 {
+		cn.changedLocked()
 	}
+}
+
+// retireLocked ends assignment st of partition p (cn.mu held): its floor stays for
+// StoreOffset (a revoked partition's last offsets may still be stored), and its pause
+// ends with it (a later assignment starts unpaused).
+func (cn *Consumer) retireLocked(p uint32, st *partState) {
+	cn.former[p] = st
+	delete(cn.paused, p)
+}
+
+// changedLocked records a change of the owned partitions (cn.mu held): a new local
+// generation, to be reported by the next Poll, which it wakes.
+func (cn *Consumer) changedLocked() {
 	cn.gen++
 	cn.dirty = true
 	cn.signal()
