@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -177,6 +178,17 @@ type Status struct {
 	// Partitions lists a sink's partitions in its tables (owned and draining), by
 	// stream, topic and partition; nil for a source.
 	Partitions []PartitionStatus
+
+	ID            uint32 // the current instance's plugin id (new at every restart)
+	Enabled       bool
+	Version       uint64 // the config version it runs
+	Path          string // the plugin path as resolved ("builtin:NAME" for built-ins)
+	PluginVersion string // the plugin's own version, or "unknown"
+	Paused        bool   // a sink paused by Pause
+	Restart       RestartState
+	// Sink or Source is the configuration the instance runs (one of them is nil).
+	Sink   *config.Sink
+	Source *config.Source
 }
 
 // statusCell holds a connector's state; safe for concurrent use.
