@@ -58,11 +58,44 @@ type Stats struct {
 	CommitsStale, CommitsOutOfRange, CommitsUnknown     uint64
 	StoreLatency                                        Histogram
 
+	// Filtered counts messages a transform dropped (none before transforms exist).
+	Filtered uint64
+	// Retries counts retried attempts: Consume calls (sinks), sends and state saves
+	// (sources).
+	Retries uint64
+	// Stages holds the duration of each stage of a batch, by Iggy's stage names
+	// (StageDecode, StagePrepare, StageFFI, StageIggySend, StageStateSave, StageTotal),
+	// in StageBounds' buckets; only the stages of its kind are present.
+	Stages map[string]Histogram
+
 	// Sources (source.go): messages read from the source, messages Iggy confirmed, failed
 	// send attempts. For a source, Committed counts messages of batches whose state was
 	// saved and acked, StoreErrors failed state saves and FailedBatches batches refused
 	// before sending.
 	Produced, Sent, SendErrors uint64
+}
+
+// Stage names, as Iggy's runtime labels iggy_connector_stage_duration_seconds.
+const (
+	StageDecode    = "decode"     // sink: payloads decoded by the stream schema
+	StagePrepare   = "prepare"    // sink: messages converted for the plugin
+	StageFFI       = "ffi"        // sink: the plugin's Consume
+	StageIggySend  = "iggy_send"  // source: the batch sent to Iggy
+	StageStateSave = "state_save" // source: the state file written
+	StageTotal     = "total"      // the whole batch
+)
+
+// StageBounds are the buckets of the stage histograms, Iggy's (0.00005 s to 5 s).
+var StageBounds = []time.Duration{
+	50 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second, 5 * time.Second,
+}
+
+// Errors is what Iggy's runtime counts as a connector's errors: failed Consume calls,
+// failed sends, failed state saves and stores, rejected batches.
+func (s Stats) Errors() uint64 {
+	return s.ConsumeErrors + s.SendErrors + s.StoreErrors + s.FailedBatches
 }
 
 // CommitsRejected is the sum of rejected commits of every kind.
