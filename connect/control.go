@@ -111,3 +111,8 @@ func (r *Runtime) Connector(kind, key string) (Status, bool) {
 // none waits for a restart); a service should then exit non-zero. Never closed for a
 // runtime without enabled connectors.
 func (r *Runtime) Failed() <-chan struct{} { return nil }
+
+// Configured counts every connector configuration, disabled ones included.
+func (r *Runtime) Configured() (sinks, sources int) {
+	return len(r.conns.Sinks), len(r.conns.Sources)
+}

@@ -22,6 +22,9 @@ var forbidden = map[string][]string{
 	// Configuration is data: it knows the sdk's types, nothing that runs.
 	"connect/config": {"iggy", "server", "connectors", "cmd", "connect"},
 	"connect":        {"server", "connectors", "cmd"},
+	// The HTTP API and the metrics read the runtime; the runtime never sees them.
+	"connect/httpapi": {"server", "connectors", "cmd"},
+	"connect/metrics": {"server", "connectors", "cmd", "connect/httpapi"},
 }
 
 type pkg struct {
