@@ -366,6 +366,10 @@ type PartitionStatus struct {
 	Pending       uint64 // done but not stored yet (messages)
 	Uncommitted   uint64 // polled but not stored yet (messages)
 	Paused        bool
+	// Current is the partition's last offset as Iggy reported it with the last batch
+	// polled (-1 before any); Lag is Current − Stored (messages not yet stored).
+	Current int64
+	Lag     uint64
 }
 
 func (t *partitionTable) status() []PartitionStatus {
