@@ -31,6 +31,7 @@ func run(args []string) int {
 		newOffsetsCmd(),
 		newBenchCmd(),
 		newVersionCmd(),
+		newStatusCmd(),
 	)
 	root.SetArgs(args)
 
