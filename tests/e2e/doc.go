@@ -3,7 +3,8 @@
 // `ferry offsets`, killed with SIGKILL mid-stream and restarted, and check exact outcomes
 // from the file sink's output and the stored offsets.
 //
-// The package has no non-test code and talks to Ferry only through the binary, its files
-// and its exit codes, like a user. The only Ferry packages it imports are the Go client
-// (iggy, iggy/wire), and only to put data on a server before a run, as any producer would.
+// The package has no non-test code and talks to Ferry only through the binary, its files,
+// its exit codes and its HTTP API, like a user. The only Ferry packages it imports are the
+// Go client (iggy, iggy/wire), only to put data on a server before a run, as any producer
+// would, and internal/browsertest, the headless browser that opens the status page.
 package e2e
