@@ -2,8 +2,9 @@
 // Rust connectors runtime (`iggy-connectors`): the runtime `config.toml` ([ParseRuntime]) and
 // the connector files of a `config_dir` ([LoadConnectors], [ParseSinkFile],
 // [ParseSourceFile]), with the same defaults and the same `IGGY_CONNECTORS_*` environment
-// overrides, plus Ferry's own sink keys (offset_commit, retry, on_failure, dead_letter,
-// commit, shutdown_timeout) and the `[embedded]` runtime section.
+// overrides, plus Ferry's own keys (for sinks offset_commit, commit and shutdown_timeout; for
+// sinks and sources on_failure, retry, dead_letter and restart) and the `[embedded]` runtime
+// section.
 //
 // It promises:
 //   - plain structs with typed fields (time.Duration, string enums with constants);
