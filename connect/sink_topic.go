@@ -72,7 +72,7 @@ func (tc *topicConsumer) pollLoop(ctx context.Context) {
 			return // the soft stop: polls are retried until then
 		}
 		msgs := b.Messages
-		part, pause := tc.table.polled(b.Partition, msgs[0].Offset, msgs[len(msgs)-1].Offset)
+		part, pause := tc.table.polled(b.Partition, msgs[0].Offset, msgs[len(msgs)-1].Offset, b.CurrentOffset)
 		if part == nil { // released (its store was refused): the next owner gets it
 			b.Release()
 			continue

@@ -54,10 +54,11 @@ type sourceRunner struct {
 	state    *stateFile
 	prod     producer
 	counters sourceCounters
+	instance uint32
 }
 
 func newSourceRunner(cfg *config.Source, instance uint32, src sdk.Source, prods producers, stateDir string, log *slog.Logger) *sourceRunner {
-	s := &sourceRunner{cfg: cfg, src: src, prods: prods, state: newStateFile(stateDir, cfg.Key)}
+	s := &sourceRunner{cfg: cfg, src: src, prods: prods, state: newStateFile(stateDir, cfg.Key), instance: instance}
 	s.init("source", sourceShutdownTimeout, log.With("source", cfg.Key, "instance", instance))
 	if n := len(cfg.Streams); n > 0 {
 		s.stream = cfg.Streams[n-1]
@@ -113,7 +114,9 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 func (s *sourceRunner) statusOf() Status {
 	st, le := s.status.get()
 	c := &s.counters
-	return Status{Key: s.cfg.Key, Kind: "source", Name: s.cfg.Name, State: st, LastError: le,
+	return Status{Key: s.cfg.Key, Kind: KindSource, Name: s.cfg.Name, State: st, LastError: le,
+		ID: s.instance, Enabled: s.cfg.Enabled, Version: s.cfg.Version, Path: s.cfg.Path,
+		PluginVersion: pluginVersion(&s.cfg.Common, s.src), Source: s.cfg,
 		Stats: Stats{Produced: c.produced.Load(), Sent: c.sent.Load(), SendErrors: c.sendErrors.Load(),
 			Committed: c.acked.Load(), StoreErrors: c.stateErrs.Load(), FailedBatches: c.rejected.Load()}}
 }
