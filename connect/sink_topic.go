@@ -106,7 +106,10 @@ func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch) {
 	if !tc.table.delivering(b.part, last) {
 		return // released while queued: not delivered, not committed
 	}
+	start := time.Now()
 	msgs := tc.conv.convert(b.Messages, &tc.s.counters)
+	tc.s.counters.PrepareTime.since(start)
+	defer tc.s.counters.BatchTime.since(start)
 	meta := sdk.MessagesMetadata{
 		Partition:     sdk.Partition{StreamID: tc.topic.StreamID, TopicID: tc.topic.TopicID, PartitionID: b.Partition},
 		CurrentOffset: b.CurrentOffset,
