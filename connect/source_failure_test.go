@@ -87,7 +87,10 @@ func TestSourceRejectedBatchPolicies(t *testing.T) {
 			if policy == config.FailureStop {
 				want = StateError
 			}
-			waitFor(t, "source ended", func() bool { st, _ := rt.Connector(KindSource, "js"); return st.State == want && st.Restart.GaveUp == (want == StateError) })
+			waitFor(t, "source ended", func() bool {
+				st, _ := rt.Connector(KindSource, "js")
+				return st.State == want && st.Restart.GaveUp == (want == StateError)
+			})
 			st, _ := rt.Connector(KindSource, "js")
 			got := env.payloads("s", "t")
 			var sent []string
