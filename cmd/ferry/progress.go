@@ -15,7 +15,7 @@ type totals struct {
 	committed              uint64 // sinks: offsets stored by the runtime
 	errors                 uint64 // send errors + consume errors + store errors
 	sourcesActive, failing int
-	restarting            int // connectors waiting for a scheduled restart
+	restarting             int // connectors waiting for a scheduled restart
 }
 
 func sum(sts []connect.Status) totals {
