@@ -50,10 +50,13 @@ package metrics
 import (
 	"bytes"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/ferryio/ferry/connect"
@@ -80,7 +83,8 @@ const ContentType = string(expfmt.FmtOpenMetrics_1_0_0)
 // src's families are written as text directly rather than through a registry (see
 // [NewCollector] for that): a scrape of 4 sinks × 16 partitions costs a few hundred
 // microseconds (BenchmarkScrape), most of it the process collector's reads of /proc.
-// A go_* or process_* family that cannot be gathered is left out of the answer.
+// A go_* or process_* family that cannot be gathered is left out of the answer, and so
+// is go_memstats_alloc_bytes (see shadowed).
 func Handler(src Source) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -113,6 +117,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mfs, _ := h.runtime.Gather() // on an error, the families that could be gathered
 	enc := expfmt.NewEncoder(&s.out, expfmt.FmtOpenMetrics_1_0_0)
 	for _, mf := range mfs {
+		if shadowed(mf, mfs) {
+			continue
+		}
 		if err := enc.Encode(mf); err != nil {
 			http.Error(w, "metrics: encode "+mf.GetName()+": "+err.Error(), http.StatusInternalServerError)
 			return
@@ -124,4 +131,20 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", ContentType)
 	_, _ = w.Write(s.out.Bytes())
+}
+
+// shadowed reports whether mf is not a counter and a counter of mfs is named like it
+// plus _total: in OpenMetrics both would be the family mf.Name, twice. The Go
+// collector has one such pair: the gauge go_memstats_alloc_bytes (the same value as
+// go_memstats_heap_alloc_bytes) and the counter go_memstats_alloc_bytes_total; the
+// gauge is left out.
+func shadowed(mf *dto.MetricFamily, mfs []*dto.MetricFamily) bool {
+	if mf.GetType() == dto.MetricType_COUNTER {
+		return false
+	}
+	total := mf.GetName() + "_total"
+	i, found := slices.BinarySearchFunc(mfs, total, func(m *dto.MetricFamily, name string) int {
+		return strings.Compare(m.GetName(), name)
+	})
+	return found && mfs[i].GetType() == dto.MetricType_COUNTER
 }

@@ -149,12 +149,17 @@ func TestScrapeFormat(t *testing.T) {
 		}
 		lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
 		families := 0
+		names := map[string]bool{}
 		for i, line := range lines {
 			name, kind, ok := strings.Cut(strings.TrimPrefix(line, "# TYPE "), " ")
 			if !ok || !strings.HasPrefix(line, "# TYPE ") {
 				continue
 			}
 			families++
+			if names[name] {
+				t.Errorf("Accept %q: family %s given twice", accept, name)
+			}
+			names[name] = true
 			if i == 0 || !strings.HasPrefix(lines[i-1], "# HELP "+name+" ") || len(lines[i-1]) <= len("# HELP "+name+" ") {
 				t.Errorf("Accept %q: family %s has no HELP text", accept, name)
 			}
