@@ -19,6 +19,12 @@
 // and an unknown `.active_versions.toml` version are reported (the last as a warning); the
 // `http` connector provider is parsed but refused as not supported.
 //
+// [LocalProvider] serves a config_dir to the HTTP API's configs routes (versions, the active
+// one, creating, deleting and pinning versions); [SinkJSON], [SourceJSON] and
+// [RenderPluginConfig] give the API's JSON forms and plugin config renderings, with secrets
+// redacted ([RedactSecrets]).
+//
 // It does no network I/O and starts no goroutines. It may import only the standard library,
-// go-toml and Ferry's sdk package; never connect, iggy, server or connectors.
+// go-toml, go-yaml (for rendering) and Ferry's sdk package; never connect, iggy, server or
+// connectors.
 package config
