@@ -300,3 +300,9 @@ func TestSourceJSONCreateRoundTrip(t *testing.T) {
 		t.Fatalf("got  %#v\nwant %#v", got, &want)
 	}
 }
+
+// The runtime re-reads restarted connectors through this interface (connect.ConfigSource).
+var _ interface {
+	ActiveSink(key string) (*Sink, error)
+	ActiveSource(key string) (*Source, error)
+} = (*LocalProvider)(nil)
