@@ -319,25 +319,14 @@ func (s *Source) validate(loc *locator) error {
 	return validateFailure(loc, s.OnFailure, s.Retry, s.DeadLetter)
 }
 
-// secretKeyWords mark plugin_config keys whose values String() hides.
-var secretKeyWords = []string{"password", "secret", "token", "api_key", "apikey", "credential", "private_key"}
-
-// RedactedPluginConfig returns PluginConfig with the values of top-level keys that look like
-// secrets (password, secret, token, api_key, credential, private_key) replaced by "***".
+// RedactedPluginConfig returns PluginConfig as compact JSON with the value of every key that
+// looks like a secret replaced by "***", at any depth (see [RedactSecrets]); "(invalid JSON)"
+// when PluginConfig does not parse. For logs.
 func (c *Common) RedactedPluginConfig() string {
-	var m map[string]any
-	if json.Unmarshal(c.PluginConfig, &m) != nil || m == nil {
-		return string(c.PluginConfig)
+	b, ok := redactedJSON(c.PluginConfig)
+	if !ok {
+		return "(invalid JSON)"
 	}
-	for k := range m {
-		lk := strings.ToLower(k)
-		for _, w := range secretKeyWords {
-			if strings.Contains(lk, w) {
-				m[k] = "***"
-			}
-		}
-	}
-	b, _ := json.Marshal(m)
 	return string(b)
 }
 
