@@ -8,6 +8,7 @@ package httpapi
 // API working, and binding them is a change of this file only.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,10 +65,13 @@ func renderPluginConfig(c *config.Common, format string) ([]byte, string, error)
 		// JSON is YAML (1.2): a faithful rendering until config's YAML writer lands.
 		return redacted, "application/yaml", nil
 	case "", "toml":
+		dec := json.NewDecoder(bytes.NewReader(redacted))
+		dec.UseNumber()
 		var v any
-		if err := json.Unmarshal(redacted, &v); err != nil {
+		if err := dec.Decode(&v); err != nil {
 			return nil, "", err
 		}
+		v = tomlNumbers(v)
 		if _, ok := v.(map[string]any); !ok {
 			return nil, "", fmt.Errorf("plugin_config is not a table: %w", errInvalidConfig)
 		}
@@ -78,6 +82,28 @@ func renderPluginConfig(c *config.Common, format string) ([]byte, string, error)
 		return b, "application/toml", nil
 	}
 	return nil, "", fmt.Errorf("unknown format %q: %w", format, errInvalidConfig)
+}
+
+// tomlNumbers turns the json.Numbers of a decoded tree into int64 (integers) or float64,
+// so integers render as TOML integers.
+func tomlNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = tomlNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = tomlNumbers(e)
+		}
+	}
+	return v
 }
 
 // commonJSON is the part of SinkConfig and SourceConfig both have.
