@@ -69,7 +69,8 @@ func internalError(reason string) *apiError {
 // runtimeError maps an error of a connect.Runtime control method to its answer.
 func runtimeError(kind, key string, err error) *apiError {
 	switch {
-	case errors.Is(err, connect.ErrNotFound):
+	case errors.Is(err, connect.ErrNotFound), errors.Is(err, connect.ErrNotSink):
+		// ErrNotSink: a source's key under /sinks/ names no sink.
 		return notFound(kind, key)
 	case errors.Is(err, connect.ErrNotStopped):
 		return &apiError{Status: http.StatusConflict, Code: codeSinkNotStopped, Reason: fmt.Sprintf("Sink is not stopped: %s", key)}

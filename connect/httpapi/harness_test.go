@@ -497,7 +497,7 @@ func (b createBody) check() error {
 func (m *memStore) CreateSink(key string, body []byte) (*config.Sink, error) {
 	var b createBody
 	if err := json.Unmarshal(body, &b); err != nil {
-		return nil, fmt.Errorf("%v: %w", err, errInvalidConfig)
+		return nil, fmt.Errorf("%w: %w", err, errInvalidConfig)
 	}
 	if err := b.check(); err != nil {
 		return nil, err
@@ -561,7 +561,7 @@ func (m *memStore) SourceConfig(key string, version uint64) (*config.Source, err
 func (m *memStore) CreateSource(key string, body []byte) (*config.Source, error) {
 	var b createBody
 	if err := json.Unmarshal(body, &b); err != nil {
-		return nil, fmt.Errorf("%v: %w", err, errInvalidConfig)
+		return nil, fmt.Errorf("%w: %w", err, errInvalidConfig)
 	}
 	if err := b.check(); err != nil {
 		return nil, err
@@ -606,3 +606,5 @@ func (m *memStore) SetActiveSource(key string, version uint64) error {
 	m.active["source/"+key] = version
 	return nil
 }
+
+func httpLoopback() config.HTTP { return config.HTTP{Enabled: true, Address: "127.0.0.1:0"} }
