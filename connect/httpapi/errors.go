@@ -93,9 +93,10 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b)
 }
 
-// writeError answers e as JSON, logging it as upstream does.
+// writeError answers e as JSON and logs it: a server error at ERROR, a client's mistake
+// (an unknown key, a conflict) at DEBUG.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
-	lv := slog.LevelWarn
+	lv := slog.LevelDebug
 	if e.Status >= 500 {
 		lv = slog.LevelError
 	}

@@ -178,6 +178,8 @@ const shutdownGrace = time.Second
 // Serve answers requests on ln (with TLS when [http.tls] is enabled) until ctx ends,
 // then shuts down: requests in flight get a second to finish, then every connection is
 // closed. It closes ln and returns nil after a stop by ctx, or the listener's error.
+// Request contexts do not end with ctx: a restart or stop that a request started runs to
+// its end (bounded by the connector's shutdown_timeout) even when Serve has returned.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Lock()
 	s.addr = ln.Addr()
