@@ -34,8 +34,10 @@ type Runtime interface {
 }
 
 // ConfigStore holds every version of every connector config (config.LocalProvider
-// implements it). Errors matching errConfigNotFound mean no such version, errInvalidConfig
-// a body that does not make a valid config; anything else is answered 500.
+// implements it). An error wrapping config.ErrConfigNotFound means no such version (answered
+// 500 *_config_not_found, as upstream), config.ErrInvalidConfig a body that does not make a
+// valid config (400 invalid_configuration); anything else is 500 error. (bind.go binds
+// those sentinels.) Its methods must be safe for concurrent use.
 type ConfigStore interface {
 	SinkConfigs(key string) ([]*config.Sink, error)
 	SinkConfig(key string, version uint64) (*config.Sink, error)
