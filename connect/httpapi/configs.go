@@ -237,7 +237,7 @@ func (s *Server) getConfig(w http.ResponseWriter, r *http.Request, kind string) 
 	raw := r.PathValue("version")
 	version, err := parseVersion(raw)
 	if err != nil {
-		rejection(w, http.StatusBadRequest, fmt.Sprintf("Invalid URL: Cannot parse `%s` to a `u64`", raw))
+		rejection(w, http.StatusBadRequest, fmt.Sprintf("Invalid URL: Cannot parse value at index 1 with value `%s` to a `u64`", raw))
 		return
 	}
 	st, ok := s.connector(w, r, kind)

@@ -72,7 +72,7 @@ func TestGetConfigVersion(t *testing.T) {
 		"Sink config not found with key: nsink, version: 9")
 	a.do("GET", "/sources/gen/configs/9", "").wantError(t, http.StatusInternalServerError, "source_config_not_found",
 		"Source config not found with key: gen, version: 9")
-	a.do("GET", "/sinks/nsink/configs/abc", "").wantText(t, http.StatusBadRequest, "Invalid URL: Cannot parse `abc` to a `u64`")
+	a.do("GET", "/sinks/nsink/configs/abc", "").wantText(t, http.StatusBadRequest, "Invalid URL: Cannot parse value at index 1 with value `abc` to a `u64`")
 	a.do("GET", "/sinks/nope/configs/1", "").wantError(t, http.StatusNotFound, "sink_not_found", "Sink not found with key: nope")
 }
 
