@@ -85,14 +85,14 @@ func (s *Server) getConnector(w http.ResponseWriter, r *http.Request, kind strin
 	if !ok {
 		return
 	}
-	var streams any = []sinkStreamJSON{}
+	var streams any = []config.SinkStreamJSON{}
 	switch {
 	case st.Sink != nil:
-		streams = sinkStreams(st.Sink.Streams)
+		streams = config.SinkJSON(st.Sink).Streams
 	case st.Source != nil:
-		streams = sourceStreams(st.Source.Streams)
+		streams = config.SourceJSON(st.Source).Streams
 	case kind == connect.KindSource:
-		streams = []sourceStreamJSON{}
+		streams = []config.SourceStreamJSON{}
 	}
 	s.writeJSON(w, http.StatusOK, struct {
 		infoJSON
