@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferryio/ferry/connect"
+	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/connectors"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/server"
@@ -129,7 +130,8 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 		}
 	}
 
-	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: client,
+	provider := &config.LocalProvider{Dir: rc.Connectors.ConfigDir, Env: os.Environ()}
+	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: client, Configs: provider,
 		Builtins: connectors.Registry(), LoadSinkPlugin: connect.NativeSinkLoader, LoadSourcePlugin: connect.NativeSourceLoader, Logger: log})
 	if err != nil {
 		return err
@@ -137,6 +139,13 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	if err := rt.Start(ctx); err != nil {
 		return err
 	}
+	stopAPI, err := startAPI(ctx, rc, rt, provider, versionString(), log)
+	if err != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.stopTimeout)
+		defer cancel()
+		return errors.Join(err, rt.Stop(sctx))
+	}
+	defer stopAPI()
 	for _, st := range rt.Status() {
 		if st.State == connect.StateError && st.LastError != nil {
 			log.Error("connector failed to start", "kind", st.Kind, "key", st.Key, "error", st.LastError.Message)

@@ -54,11 +54,11 @@ const (
 	DefaultMaxUncommitted  = 100000
 	DefaultShutdownTimeout = 10 * time.Second
 	// DefaultMaxRestarts is restart.max_restarts when unset (Ferry).
-	DefaultMaxRestarts = 20
+	DefaultMaxRestarts = 60
 	// DefaultRestartInitialBackoff is restart.initial_backoff when unset (Ferry).
 	DefaultRestartInitialBackoff = time.Second
 	// DefaultRestartMaxBackoff is restart.max_backoff when unset (Ferry).
-	DefaultRestartMaxBackoff = 10 * time.Second
+	DefaultRestartMaxBackoff = 5 * time.Second
 	// BuiltinPrefix in a connector's path selects a built-in Go connector: "builtin:NAME".
 	BuiltinPrefix = "builtin:"
 )
@@ -111,9 +111,9 @@ type SinkStream struct {
 // RestartPolicy is a connector's [restart] table (Ferry; Iggy's runtime restarts a connector
 // only when asked through the API): how the runtime restarts a sink or source that failed.
 type RestartPolicy struct {
-	MaxRestarts    uint32        // default 20; 0 = never restart automatically
+	MaxRestarts    uint32        // default 60; 0 = never restart automatically
 	InitialBackoff time.Duration // wait before the first restart; default 1s
-	MaxBackoff     time.Duration // longest wait between restarts; default 10s
+	MaxBackoff     time.Duration // longest wait between restarts; default 5s
 }
 
 // Retry is a connector's [retry] table.

@@ -10,7 +10,7 @@ const srcHdr = "type = \"source\"\nkey = \"k\"\nenabled = true\nversion = 1\nnam
 const srcStream = "[[streams]]\nstream = \"s\"\ntopic = \"t\"\nschema = \"json\"\n" // lines 7-10 after srcHdr
 
 func TestRestartAndFailureDefaultConstants(t *testing.T) {
-	if DefaultMaxRestarts != 20 || DefaultRestartInitialBackoff != time.Second || DefaultRestartMaxBackoff != 10*time.Second {
+	if DefaultMaxRestarts != 60 || DefaultRestartInitialBackoff != time.Second || DefaultRestartMaxBackoff != 5*time.Second {
 		t.Fatalf("restart defaults %d %v %v", DefaultMaxRestarts, DefaultRestartInitialBackoff, DefaultRestartMaxBackoff)
 	}
 }
@@ -87,7 +87,7 @@ func TestRestartAndFailureEnvOverrides(t *testing.T) {
 		r  Retry
 		dl DeadLetter
 		rs RestartPolicy
-	}{FailureDeadLetter, Retry{0, time.Millisecond, 5 * time.Second}, DeadLetter{"d", "t"}, RestartPolicy{4, time.Second, 10 * time.Second}}
+	}{FailureDeadLetter, Retry{0, time.Millisecond, 5 * time.Second}, DeadLetter{"d", "t"}, RestartPolicy{4, time.Second, 5 * time.Second}}
 	got := struct {
 		p  FailurePolicy
 		r  Retry
