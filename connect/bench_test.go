@@ -119,10 +119,21 @@ func benchSinkConfig(mode config.CommitMode, batch uint32, path, group string) *
 	}
 }
 
+// BenchScrape, when set, starts scraping rt's metrics (every 100 ms) and returns the
+// function that stops it and reports the first failed scrape. bench_metrics_test.go
+// sets it: only that external test package may import connect/metrics (which imports
+// connect).
+var BenchScrape func(rt *Runtime) (stop func() error)
+
+// benchScraped reports whether BenchmarkSinkPipeline also measures each pipeline series
+// with its metrics scraped (FERRY_BENCH_METRICS=1).
+func benchScraped() bool { return os.Getenv("FERRY_BENCH_METRICS") == "1" && BenchScrape != nil }
+
 // pipelineOnce runs one Runtime (fresh group) until its sink consumed benchMessages and
 // returns the time from New to the last Consume, and the offset stores the runtime wrote
-// in that time; stopping is not timed.
-func pipelineOnce(b *testing.B, c *iggy.Client, batch uint32, mode config.CommitMode, group string) (time.Duration, uint64) {
+// in that time; stopping is not timed. With scrape, BenchScrape scrapes the runtime's
+// metrics meanwhile.
+func pipelineOnce(b *testing.B, c *iggy.Client, batch uint32, mode config.CommitMode, group string, scrape bool) (time.Duration, uint64) {
 	sink := newBenchSink(mode == config.CommitSinkControlled, benchMessages)
 	reg := sdk.NewRegistry().AddSink("bench", func() sdk.Sink { return sink })
 	cfg := benchSinkConfig(mode, batch, "builtin:bench", group)
@@ -137,8 +148,15 @@ func pipelineOnce(b *testing.B, c *iggy.Client, batch uint32, mode config.Commit
 	if st := rt.Status()[0]; st.State != StateRunning {
 		b.Fatalf("sink not running: %+v", st)
 	}
+	stopScrape := func() error { return nil }
+	if scrape {
+		stopScrape = BenchScrape(rt)
+	}
 	<-sink.done
 	d := time.Since(start)
+	if err := stopScrape(); err != nil {
+		b.Fatal(err)
+	}
 	stores := rt.Status()[0].Stats.Stores
 	stopRuntime(b, rt)
 	return d, stores
@@ -206,6 +224,8 @@ func measureSeries(b *testing.B, series []*benchSeries) map[string]*benchSeries 
 // It prints the ratio table with each series' offset stores per second; goals: pipeline
 // ≥ 0.95 × raw, after_consuming ≥ 0.97 × after_polling, sink_controlled ≥ 0.95 ×
 // after_polling (its sink commits every batch: the stores stay bounded by commit.delay).
+// With FERRY_BENCH_METRICS=1 each mode is also measured with its metrics scraped every
+// 100 ms (series .../MODE/scraped; goal: ≥ 0.97 × the same mode unscraped).
 func BenchmarkSinkPipeline(b *testing.B) {
 	env := benchTopic(b)
 	c := env.dial()
@@ -216,7 +236,11 @@ func BenchmarkSinkPipeline(b *testing.B) {
 			run: func(g string) (time.Duration, uint64) { return rawPollOnce(b, c, batch, g) }})
 		for _, mode := range allModes {
 			series = append(series, &benchSeries{name: fmt.Sprintf("batch=%d/%s", batch, mode),
-				run: func(g string) (time.Duration, uint64) { return pipelineOnce(b, c, batch, mode, g) }})
+				run: func(g string) (time.Duration, uint64) { return pipelineOnce(b, c, batch, mode, g, false) }})
+			if benchScraped() {
+				series = append(series, &benchSeries{name: fmt.Sprintf("batch=%d/%s/scraped", batch, mode),
+					run: func(g string) (time.Duration, uint64) { return pipelineOnce(b, c, batch, mode, g, true) }})
+			}
 		}
 	}
 	res := measureSeries(b, series)
@@ -242,6 +266,22 @@ func BenchmarkSinkPipeline(b *testing.B) {
 				goal += ", ≥0.95 ap"
 			}
 			row(string(mode), res[fmt.Sprintf("batch=%d/%s", batch, mode)], goal)
+		}
+	}
+	_ = w.Flush()
+	if !benchScraped() {
+		return
+	}
+	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "batch\tseries\tmedian msgs/s\tscraped msgs/s\tscraped min\tscraped max\t× unscraped\tgoal\t\n")
+	for _, batch := range batches {
+		for _, mode := range allModes {
+			plain, scraped := res[fmt.Sprintf("batch=%d/%s", batch, mode)], res[fmt.Sprintf("batch=%d/%s/scraped", batch, mode)]
+			if plain == nil || scraped == nil {
+				continue
+			}
+			fmt.Fprintf(w, "%d\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.3f\t%s\t\n", batch, mode, plain.median(), scraped.median(),
+				slices.Min(scraped.rate), slices.Max(scraped.rate), scraped.median()/plain.median(), "≥0.97")
 		}
 	}
 	_ = w.Flush()

@@ -3,6 +3,7 @@ package connect
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
@@ -65,37 +66,171 @@ type OffsetChange struct {
 	Offset        uint64
 }
 
-// Restart stops the connector (its soft stop, within its shutdown_timeout), re-reads its
-// active configuration from Options.Configs and starts it again with a new id. A
-// concurrent restart of the same connector waits for the first one.
+// Restart stops the connector (its soft stop, bounded by ctx: then it is abandoned),
+// re-reads its active configuration from Options.Configs and starts it again with a new
+// id; the restart policy's count starts again. A concurrent restart of the same
+// connector waits for the first one. The error is ErrNotFound, or why its config could
+// not be read (the connector then stays stopped); a failed start is not an error here:
+// it shows in the status and is restarted by the policy.
 func (r *Runtime) Restart(ctx context.Context, kind, key string) error {
-	return errors.ErrUnsupported
+	sl, err := r.slotOf(kind, key)
+	if err != nil {
+		return err
+	}
+	return sl.do(ctx, opRestart)
 }
 
-// StopConnector stops one connector for good (until Restart): it is not restarted
-// automatically.
+// StopConnector stops one connector (its soft stop, bounded by ctx) until Restart: it
+// is not restarted automatically.
 func (r *Runtime) StopConnector(ctx context.Context, kind, key string) error {
-	return errors.ErrUnsupported
+	sl, err := r.slotOf(kind, key)
+	if err != nil {
+		return err
+	}
+	return sl.do(ctx, opStop)
 }
 
-// Pause stops a running sink's polling; it keeps its group membership and stores
-// what it already consumed. The pause lasts until Resume or a restart.
-func (r *Runtime) Pause(kind, key string) error { return errors.ErrUnsupported }
+// runningSink returns the current instance of a sink when it is running.
+func (r *Runtime) runningSink(kind, key string) (*sinkRunner, error) {
+	if kind != KindSink {
+		return nil, ErrNotSink
+	}
+	sl, err := r.slotOf(kind, key)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := sl.cur.Load().c.(*sinkRunner)
+	if !ok {
+		return nil, ErrNotSink
+	}
+	if st, _ := s.status.get(); st != StateRunning {
+		return nil, fmt.Errorf("%w: sink %s is %s", ErrNotRunning, key, st)
+	}
+	return s, nil
+}
+
+// Pause stops a running sink's polling: it keeps its group membership, delivers what it
+// had polled and stores what is done. The pause lasts until Resume or a restart.
+func (r *Runtime) Pause(kind, key string) error {
+	s, err := r.runningSink(kind, key)
+	if err != nil {
+		return err
+	}
+	s.hold(true)
+	return nil
+}
 
 // Resume undoes Pause.
-func (r *Runtime) Resume(kind, key string) error { return errors.ErrUnsupported }
+func (r *Runtime) Resume(kind, key string) error {
+	s, err := r.runningSink(kind, key)
+	if err != nil {
+		return err
+	}
+	s.hold(false)
+	return nil
+}
+
+// sinkConfig returns a sink's current configuration.
+func (r *Runtime) sinkConfig(key string) (*slot, *config.Sink, error) {
+	sl, err := r.slotOf(KindSink, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl, sl.sinkCfg, nil
+}
 
 // Offsets reports every partition of every topic of a sink: Iggy's current offset, the
 // group's stored offset, the lag and, for partitions it owns, what it has not stored.
 func (r *Runtime) Offsets(ctx context.Context, key string) ([]PartitionOffsets, error) {
-	return nil, errors.ErrUnsupported
+	sl, cfg, err := r.sinkConfig(key)
+	if err != nil {
+		return nil, err
+	}
+	adm, ok := r.be.(offsetAdmin)
+	if !ok {
+		return nil, errNoAdmin
+	}
+	type pk struct {
+		stream, topic string
+		id            uint32
+	}
+	mine := map[pk]PartitionStatus{}
+	for _, p := range sl.status().Partitions {
+		mine[pk{p.Stream, p.Topic, p.Partition}] = p
+	}
+	var out []PartitionOffsets
+	for _, st := range cfg.Streams {
+		group := st.ConsumerGroup
+		if group == "" {
+			group = config.DefaultConsumerGroup(cfg.Key)
+		}
+		for _, topic := range st.Topics {
+			parts, err := adm.groupOffsets(ctx, group, st.Stream, topic)
+			if err != nil {
+				return nil, fmt.Errorf("sink %s: %w", key, err)
+			}
+			for _, p := range parts {
+				o := PartitionOffsets{Stream: st.Stream, Topic: topic, Partition: p.id, Current: p.current, Stored: p.stored}
+				o.Lag = uint64(o.Current+1) - uint64(min(o.Stored+1, o.Current+1))
+				if m, ok := mine[pk{st.Stream, topic, p.id}]; ok && m.State == "owned" {
+					o.Owned, o.Uncommitted = true, m.Uncommitted
+				}
+				out = append(out, o)
+			}
+		}
+	}
+	return out, nil
 }
 
 // SetOffsets writes the group's stored offsets of a stopped sink (stopped by
-// StopConnector, or failed for good); ErrNotStopped otherwise.
+// StopConnector, or failed for good); ErrNotStopped otherwise. Each change must name a
+// stream and topic of the sink. The sink consumes from Offset + 1 once restarted.
 func (r *Runtime) SetOffsets(ctx context.Context, key string, changes []OffsetChange) error {
-	return errors.ErrUnsupported
+	sl, cfg, err := r.sinkConfig(key)
+	if err != nil {
+		return err
+	}
+	if st := sl.status(); !sl.stoppedByUser() && !st.Restart.GaveUp {
+		return fmt.Errorf("%w: sink %s is %s (stop it first)", ErrNotStopped, key, st.State)
+	}
+	adm, ok := r.be.(offsetAdmin)
+	if !ok {
+		return errNoAdmin
+	}
+	type tk struct{ stream, topic string }
+	groups := map[tk]string{}
+	for _, st := range cfg.Streams {
+		group := st.ConsumerGroup
+		if group == "" {
+			group = config.DefaultConsumerGroup(cfg.Key)
+		}
+		for _, t := range st.Topics {
+			groups[tk{st.Stream, t}] = group
+		}
+	}
+	byTopic := map[tk]map[uint32]uint64{}
+	for _, c := range changes {
+		k := tk{c.Stream, c.Topic}
+		if _, ok := groups[k]; !ok {
+			return fmt.Errorf("%w: stream %q topic %q is not consumed by sink %s", ErrInvalidOffsets, c.Stream, c.Topic, key)
+		}
+		if byTopic[k] == nil {
+			byTopic[k] = map[uint32]uint64{}
+		}
+		byTopic[k][c.Partition] = c.Offset
+	}
+	for k, offs := range byTopic {
+		if err := adm.setGroupOffsets(ctx, groups[k], k.stream, k.topic, offs); err != nil {
+			return fmt.Errorf("sink %s: %w", key, err)
+		}
+	}
+	return nil
 }
+
+// ErrInvalidOffsets: SetOffsets was given a partition the sink does not consume.
+var ErrInvalidOffsets = errors.New("connect: invalid offsets")
 
 // Connector returns the status of one connector.
 func (r *Runtime) Connector(kind, key string) (Status, bool) {
@@ -110,7 +245,7 @@ func (r *Runtime) Connector(kind, key string) (Status, bool) {
 // Failed is closed when every enabled connector has failed for good (none runs and
 // none waits for a restart); a service should then exit non-zero. Never closed for a
 // runtime without enabled connectors.
-func (r *Runtime) Failed() <-chan struct{} { return nil }
+func (r *Runtime) Failed() <-chan struct{} { return r.failed }
 
 // Configured counts every connector configuration, disabled ones included.
 func (r *Runtime) Configured() (sinks, sources int) {

@@ -40,6 +40,10 @@ const (
 	HeaderSourceTopic     = "ferry-source-topic"
 	HeaderSourcePartition = "ferry-source-partition"
 	HeaderSourceOffset    = "ferry-source-offset"
+	// HeaderStage names where a source's message was rejected: encode or send.
+	HeaderStage = "ferry-stage"
+	// HeaderSource is the key of the source connector whose message was rejected.
+	HeaderSource = "ferry-source"
 )
 
 // maxHeaderValue is Iggy's limit on one header value.
@@ -76,7 +80,12 @@ type batchProcessor struct {
 func (p *batchProcessor) process(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) (batchResult, error) {
 	first, last := msgs[0].Offset, msgs[len(msgs)-1].Offset
 	part := meta.Partition.PartitionID
-	err := retry(ctx, p.backoff, func(int) error {
+	start := time.Now()
+	defer p.counters.ConsumeTime.since(start)
+	err := retry(ctx, p.backoff, func(attempt int) error {
+		if attempt > 1 {
+			p.counters.Retries.Add(1)
+		}
 		err := callSafely(func() error { return p.sink.Consume(ctx, topic, meta, msgs) })
 		if err != nil && ctx.Err() == nil {
 			p.counters.ConsumeErrors.Add(1)

@@ -102,10 +102,10 @@ func TestProcessFailurePolicies(t *testing.T) {
 			pol := policyFor(cfg)
 			tbl := newTestTable(pol, c)
 			tbl.change(nil, []uint32{3})
-			part, _ := tbl.polled(3, 0, 9)
+			part, _ := tbl.polled(3, 0, 9, 9)
 			tbl.delivering(part, 9)
 			tbl.resolve(part, 0, 9) // batch 0..9 already handled
-			tbl.polled(3, 10, 19)
+			tbl.polled(3, 10, 19, 19)
 			tbl.delivering(part, 19)
 			res, err := p.process(context.Background(), topic, meta, testBatch(10, 10))
 			if pol.resolves(res) {

@@ -148,8 +148,8 @@ func stopRuntime(t testing.TB, rt *Runtime) {
 func sinkOf(rt *Runtime) *sinkRunner {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	for _, c := range rt.running {
-		if s, ok := c.(*sinkRunner); ok {
+	for _, sl := range rt.slots {
+		if s, ok := sl.cur.Load().c.(*sinkRunner); ok {
 			return s
 		}
 	}

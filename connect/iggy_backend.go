@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
@@ -31,6 +32,9 @@ type Options struct {
 	LoadSourcePlugin SourcePluginLoader
 	// Logger receives the runtime's logs; nil = slog.Default().
 	Logger *slog.Logger
+	// Configs re-reads a connector's active configuration when it is restarted on
+	// request (config.LocalProvider); nil = restart with the configuration it had.
+	Configs ConfigSource
 }
 
 // New checks opts and returns a Runtime that is not started yet. Errors: a missing
@@ -158,4 +162,68 @@ func iggyMessages(msgs []sdk.ProducedMessage) []iggy.Message {
 		out[i] = iggy.Message{ID: m.ID, Headers: hs, Payload: m.Payload}
 	}
 	return out
+}
+
+// groupPartition is one partition's offsets as offsetAdmin reads them (-1: none).
+type groupPartition struct {
+	id              uint32
+	current, stored int64
+}
+
+// offsetAdmin reads and writes a group's stored offsets outside a running member, for
+// Runtime.Offsets and Runtime.SetOffsets. iggyBackend implements it.
+type offsetAdmin interface {
+	groupOffsets(ctx context.Context, group, stream, topic string) ([]groupPartition, error)
+	setGroupOffsets(ctx context.Context, group, stream, topic string, offsets map[uint32]uint64) error
+}
+
+func (b *iggyBackend) groupOffsets(ctx context.Context, group, stream, topic string) ([]groupPartition, error) {
+	t, err := b.c.GetTopic(ctx, iggy.Name(stream), iggy.Name(topic))
+	if err != nil {
+		return nil, fmt.Errorf("get topic %s/%s: %w", stream, topic, err)
+	}
+	consumer := wire.Consumer{Kind: wire.ConsumerGroup, ID: iggy.Name(group)}
+	out := make([]groupPartition, 0, len(t.Partitions))
+	for _, p := range t.Partitions {
+		gp := groupPartition{id: p.ID, current: -1, stored: -1}
+		if p.MessagesCount > 0 {
+			gp.current = int64(p.CurrentOffset)
+		}
+		o, found, err := b.c.GetOffset(ctx, consumer, iggy.Name(stream), iggy.Name(topic), p.ID)
+		if err != nil {
+			return nil, fmt.Errorf("group %s: %w", group, err)
+		}
+		if found {
+			gp.stored = int64(o.StoredOffset)
+		}
+		out = append(out, gp)
+	}
+	return out, nil
+}
+
+// setGroupOffsets joins the group on the client's connection (Iggy stores a group's
+// offset only for a partition the storing member owns), stores each offset and leaves.
+// A partition another member owns is refused by the server: the error names it.
+func (b *iggyBackend) setGroupOffsets(ctx context.Context, group, stream, topic string, offsets map[uint32]uint64) (err error) {
+	s, t, g := iggy.Name(stream), iggy.Name(topic), iggy.Name(group)
+	if err := b.c.JoinConsumerGroup(ctx, s, t, g); err != nil {
+		return fmt.Errorf("join group %s on %s/%s: %w", group, stream, topic, err)
+	}
+	defer func() {
+		if lerr := b.c.LeaveConsumerGroup(context.WithoutCancel(ctx), s, t, g); lerr != nil {
+			err = errors.Join(err, fmt.Errorf("leave group %s: %w", group, lerr))
+		}
+	}()
+	consumer := wire.Consumer{Kind: wire.ConsumerGroup, ID: g}
+	ids := make([]uint32, 0, len(offsets))
+	for id := range offsets {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if err := b.c.StoreOffset(ctx, consumer, s, t, id, offsets[id]); err != nil {
+			return fmt.Errorf("group %s partition %d offset %d: %w", group, id, offsets[id], err)
+		}
+	}
+	return nil
 }

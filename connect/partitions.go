@@ -54,6 +54,7 @@ type partitionTable struct {
 	mu     sync.Mutex
 	parts  map[uint32]*partition
 	closed bool // the sink stopped: commits refused, everything pending due now
+	held   bool // paused by the operator (hold): no partition is polled, whatever its backpressure
 }
 
 // partition is one assignment of one partition. Offsets are "next" positions (offset+1),
@@ -71,6 +72,7 @@ type partition struct {
 	resolved  []span // runtime resolutions beyond done, sorted, disjoint
 	paused    bool   // backpressure: polled − stored reached max_uncommitted
 	lastBatch uint64 // size of the last polled batch
+	current   uint64 // the partition's last offset + 1, as the last poll reported it (0: unknown)
 
 	// Store scheduling (store loop). due is when done-1 must be stored (zero: nothing
 	// due); doneAt is when the oldest unstored done offset became done.
@@ -139,6 +141,9 @@ func (t *partitionTable) change(revoked, assigned []uint32) {
 			t.releaseLocked(old, "assigned again")
 		}
 		t.parts[id] = &partition{id: id}
+		if t.held && t.flow != nil {
+			t.flow.Pause(id) // a held sink polls no partition, newly assigned ones included
+		}
 	}
 	t.mu.Unlock()
 	t.log.Info("assignment changed", "revoked", revoked, "assigned", assigned, "draining", draining)
@@ -149,7 +154,7 @@ func (t *partitionTable) change(revoked, assigned []uint32) {
 // nil when the table does not track it (released: the batch must not be delivered).
 // pause reports that the partition reached max_uncommitted: it is paused (flow) until
 // its stores catch up (storeResult resumes it).
-func (t *partitionTable) polled(id uint32, first, last uint64) (p *partition, pause bool) {
+func (t *partitionTable) polled(id uint32, first, last, current uint64) (p *partition, pause bool) {
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -161,6 +166,7 @@ func (t *partitionTable) polled(id uint32, first, last uint64) (p *partition, pa
 		p.started, p.stored, p.done = true, first, first
 	}
 	p.polled = max(p.polled, last+1)
+	p.current = max(p.current, current+1, last+1)
 	p.lastBatch = last - first + 1
 	if t.policy.serverStores { // stored by the server with the poll
 		n := p.polled - p.stored
@@ -337,6 +343,30 @@ func (t *partitionTable) releaseLocked(p *partition, why string) {
 	}
 }
 
+// hold pauses (on) or resumes (off) the polling of every partition of the table, for
+// the operator's pause: the member keeps its assignment and heartbeats, and what was
+// polled is still delivered and stored. Resuming leaves partitions paused by
+// backpressure paused.
+func (t *partitionTable) hold(on bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.held == on {
+		return
+	}
+	t.held = on
+	if t.flow == nil {
+		return
+	}
+	for id, p := range t.parts {
+		switch {
+		case on:
+			t.flow.Pause(id)
+		case !p.paused:
+			t.flow.Resume(id)
+		}
+	}
+}
+
 // close refuses every later commit and makes everything done due now: the store loop
 // stores it (retrying until its context ends) and then ends. Called once the sink is
 // closed (a sink may commit while closing).
@@ -379,7 +409,8 @@ func (t *partitionTable) status() []PartitionStatus {
 	for _, p := range t.parts {
 		out = append(out, PartitionStatus{Stream: t.topic.Stream, Topic: t.topic.Topic, Partition: p.id, State: p.state.String(),
 			Polled: int64(p.polled) - 1, Delivered: int64(p.delivered) - 1, Done: int64(p.done) - 1, Stored: int64(p.stored) - 1,
-			Pending: p.done - p.stored, Uncommitted: p.polled - p.stored, Paused: p.paused})
+			Pending: p.done - p.stored, Uncommitted: p.polled - p.stored, Paused: p.paused || t.held,
+			Current: int64(p.current) - 1, Lag: p.current - min(p.current, p.stored)})
 	}
 	slices.SortFunc(out, func(a, b PartitionStatus) int { return cmp.Compare(a.Partition, b.Partition) })
 	return out

@@ -36,7 +36,7 @@ func controlled(delay time.Duration, maxUncommitted uint64) commitPolicy {
 // deliver registers [first, last] of partition id as polled and delivered.
 func deliver(t *testing.T, tbl *partitionTable, id uint32, first, last uint64) *partition {
 	t.Helper()
-	p, _ := tbl.polled(id, first, last)
+	p, _ := tbl.polled(id, first, last, last)
 	if p == nil {
 		t.Fatalf("partition %d not in the table", id)
 	}
@@ -137,7 +137,7 @@ func TestCommitNothingDelivered(t *testing.T) {
 	if err := tbl.commit(0, 0); !errors.Is(err, sdk.ErrCommitOutOfRange) {
 		t.Fatalf("commit before delivery = %v, want ErrCommitOutOfRange", err)
 	}
-	tbl.polled(0, 0, 9) // polled but not yet handed to the sink: still out of range
+	tbl.polled(0, 0, 9, 9) // polled but not yet handed to the sink: still out of range
 	if err := tbl.commit(0, 0); !errors.Is(err, sdk.ErrCommitOutOfRange) {
 		t.Fatalf("commit of a polled, undelivered offset = %v, want ErrCommitOutOfRange", err)
 	}
@@ -179,7 +179,7 @@ func TestBackpressure(t *testing.T) {
 	tbl.change(nil, []uint32{0})
 	var pausedAt uint64
 	for b := uint64(0); b < 10; b++ {
-		p, pause := tbl.polled(0, b*100, b*100+99)
+		p, pause := tbl.polled(0, b*100, b*100+99, b*100+99)
 		tbl.delivering(p, b*100+99)
 		if pause {
 			pausedAt = b*100 + 100

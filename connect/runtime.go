@@ -51,6 +51,18 @@ func (r *runner) init(kind string, timeout time.Duration, log *slog.Logger) {
 	r.status.set(StateStarting)
 }
 
+// pluginVersion is the version a native plugin reports (the plugin loader's sdk.Versioned
+// instances), "builtin" for built-in connectors, else "unknown".
+func pluginVersion(c *config.Common, instance any) string {
+	if _, ok := c.Builtin(); ok {
+		return "builtin"
+	}
+	if v, ok := instance.(interface{ Version() string }); ok && v.Version() != "" {
+		return v.Version()
+	}
+	return "unknown"
+}
+
 func (r *runner) stop()                    { r.life.Stop() }
 func (r *runner) abandon()                 { r.life.Abandon() }
 func (r *runner) stopped() <-chan struct{} { return r.life.Done() }
@@ -70,14 +82,18 @@ type Runtime struct {
 	builtins *sdk.Registry
 	loadSink SinkPluginLoader
 	loadSrc  SourcePluginLoader
+	configs  ConfigSource
 	stateDir string
 	log      *slog.Logger
 	nextID   atomic.Uint32
 	life     *lifecycle // no timeout: Stop's ctx bounds it
 
+	failed     chan struct{} // closed when every connector failed for good
+	failedOnce sync.Once
+
 	mu      sync.Mutex
 	started bool
-	running []connector
+	slots   []*slot // one per enabled connector, sources first
 }
 
 func newRuntime(opts Options, be backend, stateDir string) *Runtime {
@@ -90,14 +106,16 @@ func newRuntime(opts Options, be backend, stateDir string) *Runtime {
 		builtins = sdk.NewRegistry()
 	}
 	return &Runtime{conns: opts.Connectors, be: be, builtins: builtins, loadSink: opts.LoadSinkPlugin,
-		loadSrc: opts.LoadSourcePlugin, stateDir: stateDir, log: log, life: newLifecycle(0)}
+		loadSrc: opts.LoadSourcePlugin, configs: opts.Configs, stateDir: stateDir, log: log, life: newLifecycle(0),
+		failed: make(chan struct{})}
 }
 
 // Start opens every enabled connector and starts it: sources first, as upstream (a
 // source creates its stream and topic, which a sink may consume), then sinks. A
 // connector that fails to start (unknown built-in, plugin not found, Open error, missing
-// stream or topic) is kept with status error and its last_error; the others run. Start
-// returns an error only when called after Stop or twice. ctx bounds the opening only.
+// stream or topic) is kept with status error and its last_error, and restarted by its
+// supervisor as its [restart] policy says; the others run. Start returns an error only
+// when called after Stop or twice. ctx bounds the first opening only.
 func (r *Runtime) Start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -110,16 +128,25 @@ func (r *Runtime) Start(ctx context.Context) error {
 	r.started = true
 	for _, cfg := range r.conns.Sources {
 		if cfg.Enabled {
-			r.running = append(r.running, r.startSource(ctx, cfg))
+			r.slots = append(r.slots, r.newSlot(KindSource, cfg.Key, nil, cfg))
 		}
 	}
 	for _, cfg := range r.conns.Sinks {
 		if cfg.Enabled {
-			r.running = append(r.running, r.startSink(ctx, cfg))
+			r.slots = append(r.slots, r.newSlot(KindSink, cfg.Key, cfg, nil))
 		}
+	}
+	for _, sl := range r.slots {
+		sl.launch(ctx)
+	}
+	for _, sl := range r.slots {
+		go sl.supervise()
 	}
 	return nil
 }
+
+// slotList returns the slots; r.mu held.
+func (r *Runtime) slotList() []*slot { return slices.Clone(r.slots) }
 
 func (r *Runtime) startSink(ctx context.Context, cfg *config.Sink) *sinkRunner {
 	factory, err := connectorFactory("sink", &cfg.Common, r.builtins.Sink, r.builtins.SinkNames, r.loadSink)
@@ -180,26 +207,17 @@ func connectorFactory[F any](kind string, c *config.Common, builtin func(string)
 func (r *Runtime) Stop(ctx context.Context) error {
 	r.mu.Lock()
 	second := r.life.soft.Err() != nil
-	r.life.Stop()
-	conns := slices.Clone(r.running)
+	r.life.Stop() // every supervisor stops its instance and ends
+	slots := r.slotList()
 	r.mu.Unlock()
 	if second {
 		r.life.Abandon()
 	}
-	for _, c := range conns {
-		if second {
-			c.abandon()
-		}
-		c.stop()
-	}
-	for _, c := range conns {
+	for _, sl := range slots {
 		select {
-		case <-c.stopped():
+		case <-sl.done:
 		case <-ctx.Done():
 			r.life.Abandon()
-			for _, c := range conns {
-				c.abandon()
-			}
 			return ctx.Err()
 		}
 	}
@@ -210,11 +228,11 @@ func (r *Runtime) Stop(ctx context.Context) error {
 // Status reports every started connector, sorted by kind then key.
 func (r *Runtime) Status() []Status {
 	r.mu.Lock()
-	conns := slices.Clone(r.running)
+	slots := r.slotList()
 	r.mu.Unlock()
-	out := make([]Status, 0, len(conns))
-	for _, c := range conns {
-		out = append(out, c.statusOf())
+	out := make([]Status, 0, len(slots))
+	for _, sl := range slots {
+		out = append(out, sl.status())
 	}
 	slices.SortFunc(out, func(a, b Status) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Key, b.Key)) })
 	return out

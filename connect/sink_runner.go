@@ -31,6 +31,7 @@ type sinkRunner struct {
 	// routes maps (stream id, topic id) to the topic's partition table, for commits;
 	// set once, when every consumer is created.
 	routes atomic.Pointer[map[topicKey]*partitionTable]
+	held   atomic.Bool // paused by the operator (Runtime.Pause)
 }
 
 type topicKey struct{ stream, topic uint32 }
@@ -228,10 +229,25 @@ func (s *sinkRunner) closeSink() error {
 	}
 }
 
+// hold pauses (on) or resumes the polling of every topic consumer (Runtime.Pause).
+func (s *sinkRunner) hold(on bool) {
+	s.held.Store(on)
+	for _, tc := range s.topics {
+		tc.table.hold(on)
+	}
+	if on {
+		s.log.Info("sink paused: polling stopped, membership and commits kept")
+	} else {
+		s.log.Info("sink resumed")
+	}
+}
+
 // statusOf reports the connector's status.
 func (s *sinkRunner) statusOf() Status {
 	st, le := s.status.get()
-	out := Status{Key: s.cfg.Key, Kind: "sink", Name: s.cfg.Name, State: st, LastError: le, Stats: s.counters.Snapshot()}
+	out := Status{Key: s.cfg.Key, Kind: KindSink, Name: s.cfg.Name, State: st, LastError: le, Stats: s.counters.Snapshot(),
+		ID: s.instance, Enabled: s.cfg.Enabled, Version: s.cfg.Version, Path: s.cfg.Path, PluginVersion: s.pluginVersion(),
+		Paused: s.held.Load(), Sink: s.cfg}
 	for _, tc := range s.topics {
 		out.Partitions = append(out.Partitions, tc.table.status()...)
 	}
@@ -240,3 +256,5 @@ func (s *sinkRunner) statusOf() Status {
 	})
 	return out
 }
+
+func (s *sinkRunner) pluginVersion() string { return pluginVersion(&s.cfg.Common, s.sink) }

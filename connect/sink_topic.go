@@ -72,7 +72,7 @@ func (tc *topicConsumer) pollLoop(ctx context.Context) {
 			return // the soft stop: polls are retried until then
 		}
 		msgs := b.Messages
-		part, pause := tc.table.polled(b.Partition, msgs[0].Offset, msgs[len(msgs)-1].Offset)
+		part, pause := tc.table.polled(b.Partition, msgs[0].Offset, msgs[len(msgs)-1].Offset, b.CurrentOffset)
 		if part == nil { // released (its store was refused): the next owner gets it
 			b.Release()
 			continue
@@ -106,7 +106,10 @@ func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch) {
 	if !tc.table.delivering(b.part, last) {
 		return // released while queued: not delivered, not committed
 	}
+	start := time.Now()
 	msgs := tc.conv.convert(b.Messages, &tc.s.counters)
+	tc.s.counters.PrepareTime.since(start)
+	defer tc.s.counters.BatchTime.since(start)
 	meta := sdk.MessagesMetadata{
 		Partition:     sdk.Partition{StreamID: tc.topic.StreamID, TopicID: tc.topic.TopicID, PartitionID: b.Partition},
 		CurrentOffset: b.CurrentOffset,

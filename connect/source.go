@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -35,7 +37,13 @@ type sourceCounters struct {
 	acked      atomic.Uint64 // messages of batches whose state was saved and acked
 	sendErrors atomic.Uint64 // failed send attempts (each is retried)
 	stateErrs  atomic.Uint64 // failed state saves (each is retried)
-	rejected   atomic.Uint64 // batches refused before sending (payload conversion)
+	rejected   atomic.Uint64 // batches rejected for good (conversion, or refused by Iggy after retries)
+	retries    atomic.Uint64 // send and state-save attempts after the first
+	skipped    atomic.Uint64 // messages of rejected batches dropped (on_failure = skip)
+	deadLetter atomic.Uint64 // messages of rejected batches sent to the dead-letter topic
+	sendTime   stageHistogram
+	saveTime   stageHistogram
+	batchTime  stageHistogram
 }
 
 // sourceRunner runs one source connector: one goroutine reads a batch, sends it, saves its
@@ -53,11 +61,13 @@ type sourceRunner struct {
 	prods    producers
 	state    *stateFile
 	prod     producer
+	dlq      producer // on_failure = dead_letter
 	counters sourceCounters
+	instance uint32
 }
 
 func newSourceRunner(cfg *config.Source, instance uint32, src sdk.Source, prods producers, stateDir string, log *slog.Logger) *sourceRunner {
-	s := &sourceRunner{cfg: cfg, src: src, prods: prods, state: newStateFile(stateDir, cfg.Key)}
+	s := &sourceRunner{cfg: cfg, src: src, prods: prods, state: newStateFile(stateDir, cfg.Key), instance: instance}
 	s.init("source", sourceShutdownTimeout, log.With("source", cfg.Key, "instance", instance))
 	if n := len(cfg.Streams); n > 0 {
 		s.stream = cfg.Streams[n-1]
@@ -95,11 +105,24 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("producer %s/%s: %w", s.stream.Stream, s.stream.Topic, err)
 	}
-	env := sdk.SourceEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, State: state, Logger: s.log}
-	if err := callSafely(func() error { return s.src.Open(ctx, env) }); err != nil {
+	closeProducers := func() {
 		cctx, cancel := context.WithTimeout(context.Background(), sourceShutdownTimeout)
 		defer cancel()
 		_ = prod.close(cctx)
+		if s.dlq != nil {
+			_ = s.dlq.close(cctx)
+		}
+	}
+	if s.cfg.OnFailure == config.FailureDeadLetter {
+		dl := s.cfg.DeadLetter
+		if s.dlq, err = s.prods.newProducer(ctx, producerConfig{Stream: dl.Stream, Topic: dl.Topic}); err != nil {
+			closeProducers()
+			return fmt.Errorf("dead-letter producer %s/%s: %w", dl.Stream, dl.Topic, err)
+		}
+	}
+	env := sdk.SourceEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, State: state, Logger: s.log}
+	if err := callSafely(func() error { return s.src.Open(ctx, env) }); err != nil {
+		closeProducers()
 		return fmt.Errorf("open: %w", err)
 	}
 	s.prod = prod
@@ -113,9 +136,14 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 func (s *sourceRunner) statusOf() Status {
 	st, le := s.status.get()
 	c := &s.counters
-	return Status{Key: s.cfg.Key, Kind: "source", Name: s.cfg.Name, State: st, LastError: le,
+	return Status{Key: s.cfg.Key, Kind: KindSource, Name: s.cfg.Name, State: st, LastError: le,
+		ID: s.instance, Enabled: s.cfg.Enabled, Version: s.cfg.Version, Path: s.cfg.Path,
+		PluginVersion: pluginVersion(&s.cfg.Common, s.src), Source: s.cfg,
 		Stats: Stats{Produced: c.produced.Load(), Sent: c.sent.Load(), SendErrors: c.sendErrors.Load(),
-			Committed: c.acked.Load(), StoreErrors: c.stateErrs.Load(), FailedBatches: c.rejected.Load()}}
+			Committed: c.acked.Load(), StoreErrors: c.stateErrs.Load(), FailedBatches: c.rejected.Load(),
+			Retries: c.retries.Load(), Skipped: c.skipped.Load(), DeadLettered: c.deadLetter.Load(),
+			Stages: map[string]Histogram{StageIggySend: c.sendTime.snapshot(), StageStateSave: c.saveTime.snapshot(),
+				StageTotal: c.batchTime.snapshot()}}}
 }
 
 // run is the forwarding loop, then the shutdown: close the source, then the producer,
@@ -132,6 +160,11 @@ func (s *sourceRunner) run() {
 	}
 	if cerr := s.prod.close(s.life.hard); cerr != nil {
 		s.log.Warn("producer close failed", "error", cerr)
+	}
+	if s.dlq != nil {
+		if cerr := s.dlq.close(s.life.hard); cerr != nil {
+			s.log.Warn("dead-letter producer close failed", "error", cerr)
+		}
 	}
 	switch {
 	case errors.Is(err, sdk.ErrEndOfInput):
@@ -184,52 +217,153 @@ func (s *sourceRunner) loop() error {
 		if ack == nil {
 			ack = sdk.NoAck
 		}
-		if ok := s.handle(batch, ack); !ok {
+		if ok, err := s.handle(batch, ack); err != nil {
+			return err
+		} else if !ok {
 			return nil
 		}
 	}
 	return nil
 }
 
-// handle sends, saves and acks one batch. It returns false when the runtime stopped before
-// the batch was done (the batch was then acked with an error).
-func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) bool {
+// handle sends, saves and acks one batch. It returns false when the runtime stopped
+// before the batch was done (the batch was then acked with an error), and an error when
+// a rejected batch stops the source (on_failure = stop).
+//
+// A batch is rejected when its payloads cannot be encoded to the stream's schema, or
+// when Iggy refuses the send itself (invalid input, too large) on every one of the
+// [retry] attempts; connection failures are retried until the stop. A rejected batch
+// is handled as on_failure says: stop (nacked; the source is stopped, and restarted by
+// its [restart] policy), skip (dropped and counted; its state is saved and it is acked,
+// so the source moves past it) or dead_letter (its messages, as produced, go to the
+// dead-letter topic with the ferry-error and ferry-stage headers; then as skip).
+func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) (bool, error) {
+	start := time.Now()
+	defer s.counters.batchTime.since(start)
 	n := uint64(len(batch.Messages))
 	s.counters.produced.Add(n)
+	stage := "encode"
 	msgs, err := s.encode(batch)
-	if err != nil {
-		s.counters.rejected.Add(1)
-		err = fmt.Errorf("batch rejected: %w", err)
-		s.status.fail(err)
-		s.log.Error("source batch rejected, nothing sent", "error", err, "messages", n)
-		s.ack(ack, err)
-		return sleep(s.life.soft, sourceBackoff.Initial)
-	}
-	if len(msgs) > 0 {
-		if err := s.retry("send", &s.counters.sendErrors, func() error { return s.prod.send(s.life.hard, msgs) }); err != nil {
+	if err == nil && len(msgs) > 0 {
+		stage = "send"
+		sendStart := time.Now()
+		err = s.send(msgs)
+		s.counters.sendTime.since(sendStart)
+		if err != nil && !errors.Is(err, errRejected) {
 			s.ack(ack, fmt.Errorf("%w: %w", errStopping, err))
-			return false
+			return false, nil
 		}
-		s.counters.sent.Add(n)
+		if err == nil {
+			s.counters.sent.Add(n)
+		}
+	}
+	if err != nil {
+		if ok, stop := s.reject(batch, ack, stage, err); !ok || stop != nil {
+			return ok, stop
+		}
 	}
 	if batch.State != nil {
 		// The messages are in Iggy; a state that is not saved would replay them (duplicates,
 		// never a skip), so saving is retried like a send.
-		if err := s.retry("save state", &s.counters.stateErrs, func() error { return s.state.save(batch.State) }); err != nil {
+		saveStart := time.Now()
+		err := s.retry("save state", &s.counters.stateErrs, func() error { return s.state.save(batch.State) })
+		s.counters.saveTime.since(saveStart)
+		if err != nil {
 			s.ack(ack, fmt.Errorf("%w: state not saved: %w", errStopping, err))
-			return false
+			return false, nil
 		}
 	}
 	s.ack(ack, nil)
 	s.counters.acked.Add(n)
-	return true
+	return true, nil
+}
+
+// errRejected marks a send Iggy refused on every attempt.
+var errRejected = errors.New("rejected by Iggy")
+
+// send sends msgs: connection failures are retried until the stop; a send Iggy refuses
+// (invalid input, too large) is retried [retry] max_retries times, then errRejected.
+func (s *sourceRunner) send(msgs []sdk.ProducedMessage) error {
+	refused := 0
+	return s.retry("send", &s.counters.sendErrors, func() error {
+		err := s.prod.send(s.life.hard, msgs)
+		if err != nil && (errors.Is(err, wire.ErrInvalidInput) || errors.Is(err, wire.ErrLimitReached) || errors.Is(err, iggy.ErrTooLarge)) {
+			if refused++; uint32(refused) > s.cfg.Retry.MaxRetries {
+				return backoffStop{fmt.Errorf("%w: %w", errRejected, err)}
+			}
+		}
+		return err
+	})
+}
+
+// backoffStop ends a retry loop at once with its error.
+type backoffStop struct{ err error }
+
+func (b backoffStop) Error() string { return b.err.Error() }
+func (b backoffStop) Unwrap() error { return b.err }
+
+// reject applies on_failure to a rejected batch. ok is false when the runtime stopped
+// first; stop is the error that stops the source (on_failure = stop).
+func (s *sourceRunner) reject(batch sdk.SourceBatch, ack sdk.AckFunc, stage string, cause error) (ok bool, stop error) {
+	n := uint64(len(batch.Messages))
+	s.counters.rejected.Add(1)
+	cause = fmt.Errorf("batch rejected (%s): %w", stage, cause)
+	switch s.cfg.OnFailure {
+	case config.FailureSkip:
+		s.counters.skipped.Add(n)
+		s.log.Warn("source batch rejected; skipped (on_failure = skip)", "error", cause, "messages", n)
+		return true, nil
+	case config.FailureDeadLetter:
+		out := sourceDeadLetters(s.cfg.Key, stage, batch.Messages, cause)
+		if err := s.retry("dead-letter send", &s.counters.sendErrors, func() error { return s.dlq.send(s.life.hard, out) }); err != nil {
+			s.ack(ack, fmt.Errorf("%w: %w", errStopping, err))
+			return false, nil
+		}
+		s.counters.deadLetter.Add(n)
+		s.log.Warn("source batch rejected; sent to the dead-letter topic", "error", cause, "messages", n,
+			"dead_letter", s.cfg.DeadLetter.Stream+"/"+s.cfg.DeadLetter.Topic)
+		return true, nil
+	default:
+		s.log.Error("source batch rejected; stopping the source (on_failure = stop)", "error", cause, "messages", n)
+		s.ack(ack, cause)
+		return true, cause
+	}
+}
+
+// sourceDeadLetters copies a rejected source batch for the dead-letter topic: payload and
+// headers as the source produced them, plus ferry-error, ferry-stage and ferry-source.
+func sourceDeadLetters(key, stage string, msgs []sdk.ProducedMessage, cause error) []sdk.ProducedMessage {
+	errText := truncateUTF8(cause.Error(), maxHeaderValue)
+	out := make([]sdk.ProducedMessage, len(msgs))
+	for i, m := range msgs {
+		hs := make([]sdk.Header, 0, len(m.Headers)+3)
+		for _, h := range m.Headers {
+			if h.Key.Kind == sdk.HeaderString && (isFerryHeader(string(h.Key.Value)) || string(h.Key.Value) == HeaderStage || string(h.Key.Value) == HeaderSource) {
+				continue
+			}
+			hs = append(hs, h)
+		}
+		hs = append(hs, sdk.Header{Key: sdk.String(HeaderError), Value: sdk.String(errText)},
+			sdk.Header{Key: sdk.String(HeaderStage), Value: sdk.String(stage)},
+			sdk.Header{Key: sdk.String(HeaderSource), Value: sdk.String(key)})
+		out[i] = sdk.ProducedMessage{ID: m.ID, Headers: hs, Payload: m.Payload}
+	}
+	return out
 }
 
 // retry runs op until it succeeds, waiting sourceBackoff between attempts: the batch in
 // hand is finished even after the soft stop (op sees the hard-stop context), but once
-// the soft stop began a failure is not retried. It returns op's last error then.
+// the soft stop began a failure is not retried. It returns op's last error then. An op
+// error of type backoffStop ends the loop at once.
 func (s *sourceRunner) retry(what string, errs *atomic.Uint64, op func() error) error {
+	var final error
 	err := retry(s.life.soft, sourceBackoff, func(attempt int) error {
+		if final != nil {
+			return nil
+		}
+		if attempt > 1 {
+			s.counters.retries.Add(1)
+		}
 		err := op()
 		switch {
 		case err == nil && attempt > 1:
@@ -239,10 +373,18 @@ func (s *sourceRunner) retry(what string, errs *atomic.Uint64, op func() error) 
 			errs.Add(1)
 			s.status.fail(fmt.Errorf("%s: %w", what, err))
 		}
+		var bs backoffStop
+		if errors.As(err, &bs) {
+			final = bs.err
+			return nil
+		}
 		return err
 	}, func(attempt int, err error, wait time.Duration) {
 		s.log.Warn(what+" failed; retrying", "error", err, "attempt", attempt, "backoff", wait)
 	})
+	if final != nil {
+		return final
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

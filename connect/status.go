@@ -41,6 +41,10 @@ type Counters struct {
 	// StoreLatency is the time from a sink's commit (or the runtime's resolution) of an
 	// offset to its store in Iggy.
 	StoreLatency latencyHistogram
+	// Per-batch stage durations (Iggy's stage histogram): prepare (messages converted for
+	// the sink), ffi (the sink's Consume, retries included) and the whole batch.
+	PrepareTime, ConsumeTime, BatchTime stageHistogram
+	Retries                             atomic.Uint64 // Consume attempts after the first
 
 	CommitsAccepted         atomic.Uint64
 	CommitsStale            atomic.Uint64
@@ -112,7 +116,9 @@ func (c *Counters) Snapshot() Stats {
 		Stores: c.Stores.Load(), StoreErrors: c.StoreErrors.Load(), StoresRefused: c.StoresRefused.Load(), HeaderErrors: c.HeaderErrors.Load(), Revoked: c.Revoked.Load(),
 		CommitsAccepted: c.CommitsAccepted.Load(), CommitsStale: c.CommitsStale.Load(),
 		CommitsOutOfRange: c.CommitsOutOfRange.Load(), CommitsUnknown: c.CommitsUnknownPartition.Load(),
-		StoreLatency: c.StoreLatency.snapshot(),
+		StoreLatency: c.StoreLatency.snapshot(), Retries: c.Retries.Load(),
+		Stages: map[string]Histogram{StagePrepare: c.PrepareTime.snapshot(), StageFFI: c.ConsumeTime.snapshot(),
+			StageTotal: c.BatchTime.snapshot()},
 	}
 }
 
@@ -125,14 +131,33 @@ var latencyBounds = []time.Duration{
 }
 
 // latencyHistogram counts durations in latencyBounds' buckets; safe for concurrent use.
-type latencyHistogram struct {
-	counts [14]atomic.Uint64 // len(latencyBounds) + 1
+type latencyHistogram struct{ histCounts }
+
+func (h *latencyHistogram) observe(d time.Duration) { h.histCounts.observe(latencyBounds, d) }
+func (h *latencyHistogram) snapshot() Histogram     { return h.histCounts.snapshot(latencyBounds) }
+
+// stageHistogram counts batch stage durations in StageBounds' buckets.
+type stageHistogram struct{ histCounts }
+
+func (h *stageHistogram) observe(d time.Duration) { h.histCounts.observe(StageBounds, d) }
+func (h *stageHistogram) snapshot() Histogram     { return h.histCounts.snapshot(StageBounds) }
+
+// since observes the time elapsed since start and returns now, for the next stage.
+func (h *stageHistogram) since(start time.Time) time.Time {
+	now := time.Now()
+	h.observe(now.Sub(start))
+	return now
+}
+
+// histCounts are the buckets of a histogram with 13 bounds (both kinds have 13).
+type histCounts struct {
+	counts [14]atomic.Uint64 // len(bounds) + 1
 	sum    atomic.Int64      // nanoseconds
 }
 
-func (h *latencyHistogram) observe(d time.Duration) {
-	i := len(latencyBounds)
-	for j, b := range latencyBounds {
+func (h *histCounts) observe(bounds []time.Duration, d time.Duration) {
+	i := len(bounds)
+	for j, b := range bounds {
 		if d <= b {
 			i = j
 			break
@@ -142,8 +167,8 @@ func (h *latencyHistogram) observe(d time.Duration) {
 	h.sum.Add(int64(d))
 }
 
-func (h *latencyHistogram) snapshot() Histogram {
-	out := Histogram{Bounds: latencyBounds, Counts: make([]uint64, len(h.counts)), Sum: time.Duration(h.sum.Load())}
+func (h *histCounts) snapshot(bounds []time.Duration) Histogram {
+	out := Histogram{Bounds: bounds, Counts: make([]uint64, len(h.counts)), Sum: time.Duration(h.sum.Load())}
 	for i := range h.counts {
 		out.Counts[i] = h.counts[i].Load()
 		out.Count += out.Counts[i]

@@ -15,6 +15,7 @@ type totals struct {
 	committed              uint64 // sinks: offsets stored by the runtime
 	errors                 uint64 // send errors + consume errors + store errors
 	sourcesActive, failing int
+	restarting             int // connectors waiting for a scheduled restart
 }
 
 func sum(sts []connect.Status) totals {
@@ -36,6 +37,9 @@ func sum(sts []connect.Status) totals {
 		}
 		if s.State == connect.StateError {
 			t.failing++
+		}
+		if !s.Restart.NextRetry.IsZero() {
+			t.restarting++
 		}
 	}
 	return t

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ferryio/ferry/connect"
+	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/connectors"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/server"
@@ -62,7 +64,7 @@ FERRY_DATA, FERRY_PROGRESS, FERRY_PARTITIONS, FERRY_LOG_LEVEL).`,
 	fl.StringVar(&f.embeddedAddr, "embedded-addr", "", "embedded server listen address (default [embedded] address, else iggy.address)")
 	fl.DurationVar(&f.progress, "progress", envDuration(envProgress, time.Second), "print progress to stderr every interval; 0 = never [FERRY_PROGRESS]")
 	fl.DurationVar(&f.duration, "duration", 0, "stop gracefully after this long; 0 = run until a signal")
-	fl.DurationVar(&f.exitIdle, "exit-when-idle", 0, "stop gracefully once every source has ended and no counter moved for this long; 0 = never")
+	fl.DurationVar(&f.exitIdle, "exit-when-idle", 0, "stop gracefully once no counter moved for this long (sources ended or idle, sinks drained) and no connector waits for a restart; 0 = never")
 	fl.Uint32Var(&f.partitions, "partitions", uint32(envUint(envPartitions, 1)), "partitions of topics created by --embedded or --create-topics [FERRY_PARTITIONS]")
 	fl.BoolVar(&f.createTopics, "create-topics", false, "create the streams and topics the connectors name when missing (always on with --embedded)")
 	fl.StringVar(&f.logLevel, "log-level", envString(envLogLevel, "info"), "debug, info, warn or error [FERRY_LOG_LEVEL]")
@@ -113,11 +115,9 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	if err != nil {
 		return err
 	}
-	dctx, cancel := context.WithTimeout(ctx, f.dialTimeout)
-	client, err := iggy.Dial(dctx, addr, opts...)
-	cancel()
+	client, err := dialWithin(ctx, addr, f.dialTimeout, opts, log)
 	if err != nil {
-		return fmt.Errorf("connect to Iggy at %s: %w", addr, err)
+		return err
 	}
 	defer func() { err = errors.Join(err, client.Close()) }()
 
@@ -130,7 +130,8 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 		}
 	}
 
-	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: client,
+	provider := &config.LocalProvider{Dir: rc.Connectors.ConfigDir, Env: os.Environ()}
+	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: client, Configs: provider,
 		Builtins: connectors.Registry(), LoadSinkPlugin: connect.NativeSinkLoader, LoadSourcePlugin: connect.NativeSourceLoader, Logger: log})
 	if err != nil {
 		return err
@@ -138,6 +139,13 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	if err := rt.Start(ctx); err != nil {
 		return err
 	}
+	stopAPI, err := startAPI(ctx, rc, rt, provider, versionString(), log)
+	if err != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.stopTimeout)
+		defer cancel()
+		return errors.Join(err, rt.Stop(sctx))
+	}
+	defer stopAPI()
 	for _, st := range rt.Status() {
 		if st.State == connect.StateError && st.LastError != nil {
 			log.Error("connector failed to start", "kind", st.Kind, "key", st.Key, "error", st.LastError.Message)
@@ -176,6 +184,33 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	return nil
 }
 
+// reasonAllFailed is supervise's answer when every enabled connector failed for good.
+const reasonAllFailed = "every connector failed for good"
+
+// dialWithin connects to Iggy, retrying with backoff until timeout: a server that is
+// still starting (connection refused) is waited for, as a service manager expects.
+func dialWithin(ctx context.Context, addr string, timeout time.Duration, opts []iggy.Opt, log *slog.Logger) (*iggy.Client, error) {
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		client, err := iggy.Dial(dctx, addr, opts...)
+		if err == nil {
+			return client, nil
+		}
+		if !errors.Is(err, iggy.ErrNotConnected) || dctx.Err() != nil {
+			return nil, fmt.Errorf("connect to Iggy at %s (within --connect-timeout %s, %d attempts): %w", addr, timeout, attempt, err)
+		}
+		log.Warn("Iggy not reachable yet; retrying", "addr", addr, "attempt", attempt, "in", wait, "error", err)
+		select {
+		case <-dctx.Done():
+			return nil, fmt.Errorf("connect to Iggy at %s (within --connect-timeout %s, %d attempts): %w", addr, timeout, attempt, err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
 // supervise prints progress and waits for the reason to stop: a signal (ctx), --duration,
 // or --exit-when-idle.
 func supervise(ctx context.Context, rt *connect.Runtime, f runFlags, p *progress) string {
@@ -197,6 +232,8 @@ func supervise(ctx context.Context, rt *connect.Runtime, f runFlags, p *progress
 		select {
 		case <-ctx.Done():
 			return "signal"
+		case <-rt.Failed():
+			return reasonAllFailed
 		case <-deadline:
 			return "duration elapsed"
 		case now := <-t.C:
@@ -208,7 +245,7 @@ func supervise(ctx context.Context, rt *connect.Runtime, f runFlags, p *progress
 				p.print(cur, now)
 				lastPrint = now
 			}
-			if f.exitIdle > 0 && cur.sourcesActive == 0 && now.Sub(lastMove) >= f.exitIdle {
+			if f.exitIdle > 0 && cur.restarting == 0 && now.Sub(lastMove) >= f.exitIdle {
 				return "idle"
 			}
 		}

@@ -16,14 +16,20 @@ func newVersionCmd() *cobra.Command {
 		Use:   "version",
 		Short: "Print Ferry's version and the Iggy protocol it speaks",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := Version
-			if v == "" {
-				if bi, ok := debug.ReadBuildInfo(); ok {
-					v = bi.Main.Version
-				}
-			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "ferry %s (Iggy server 0.9, binary protocol 0.11.0)\n", v)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "ferry %s (Iggy server 0.9, binary protocol 0.11.0)\n", versionString())
 			return err
 		},
 	}
+}
+
+// versionString is Ferry's version: Version when set at build time, else the module
+// version the Go toolchain recorded ("(devel)" for a local build).
+func versionString() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return ""
 }

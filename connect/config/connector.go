@@ -19,7 +19,9 @@ const (
 	CommitSinkControlled CommitMode = "sink_controlled"
 )
 
-// FailurePolicy is a sink's on_failure: what happens to a batch whose retries ran out.
+// FailurePolicy is a connector's on_failure: what happens to a batch whose retries ran out
+// (a sink's batch that the plugin failed to consume, a source's batch that could not be
+// sent).
 type FailurePolicy string
 
 // Failure policies.
@@ -29,7 +31,7 @@ const (
 	FailureSkip       FailurePolicy = "skip"
 )
 
-// Sink defaults (upstream's, and Ferry's for Ferry keys).
+// Connector defaults (upstream's, and Ferry's for Ferry keys).
 const (
 	DefaultBatchLength    = 1000
 	DefaultPollInterval   = 5 * time.Millisecond
@@ -51,6 +53,12 @@ const (
 	// sink may have buffered), not the runtime's memory.
 	DefaultMaxUncommitted  = 100000
 	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultMaxRestarts is restart.max_restarts when unset (Ferry).
+	DefaultMaxRestarts = 60
+	// DefaultRestartInitialBackoff is restart.initial_backoff when unset (Ferry).
+	DefaultRestartInitialBackoff = time.Second
+	// DefaultRestartMaxBackoff is restart.max_backoff when unset (Ferry).
+	DefaultRestartMaxBackoff = 5 * time.Second
 	// BuiltinPrefix in a connector's path selects a built-in Go connector: "builtin:NAME".
 	BuiltinPrefix = "builtin:"
 )
@@ -79,7 +87,8 @@ type Common struct {
 	PluginConfig []byte
 	Verbose      bool
 	Benchmark    bool
-	Transforms   []Transform // sorted by Type
+	Transforms   []Transform   // sorted by Type
+	Restart      RestartPolicy // Ferry
 	// Warnings lists environment variables that were ignored.
 	Warnings []string
 }
@@ -99,14 +108,22 @@ type SinkStream struct {
 	ConsumerGroup  string        // default "iggy-connect-sink-<key>"
 }
 
-// Retry is a sink's [retry] table.
+// RestartPolicy is a connector's [restart] table (Ferry; Iggy's runtime restarts a connector
+// only when asked through the API): how the runtime restarts a sink or source that failed.
+type RestartPolicy struct {
+	MaxRestarts    uint32        // default 60; 0 = never restart automatically
+	InitialBackoff time.Duration // wait before the first restart; default 1s
+	MaxBackoff     time.Duration // longest wait between restarts; default 5s
+}
+
+// Retry is a connector's [retry] table.
 type Retry struct {
 	MaxRetries     uint32        // default 3; 0 = no retry
 	InitialBackoff time.Duration // default 100ms
 	MaxBackoff     time.Duration // default 5s
 }
 
-// DeadLetter is a sink's [dead_letter] table, required when on_failure = "dead_letter".
+// DeadLetter is a connector's [dead_letter] table, required when on_failure = "dead_letter".
 type DeadLetter struct {
 	Stream string
 	Topic  string
@@ -150,7 +167,10 @@ type SourceStream struct {
 // Source is one source connector file.
 type Source struct {
 	Common
-	Streams []SourceStream
+	Streams    []SourceStream
+	OnFailure  FailurePolicy // Ferry; default stop
+	Retry      Retry         // Ferry
+	DeadLetter DeadLetter    // Ferry
 }
 
 // Validate checks a Sink built or changed by code; parsing already did. Errors name File.
@@ -179,6 +199,51 @@ func (c *Common) validate(loc *locator) error {
 	}
 	if len(c.PluginConfig) == 0 || !json.Valid(c.PluginConfig) {
 		return loc.errorf("plugin_config", nil, "not valid JSON")
+	}
+	r := c.Restart
+	if r.MaxRestarts > 0 {
+		if r.InitialBackoff <= 0 {
+			return loc.errorf("restart.initial_backoff", nil, "must be positive when restart.max_restarts > 0")
+		}
+		if r.MaxBackoff <= 0 {
+			return loc.errorf("restart.max_backoff", nil, "must be positive when restart.max_restarts > 0")
+		}
+	}
+	if r.MaxBackoff < r.InitialBackoff {
+		return loc.errorf("restart.max_backoff", nil, "must be at least restart.initial_backoff (%s)", sdk.FormatDuration(r.InitialBackoff))
+	}
+	return nil
+}
+
+// validateFailure checks on_failure, [retry] and [dead_letter], which sinks and sources share.
+func validateFailure(loc *locator, policy FailurePolicy, r Retry, dl DeadLetter) error {
+	switch policy {
+	case FailureStop, FailureSkip:
+	case FailureDeadLetter:
+		for _, kv := range [][2]string{{"dead_letter.stream", dl.Stream}, {"dead_letter.topic", dl.Topic}} {
+			key := kv[0]
+			if kv[1] != "" {
+				continue
+			}
+			e := loc.errorf(key, nil, "required when on_failure = \"dead_letter\"")
+			if e.Env == "" && loc.idx != nil && !loc.idx.has("dead_letter") {
+				// No [dead_letter] table: point at the policy, in the file or the environment.
+				if name, ok := loc.env["on_failure"]; ok {
+					e.Line, e.Env = 0, name
+				} else {
+					e.Line = loc.lineFor("on_failure")
+				}
+			}
+			return e
+		}
+	default:
+		return loc.errorf("on_failure", nil, "unknown value %q (want stop, dead_letter or skip)", policy)
+	}
+	if r.InitialBackoff <= 0 {
+		return loc.errorf("retry.initial_backoff", nil, "must be positive")
+	}
+	if r.MaxBackoff < r.InitialBackoff {
+		return loc.errorf("retry.max_backoff", nil, "must be at least retry.initial_backoff (%s)", sdk.FormatDuration(r.InitialBackoff))
 	}
 	return nil
 }
@@ -214,28 +279,8 @@ func (s *Sink) validate(loc *locator) error {
 	default:
 		return loc.errorf("offset_commit", nil, "unknown value %q (want after_polling, auto, after_consuming or sink_controlled)", s.OffsetCommit)
 	}
-	switch s.OnFailure {
-	case FailureStop, FailureSkip:
-	case FailureDeadLetter:
-		for _, kv := range [][2]string{{"dead_letter.stream", s.DeadLetter.Stream}, {"dead_letter.topic", s.DeadLetter.Topic}} {
-			key := kv[0]
-			if kv[1] != "" {
-				continue
-			}
-			e := loc.errorf(key, nil, "required when on_failure = \"dead_letter\"")
-			if e.Env == "" && loc.idx != nil && !loc.idx.has("dead_letter") {
-				e.Line = loc.lineFor("on_failure") // no [dead_letter] table: point at the policy
-			}
-			return e
-		}
-	default:
-		return loc.errorf("on_failure", nil, "unknown value %q (want stop, dead_letter or skip)", s.OnFailure)
-	}
-	if s.Retry.InitialBackoff <= 0 {
-		return loc.errorf("retry.initial_backoff", nil, "must be positive")
-	}
-	if s.Retry.MaxBackoff < s.Retry.InitialBackoff {
-		return loc.errorf("retry.max_backoff", nil, "must be at least retry.initial_backoff (%s)", sdk.FormatDuration(s.Retry.InitialBackoff))
+	if err := validateFailure(loc, s.OnFailure, s.Retry, s.DeadLetter); err != nil {
+		return err
 	}
 	if s.Commit.Interval <= 0 {
 		return loc.errorf("commit.interval", nil, "must be positive")
@@ -271,28 +316,17 @@ func (s *Source) validate(loc *locator) error {
 			return loc.errorf(p+"batch_length", nil, "must be at least 1")
 		}
 	}
-	return nil
+	return validateFailure(loc, s.OnFailure, s.Retry, s.DeadLetter)
 }
 
-// secretKeyWords mark plugin_config keys whose values String() hides.
-var secretKeyWords = []string{"password", "secret", "token", "api_key", "apikey", "credential", "private_key"}
-
-// RedactedPluginConfig returns PluginConfig with the values of top-level keys that look like
-// secrets (password, secret, token, api_key, credential, private_key) replaced by "***".
+// RedactedPluginConfig returns PluginConfig as compact JSON with the value of every key that
+// looks like a secret replaced by "***", at any depth (see [RedactSecrets]); "(invalid JSON)"
+// when PluginConfig does not parse. For logs.
 func (c *Common) RedactedPluginConfig() string {
-	var m map[string]any
-	if json.Unmarshal(c.PluginConfig, &m) != nil || m == nil {
-		return string(c.PluginConfig)
+	b, ok := redactedJSON(c.PluginConfig)
+	if !ok {
+		return "(invalid JSON)"
 	}
-	for k := range m {
-		lk := strings.ToLower(k)
-		for _, w := range secretKeyWords {
-			if strings.Contains(lk, w) {
-				m[k] = "***"
-			}
-		}
-	}
-	b, _ := json.Marshal(m)
 	return string(b)
 }
 
@@ -304,6 +338,6 @@ func (s *Sink) String() string {
 
 // String describes the source for logs, with secret-looking plugin_config values redacted.
 func (s *Source) String() string {
-	return fmt.Sprintf("source %s v%d (%s) path=%s enabled=%t streams=%d plugin_config=%s",
-		s.Key, s.Version, s.File, s.Path, s.Enabled, len(s.Streams), s.RedactedPluginConfig())
+	return fmt.Sprintf("source %s v%d (%s) path=%s enabled=%t on_failure=%s streams=%d plugin_config=%s",
+		s.Key, s.Version, s.File, s.Path, s.Enabled, s.OnFailure, len(s.Streams), s.RedactedPluginConfig())
 }

@@ -33,7 +33,8 @@ func TestSinkDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Sink{
-		Common: Common{File: p, Key: "audit", Enabled: true, Version: 2, Name: "Audit", Path: "builtin:stdout", PluginConfig: []byte("null")},
+		Common: Common{File: p, Key: "audit", Enabled: true, Version: 2, Name: "Audit", Path: "builtin:stdout", PluginConfig: []byte("null"),
+			Restart: RestartPolicy{MaxRestarts: 60, InitialBackoff: time.Second, MaxBackoff: 5 * time.Second}},
 		Streams: []SinkStream{{Stream: "s1", Topics: []string{"a", "b"}, Schema: sdk.SchemaJSON, BatchLength: 1000,
 			PollInterval: 5 * time.Millisecond, ConsumerGroup: "iggy-connect-sink-audit"}},
 		OffsetCommit:    CommitAfterPolling,
@@ -130,8 +131,11 @@ schema = "raw"
 		t.Fatal(err)
 	}
 	want := &Source{
-		Common:  Common{File: p, Key: "rnd", Name: "Random", Path: "builtin:random", PluginConfig: []byte(`{"count":10}`)},
-		Streams: []SourceStream{{Stream: "s", Topic: "t", Schema: sdk.SchemaRaw, BatchLength: 1000, LingerTime: 5 * time.Millisecond}},
+		Common: Common{File: p, Key: "rnd", Name: "Random", Path: "builtin:random", PluginConfig: []byte(`{"count":10}`),
+			Restart: RestartPolicy{MaxRestarts: 60, InitialBackoff: time.Second, MaxBackoff: 5 * time.Second}},
+		Streams:   []SourceStream{{Stream: "s", Topic: "t", Schema: sdk.SchemaRaw, BatchLength: 1000, LingerTime: 5 * time.Millisecond}},
+		OnFailure: FailureStop,
+		Retry:     Retry{MaxRetries: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got  %#v\nwant %#v", s, want)

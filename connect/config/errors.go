@@ -50,6 +50,9 @@ func (e *Error) Unwrap() error { return e.Err }
 // type wanted instead of Ferry's internal Go types.
 var goTypeRE = regexp.MustCompile(`into struct field \S+ of type (\S+)`)
 
+// goTableRE matches the Go struct types behind TOML tables in go-toml's messages.
+var goTableRE = regexp.MustCompile(`into (config\.raw\w+|struct \{.*\})$`)
+
 // tomlError turns a go-toml error into an *Error with the exact key path from idx.
 func tomlError(file string, idx *docIndex, err error) error {
 	var sm *toml.StrictMissingError
@@ -63,7 +66,22 @@ func tomlError(file string, idx *docIndex, err error) error {
 		line, _ := de.Position()
 		msg := strings.TrimPrefix(de.Error(), "toml: ")
 		msg = goTypeRE.ReplaceAllString(msg, "into $1")
+		msg = goTableRE.ReplaceAllString(msg, "into a table")
 		return &Error{File: file, Line: line, Key: idx.keyAt(line, de.Key()), Msg: msg}
 	}
 	return &Error{File: file, Msg: err.Error(), Err: err}
 }
+
+// ErrConfigNotFound is wrapped by the [LocalProvider] methods when the connector config asked
+// for (a key, a version, or the version pinned in .active_versions.toml) has no file.
+var ErrConfigNotFound = errors.New("connector config not found")
+
+// ErrInvalidConfig is wrapped by [LocalProvider.CreateSink] and [LocalProvider.CreateSource]
+// when the request body is not a valid connector config (the *Error then names the JSON field
+// as its Key), by a key that cannot be part of a file name, and by [RenderPluginConfig] for an
+// unknown format or a plugin_config the format cannot hold.
+var ErrInvalidConfig = errors.New("invalid connector config")
+
+// ErrNoPluginConfig is returned by [RenderPluginConfig] when the connector has no
+// plugin_config.
+var ErrNoPluginConfig = errors.New("connector has no plugin_config")

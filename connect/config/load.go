@@ -100,8 +100,35 @@ func LoadConnectors(dir string, env []string) (*Connectors, error) {
 	if err != nil {
 		out.Warnings = append(out.Warnings, fmt.Sprintf("%s ignored: %v", ActiveVersionsFile, err))
 	}
-	sinks := map[string]map[uint64]*Sink{}
-	sources := map[string]map[uint64]*Source{}
+	d, err := scanDir(files, env)
+	if err != nil {
+		return nil, err
+	}
+	out.Warnings = append(out.Warnings, d.warnings...)
+	out.Sinks, out.Warnings = pickActive(d.sinks, active.Sinks, TypeSink, out.Warnings)
+	out.Sources, out.Warnings = pickActive(d.sources, active.Sources, TypeSource, out.Warnings)
+	return out, nil
+}
+
+// connID names one connector config: a (type, key, version).
+type connID struct {
+	typ     ConnectorType
+	key     string
+	version uint64
+}
+
+// dirConfigs is every connector config of a config_dir, by key and version.
+type dirConfigs struct {
+	sinks    map[string]map[uint64]*Sink
+	sources  map[string]map[uint64]*Source
+	files    map[connID][]string // every file holding the config, in name order (the last wins)
+	warnings []string            // ignored environment variables
+}
+
+// scanDir parses files (from [ConnectorFiles]) with the overrides of env. Any file that
+// fails to parse fails the scan.
+func scanDir(files, env []string) (*dirConfigs, error) {
+	d := &dirConfigs{sinks: map[string]map[uint64]*Sink{}, sources: map[string]map[uint64]*Source{}, files: map[connID][]string{}}
 	for _, f := range files {
 		c, err := parseConnectorFile(f, env)
 		if err != nil {
@@ -109,42 +136,65 @@ func LoadConnectors(dir string, env []string) (*Connectors, error) {
 		}
 		switch c := c.(type) {
 		case *Sink:
-			out.Warnings = append(out.Warnings, c.Warnings...)
-			if sinks[c.Key] == nil {
-				sinks[c.Key] = map[uint64]*Sink{}
+			d.warnings = append(d.warnings, c.Warnings...)
+			if d.sinks[c.Key] == nil {
+				d.sinks[c.Key] = map[uint64]*Sink{}
 			}
-			sinks[c.Key][c.Version] = c
+			d.sinks[c.Key][c.Version] = c
+			id := connID{TypeSink, c.Key, c.Version}
+			d.files[id] = append(d.files[id], f)
 		case *Source:
-			out.Warnings = append(out.Warnings, c.Warnings...)
-			if sources[c.Key] == nil {
-				sources[c.Key] = map[uint64]*Source{}
+			d.warnings = append(d.warnings, c.Warnings...)
+			if d.sources[c.Key] == nil {
+				d.sources[c.Key] = map[uint64]*Source{}
 			}
-			sources[c.Key][c.Version] = c
+			d.sources[c.Key][c.Version] = c
+			id := connID{TypeSource, c.Key, c.Version}
+			d.files[id] = append(d.files[id], f)
 		}
 	}
-	out.Sinks, out.Warnings = pickActive(sinks, active.Sinks, "sink", out.Warnings)
-	out.Sources, out.Warnings = pickActive(sources, active.Sources, "source", out.Warnings)
-	return out, nil
+	return d, nil
 }
 
-func pickActive[T any](byKey map[string]map[uint64]T, pinned map[string]uint64, kind string, warnings []string) ([]T, []string) {
+// versions returns the versions of (typ, key) in ascending order.
+func (d *dirConfigs) versions(typ ConnectorType, key string) []uint64 {
+	var vs []uint64
+	for id := range d.files {
+		if id.typ == typ && id.key == key {
+			vs = append(vs, id.version)
+		}
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
+	return vs
+}
+
+// activeVersion is the choice LoadConnectors makes for one key: the version pinned for it,
+// else the highest in versions. ok is false when the key has no config, or when its pinned
+// version has none (v is then that pinned version).
+func activeVersion[T any](versions map[uint64]T, pinned map[string]uint64, key string) (v uint64, ok bool) {
+	if v, ok := pinned[key]; ok {
+		_, has := versions[v]
+		return v, has
+	}
+	if len(versions) == 0 {
+		return 0, false
+	}
+	for ver := range versions {
+		v = max(v, ver)
+	}
+	return v, true
+}
+
+func pickActive[T any](byKey map[string]map[uint64]T, pinned map[string]uint64, kind ConnectorType, warnings []string) ([]T, []string) {
 	var out []T
 	for _, key := range sortedKeys(byKey) {
 		versions := byKey[key]
-		if v, ok := pinned[key]; ok {
-			if c, ok := versions[v]; ok {
-				out = append(out, c)
-			} else {
-				warnings = append(warnings, fmt.Sprintf("%s %s not loaded: active version %d has no config file", kind, key, v))
-			}
+		v, ok := activeVersion(versions, pinned, key)
+		if !ok {
+			warnings = append(warnings, fmt.Sprintf("%s %s not loaded: active version %d has no config file", kind, key, v))
 			continue
 		}
-		vs := make([]uint64, 0, len(versions))
-		for v := range versions {
-			vs = append(vs, v)
-		}
-		sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
-		out = append(out, versions[vs[len(vs)-1]])
+		out = append(out, versions[v])
 	}
 	return out, warnings
 }

@@ -29,6 +29,25 @@ type rawCommon struct {
 	Verbose            bool           `toml:"verbose"`
 	Benchmark          bool           `toml:"benchmark"`
 	Transforms         map[string]any `toml:"transforms"`
+	Restart            struct {
+		MaxRestarts    *uint32 `toml:"max_restarts"`
+		InitialBackoff *string `toml:"initial_backoff"`
+		MaxBackoff     *string `toml:"max_backoff"`
+	} `toml:"restart"`
+}
+
+// rawFailure holds on_failure, [retry] and [dead_letter], which sinks and sources share.
+type rawFailure struct {
+	OnFailure *string `toml:"on_failure"`
+	Retry     struct {
+		MaxRetries     *uint32 `toml:"max_retries"`
+		InitialBackoff *string `toml:"initial_backoff"`
+		MaxBackoff     *string `toml:"max_backoff"`
+	} `toml:"retry"`
+	DeadLetter struct {
+		Stream *string `toml:"stream"`
+		Topic  *string `toml:"topic"`
+	} `toml:"dead_letter"`
 }
 
 type rawSinkStream struct {
@@ -44,20 +63,11 @@ type rawSinkStream struct {
 
 type rawSink struct {
 	rawCommon
+	rawFailure
 	Streams         []rawSinkStream `toml:"streams"`
 	OffsetCommit    *string         `toml:"offset_commit"`
-	OnFailure       *string         `toml:"on_failure"`
 	ShutdownTimeout *string         `toml:"shutdown_timeout"`
-	Retry           struct {
-		MaxRetries     *uint32 `toml:"max_retries"`
-		InitialBackoff *string `toml:"initial_backoff"`
-		MaxBackoff     *string `toml:"max_backoff"`
-	} `toml:"retry"`
-	DeadLetter struct {
-		Stream *string `toml:"stream"`
-		Topic  *string `toml:"topic"`
-	} `toml:"dead_letter"`
-	Commit struct {
+	Commit          struct {
 		Interval       *string `toml:"interval"`
 		Delay          *string `toml:"delay"`
 		MaxUncommitted *uint64 `toml:"max_uncommitted"`
@@ -76,6 +86,7 @@ type rawSourceStream struct {
 
 type rawSource struct {
 	rawCommon
+	rawFailure
 	Streams []rawSourceStream `toml:"streams"`
 }
 
@@ -159,6 +170,11 @@ func parseConnectorFile(path string, env []string) (any, error) {
 	if err != nil {
 		return nil, &Error{File: path, Msg: "cannot read connector file", Err: err}
 	}
+	return parseConnectorData(path, data, env)
+}
+
+// parseConnectorData parses data as the connector file path; see parseConnectorFile.
+func parseConnectorData(path string, data []byte, env []string) (any, error) {
 	h, idx, err := readHeader(path, data)
 	if err != nil {
 		return nil, err
@@ -296,6 +312,14 @@ func (r *rawCommon) build(loc *locator) (Common, error) {
 		return c, loc.errorf("plugin_config", err, "cannot convert to JSON: %v", err)
 	}
 	c.PluginConfig = bytes.TrimRight(buf.Bytes(), "\n")
+	c.Restart.MaxRestarts = or(r.Restart.MaxRestarts, DefaultMaxRestarts)
+	var err error
+	if c.Restart.InitialBackoff, err = durationOr(loc, "restart.initial_backoff", r.Restart.InitialBackoff, DefaultRestartInitialBackoff); err != nil {
+		return c, err
+	}
+	if c.Restart.MaxBackoff, err = durationOr(loc, "restart.max_backoff", r.Restart.MaxBackoff, DefaultRestartMaxBackoff); err != nil {
+		return c, err
+	}
 	for _, typ := range sortedKeys(r.Transforms) {
 		path := "transforms." + typ
 		if !knownTransforms[typ] {
@@ -356,6 +380,21 @@ func requireKeys(loc *locator, prefix string, keys ...required) error {
 	return nil
 }
 
+// build applies the defaults of on_failure (stop), [retry] and [dead_letter].
+func (r *rawFailure) build(loc *locator) (FailurePolicy, Retry, DeadLetter, error) {
+	p := FailurePolicy(or(r.OnFailure, string(FailureStop)))
+	dl := DeadLetter{Stream: or(r.DeadLetter.Stream, ""), Topic: or(r.DeadLetter.Topic, "")}
+	rt := Retry{MaxRetries: or(r.Retry.MaxRetries, DefaultMaxRetries)}
+	var err error
+	if rt.InitialBackoff, err = durationOr(loc, "retry.initial_backoff", r.Retry.InitialBackoff, DefaultInitialBackoff); err != nil {
+		return p, rt, dl, err
+	}
+	if rt.MaxBackoff, err = durationOr(loc, "retry.max_backoff", r.Retry.MaxBackoff, DefaultMaxBackoff); err != nil {
+		return p, rt, dl, err
+	}
+	return p, rt, dl, nil
+}
+
 func (r *rawSink) build(loc *locator) (*Sink, error) {
 	c, err := r.rawCommon.build(loc)
 	if err != nil {
@@ -384,9 +423,9 @@ func (r *rawSink) build(loc *locator) (*Sink, error) {
 	if s.OffsetCommit == "auto" {
 		s.OffsetCommit = CommitAfterPolling
 	}
-	s.OnFailure = FailurePolicy(or(r.OnFailure, string(FailureStop)))
-	s.DeadLetter = DeadLetter{Stream: or(r.DeadLetter.Stream, ""), Topic: or(r.DeadLetter.Topic, "")}
-	s.Retry.MaxRetries = or(r.Retry.MaxRetries, DefaultMaxRetries)
+	if s.OnFailure, s.Retry, s.DeadLetter, err = r.rawFailure.build(loc); err != nil {
+		return nil, err
+	}
 	s.Commit.MaxUncommitted = or(r.Commit.MaxUncommitted, DefaultMaxUncommitted)
 	for _, d := range []struct {
 		path string
@@ -394,8 +433,6 @@ func (r *rawSink) build(loc *locator) (*Sink, error) {
 		def  time.Duration
 		dst  *time.Duration
 	}{
-		{"retry.initial_backoff", r.Retry.InitialBackoff, DefaultInitialBackoff, &s.Retry.InitialBackoff},
-		{"retry.max_backoff", r.Retry.MaxBackoff, DefaultMaxBackoff, &s.Retry.MaxBackoff},
 		{"commit.interval", r.Commit.Interval, DefaultCommitInterval, &s.Commit.Interval},
 		{"commit.delay", r.Commit.Delay, DefaultCommitDelay, &s.Commit.Delay},
 		{"shutdown_timeout", r.ShutdownTimeout, DefaultShutdownTimeout, &s.ShutdownTimeout},
@@ -430,6 +467,9 @@ func (r *rawSource) build(loc *locator) (*Source, error) {
 			st.Schema = sc
 		}
 		s.Streams = append(s.Streams, st)
+	}
+	if s.OnFailure, s.Retry, s.DeadLetter, err = r.rawFailure.build(loc); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -227,3 +227,6 @@ func (s *Sink) closePlugin(id uint32, done chan struct{}) {
 }
 
 var _ sdk.Sink = (*Sink)(nil)
+
+// Version is the version the plugin library reports (iggy_sink_version), or "".
+func (s *Sink) Version() string { return s.lib.Version() }

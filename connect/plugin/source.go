@@ -252,3 +252,6 @@ func sendV1(id uint32, b []byte) {
 }
 
 var _ sdk.Source = (*Source)(nil)
+
+// Version is the version the plugin library reports (iggy_source_version), or "".
+func (s *Source) Version() string { return s.lib.Version() }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,20 +20,6 @@ import (
 
 // uiAPIKey is the [http] api_key of TestStatusPage's runtime.
 const uiAPIKey = "e2e-key"
-
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
 
 // enableHTTP turns on the HTTP API of the config.toml runtimeConfig wrote, at addr, with key.
 func enableHTTP(t *testing.T, cfg, addr, key string) {

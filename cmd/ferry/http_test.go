@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ferryio/ferry/connect"
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/server/servertest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// lockedBuffer is a log destination safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// testRuntime is a real runtime without connectors over the embedded server.
+func testRuntime(t *testing.T) *connect.Runtime {
+	t.Helper()
+	srv := servertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := iggy.Dial(ctx, srv.Addr(), iggy.WithCredentials(servertest.Username, servertest.Password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	rt, err := connect.New(connect.Options{Connectors: &config.Connectors{}, Client: c, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+func TestStartAPI(t *testing.T) {
+	rt := testRuntime(t)
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	rc := config.DefaultRuntime()
+	rc.HTTP.Address = "127.0.0.1:0"
+	stop, err := startAPI(context.Background(), rc, rt, nil, "0.5.0", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`msg="HTTP API started" address=(\S+)`).FindStringSubmatch(logs.String())
+	if m == nil {
+		stop()
+		t.Fatalf("no start line with the address in %q", logs.String())
+	}
+	c := &http.Client{Transport: &http.Transport{}}
+	resp, err := c.Get("http://" + m[1] + "/stats")
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	c.CloseIdleConnections()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"connectors_runtime_version":"0.5.0"`) {
+		t.Errorf("GET /stats: %d %s", resp.StatusCode, body)
+	}
+	stop()
+	if resp, err := c.Get("http://" + m[1] + "/health"); err == nil {
+		resp.Body.Close()
+		t.Error("API still answers after stop")
+	}
+}
+
+func TestStartAPIDisabledAndRefused(t *testing.T) {
+	rt := testRuntime(t)
+	log := slog.New(slog.DiscardHandler)
+	rc := config.DefaultRuntime()
+	rc.HTTP.Enabled = false
+	rc.HTTP.Address = "0.0.0.0:1" // not even checked when disabled
+	stop, err := startAPI(context.Background(), rc, rt, nil, "", log)
+	if err != nil || stop == nil {
+		t.Fatalf("disabled: %v", err)
+	}
+	stop()
+	rc.HTTP.Enabled = true
+	if _, err := startAPI(context.Background(), rc, rt, nil, "", log); err == nil || !strings.Contains(err.Error(), "http.address") {
+		t.Fatalf("non-loopback without api_key: %v", err)
+	}
+}

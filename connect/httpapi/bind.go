@@ -1,0 +1,30 @@
+package httpapi
+
+// This file is where the API meets connect/config's provider: the sentinels a
+// ConfigStore's errors are matched against, and the renderers of connector configs
+// (secrets redacted by config's renderers).
+
+import (
+	"encoding/json"
+
+	"github.com/ferryio/ferry/connect/config"
+)
+
+// The ConfigStore's errors, matched with errors.Is.
+var (
+	errConfigNotFound = config.ErrConfigNotFound
+	errInvalidConfig  = config.ErrInvalidConfig
+	errNoPluginConfig = config.ErrNoPluginConfig
+)
+
+// renderSink renders a sink config as Iggy's SinkConfig JSON object, redacted.
+func renderSink(s *config.Sink) ([]byte, error) { return json.Marshal(config.SinkJSON(s)) }
+
+// renderSource renders a source config as Iggy's SourceConfig JSON object, redacted.
+func renderSource(s *config.Source) ([]byte, error) { return json.Marshal(config.SourceJSON(s)) }
+
+// renderPluginConfig renders c's plugin_config, redacted, in format (json, yaml, toml,
+// text; "" = the connector's plugin_config_format, else toml) with its Content-Type.
+func renderPluginConfig(c *config.Common, format string) ([]byte, string, error) {
+	return config.RenderPluginConfig(c, format)
+}

@@ -1,0 +1,19 @@
+// Package httpapi is Ferry's HTTP API: Iggy's connectors runtime API (the same routes,
+// JSON shapes, status codes and error codes, so existing clients work unchanged) plus
+// Ferry's additions (connector status, offsets, pause/resume, stop) and the status page.
+// docs/http-api.md describes every route.
+//
+// What it promises:
+//   - every route but "/", "/health" and the page's static files (GET /ui/...) needs the
+//     configured api-key header when http.api_key is set; the comparison is constant-time;
+//   - a non-loopback listen address is refused when no api_key is set;
+//   - no answer holds a secret: connector configs are rendered with secret-looking
+//     plugin_config values redacted, and the runtime config is never served;
+//   - the server stops when the context given to Serve ends (within a second).
+//
+// It reads the runtime through the Runtime interface (connect.Runtime implements it) and
+// connector config versions through ConfigStore (connect/config's LocalProvider).
+//
+// Must not import: server, connectors, cmd (internal/archtest). The runtime never
+// imports this package.
+package httpapi

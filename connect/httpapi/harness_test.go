@@ -1,0 +1,426 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ferryio/ferry/connect"
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connectors"
+	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/server/servertest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var quietLog = slog.New(slog.DiscardHandler)
+
+const testKey = "s3cret-key"
+
+// The connector files every fixture runs: a null sink with a transform and a secret in
+// its plugin_config, a null sink without plugin_config, a disabled sink, and a slow random
+// source.
+var fixtureFiles = map[string]string{
+	"nsink.toml": `type = "sink"
+key = "nsink"
+enabled = true
+version = 1
+name = "null sink"
+path = "builtin:null"
+plugin_config_format = "json"
+
+[[streams]]
+stream = "s1"
+topics = ["t1"]
+schema = "text"
+batch_length = 50
+poll_interval = "10ms"
+
+[plugin_config]
+level = 3
+password = "hunter2"
+
+[transforms.delete_fields]
+enabled = true
+fields = ["secret"]
+`,
+	"bare.toml": `type = "sink"
+key = "bare"
+enabled = true
+version = 0
+name = "bare sink"
+path = "builtin:null"
+
+[[streams]]
+stream = "s1"
+topics = ["t1"]
+schema = "raw"
+consumer_group = "bare-group"
+`,
+	"off.toml": `type = "sink"
+key = "off"
+enabled = false
+version = 0
+name = "disabled sink"
+path = "builtin:null"
+
+[[streams]]
+stream = "s1"
+topics = ["t1"]
+schema = "json"
+`,
+	"gen.toml": `type = "source"
+key = "gen"
+enabled = true
+version = 4
+name = "generator"
+path = "builtin:random"
+
+[[streams]]
+stream = "s1"
+topic = "t2"
+schema = "text"
+batch_length = 10
+
+[plugin_config]
+count = 1000000
+messages_per_second = 20
+batch_size = 2
+`,
+}
+
+// env is one real embedded Iggy server, a real connect.Runtime running the fixture's
+// connectors over it, and the admin client that created the topics.
+type env struct {
+	t     *testing.T
+	admin *iggy.Client
+	rt    *connect.Runtime
+	api   Runtime // rt, with the config fields of its Status filled in (filled)
+	store *memStore
+}
+
+// filled is the runtime as the API sees it in these tests: when the runtime leaves a
+// Status's config fields empty (Sink/Source, ID, Enabled, Version, Path: not reported by
+// the runtime yet), they are filled in from the loaded configs, so these tests exercise
+// the API now; once the runtime reports them, filled changes nothing.
+// TestRuntimeReportsConfig checks the runtime itself.
+type filled struct {
+	*connect.Runtime
+	conns *config.Connectors
+}
+
+func (f filled) Status() []connect.Status {
+	sts := f.Runtime.Status()
+	for i := range sts {
+		st := &sts[i]
+		if st.Sink != nil || st.Source != nil {
+			continue
+		}
+		var c *config.Common
+		if sk := f.conns.Sink(st.Key); st.Kind == connect.KindSink && sk != nil {
+			st.Sink, c = sk, &sk.Common
+		} else if sc := f.conns.Source(st.Key); st.Kind == connect.KindSource && sc != nil {
+			st.Source, c = sc, &sc.Common
+		} else {
+			continue
+		}
+		if st.ID == 0 {
+			st.ID = uint32(i + 1)
+		}
+		st.Enabled, st.Version = c.Enabled, c.Version
+		if st.Path == "" {
+			st.Path = c.Path
+		}
+	}
+	return sts
+}
+
+func (f filled) Connector(kind, key string) (connect.Status, bool) {
+	for _, st := range f.Status() {
+		if st.Kind == kind && st.Key == key {
+			return st, true
+		}
+	}
+	return connect.Status{}, false
+}
+
+func dial(t *testing.T, addr string) *iggy.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := iggy.Dial(ctx, addr, iggy.WithCredentials(servertest.Username, servertest.Password), iggy.WithLogger(quietLog))
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// newEnv starts the server and the runtime and waits until every enabled connector
+// runs. Everything is stopped by t.Cleanup.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	srv := servertest.Start(t)
+	admin := dial(t, srv.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, topic := range []string{"t1", "t2"} {
+		if err := admin.EnsureTopic(ctx, "s1", topic, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	for name, body := range fixtureFiles {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conns, err := config.LoadConnectors(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := config.DefaultRuntime()
+	rc.State.Path = t.TempDir()
+	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: dial(t, srv.Addr()),
+		Builtins: connectors.Registry(), Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rt.Stop(sctx); err != nil {
+			t.Errorf("runtime stop: %v", err)
+		}
+	})
+	defer func() {
+		if t.Failed() {
+			for _, st := range rt.Status() {
+				t.Logf("%s %s: %s %+v", st.Kind, st.Key, st.State, st.LastError)
+			}
+		}
+	}()
+	waitFor(t, 10*time.Second, "every connector running", func() bool {
+		sts := rt.Status()
+		for _, st := range sts {
+			if st.State != connect.StateRunning {
+				return false
+			}
+		}
+		return len(sts) == 3
+	})
+	return &env{t: t, admin: admin, rt: rt, api: filled{rt, conns}, store: newMemStore(conns)}
+}
+
+// fill sends n messages to s1/t1.
+func (e *env) fill(n int) {
+	e.t.Helper()
+	msgs := make([]iggy.Message, n)
+	for i := range msgs {
+		msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, "m%d", i)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := e.admin.SendMessages(ctx, iggy.Name("s1"), iggy.Name("t1"), wire.ToPartition(0), msgs); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// api is one Server serving on a loopback port, and a client for it.
+type api struct {
+	t      *testing.T
+	srv    *Server
+	base   string
+	client *http.Client
+}
+
+// serve builds a Server over e (with e's store unless opts sets its own Configs via
+// noStore) and serves it until the test ends.
+func (e *env) serve(mod func(*Options)) *api {
+	e.t.Helper()
+	opts := Options{Runtime: e.api, Configs: e.store, Version: "0.5.0", Logger: quietLog,
+		HTTP: config.HTTP{Enabled: true, Address: "127.0.0.1:0", Metrics: config.Metrics{Endpoint: "/metrics"}}}
+	if mod != nil {
+		mod(&opts)
+	}
+	return serveOpts(e.t, opts)
+}
+
+func serveOpts(t *testing.T, opts Options) *api {
+	t.Helper()
+	srv, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	tr := &http.Transport{}
+	a := &api{t: t, srv: srv, base: "http://" + ln.Addr().String(), client: &http.Client{Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		case <-time.After(3 * time.Second):
+			t.Error("Serve did not return after its context ended")
+		}
+	})
+	return a
+}
+
+// reply is one answer.
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends a request; hdr holds header pairs; a body is sent as JSON unless hdr sets
+// Content-Type ("" removes it).
+func (a *api) do(method, path, body string, hdr ...string) reply {
+	a.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, a.base+path, rd)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+			continue
+		}
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return reply{resp.StatusCode, resp.Header, b}
+}
+
+// want fails unless the answer has status code.
+func (r reply) want(t *testing.T, code int) reply {
+	t.Helper()
+	if r.status != code {
+		t.Fatalf("status %d, want %d; body %q", r.status, code, r.body)
+	}
+	return r
+}
+
+// object decodes the body as a JSON object.
+func (r reply) object(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("body %q is not a JSON object: %v", r.body, err)
+	}
+	return m
+}
+
+// array decodes the body as a JSON array of objects.
+func (r reply) array(t *testing.T) []map[string]any {
+	t.Helper()
+	var a []map[string]any
+	if err := json.Unmarshal(r.body, &a); err != nil {
+		t.Fatalf("body %q is not a JSON array of objects: %v", r.body, err)
+	}
+	return a
+}
+
+// wantError checks a {"code","reason"} answer exactly.
+func (r reply) wantError(t *testing.T, status int, code, reason string) {
+	t.Helper()
+	r.want(t, status)
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type %q, want application/json", ct)
+	}
+	m := r.object(t)
+	want := map[string]any{"code": code, "reason": reason}
+	if !maps.Equal(m, want) {
+		t.Fatalf("error body %v, want %v", m, want)
+	}
+}
+
+// wantText checks a plain-text answer (an extractor rejection, as axum's).
+func (r reply) wantText(t *testing.T, status int, body string) {
+	t.Helper()
+	r.want(t, status)
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Fatalf("Content-Type %q, want text/plain", ct)
+	}
+	if string(r.body) != body {
+		t.Fatalf("body %q, want %q", r.body, body)
+	}
+}
+
+// wantKeys fails unless m has exactly keys.
+func wantKeys(t *testing.T, what string, m map[string]any, keys ...string) {
+	t.Helper()
+	got := slices.Sorted(maps.Keys(m))
+	slices.Sort(keys)
+	if !slices.Equal(got, keys) {
+		t.Fatalf("%s keys %v, want %v", what, got, keys)
+	}
+}
+
+// waitFor polls cond every 10ms until it holds or timeout passes (then the test fails).
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// needsControl skips a test of the connect control methods while they are stubs
+// (errors.ErrUnsupported); probe must be harmless (an unknown key).
+func needsControl(t *testing.T, probe error) {
+	t.Helper()
+	if errors.Is(probe, errors.ErrUnsupported) {
+		t.Skip("needs connect control methods")
+	}
+}
+
+func httpLoopback() config.HTTP { return config.HTTP{Enabled: true, Address: "127.0.0.1:0"} }

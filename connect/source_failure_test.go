@@ -1,0 +1,156 @@
+package connect
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/sdk"
+)
+
+// jsonBatchSource produces three batches of five raw payloads; batch 1's are not JSON.
+// It records every ack.
+type jsonBatchSource struct {
+	seqSource
+}
+
+func (s *jsonBatchSource) Read(ctx context.Context) (sdk.SourceBatch, sdk.AckFunc, error) {
+	b, ack, err := s.seqSource.Read(ctx)
+	if err != nil {
+		return b, ack, err
+	}
+	for i := range b.Messages {
+		var n int
+		_, _ = fmt.Sscanf(string(b.Messages[i].Payload), "m%d", &n)
+		if n/5 == 1 {
+			b.Messages[i].Payload = fmt.Appendf(nil, "not json %d", n)
+		} else {
+			b.Messages[i].Payload = fmt.Appendf(nil, `{"n":%d}`, n)
+		}
+	}
+	return b, ack, nil
+}
+
+// payloads reads partition 0 of stream/topic from the start.
+func (e *iggyEnv) payloads(stream, topic string) []wire.Message {
+	e.t.Helper()
+	zero := uint32(0)
+	res, err := e.admin.PollMessages(bg(e.t), iggy.PollRequest{
+		Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: iggy.ID(1)},
+		Stream:   iggy.Name(stream), Topic: iggy.Name(topic), Partition: &zero,
+		Strategy: wire.PollOffset(0), Count: 1000,
+	})
+	if err != nil {
+		e.t.Fatalf("poll %s/%s: %v", stream, topic, err)
+	}
+	return res.Messages
+}
+
+func startSource(t *testing.T, env *iggyEnv, cfg *config.Source, src sdk.Source) *Runtime {
+	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	reg := sdk.NewRegistry().AddSource("seq", func() sdk.Source { return src })
+	rt, err := New(Options{Connectors: &config.Connectors{Sources: []*config.Source{cfg}}, Client: env.dial(), Builtins: reg,
+		Runtime: &config.Runtime{State: config.State{Path: t.TempDir()}}, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+// TestSourceRejectedBatchPolicies: a batch whose payloads are not JSON, for a json
+// stream, is handled by the source's on_failure, and only that batch: skip drops it,
+// dead_letter sends it with its error, stop stops the source with nothing after it
+// sent. The counters say exactly that.
+func TestSourceRejectedBatchPolicies(t *testing.T) {
+	for _, policy := range []config.FailurePolicy{config.FailureSkip, config.FailureDeadLetter, config.FailureStop} {
+		t.Run(string(policy), func(t *testing.T) {
+			fastSourceBackoff(t)
+			env := newIggyEnv(t)
+			src := &jsonBatchSource{seqSource{t: t, batchSize: 5, total: 15, schema: sdk.SchemaRaw}}
+			cfg := sourceCfg("js", config.SourceStream{Stream: "s", Topic: "t", Schema: sdk.SchemaJSON, BatchLength: 100})
+			cfg.OnFailure, cfg.PluginConfig = policy, []byte("null")
+			cfg.DeadLetter = config.DeadLetter{Stream: "dlq", Topic: "dead"}
+			cfg.Retry = config.Retry{MaxRetries: 1, InitialBackoff: 1, MaxBackoff: 1}
+			rt := startSource(t, env, cfg, src)
+			defer stopRuntime(t, rt)
+			want := StateStopped
+			if policy == config.FailureStop {
+				want = StateError
+			}
+			waitFor(t, "source ended", func() bool {
+				st, _ := rt.Connector(KindSource, "js")
+				return st.State == want && st.Restart.GaveUp == (want == StateError)
+			})
+			st, _ := rt.Connector(KindSource, "js")
+			got := env.payloads("s", "t")
+			var sent []string
+			for _, m := range got {
+				sent = append(sent, string(m.Payload))
+			}
+			acks, _, _ := src.snapshot()
+			switch policy {
+			case config.FailureStop:
+				if strings.Join(sent, ",") != `{"n":0},{"n":1},{"n":2},{"n":3},{"n":4}` {
+					t.Fatalf("sent %v", sent)
+				}
+				if len(acks) != 2 || acks[0] != nil || acks[1] == nil || !strings.Contains(acks[1].Error(), "batch rejected (encode)") {
+					t.Fatalf("acks %v", acks)
+				}
+				if st.LastError == nil || !strings.Contains(st.LastError.Message, "not valid JSON") {
+					t.Fatalf("last error %+v", st.LastError)
+				}
+				if st.Stats.Produced != 10 || st.Stats.Sent != 5 || st.Stats.Committed != 5 || st.Stats.FailedBatches != 1 || st.Stats.Skipped != 0 {
+					t.Fatalf("stats %+v", st.Stats)
+				}
+				return
+			case config.FailureDeadLetter:
+				dead := env.payloads("dlq", "dead")
+				if len(dead) != 5 {
+					t.Fatalf("%d dead letters, want 5", len(dead))
+				}
+				for i, m := range dead {
+					if want := fmt.Sprintf("not json %d", 5+i); string(m.Payload) != want {
+						t.Fatalf("dead letter %d = %q, want %q", i, m.Payload, want)
+					}
+					kvs, err := m.Headers(nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					hs := map[string]string{}
+					for _, kv := range kvs {
+						hs[string(kv.Key.Raw)] = string(kv.Value.Raw)
+					}
+					if hs[HeaderStage] != "encode" || hs[HeaderSource] != "js" || !strings.Contains(hs[HeaderError], "not valid JSON") {
+						t.Fatalf("dead letter %d headers %v", i, hs)
+					}
+				}
+				if st.Stats.DeadLettered != 5 || st.Stats.Skipped != 0 {
+					t.Fatalf("stats %+v", st.Stats)
+				}
+			case config.FailureSkip:
+				if st.Stats.Skipped != 5 || st.Stats.DeadLettered != 0 {
+					t.Fatalf("stats %+v", st.Stats)
+				}
+			}
+			if strings.Join(sent, ",") != `{"n":0},{"n":1},{"n":2},{"n":3},{"n":4},{"n":10},{"n":11},{"n":12},{"n":13},{"n":14}` {
+				t.Fatalf("sent %v", sent)
+			}
+			if len(acks) != 3 || acks[0] != nil || acks[1] != nil || acks[2] != nil {
+				t.Fatalf("acks %v, want three nil (the rejected batch is handled, not retried)", acks)
+			}
+			if st.Stats.Produced != 15 || st.Stats.Sent != 10 || st.Stats.Committed != 15 || st.Stats.FailedBatches != 1 {
+				t.Fatalf("stats %+v", st.Stats)
+			}
+		})
+	}
+}

@@ -1,0 +1,339 @@
+package connect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ferryio/ferry/connect/config"
+)
+
+// healthyAfter is how long an instance must have run before its failure counts as a new
+// series: the restart count then starts again at 0 (a connector that fails once a day is
+// restarted every day, not given up after max_restarts days).
+var healthyAfter = time.Minute
+
+// A slot is one configured connector (kind, key) for the life of the Runtime, and its
+// supervisor: the goroutine that starts its instances, restarts a failed one with capped
+// exponential backoff ([restart] of its config), and carries out the operator's restart
+// and stop (docs/architecture.md, "Supervision"). An instance is one sinkRunner or
+// sourceRunner with its own plugin id; a restart replaces it with a new one.
+//
+// Only the supervisor goroutine starts and stops instances; control methods send it a
+// command and wait for the reply, so commands on one connector are serialised.
+type slot struct {
+	r    *Runtime
+	kind string
+	key  string
+	cmds chan command
+	done chan struct{} // closed when the supervisor ends (the runtime stopped)
+
+	cur atomic.Pointer[instance] // the latest instance; nil before the first start
+
+	mu          sync.Mutex // guards the fields below
+	sinkCfg     *config.Sink
+	srcCfg      *config.Source
+	restarts    uint32    // automatic restarts in the current series of failures
+	total       uint64    // every restart
+	nextRetry   time.Time // zero unless an automatic restart is scheduled
+	gaveUp      bool
+	userStopped bool
+}
+
+// instance is one started runner and when it started.
+type instance struct {
+	c       connector
+	started time.Time
+}
+
+type commandOp int
+
+const (
+	opRestart commandOp = iota
+	opStop
+)
+
+type command struct {
+	op    commandOp
+	ctx   context.Context
+	reply chan error
+}
+
+func (r *Runtime) newSlot(kind, key string, sink *config.Sink, src *config.Source) *slot {
+	return &slot{r: r, kind: kind, key: key, sinkCfg: sink, srcCfg: src,
+		cmds: make(chan command), done: make(chan struct{})}
+}
+
+func (sl *slot) policy() config.RestartPolicy {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.sinkCfg != nil {
+		return sl.sinkCfg.Restart
+	}
+	return sl.srcCfg.Restart
+}
+
+// launch starts a new instance of the current config (its Open bounded by ctx).
+func (sl *slot) launch(ctx context.Context) {
+	sl.mu.Lock()
+	sink, src := sl.sinkCfg, sl.srcCfg
+	sl.mu.Unlock()
+	var c connector
+	if sink != nil {
+		c = sl.r.startSink(ctx, sink)
+	} else {
+		c = sl.r.startSource(ctx, src)
+	}
+	sl.cur.Store(&instance{c: c, started: time.Now()})
+	if sl.r.life.hard.Err() != nil {
+		c.abandon()
+	}
+}
+
+// supervise runs until the runtime stops; the first instance was launched by Start.
+func (sl *slot) supervise() {
+	defer close(sl.done)
+	rt := sl.r.life
+	for {
+		in := sl.cur.Load()
+		select {
+		case <-rt.soft.Done():
+			sl.stopInstance(in, rt.hard)
+			return
+		case cmd := <-sl.cmds:
+			cmd.reply <- sl.handle(cmd, in)
+			continue
+		case <-in.c.stopped():
+		}
+		// The instance ended by itself: failed (status error), or a source reached the
+		// end of its input. Only a failure is restarted.
+		if rt.soft.Err() != nil {
+			return
+		}
+		if st := in.c.statusOf(); st.State != StateError || sl.stoppedByUser() {
+			if !sl.idle() {
+				return
+			}
+			continue
+		}
+		wait, ok := sl.scheduleRestart(in)
+		if !ok {
+			sl.r.log.Error(sl.kind+" failed for good: not restarted", "key", sl.key, "max_restarts", sl.policy().MaxRestarts)
+			sl.r.noteGaveUp()
+			if !sl.idle() {
+				return
+			}
+			continue
+		}
+		sl.r.log.Warn(sl.kind+" failed; restarting", "key", sl.key, "in", wait, "restart", sl.restartCount())
+		if !sl.waitRetry(wait) {
+			return
+		}
+	}
+}
+
+// idle waits, after an instance ended and is not restarted automatically, for a command
+// or the runtime's stop; it reports false on the stop.
+func (sl *slot) idle() bool {
+	select {
+	case <-sl.r.life.soft.Done():
+		return false
+	case cmd := <-sl.cmds:
+		cmd.reply <- sl.handle(cmd, sl.cur.Load())
+		return true
+	}
+}
+
+// waitRetry waits for the scheduled restart (or a command, which replaces it) and
+// launches it; false on the runtime's stop.
+func (sl *slot) waitRetry(wait time.Duration) bool {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-sl.r.life.soft.Done():
+		return false
+	case cmd := <-sl.cmds:
+		cmd.reply <- sl.handle(cmd, sl.cur.Load())
+		return true
+	case <-t.C:
+	}
+	sl.mu.Lock()
+	sl.restarts++
+	sl.total++
+	sl.nextRetry = time.Time{}
+	sl.mu.Unlock()
+	sl.launch(sl.r.life.soft)
+	return true
+}
+
+// scheduleRestart decides whether a failed instance is restarted and after how long.
+func (sl *slot) scheduleRestart(in *instance) (time.Duration, bool) {
+	pol := sl.policy()
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if time.Since(in.started) >= healthyAfter {
+		sl.restarts = 0
+	}
+	if pol.MaxRestarts == 0 || sl.restarts >= pol.MaxRestarts {
+		sl.gaveUp = true
+		return 0, false
+	}
+	b := Backoff{Initial: pol.InitialBackoff, Max: pol.MaxBackoff}
+	wait := b.Delay(int(sl.restarts) + 1)
+	sl.nextRetry = time.Now().Add(wait)
+	return wait, true
+}
+
+func (sl *slot) stoppedByUser() bool {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.userStopped
+}
+
+func (sl *slot) restartCount() uint32 {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.restarts
+}
+
+// handle carries out an operator's command on the current instance.
+func (sl *slot) handle(cmd command, in *instance) error {
+	sl.stopInstance(in, cmd.ctx)
+	if cmd.op == opStop {
+		sl.mu.Lock()
+		sl.userStopped, sl.nextRetry = true, time.Time{}
+		sl.mu.Unlock()
+		return nil
+	}
+	if err := sl.reload(); err != nil {
+		return err
+	}
+	sl.mu.Lock()
+	sl.restarts, sl.gaveUp, sl.userStopped, sl.nextRetry = 0, false, false, time.Time{}
+	sl.total++
+	sl.mu.Unlock()
+	sl.r.log.Info(sl.kind+" restarting on request", "key", sl.key)
+	sl.launch(sl.r.life.soft)
+	return nil
+}
+
+// stopInstance stops in softly and waits for it; when ctx ends first it is abandoned
+// (and then waited for: a runner ends promptly once abandoned).
+func (sl *slot) stopInstance(in *instance, ctx context.Context) {
+	if in == nil {
+		return
+	}
+	in.c.stop()
+	select {
+	case <-in.c.stopped():
+	case <-ctx.Done():
+		in.c.abandon()
+		<-in.c.stopped()
+	}
+}
+
+// reload re-reads the connector's active configuration (Options.Configs) for a restart.
+func (sl *slot) reload() error {
+	src := sl.r.configs
+	if src == nil {
+		return nil
+	}
+	if sl.kind == KindSink {
+		cfg, err := src.ActiveSink(sl.key)
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err != nil {
+			return fmt.Errorf("restart sink %s: read its config: %w", sl.key, err)
+		}
+		sl.mu.Lock()
+		sl.sinkCfg = cfg
+		sl.mu.Unlock()
+		return nil
+	}
+	cfg, err := src.ActiveSource(sl.key)
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		return fmt.Errorf("restart source %s: read its config: %w", sl.key, err)
+	}
+	sl.mu.Lock()
+	sl.srcCfg = cfg
+	sl.mu.Unlock()
+	return nil
+}
+
+// do sends a command to the supervisor and waits for its reply.
+func (sl *slot) do(ctx context.Context, op commandOp) error {
+	reply := make(chan error, 1)
+	select {
+	case sl.cmds <- command{op: op, ctx: ctx, reply: reply}:
+	case <-sl.done:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-sl.done:
+		return ErrStopped
+	}
+}
+
+// status is the current instance's status with the slot's supervision state.
+func (sl *slot) status() Status {
+	in := sl.cur.Load()
+	st := in.c.statusOf()
+	pol := sl.policy()
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	st.Restart = RestartState{Restarts: sl.restarts, Total: sl.total, MaxRestarts: pol.MaxRestarts,
+		NextRetry: sl.nextRetry, GaveUp: sl.gaveUp}
+	if sl.userStopped && st.State != StateError {
+		st.State = StateStopped
+	}
+	return st
+}
+
+// failedForGood reports whether the connector failed and will not be restarted.
+func (sl *slot) failedForGood() bool {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.gaveUp
+}
+
+// noteGaveUp closes Failed once every connector failed for good.
+func (r *Runtime) noteGaveUp() {
+	r.mu.Lock()
+	slots := r.slotList()
+	r.mu.Unlock()
+	if len(slots) == 0 {
+		return
+	}
+	for _, sl := range slots {
+		if !sl.failedForGood() {
+			return
+		}
+	}
+	r.failedOnce.Do(func() { close(r.failed) })
+}
+
+// slot returns the slot of kind and key; r.mu held.
+func (r *Runtime) slotOf(kind, key string) (*slot, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, sl := range r.slots {
+		if sl.kind == kind && sl.key == key {
+			return sl, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s %q", ErrNotFound, kind, key)
+}
+
+// errNoAdmin is returned by the offset operations on a backend without them.
+var errNoAdmin = errors.New("connect: this runtime's Iggy backend cannot read or write group offsets")

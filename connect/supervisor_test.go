@@ -1,0 +1,293 @@
+package connect
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/sdk"
+)
+
+// fastRestarts is a restart policy quick enough for tests.
+var fastRestarts = config.RestartPolicy{MaxRestarts: 5, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+
+// flakyOpenSink fails its first failures Opens, then records like recSink.
+type flakyOpenSink struct {
+	*recSink
+	mu       sync.Mutex
+	failures int
+	opens    int
+}
+
+func (s *flakyOpenSink) Open(ctx context.Context, env sdk.SinkEnv) error {
+	s.mu.Lock()
+	s.opens++
+	fail := s.opens <= s.failures
+	s.mu.Unlock()
+	if fail {
+		return errors.New("target unreachable")
+	}
+	return s.recSink.Open(ctx, env)
+}
+
+// TestRestartAfterFailedOpens: a sink whose Open fails twice is restarted twice with
+// backoff and then runs; it consumes everything, and its status tells the story.
+func TestRestartAfterFailedOpens(t *testing.T) {
+	env := newIggyEnv(t)
+	env.topic("s", "t", 1)
+	env.fill("s", "t", 0, 30, nil)
+	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
+	cfg.Restart = fastRestarts
+	sink := &flakyOpenSink{recSink: newRecSink(), failures: 2}
+	rt := env.start(cfg, sink)
+	defer stopRuntime(t, rt)
+	first := rt.Status()[0]
+	if first.State != StateError || first.LastError == nil || !strings.Contains(first.LastError.Message, "open: target unreachable") {
+		t.Fatalf("after the first open: %+v", first)
+	}
+	waitFor(t, "sink running", func() bool { st, _ := rt.Connector(KindSink, "rec"); return st.State == StateRunning })
+	waitFor(t, "30 messages", func() bool { return len(sink.got(0)) == 30 })
+	st, _ := rt.Connector(KindSink, "rec")
+	if st.Restart.Restarts != 2 || st.Restart.Total != 2 || st.Restart.GaveUp || !st.Restart.NextRetry.IsZero() || st.LastError != nil {
+		t.Fatalf("restart state %+v, last error %v", st.Restart, st.LastError)
+	}
+	if st.ID != first.ID+2 {
+		t.Fatalf("instance id %d, want %d (a new id per restart)", st.ID, first.ID+2)
+	}
+	if !equalOffsets(sink.got(0), seq(0, 29)) {
+		t.Fatalf("offsets %v", sink.got(0))
+	}
+}
+
+// TestSinkRevivesWhenStreamCreated: a sink started before its stream exists waits in
+// error with its next retry time, and runs once the stream is created.
+func TestSinkRevivesWhenStreamCreated(t *testing.T) {
+	env := newIggyEnv(t)
+	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
+	cfg.Restart = config.RestartPolicy{MaxRestarts: 1000, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+	sink := newRecSink()
+	rt := env.start(cfg, sink)
+	defer stopRuntime(t, rt)
+	waitFor(t, "a restart scheduled", func() bool {
+		st, _ := rt.Connector(KindSink, "rec")
+		return st.State == StateError && st.Restart.Total >= 2 && !st.Restart.NextRetry.IsZero()
+	})
+	st, _ := rt.Connector(KindSink, "rec")
+	if st.LastError == nil || !strings.Contains(st.LastError.Message, "stream s topic t") {
+		t.Fatalf("last error %+v", st.LastError)
+	}
+	env.topic("s", "t", 1)
+	env.fill("s", "t", 0, 5, nil)
+	waitFor(t, "sink running and consuming", func() bool { return len(sink.got(0)) == 5 })
+	st, _ = rt.Connector(KindSink, "rec")
+	if st.State != StateRunning || st.Restart.GaveUp {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// TestGiveUpAndFailed: with max_restarts = 1 a sink that never opens is restarted once,
+// then failed for good; with every connector failed, Failed is closed.
+func TestGiveUpAndFailed(t *testing.T) {
+	env := newIggyEnv(t)
+	env.topic("s", "t", 1)
+	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
+	cfg.Restart = config.RestartPolicy{MaxRestarts: 1, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 10 * time.Millisecond}
+	sink := &flakyOpenSink{recSink: newRecSink(), failures: 1 << 30}
+	rt := env.start(cfg, sink)
+	defer stopRuntime(t, rt)
+	select {
+	case <-rt.Failed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Failed not closed")
+	}
+	st, _ := rt.Connector(KindSink, "rec")
+	if st.State != StateError || !st.Restart.GaveUp || st.Restart.Total != 1 || !st.Restart.NextRetry.IsZero() {
+		t.Fatalf("status %+v restart %+v", st.State, st.Restart)
+	}
+	sink.mu.Lock()
+	opens := sink.opens
+	sink.mu.Unlock()
+	if opens != 2 {
+		t.Fatalf("opens = %d, want 2 (the start and one restart)", opens)
+	}
+	// A restart on request starts a new series, even after giving up.
+	sink.mu.Lock()
+	sink.failures = 0
+	sink.mu.Unlock()
+	if err := rt.Restart(bg(t), KindSink, "rec"); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = rt.Connector(KindSink, "rec")
+	if st.State != StateRunning || st.Restart.GaveUp || st.Restart.Restarts != 0 || st.Restart.Total != 2 {
+		t.Fatalf("after Restart: %+v %+v", st.State, st.Restart)
+	}
+}
+
+// TestStopPolicyRestarts: on_failure = "stop" after retries stops the sink, and the
+// supervisor restarts it; the failed batch is redelivered (nothing lost).
+func TestStopPolicyRestarts(t *testing.T) {
+	env := newIggyEnv(t)
+	env.topic("s", "t", 1)
+	env.fill("s", "t", 0, 50, nil)
+	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
+	cfg.Restart = fastRestarts
+	sink := newRecSink()
+	sink.failBatch, sink.failTimes = 2, 2 // batch 2 fails twice: retries (1) run out once
+	rt := env.start(cfg, sink)
+	defer stopRuntime(t, rt)
+	waitFor(t, "everything delivered", func() bool {
+		got := sink.got(0)
+		return len(got) > 0 && got[len(got)-1] == 49
+	})
+	got := sink.got(0)
+	if !equalOffsets(got, seq(0, 49)) {
+		t.Fatalf("offsets %v (want 0..49 once: the failed batch is retried by the next instance)", got)
+	}
+	waitFor(t, "stored 49", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 49 })
+	st, _ := rt.Connector(KindSink, "rec")
+	if st.Restart.Total != 1 || st.State != StateRunning {
+		t.Fatalf("status %s restart %+v", st.State, st.Restart)
+	}
+}
+
+// TestPauseResume: a paused sink polls nothing more (the lag grows) but keeps its
+// membership; resume drains it.
+func TestPauseResume(t *testing.T) {
+	env := newIggyEnv(t)
+	env.topic("s", "t", 2)
+	env.fill("s", "t", 0, 10, nil)
+	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
+	sink := newRecSink()
+	rt := env.start(cfg, sink)
+	defer stopRuntime(t, rt)
+	waitFor(t, "10 consumed", func() bool { return len(sink.got(0)) == 10 })
+	waitFor(t, "stored 9", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 9 })
+	if err := rt.Pause(KindSink, "rec"); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := rt.Connector(KindSink, "rec")
+	if !st.Paused {
+		t.Fatal("status not paused")
+	}
+	env.fill("s", "t", 0, 20, nil)
+	env.fill("s", "t", 1, 7, nil)
+	offs, err := rt.Offsets(bg(t), "rec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []PartitionOffsets{
+		{Stream: "s", Topic: "t", Partition: 0, Current: 29, Stored: 9, Lag: 20, Owned: true},
+		{Stream: "s", Topic: "t", Partition: 1, Current: 6, Stored: -1, Lag: 7, Owned: true},
+	}
+	if len(offs) != 2 || offs[0] != want[0] || offs[1] != want[1] {
+		t.Fatalf("offsets while paused:\n got %+v\nwant %+v", offs, want)
+	}
+	// Pausing stops polls, not the member: a sync later (50 ms heartbeat) nothing more
+	// was consumed.
+	time.Sleep(200 * time.Millisecond)
+	if n := len(sink.got(0)) + len(sink.got(1)); n != 10 {
+		t.Fatalf("consumed %d while paused, want 10", n)
+	}
+	if err := rt.Resume(KindSink, "rec"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "drained", func() bool { return len(sink.got(0)) == 30 && len(sink.got(1)) == 7 })
+	waitFor(t, "lag 0", func() bool {
+		offs, err := rt.Offsets(bg(t), "rec")
+		return err == nil && offs[0].Lag == 0 && offs[1].Lag == 0
+	})
+	if err := rt.Pause(KindSource, "rec"); !errors.Is(err, ErrNotSink) {
+		t.Fatalf("pause of a source kind: %v", err)
+	}
+	if err := rt.Pause(KindSink, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("pause of an unknown sink: %v", err)
+	}
+}
+
+// TestStopConnectorAndSetOffsets: offsets can only be set on a stopped sink; after a
+// rewind and a restart the sink consumes again from the new position.
+func TestStopConnectorAndSetOffsets(t *testing.T) {
+	env := newIggyEnv(t)
+	env.topic("s", "t", 1)
+	env.fill("s", "t", 0, 20, nil)
+	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
+	cfg.Restart = fastRestarts
+	sink := newRecSink()
+	rt := env.start(cfg, sink)
+	defer stopRuntime(t, rt)
+	waitFor(t, "stored 19", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 19 })
+	change := []OffsetChange{{Stream: "s", Topic: "t", Partition: 0, Offset: 4}}
+	if err := rt.SetOffsets(bg(t), "rec", change); !errors.Is(err, ErrNotStopped) {
+		t.Fatalf("SetOffsets on a running sink: %v", err)
+	}
+	if err := rt.StopConnector(bg(t), KindSink, "rec"); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := rt.Connector(KindSink, "rec")
+	if st.State != StateStopped {
+		t.Fatalf("after StopConnector: %s", st.State)
+	}
+	if err := rt.SetOffsets(bg(t), "rec", []OffsetChange{{Stream: "x", Topic: "t", Offset: 1}}); !errors.Is(err, ErrInvalidOffsets) {
+		t.Fatalf("SetOffsets of a foreign topic: %v", err)
+	}
+	if err := rt.SetOffsets(bg(t), "rec", change); err != nil {
+		t.Fatal(err)
+	}
+	env.wantStored("g", "s", "t", 0, 4)
+	// Stopped by the operator: not restarted by the policy.
+	time.Sleep(100 * time.Millisecond)
+	if st, _ := rt.Connector(KindSink, "rec"); st.State != StateStopped || st.Restart.Total != 0 {
+		t.Fatalf("stopped sink: %s %+v", st.State, st.Restart)
+	}
+	if err := rt.Restart(bg(t), KindSink, "rec"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "redelivered 5..19", func() bool { return len(sink.got(0)) == 35 })
+	if got := sink.got(0)[20:]; !equalOffsets(got, seq(5, 19)) {
+		t.Fatalf("after the rewind: %v", got)
+	}
+}
+
+// TestRestartUnderLoadLosesNothing: five restarts on request while a sink_controlled sink
+// consumes lose nothing: every offset of both partitions is delivered at least once,
+// and the group ends stored at the last offset of each.
+func TestRestartUnderLoadLosesNothing(t *testing.T) {
+	const n = 1000
+	env := newIggyEnv(t)
+	env.topic("s", "t", 2)
+	env.fill("s", "t", 0, n, nil)
+	env.fill("s", "t", 1, n, nil)
+	cfg := testSinkConfig(config.CommitSinkControlled, config.FailureStop)
+	sink := newRecSink()
+	sink.commitEach, sink.delay = true, time.Millisecond
+	rt := env.start(cfg, sink)
+	defer stopRuntime(t, rt)
+	consumed := func() int { return len(sink.got(0)) + len(sink.got(1)) }
+	for i := 1; i <= 5; i++ {
+		waitFor(t, "progress", func() bool { return consumed() >= i*2*n/7 })
+		if err := rt.Restart(bg(t), KindSink, "rec"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p := uint32(0); p < 2; p++ {
+		waitFor(t, "stored to the end", func() bool { o, ok := env.stored("g", "s", "t", p); return ok && o == n-1 })
+		seen := map[uint64]bool{}
+		for _, o := range sink.got(p) {
+			seen[o] = true
+		}
+		for o := uint64(0); o < n; o++ {
+			if !seen[o] {
+				t.Fatalf("partition %d offset %d never delivered", p, o)
+			}
+		}
+	}
+	st, _ := rt.Connector(KindSink, "rec")
+	if st.Restart.Total != 5 || st.State != StateRunning {
+		t.Fatalf("status %s %+v", st.State, st.Restart)
+	}
+	t.Logf("delivered %d for %d messages over 5 restarts", consumed(), 2*n)
+}
