@@ -9,6 +9,10 @@ import (
 	"github.com/ferryio/ferry/sdk"
 )
 
+func init() {
+	permanentErrors = append(permanentErrors, plugin.ErrNotLibrary, plugin.ErrMissingSymbol, plugin.ErrCommitUnsupported)
+}
+
 // NativeSinkLoader is the [SinkPluginLoader] over connect/plugin: set
 // Options.LoadSinkPlugin to it to run native sink plugins (shared libraries with Iggy's
 // sink ABI). It opens the library at path once per process (later calls reuse it) and

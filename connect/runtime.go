@@ -35,16 +35,39 @@ type connector interface {
 	abandon() // hard stop: abandon it now
 	stopped() <-chan struct{}
 	statusOf() Status
+	// unfixable reports that it failed in a way no restart can fix (permanent).
+	unfixable() bool
+}
+
+// errPermanent marks failures a restart cannot fix: an unknown built-in, a file that is
+// not a plugin, a missing symbol (the library is loaded once per process), a plugin
+// without the commit callback asked to run sink_controlled. permanentErrors lists the
+// plugin loader's (native.go adds them).
+var (
+	errPermanent    = errors.New("a restart cannot fix this")
+	permanentErrors = []error{errPermanent}
+)
+
+func permanent(err error) bool {
+	for _, p := range permanentErrors {
+		if errors.Is(err, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // runner is what a sink runner and a source runner share: how they are stopped and how
 // a failed start is recorded. It implements connector but for statusOf.
 type runner struct {
-	kind   string // "sink" or "source"
-	log    *slog.Logger
-	status statusCell
-	life   *lifecycle
+	kind      string // "sink" or "source"
+	log       *slog.Logger
+	status    statusCell
+	life      *lifecycle
+	permanent atomic.Bool // failStart's error was permanent
 }
+
+func (r *runner) unfixable() bool { return r.permanent.Load() }
 
 func (r *runner) init(kind string, timeout time.Duration, log *slog.Logger) {
 	r.kind, r.log, r.life = kind, log, newLifecycle(timeout)
@@ -69,6 +92,7 @@ func (r *runner) stopped() <-chan struct{} { return r.life.Done() }
 
 // failStart records why the connector did not start; the runner is then stopped.
 func (r *runner) failStart(err error) {
+	r.permanent.Store(permanent(err))
 	r.status.fail(err)
 	r.log.Error(r.kind+" not started", "error", err)
 	r.life.Finish()
@@ -179,7 +203,7 @@ func connectorFactory[F any](kind string, c *config.Common, builtin func(string)
 	if name, ok := c.Builtin(); ok {
 		f, ok := builtin(name)
 		if !ok {
-			return zero, fmt.Errorf("unknown built-in %s %q (known: %v)", kind, name, names())
+			return zero, fmt.Errorf("unknown built-in %s %q (known: %v): %w", kind, name, names(), errPermanent)
 		}
 		return f, nil
 	}

@@ -358,9 +358,6 @@ func sourceDeadLetters(key, stage string, msgs []sdk.ProducedMessage, cause erro
 func (s *sourceRunner) retry(what string, errs *atomic.Uint64, op func() error) error {
 	var final error
 	err := retry(s.life.soft, sourceBackoff, func(attempt int) error {
-		if final != nil {
-			return nil
-		}
 		if attempt > 1 {
 			s.counters.retries.Add(1)
 		}
@@ -373,10 +370,9 @@ func (s *sourceRunner) retry(what string, errs *atomic.Uint64, op func() error) 
 			errs.Add(1)
 			s.status.fail(fmt.Errorf("%s: %w", what, err))
 		}
-		var bs backoffStop
-		if errors.As(err, &bs) {
+		if bs := (backoffStop{}); errors.As(err, &bs) {
 			final = bs.err
-			return nil
+			return nil //nolint:nilerr // ends the retries; final carries the error out
 		}
 		return err
 	}, func(attempt int, err error, wait time.Duration) {

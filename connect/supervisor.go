@@ -119,6 +119,17 @@ func (sl *slot) supervise() {
 			}
 			continue
 		}
+		if in.c.unfixable() {
+			sl.mu.Lock()
+			sl.gaveUp = true
+			sl.mu.Unlock()
+			sl.r.log.Error(sl.kind+" failed for good: a restart cannot fix this, not restarted", "key", sl.key)
+			sl.r.noteGaveUp()
+			if !sl.idle() {
+				return
+			}
+			continue
+		}
 		wait, ok := sl.scheduleRestart(in)
 		if !ok {
 			sl.r.log.Error(sl.kind+" failed for good: not restarted", "key", sl.key, "max_restarts", sl.policy().MaxRestarts)
