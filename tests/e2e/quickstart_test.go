@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -13,10 +14,15 @@ import (
 func TestQuickstart(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(repoRoot, "examples", "quickstart", "config.toml")
-	env := []string{"IGGY_CONNECTORS_CONNECTORS_CONFIG_DIR=" + filepath.Join(repoRoot, "examples", "quickstart", "connectors")}
+	env := []string{"IGGY_CONNECTORS_CONNECTORS_CONFIG_DIR=" + filepath.Join(repoRoot, "examples", "quickstart", "connectors"),
+		"IGGY_CONNECTORS_HTTP_ADDRESS=127.0.0.1:0"} // the API on a free port: 8081 may be taken
+
 	p := startFerry(t, "quickstart", dir, env, "run", "--config", cfg, "--embedded",
 		"--embedded-addr", "127.0.0.1:0", "--exit-when-idle", "1s")
 	p.wait(20 * time.Second)
+	if !strings.Contains(p.out.String(), `msg="HTTP API started"`) {
+		t.Fatal("the quickstart did not start its HTTP API")
+	}
 	recs := readRecords(t, filepath.Join(dir, "quickstart", "events.jsonl"))
 	if len(recs) != 200000 {
 		t.Fatalf("%d lines, want 200000", len(recs))
