@@ -7,6 +7,7 @@ package httpapi
 import (
 	"encoding/json"
 
+	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
 )
 
@@ -28,3 +29,9 @@ func renderSource(s *config.Source) ([]byte, error) { return json.Marshal(config
 func renderPluginConfig(c *config.Common, format string) ([]byte, string, error) {
 	return config.RenderPluginConfig(c, format)
 }
+
+// The real parts the API is built over.
+var (
+	_ Runtime     = (*connect.Runtime)(nil)
+	_ ConfigStore = (*config.LocalProvider)(nil)
+)

@@ -1,18 +1,45 @@
 package httpapi
 
 import (
+	"errors"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ferryio/ferry/connect"
+	"github.com/ferryio/ferry/connect/config"
 )
 
-// sinkConfigKeys are the keys of a SinkConfig answer (Iggy's, offset_commit of PR #3954,
-// and "active").
-var sinkConfigKeys = []string{"key", "enabled", "version", "name", "path", "transforms", "streams",
-	"plugin_config_format", "plugin_config", "verbose", "benchmark", "offset_commit", "active"}
+// The keys of a config answer: upstream's (Iggy's SinkConfig, with offset_commit of PR
+// #3954; SourceConfig), then Ferry's, which upstream clients ignore, and "active".
+var (
+	upstreamSinkConfigKeys = []string{"key", "enabled", "version", "name", "path", "transforms", "streams",
+		"plugin_config_format", "plugin_config", "verbose", "benchmark", "offset_commit"}
+	ferrySinkConfigKeys      = []string{"on_failure", "retry", "dead_letter", "commit", "shutdown_timeout", "restart"}
+	upstreamSourceConfigKeys = []string{"key", "enabled", "version", "name", "path", "transforms", "streams",
+		"plugin_config_format", "plugin_config", "verbose", "benchmark"}
+	ferrySourceConfigKeys = []string{"on_failure", "retry", "dead_letter", "restart"}
+)
 
-var sourceConfigKeys = []string{"key", "enabled", "version", "name", "path", "transforms", "streams",
-	"plugin_config_format", "plugin_config", "verbose", "benchmark", "active"}
+// wantConfigKeys fails unless m, a config answer of kind, has every key of upstream's
+// form, and exactly upstream's keys, Ferry's and "active".
+func wantConfigKeys(t *testing.T, what string, m map[string]any, kind string) {
+	t.Helper()
+	upstream, ferry := upstreamSinkConfigKeys, ferrySinkConfigKeys
+	if kind == connect.KindSource {
+		upstream, ferry = upstreamSourceConfigKeys, ferrySourceConfigKeys
+	}
+	for _, k := range upstream {
+		if _, ok := m[k]; !ok {
+			t.Fatalf("%s lacks upstream's key %q: %v", what, k, m)
+		}
+	}
+	wantKeys(t, what, m, slices.Concat(upstream, ferry, []string{"active"})...)
+}
 
 func TestListConfigs(t *testing.T) {
 	a := newEnv(t).serve(nil)
@@ -21,7 +48,7 @@ func TestListConfigs(t *testing.T) {
 		t.Fatalf("configs = %v", list)
 	}
 	for i, c := range list {
-		wantKeys(t, "config", c, sinkConfigKeys...)
+		wantConfigKeys(t, "config", c, connect.KindSink)
 		if c["version"] != float64(i+1) || c["key"] != "nsink" {
 			t.Fatalf("config %d = %v", i, c)
 		}
@@ -51,7 +78,7 @@ func TestListConfigs(t *testing.T) {
 	if len(src) != 1 || src[0]["active"] != true || src[0]["version"] != 4.0 {
 		t.Fatalf("source configs = %v", src)
 	}
-	wantKeys(t, "source config", src[0], sourceConfigKeys...)
+	wantConfigKeys(t, "source config", src[0], connect.KindSource)
 
 	a.do("GET", "/sinks/nope/configs", "").wantError(t, http.StatusNotFound, "sink_not_found", "Sink not found with key: nope")
 	a.do("GET", "/sources/nope/configs", "").wantError(t, http.StatusNotFound, "source_not_found", "Source not found with key: nope")
@@ -80,7 +107,7 @@ func TestActiveConfig(t *testing.T) {
 	e := newEnv(t)
 	a := e.serve(nil)
 	m := a.do("GET", "/sinks/nsink/configs/active", "").want(t, http.StatusOK).object(t)
-	wantKeys(t, "active config", m, sinkConfigKeys...)
+	wantConfigKeys(t, "active config", m, connect.KindSink)
 	if m["version"] != 1.0 || m["active"] != true || m["name"] != "null sink" {
 		t.Fatalf("active = %v", m)
 	}
@@ -91,8 +118,8 @@ func TestActiveConfig(t *testing.T) {
 	a.do("GET", "/sinks/nope/configs/active", "").wantError(t, http.StatusNotFound, "sink_not_found", "Sink not found with key: nope")
 
 	a.do("PUT", "/sinks/nsink/configs/active", `{"version":2}`).want(t, http.StatusNoContent)
-	if v := e.store.active["sink/nsink"]; v != 2 {
-		t.Fatalf("store's active version = %d, want 2", v)
+	if c, err := e.configs.ActiveSink("nsink"); err != nil || c.Version != 2 {
+		t.Fatalf("provider's active nsink = %+v, %v; want version 2", c, err)
 	}
 	// Recording a version restarts nothing: the running config stays version 1.
 	if m := a.do("GET", "/sinks/nsink/configs/active", "").want(t, http.StatusOK).object(t); m["version"] != 1.0 {
@@ -116,21 +143,45 @@ func TestCreateConfig(t *testing.T) {
 	a := e.serve(nil)
 	body := `{"enabled":true,"name":"third","path":"builtin:null","streams":[{"stream":"s1","topics":["t1"],"schema":"json"}]}`
 	m := a.do("POST", "/sinks/nsink/configs", body).want(t, http.StatusOK).object(t)
-	wantKeys(t, "created", m, sinkConfigKeys...)
+	wantConfigKeys(t, "created", m, connect.KindSink)
 	if m["version"] != 3.0 || m["active"] != false || m["name"] != "third" || m["key"] != "nsink" {
 		t.Fatalf("created = %v", m)
 	}
-	if list := a.do("GET", "/sinks/nsink/configs", "").want(t, http.StatusOK).array(t); len(list) != 3 {
-		t.Fatalf("configs after create: %d", len(list))
+	if list := a.do("GET", "/sinks/nsink/configs", "").want(t, http.StatusOK).array(t); len(list) != 3 || list[2]["version"] != 3.0 {
+		t.Fatalf("configs after create: %v", list)
+	}
+	// The provider wrote it to the config_dir, where the next load finds it.
+	if c, err := e.configs.SinkConfig("nsink", 3); err != nil || c.Name != "third" || c.Streams[0].Schema != "json" {
+		t.Fatalf("provider's nsink version 3 = %+v, %v", c, err)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "sink_nsink_3.toml")); err != nil {
+		t.Fatal(err)
 	}
 	// Creating needs no running connector, as upstream.
 	m = a.do("POST", "/sources/newsrc/configs", `{"enabled":false,"name":"n","path":"builtin:random","streams":[]}`).
 		want(t, http.StatusOK).object(t)
-	if m["version"] != 0.0 || m["key"] != "newsrc" || m["active"] != false {
+	wantConfigKeys(t, "created source", m, connect.KindSource)
+	if m["version"] != 0.0 || m["key"] != "newsrc" || m["active"] != false || m["enabled"] != false {
 		t.Fatalf("created source = %v", m)
 	}
-	a.do("POST", "/sinks/nsink/configs", `{"enabled":true,"name":"","path":"x"}`).wantError(t, http.StatusBadRequest,
-		"invalid_configuration", "Invalid configuration: name: must not be empty: invalid connector config")
+	if _, err := os.Stat(filepath.Join(e.dir, "source_newsrc_0.toml")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, body, reason string }{
+		{"/sinks/nsink/configs", `{"enabled":true,"name":"","path":"x","streams":[]}`, "request body: name: must not be empty"},
+		{"/sinks/nsink/configs", `{"enabled":true,"name":"n","path":"x"}`, "request body: streams: required"},
+		{"/sinks/nsink/configs", `{"enabled":"yes","name":"n","path":"x","streams":[]}`, "request body: enabled: cannot decode JSON string into bool"},
+		{"/sinks/nsink/configs", `{"enabled":true,"name":"n","path":"x","streams":[{"stream":"s1","topics":["t1"],"schema":"nope"}]}`,
+			`request body: streams[0].schema: unknown schema "nope" (want json, raw, text, proto, flat_buffer or avro)`},
+		{"/sources/gen/configs", `{"enabled":true,"name":"n","path":"x","streams":[{"stream":"s1","schema":"json"}]}`,
+			"request body: streams[0].topic: required key missing"},
+		{"/sinks/.hidden/configs", body, `invalid connector config: connector key ".hidden" starts with '.'`},
+	} {
+		a.do("POST", tc.path, tc.body).wantError(t, http.StatusBadRequest, "invalid_configuration", "Invalid configuration: "+tc.reason)
+	}
+	if list, err := e.configs.SinkConfigs("nsink"); err != nil || len(list) != 3 {
+		t.Fatalf("nsink versions after refused creates: %d, %v", len(list), err)
+	}
 	a.do("POST", "/sinks/nsink/configs", `not json`).wantText(t, http.StatusBadRequest,
 		"Failed to parse the request body as JSON: invalid character 'o' in literal null (expecting 'u')")
 	a.do("POST", "/sinks/nsink/configs", `[1]`).wantText(t, http.StatusUnprocessableEntity,
@@ -147,13 +198,30 @@ func TestDeleteConfig(t *testing.T) {
 	if list := a.do("GET", "/sinks/nsink/configs", "").want(t, http.StatusOK).array(t); len(list) != 1 || list[0]["version"] != 1.0 {
 		t.Fatalf("configs after delete: %v", list)
 	}
+	if _, err := os.Stat(filepath.Join(e.dir, "sink_nsink_2.toml")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("sink_nsink_2.toml after its delete: %v", err)
+	}
 	a.do("DELETE", "/sinks/nsink/configs?version=2", "").wantError(t, http.StatusInternalServerError,
 		"sink_config_not_found", "Sink config not found with key: nsink, version: 2")
-	// Without a version: the active one; none recorded here.
-	a.do("DELETE", "/sinks/nsink/configs", "").wantError(t, http.StatusInternalServerError,
-		"sink_config_not_found", "Sink config not found with key: nsink, version: 0")
+	// Without a version: the one recorded active (.active_versions.toml); bare has none.
+	a.do("DELETE", "/sinks/bare/configs", "").wantError(t, http.StatusInternalServerError,
+		"sink_config_not_found", "Sink config not found with key: bare, version: 0")
 	a.do("DELETE", "/sinks/nsink/configs?version=abc", "").wantText(t, http.StatusBadRequest,
 		"Failed to deserialize query string: version: invalid digit found in string")
+	// nsink's recorded version is 1: deleted, and its pin with it. What runs is unchanged.
+	a.do("DELETE", "/sinks/nsink/configs", "").want(t, http.StatusNoContent)
+	if list := a.do("GET", "/sinks/nsink/configs", "").want(t, http.StatusOK).array(t); len(list) != 0 {
+		t.Fatalf("configs after deleting the active one: %v", list)
+	}
+	if c, err := e.configs.ActiveSink("nsink"); !errors.Is(err, config.ErrConfigNotFound) {
+		t.Fatalf("provider's active nsink after the delete = %+v, %v; want ErrConfigNotFound", c, err)
+	}
+	if m := a.do("GET", "/sinks/nsink/configs/active", "").want(t, http.StatusOK).object(t); m["version"] != 1.0 {
+		t.Fatalf("running nsink after the delete = %v", m)
+	}
+	a.do("DELETE", "/sinks/nsink/configs", "").wantError(t, http.StatusInternalServerError,
+		"sink_config_not_found", "Sink config not found with key: nsink, version: 0")
+
 	a.do("PUT", "/sources/gen/configs/active", `{"version":4}`).want(t, http.StatusNoContent)
 	a.do("DELETE", "/sources/gen/configs", "").want(t, http.StatusNoContent)
 	if list := a.do("GET", "/sources/gen/configs", "").want(t, http.StatusOK).array(t); len(list) != 0 {

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestRootAndHealth(t *testing.T) {
@@ -98,7 +97,7 @@ func TestStatusRoutes(t *testing.T) {
 	e := newEnv(t)
 	a := e.serve(nil)
 	e.fill(10)
-	waitFor(t, 10*time.Second, "nsink polled its partition", func() bool {
+	waitFor(t, "nsink polled its partition", func() bool {
 		st, _ := e.rt.Connector("sink", "nsink")
 		return len(st.Partitions) == 1 && st.Stats.Polled == 10
 	})
@@ -156,19 +155,17 @@ func TestBodyNeverHoldsSecrets(t *testing.T) {
 	}
 }
 
-// TestRuntimeReportsConfig checks that the real runtime reports what the API renders
-// (the other tests fill it in while it does not).
+// TestRuntimeReportsConfig checks the fields of the runtime's Status that the API renders
+// against the loaded config files.
 func TestRuntimeReportsConfig(t *testing.T) {
 	e := newEnv(t)
-	st, _ := e.rt.Connector("sink", "nsink")
-	if st.Sink == nil {
-		t.Skip("needs connect Status config fields (Sink, Source, ID, Enabled, Version, Path)")
-	}
-	if st.ID == 0 || !st.Enabled || st.Version != 1 || st.Path != "builtin:null" || st.Sink.Key != "nsink" {
+	st := e.status("sink", "nsink")
+	if st.ID == 0 || !st.Enabled || st.Version != 1 || st.Path != "builtin:null" || st.PluginVersion != "builtin" ||
+		st.Sink == nil || st.Sink.Key != "nsink" || st.Sink.Version != 1 || st.Source != nil {
 		t.Fatalf("runtime status = %+v", st)
 	}
-	src, _ := e.rt.Connector("source", "gen")
-	if src.Source == nil || src.ID == 0 || src.ID == st.ID || src.Version != 4 {
+	src := e.status("source", "gen")
+	if src.Source == nil || src.Sink != nil || src.ID == 0 || src.ID == st.ID || src.Version != 4 || src.Path != "builtin:random" {
 		t.Fatalf("runtime source status = %+v", src)
 	}
 }

@@ -76,6 +76,9 @@ func runtimeError(kind, key string, err error) *apiError {
 		return &apiError{Status: http.StatusConflict, Code: codeSinkNotStopped, Reason: fmt.Sprintf("Sink is not stopped: %s", key)}
 	case errors.Is(err, connect.ErrNotRunning):
 		return &apiError{Status: http.StatusConflict, Code: codeSinkNotRunning, Reason: fmt.Sprintf("Sink is not running: %s", key)}
+	case errors.Is(err, connect.ErrInvalidOffsets):
+		// PUT offsets naming a stream or topic the sink does not consume: the body's fault.
+		return invalidConfig(err)
 	}
 	return internalError(err.Error())
 }

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,9 +32,9 @@ var quietLog = slog.New(slog.DiscardHandler)
 
 const testKey = "s3cret-key"
 
-// The connector files every fixture runs: a null sink with a transform and a secret in
-// its plugin_config, a null sink without plugin_config, a disabled sink, and a slow random
-// source.
+// The config_dir of every fixture: a null sink with a transform and a secret in its
+// plugin_config (version 1, pinned in .active_versions.toml, and a version 2 that is not
+// active), a null sink without plugin_config, a disabled sink, and a slow random source.
 var fixtureFiles = map[string]string{
 	"nsink.toml": `type = "sink"
 key = "nsink"
@@ -103,61 +102,33 @@ count = 1000000
 messages_per_second = 20
 batch_size = 2
 `,
+	"sink_nsink_2.toml": `type = "sink"
+key = "nsink"
+enabled = true
+version = 2
+name = "null sink v2"
+path = "builtin:null"
+
+[[streams]]
+stream = "s1"
+topics = ["t1"]
+schema = "text"
+`,
+	config.ActiveVersionsFile: `[sinks]
+nsink = 1
+`,
 }
 
-// env is one real embedded Iggy server, a real connect.Runtime running the fixture's
-// connectors over it, and the admin client that created the topics.
+// env is one real embedded Iggy server, a real connect.Runtime running the connectors of
+// a real config_dir over it, the config.LocalProvider over that same directory (the
+// API's ConfigStore, and the runtime's source of configs for a restart), and the admin
+// client that created the topics.
 type env struct {
-	t     *testing.T
-	admin *iggy.Client
-	rt    *connect.Runtime
-	api   Runtime // rt, with the config fields of its Status filled in (filled)
-	store *memStore
-}
-
-// filled is the runtime as the API sees it in these tests: when the runtime leaves a
-// Status's config fields empty (Sink/Source, ID, Enabled, Version, Path: not reported by
-// the runtime yet), they are filled in from the loaded configs, so these tests exercise
-// the API now; once the runtime reports them, filled changes nothing.
-// TestRuntimeReportsConfig checks the runtime itself.
-type filled struct {
-	*connect.Runtime
-	conns *config.Connectors
-}
-
-func (f filled) Status() []connect.Status {
-	sts := f.Runtime.Status()
-	for i := range sts {
-		st := &sts[i]
-		if st.Sink != nil || st.Source != nil {
-			continue
-		}
-		var c *config.Common
-		if sk := f.conns.Sink(st.Key); st.Kind == connect.KindSink && sk != nil {
-			st.Sink, c = sk, &sk.Common
-		} else if sc := f.conns.Source(st.Key); st.Kind == connect.KindSource && sc != nil {
-			st.Source, c = sc, &sc.Common
-		} else {
-			continue
-		}
-		if st.ID == 0 {
-			st.ID = uint32(i + 1)
-		}
-		st.Enabled, st.Version = c.Enabled, c.Version
-		if st.Path == "" {
-			st.Path = c.Path
-		}
-	}
-	return sts
-}
-
-func (f filled) Connector(kind, key string) (connect.Status, bool) {
-	for _, st := range f.Status() {
-		if st.Kind == kind && st.Key == key {
-			return st, true
-		}
-	}
-	return connect.Status{}, false
+	t       *testing.T
+	admin   *iggy.Client
+	rt      *connect.Runtime
+	dir     string // the config_dir
+	configs *config.LocalProvider
 }
 
 func dial(t *testing.T, addr string) *iggy.Client {
@@ -191,14 +162,20 @@ func newEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
+	// The runtime loads the directory as cmd/ferry does, and re-reads a connector's
+	// active config from the provider over the same directory when it is restarted.
 	conns, err := config.LoadConnectors(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if s := conns.Sink("nsink"); s == nil || s.Version != 1 {
+		t.Fatalf("loaded nsink %+v, want version 1 (pinned)", s)
+	}
+	provider := &config.LocalProvider{Dir: dir}
 	rc := config.DefaultRuntime()
 	rc.State.Path = t.TempDir()
 	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: dial(t, srv.Addr()),
-		Builtins: connectors.Registry(), Logger: quietLog})
+		Builtins: connectors.Registry(), Logger: quietLog, Configs: provider})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +196,7 @@ func newEnv(t *testing.T) *env {
 			}
 		}
 	}()
-	waitFor(t, 10*time.Second, "every connector running", func() bool {
+	waitFor(t, "every connector running", func() bool {
 		sts := rt.Status()
 		for _, st := range sts {
 			if st.State != connect.StateRunning {
@@ -228,7 +205,7 @@ func newEnv(t *testing.T) *env {
 		}
 		return len(sts) == 3
 	})
-	return &env{t: t, admin: admin, rt: rt, api: filled{rt, conns}, store: newMemStore(conns)}
+	return &env{t: t, admin: admin, rt: rt, dir: dir, configs: provider}
 }
 
 // fill sends n messages to s1/t1.
@@ -245,6 +222,30 @@ func (e *env) fill(n int) {
 	}
 }
 
+// storedOffset reads a group's stored offset of s1/t1 partition 0 from the server, with
+// the admin client; found is false when none is stored.
+func (e *env) storedOffset(group string) (offset uint64, found bool) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	o, found, err := e.admin.GetOffset(ctx, wire.Consumer{Kind: wire.ConsumerGroup, ID: iggy.Name(group)},
+		iggy.Name("s1"), iggy.Name("t1"), 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return o.StoredOffset, found
+}
+
+// status is the runtime's status of one started connector.
+func (e *env) status(kind, key string) connect.Status {
+	e.t.Helper()
+	st, ok := e.rt.Connector(kind, key)
+	if !ok {
+		e.t.Fatalf("%s %s is not started", kind, key)
+	}
+	return st
+}
+
 // api is one Server serving on a loopback port, and a client for it.
 type api struct {
 	t      *testing.T
@@ -253,11 +254,11 @@ type api struct {
 	client *http.Client
 }
 
-// serve builds a Server over e (with e's store unless opts sets its own Configs via
-// noStore) and serves it until the test ends.
+// serve builds a Server over e's runtime and provider (mod may change the options) and
+// serves it until the test ends.
 func (e *env) serve(mod func(*Options)) *api {
 	e.t.Helper()
-	opts := Options{Runtime: e.api, Configs: e.store, Version: "0.5.0", Logger: quietLog,
+	opts := Options{Runtime: e.rt, Configs: e.configs, Version: "0.5.0", Logger: quietLog,
 		HTTP: config.HTTP{Enabled: true, Address: "127.0.0.1:0", Metrics: config.Metrics{Endpoint: "/metrics"}}}
 	if mod != nil {
 		mod(&opts)
@@ -402,25 +403,18 @@ func wantKeys(t *testing.T, what string, m map[string]any, keys ...string) {
 	}
 }
 
-// waitFor polls cond every 10ms until it holds or timeout passes (then the test fails).
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+// patience bounds every wait for the runtime to reach a state: generous, so a slow or
+// loaded machine (the race detector) only makes the tests slower.
+const patience = 30 * time.Second
+
+// waitFor polls cond every 10ms until it holds, or fails the test after patience.
+func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(patience)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+			t.Fatalf("timed out after %s waiting for %s", patience, what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-
-// needsControl skips a test of the connect control methods while they are stubs
-// (errors.ErrUnsupported); probe must be harmless (an unknown key).
-func needsControl(t *testing.T, probe error) {
-	t.Helper()
-	if errors.Is(probe, errors.ErrUnsupported) {
-		t.Skip("needs connect control methods")
-	}
-}
-
-func httpLoopback() config.HTTP { return config.HTTP{Enabled: true, Address: "127.0.0.1:0"} }

@@ -85,7 +85,7 @@ func TestLoopbackRule(t *testing.T) {
 		{"0.0.0.0:8081", testKey, true},
 		{":8081", testKey, true},
 	} {
-		_, err := New(Options{Runtime: e.api, HTTP: config.HTTP{Address: tc.addr, APIKey: config.Secret(tc.key)}})
+		_, err := New(Options{Runtime: e.rt, HTTP: config.HTTP{Address: tc.addr, APIKey: config.Secret(tc.key)}})
 		if tc.ok != (err == nil) {
 			t.Errorf("New(address %q, key %t) = %v, want ok %t", tc.addr, tc.key != "", err, tc.ok)
 		}
@@ -117,7 +117,7 @@ func TestNewErrors(t *testing.T) {
 		h := base
 		h.CORS.AllowedMethods = append([]string(nil), base.CORS.AllowedMethods...)
 		mod(&h)
-		if _, err := New(Options{Runtime: e.api, HTTP: h}); err == nil {
+		if _, err := New(Options{Runtime: e.rt, HTTP: h}); err == nil {
 			t.Errorf("%s: New succeeded", name)
 		} else if !strings.Contains(err.Error(), "http.") {
 			t.Errorf("%s: error %q does not name the key", name, err)
@@ -126,11 +126,11 @@ func TestNewErrors(t *testing.T) {
 	// A method's case does not matter; CORS disabled checks nothing.
 	h := base
 	h.CORS.AllowedMethods = []string{"get", "Patch", ""}
-	if _, err := New(Options{Runtime: e.api, HTTP: h}); err != nil {
+	if _, err := New(Options{Runtime: e.rt, HTTP: h}); err != nil {
 		t.Errorf("lower-case methods: %v", err)
 	}
 	h.CORS = config.CORS{AllowedMethods: []string{"FETCH"}}
-	if _, err := New(Options{Runtime: e.api, HTTP: h}); err != nil {
+	if _, err := New(Options{Runtime: e.rt, HTTP: h}); err != nil {
 		t.Errorf("disabled CORS: %v", err)
 	}
 }
@@ -288,7 +288,7 @@ func TestTLS(t *testing.T) {
 
 func TestServeStopsWithContext(t *testing.T) {
 	e := newEnv(t)
-	srv, err := New(Options{Runtime: e.api, HTTP: config.HTTP{Address: "127.0.0.1:0"}, Logger: quietLog})
+	srv, err := New(Options{Runtime: e.rt, HTTP: config.HTTP{Address: "127.0.0.1:0"}, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func TestServeStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.ListenAndServe(ctx) }()
-	waitFor(t, 5*time.Second, "listening", func() bool { return srv.Addr() != "127.0.0.1:0" })
+	waitFor(t, "listening", func() bool { return srv.Addr() != "127.0.0.1:0" })
 	c := &http.Client{Transport: &http.Transport{}}
 	resp, err := c.Get("http://" + srv.Addr() + "/health")
 	if err != nil {
@@ -328,7 +328,7 @@ func TestServeStopsWithContext(t *testing.T) {
 // stop past the one-second grace.
 func TestShutdownBounded(t *testing.T) {
 	e := newEnv(t)
-	srv, err := New(Options{Runtime: e.api, HTTP: config.HTTP{Address: "127.0.0.1:0"}, Logger: quietLog})
+	srv, err := New(Options{Runtime: e.rt, HTTP: config.HTTP{Address: "127.0.0.1:0"}, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,12 @@ import (
 
 func TestStats(t *testing.T) {
 	started := time.Now().Add(-2 * time.Second)
-	a := newEnv(t).serve(func(o *Options) { o.Started = started })
+	e := newEnv(t)
+	a := e.serve(func(o *Options) { o.Started = started })
+	e.fill(10)
+	waitFor(t, "both sinks delivered the 10 messages", func() bool {
+		return e.status("sink", "bare").Stats.Delivered == 10 && e.status("sink", "nsink").Stats.Delivered == 10
+	})
 	m := a.do("GET", "/stats", "").want(t, http.StatusOK).object(t)
 	wantKeys(t, "stats", m, "connectors_runtime_version", "connectors_runtime_version_semver", "process_id", "cpu_usage",
 		"total_cpu_usage", "memory_usage", "total_memory", "available_memory", "run_time", "start_time", "sources_total",
@@ -52,16 +57,30 @@ func TestStats(t *testing.T) {
 	src := cs[0].(map[string]any)
 	wantKeys(t, "source", src, "key", "name", "connector_type", "version", "status", "enabled",
 		"messages_produced", "messages_sent", "messages_filtered", "errors")
-	if src["key"] != "gen" || src["connector_type"] != "source" || src["version"] != "unknown" || src["status"] != "running" || src["enabled"] != true {
+	// A built-in connector's version is "builtin" (not major.minor.patch: no version_semver).
+	if src["key"] != "gen" || src["name"] != "generator" || src["connector_type"] != "source" || src["version"] != "builtin" ||
+		src["status"] != "running" || src["enabled"] != true || src["errors"] != 0.0 {
 		t.Errorf("source = %v", src)
 	}
-	for i, key := range []string{"bare", "nsink"} {
+	for i, want := range []struct{ key, name string }{{"bare", "bare sink"}, {"nsink", "null sink"}} {
 		c := cs[i+1].(map[string]any)
-		wantKeys(t, key, c, "key", "name", "connector_type", "version", "status", "enabled",
+		wantKeys(t, want.key, c, "key", "name", "connector_type", "version", "status", "enabled",
 			"messages_consumed", "messages_processed", "messages_filtered", "errors")
-		if c["key"] != key || c["connector_type"] != "sink" || c["version"] != "unknown" || c["errors"] != 0.0 {
+		if c["key"] != want.key || c["name"] != want.name || c["connector_type"] != "sink" || c["version"] != "builtin" ||
+			c["status"] != "running" || c["enabled"] != true || c["errors"] != 0.0 ||
+			c["messages_consumed"] != 10.0 || c["messages_processed"] != 10.0 || c["messages_filtered"] != 0.0 {
 			t.Errorf("sink %d = %v", i, c)
 		}
+	}
+
+	// A stopped sink is still listed, and no longer counted as running.
+	a.do("POST", "/sinks/bare/stop", "").want(t, http.StatusNoContent)
+	m = a.do("GET", "/stats", "").want(t, http.StatusOK).object(t)
+	if m["sinks_total"] != 3.0 || m["sinks_running"] != 1.0 || m["sources_running"] != 1.0 {
+		t.Errorf("totals after a stop: sinks %v/%v sources running %v", m["sinks_total"], m["sinks_running"], m["sources_running"])
+	}
+	if c := m["connectors"].([]any)[1].(map[string]any); c["key"] != "bare" || c["status"] != "stopped" || c["enabled"] != true {
+		t.Errorf("stopped sink = %v", c)
 	}
 }
 
