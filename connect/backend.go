@@ -53,6 +53,9 @@ type memberConsumer interface {
 	Store(ctx context.Context, partition uint32, offset uint64) error
 	Pause(partition uint32)
 	Resume(partition uint32)
+	// Seek makes the next poll of partition start at offset next (a batch polled while
+	// the sink was held is given back this way, undelivered).
+	Seek(partition uint32, next uint64)
 	Close(ctx context.Context) error
 }
 

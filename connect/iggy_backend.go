@@ -133,6 +133,7 @@ func (a iggyConsumer) Store(ctx context.Context, partition uint32, offset uint64
 }
 func (a iggyConsumer) Pause(p uint32)                  { a.cn.Pause(p) }
 func (a iggyConsumer) Resume(p uint32)                 { a.cn.Resume(p) }
+func (a iggyConsumer) Seek(p uint32, next uint64)      { a.cn.Seek(p, next) }
 func (a iggyConsumer) Close(ctx context.Context) error { return a.cn.Close(ctx) }
 
 // iggyProducer adapts *iggy.Producer.

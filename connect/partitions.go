@@ -367,6 +367,13 @@ func (t *partitionTable) hold(on bool) {
 	}
 }
 
+// isHeld reports whether the operator's pause is on.
+func (t *partitionTable) isHeld() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.held
+}
+
 // close refuses every later commit and makes everything done due now: the store loop
 // stores it (retrying until its context ends) and then ends. Called once the sink is
 // closed (a sink may commit while closing).

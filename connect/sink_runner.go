@@ -78,12 +78,15 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 		_ = callSafely(func() error { return s.sink.Close(cctx) })
 		return err
 	}
+	// Routes first: a batch may be consumed, and committed, as soon as its consumer starts.
 	routes := make(map[topicKey]*partitionTable, len(s.topics))
 	for _, tc := range s.topics {
 		routes[topicKey{tc.topic.StreamID, tc.topic.TopicID}] = tc.table
-		tc.start(s.life)
 	}
 	s.routes.Store(&routes)
+	for _, tc := range s.topics {
+		tc.start(s.life)
+	}
 	go s.run()
 	s.status.set(StateRunning)
 	s.log.Info("sink running", "offset_commit", s.policy.mode, "on_failure", s.cfg.OnFailure, "consumers", len(s.topics))

@@ -72,6 +72,14 @@ func (tc *topicConsumer) pollLoop(ctx context.Context) {
 			return // the soft stop: polls are retried until then
 		}
 		msgs := b.Messages
+		if tc.table.isHeld() {
+			// Polled while (or just as) the operator paused the sink: give the batch back
+			// undelivered, so nothing polled after Pause returned reaches the sink. The
+			// next poll of the partition, after Resume, starts at its first offset again.
+			tc.cons.Seek(b.Partition, msgs[0].Offset)
+			b.Release()
+			continue
+		}
 		part, pause := tc.table.polled(b.Partition, msgs[0].Offset, msgs[len(msgs)-1].Offset, b.CurrentOffset)
 		if part == nil { // released (its store was refused): the next owner gets it
 			b.Release()
