@@ -253,29 +253,36 @@ func (sl *slot) reload() error {
 		return nil
 	}
 	if sl.kind == KindSink {
-		cfg, err := src.ActiveSink(sl.key)
-		if err == nil {
-			err = cfg.Validate()
-		}
+		cfg, err := activeConfig(src.ActiveSink, sl.kind, sl.key)
 		if err != nil {
-			return fmt.Errorf("restart sink %s: read its config: %w", sl.key, err)
+			return err
 		}
 		sl.mu.Lock()
 		sl.sinkCfg = cfg
 		sl.mu.Unlock()
 		return nil
 	}
-	cfg, err := src.ActiveSource(sl.key)
-	if err == nil {
-		err = cfg.Validate()
-	}
+	cfg, err := activeConfig(src.ActiveSource, sl.kind, sl.key)
 	if err != nil {
-		return fmt.Errorf("restart source %s: read its config: %w", sl.key, err)
+		return err
 	}
 	sl.mu.Lock()
 	sl.srcCfg = cfg
 	sl.mu.Unlock()
 	return nil
+}
+
+// activeConfig reads and validates a connector's active configuration.
+func activeConfig[C interface{ Validate() error }](read func(key string) (C, error), kind, key string) (C, error) {
+	cfg, err := read(key)
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		var zero C
+		return zero, fmt.Errorf("restart %s %s: read its config: %w", kind, key, err)
+	}
+	return cfg, nil
 }
 
 // do sends a command to the supervisor and waits for its reply.

@@ -98,20 +98,7 @@ type offsetJSON struct {
 // apiAddr (api key, metrics).
 func apiRuntimeConfig(t *testing.T, dir, conns, addr, apiAddr string) string {
 	t.Helper()
-	path := filepath.Join(dir, "config.toml")
-	writeFile(t, path, fmt.Sprintf(`[iggy]
-address = %q
-username = "iggy"
-password = "iggy"
-
-[state]
-path = %q
-
-[connectors]
-config_type = "local"
-config_dir = %q
-
-[http]
+	return remoteConfigWith(t, dir, addr, conns, fmt.Sprintf(`[http]
 enabled = true
 address = %q
 api_key = %q
@@ -119,8 +106,7 @@ api_key = %q
 [http.metrics]
 enabled = true
 endpoint = "/metrics"
-`, addr, filepath.Join(dir, "state"), conns, apiAddr, apiKey))
-	return path
+`, apiAddr, apiKey))
 }
 
 // TestAPIOperatesARunningFerry drives a real `ferry run` through its HTTP API, against a

@@ -31,8 +31,15 @@ const (
 
 var serverAddrRE = regexp.MustCompile(`iggy server listening" addr=(\S+)`)
 
-// remoteConfig writes a config.toml pointing at a separate server and returns its path.
+// remoteConfig writes a config.toml pointing at a separate server, HTTP API off, and
+// returns its path.
 func remoteConfig(t *testing.T, dir, addr, connectorsDir string) string {
+	t.Helper()
+	return remoteConfigWith(t, dir, addr, connectorsDir, "[http]\nenabled = false\n")
+}
+
+// remoteConfigWith is remoteConfig with extra sections (the [http] ones) at the end.
+func remoteConfigWith(t *testing.T, dir, addr, connectorsDir, extra string) string {
 	t.Helper()
 	path := filepath.Join(dir, "config.toml")
 	writeFile(t, path, fmt.Sprintf(`[iggy]
@@ -47,9 +54,7 @@ path = %q
 config_type = "local"
 config_dir = %q
 
-[http]
-enabled = false
-`, addr, filepath.Join(dir, "state"), connectorsDir))
+`, addr, filepath.Join(dir, "state"), connectorsDir)+extra)
 	return path
 }
 

@@ -84,28 +84,6 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	}
 }
 
-// connectorsOnly writes a config.toml for a run against addr (no embedded server).
-func connectorsOnly(t *testing.T, dir, conns, addr string) string {
-	t.Helper()
-	path := filepath.Join(dir, "config.toml")
-	writeFile(t, path, fmt.Sprintf(`[iggy]
-address = %q
-username = "iggy"
-password = "iggy"
-
-[state]
-path = %q
-
-[connectors]
-config_type = "local"
-config_dir = %q
-
-[http]
-enabled = false
-`, addr, filepath.Join(dir, "state"), conns))
-	return path
-}
-
 // TestConnectWaitsForServer: `ferry run` started before its Iggy server retries the
 // connection within --connect-timeout and runs once the server is up; with nothing
 // listening it gives up after --connect-timeout, naming the address.
@@ -114,7 +92,7 @@ func TestConnectWaitsForServer(t *testing.T) {
 	conns := filepath.Join(dir, "connectors")
 	addr := freeAddr(t)
 	writeFile(t, filepath.Join(conns, "source.toml"), randomSource("s", "t", 100, 0, 50))
-	cfg := connectorsOnly(t, dir, conns, addr)
+	cfg := remoteConfig(t, dir, addr, conns)
 	p := startFerry(t, "run", dir, nil, "run", "--config", cfg, "--create-topics", "--progress", "0",
 		"--connect-timeout", "60s", "--exit-when-idle", "500ms")
 	waitFor(t, 10*time.Second, "a connection retry", func() bool {
@@ -130,7 +108,7 @@ func TestConnectWaitsForServer(t *testing.T) {
 	}
 
 	start := time.Now()
-	q := startFerry(t, "run2", dir, nil, "run", "--config", connectorsOnly(t, t.TempDir(), conns, freeAddr(t)),
+	q := startFerry(t, "run2", dir, nil, "run", "--config", remoteConfig(t, t.TempDir(), freeAddr(t), conns),
 		"--progress", "0", "--connect-timeout", "1s")
 	select {
 	case <-q.done:
