@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/ferryio/ferry/connect"
+	"github.com/ferryio/ferry/connect/config"
 )
 
 // totals sums the counters of every connector.
@@ -53,10 +56,11 @@ func (t totals) moved(o totals) bool {
 
 // progress prints one line per tick: totals and per-second rates since the last tick.
 type progress struct {
-	w     io.Writer
-	start time.Time
-	last  totals
-	at    time.Time
+	w      io.Writer
+	apiURL string // the HTTP API's, for the caught-up line ("" when off)
+	start  time.Time
+	last   totals
+	at     time.Time
 }
 
 func newProgress(w io.Writer) *progress {
@@ -83,4 +87,61 @@ func (p *progress) print(t totals, now time.Time) {
 	}
 	fmt.Fprintln(p.w, line)
 	p.last, p.at = t, now
+}
+
+// caughtUp reports whether the run has nothing left to do: every source ended (or there
+// is none), at least one sink runs, and every partition of every sink is stored up to
+// its current offset with nothing uncommitted. It returns the line that says so: how
+// many messages, where file sinks wrote them, how to see the offsets.
+func caughtUp(sts []connect.Status, apiURL string) (string, bool) {
+	var produced, committed uint64
+	var files []string
+	var firstSink *connect.Status
+	for i := range sts {
+		s := &sts[i]
+		switch s.Kind {
+		case connect.KindSource:
+			if s.State == connect.StateStarting || s.State == connect.StateRunning || s.State == connect.StateStopping {
+				return "", false
+			}
+			produced += s.Stats.Sent
+		case connect.KindSink:
+			if s.State != connect.StateRunning || len(s.Partitions) == 0 {
+				return "", false
+			}
+			for _, p := range s.Partitions {
+				if p.Current < 0 || p.Stored != p.Current || p.Uncommitted != 0 {
+					return "", false
+				}
+			}
+			committed += s.Stats.Committed
+			if firstSink == nil {
+				firstSink = s
+			}
+			if s.Sink != nil && s.Sink.Path == "builtin:file" {
+				var pc struct{ Path string }
+				if json.Unmarshal(s.Sink.PluginConfig, &pc) == nil && pc.Path != "" {
+					files = append(files, s.Key+" → "+pc.Path)
+				}
+			}
+		}
+	}
+	if firstSink == nil {
+		return "", false
+	}
+	line := fmt.Sprintf("ferry: caught up: %d messages produced, %d delivered and committed by the sinks", produced, committed)
+	if len(files) > 0 {
+		line += " (" + strings.Join(files, ", ") + ")"
+	}
+	if apiURL != "" {
+		line += fmt.Sprintf("; offsets and lag: ferry status --url %s (or %s/ui/)", apiURL, apiURL)
+	} else if firstSink.Sink != nil && len(firstSink.Partitions) > 0 {
+		p := firstSink.Partitions[0]
+		group := firstSink.Sink.Streams[0].ConsumerGroup
+		if group == "" {
+			group = config.DefaultConsumerGroup(firstSink.Key)
+		}
+		line += fmt.Sprintf("; offsets: ferry offsets --stream %s --topic %s --group %s", p.Stream, p.Topic, group)
+	}
+	return line + ". Waiting for more; Ctrl-C stops.", true
 }

@@ -139,7 +139,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	if err := rt.Start(ctx); err != nil {
 		return err
 	}
-	stopAPI, err := startAPI(ctx, rc, rt, provider, versionString(), log)
+	apiURL, stopAPI, err := startAPI(ctx, rc, rt, provider, versionString(), log)
 	if err != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.stopTimeout)
 		defer cancel()
@@ -153,6 +153,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	}
 
 	prog := newProgress(os.Stderr)
+	prog.apiURL = apiURL
 	why := supervise(ctx, rt, f, prog)
 	log.Info("stopping", "reason", why)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.stopTimeout)
@@ -228,6 +229,7 @@ func supervise(ctx context.Context, rt *connect.Runtime, f runFlags, p *progress
 	}
 	last := sum(rt.Status())
 	lastMove, lastPrint := time.Now(), time.Now()
+	announced := false // the caught-up line was printed and nothing moved since
 	for {
 		select {
 		case <-ctx.Done():
@@ -237,13 +239,18 @@ func supervise(ctx context.Context, rt *connect.Runtime, f runFlags, p *progress
 		case <-deadline:
 			return "duration elapsed"
 		case now := <-t.C:
-			cur := sum(rt.Status())
+			sts := rt.Status()
+			cur := sum(sts)
 			if cur.moved(last) {
-				last, lastMove = cur, now
+				last, lastMove, announced = cur, now, false
 			}
-			if f.progress > 0 && now.Sub(lastPrint) >= f.progress {
+			if f.progress > 0 && now.Sub(lastPrint) >= f.progress && !announced {
 				p.print(cur, now)
 				lastPrint = now
+				if line, ok := caughtUp(sts, p.apiURL); ok {
+					fmt.Fprintln(p.w, line) // once, instead of "0/s" lines for ever
+					announced = true
+				}
 			}
 			if f.exitIdle > 0 && cur.restarting == 0 && now.Sub(lastMove) >= f.exitIdle {
 				return "idle"

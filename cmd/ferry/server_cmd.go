@@ -59,7 +59,7 @@ iggy/iggy on a loopback address only and apply on the first boot of a data dir.`
 	}
 	f := cmd.Flags()
 	f.StringVar(&addr, "addr", server.DefaultAddr, "TCP listen address (env FERRY_SERVER_ADDR)")
-	f.StringVar(&data, "data", "./ferry-data", "data directory (env FERRY_SERVER_DATA)")
+	f.StringVar(&data, "data", "ferry_data", "data directory (env FERRY_SERVER_DATA); the same default as ferry run --embedded")
 	f.StringVar(&fsync, "fsync", server.FsyncAlways, "fsync policy: always|interval (env FERRY_SERVER_FSYNC)")
 	f.DurationVar(&fsyncInterval, "fsync-interval", server.DefaultFsyncInterval, "sync period with --fsync interval")
 	f.StringVar(&user, "root-username", "", "root username on first boot (env FERRY_ROOT_USERNAME, IGGY_ROOT_USERNAME; default iggy on loopback)")

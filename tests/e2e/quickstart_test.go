@@ -18,10 +18,19 @@ func TestQuickstart(t *testing.T) {
 		"IGGY_CONNECTORS_HTTP_ADDRESS=127.0.0.1:0"} // the API on a free port: 8081 may be taken
 
 	p := startFerry(t, "quickstart", dir, env, "run", "--config", cfg, "--embedded",
-		"--embedded-addr", "127.0.0.1:0", "--exit-when-idle", "1s")
+		"--embedded-addr", "127.0.0.1:0", "--exit-when-idle", "1s", "--progress", "100ms")
 	p.wait(20 * time.Second)
 	if !strings.Contains(p.out.String(), `msg="HTTP API started"`) {
 		t.Fatal("the quickstart did not start its HTTP API")
+	}
+	// It says once that everything is delivered, and stops printing rates of 0/s.
+	caught := "ferry: caught up: 200000 messages produced, 200000 delivered and committed by the sinks (quickstart_file → quickstart/events.jsonl); offsets and lag: ferry status --url http://127.0.0.1:"
+	if n := strings.Count(p.out.String(), caught); n != 1 {
+		t.Fatalf("the caught-up line appears %d times, want once:\n%s", n, tail(p.out.String(), 20))
+	}
+	after := p.out.String()[strings.Index(p.out.String(), caught):]
+	if strings.Count(after, "(0/s)") > 2 { // the final summary line only (produced, delivered)
+		t.Fatalf("progress lines after the caught-up line:\n%s", after)
 	}
 	recs := readRecords(t, filepath.Join(dir, "quickstart", "events.jsonl"))
 	if len(recs) != 200000 {
