@@ -539,6 +539,29 @@ def test_error_cases(stream_name):
     run(body)
 
 
+def test_internal_reply_operations(stream_name):
+    """Ferry answers CreateTopic as CreateTopicWithAssignments (64) and CreatePartitions as
+    CreatePartitionsWithAssignments (65), like a real Iggy server: the SDK takes both, and a
+    committed rejection under 64 is still an error."""
+    async def body():
+        client = await new_client()
+        await setup_topic(client, stream_name, partitions=2)
+        await client.create_partitions(stream_name, TOPIC, 3)
+        topic = await client.get_topic(stream_name, TOPIC)
+        assert topic.partitions_count == 5
+        assert [p.id for p in topic.partitions] == [0, 1, 2, 3, 4]
+        with pytest.raises(RuntimeError) as dup:
+            await client.create_topic(stream_name, TOPIC, partitions_count=1)
+        assert "already exists" in str(dup.value).lower() or "2013" in str(dup.value)
+        with pytest.raises(RuntimeError):
+            await client.create_partitions(stream_name, "no-topic", 1)  # R:2010 under 65
+        await client.delete_partitions(stream_name, TOPIC, 1)
+        assert (await client.get_topic(stream_name, TOPIC)).partitions_count == 4
+        await client.ping()
+
+    run(body)
+
+
 def test_delete_topic_and_stream(stream_name):
     async def body():
         client = await new_client()
