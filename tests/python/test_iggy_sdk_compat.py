@@ -27,6 +27,7 @@ from apache_iggy import (
 
 from conftest import PASSWORD, USERNAME, new_client, run, server_addr, tcp_config
 import offsets_raw as raw
+import pat_raw
 
 TOPIC = "events"
 
@@ -89,6 +90,31 @@ def test_connection_string_auto_login(stream_name):
         details = await client.get_stream(stream_name)
         assert details is not None
         assert details.name == stream_name
+
+    run(body)
+
+
+def test_personal_access_token_login(stream_name):
+    """Create a PAT (raw command), log in with it through the SDK's connection string
+    (PAT auto-login), run a command, delete it: a new login with it is refused."""
+    async def body():
+        admin = await new_client()
+        token_name = "py-" + stream_name[-12:]
+        token = await pat_raw.create_pat(admin, token_name)
+        assert len(token) == 68
+        assert (token_name, 0) in await pat_raw.list_pats(admin)
+
+        client = iggy.IggyClient.from_connection_string(f"iggy://{token}@{server_addr()}")
+        await client.connect()  # logs in with the token
+        await client.create_stream(stream_name)
+        assert (await client.get_stream(stream_name)).name == stream_name
+
+        assert await pat_raw.delete_pat(admin, token_name) == b""
+        assert all(n != token_name for n, _ in await pat_raw.list_pats(admin))
+        refused = iggy.IggyClient.from_connection_string(f"iggy://{token}@{server_addr()}")
+        with pytest.raises(RuntimeError) as err:
+            await refused.connect()  # the auto-login gets Eviction 10
+        assert str(err.value) == "Invalid personal access token", str(err.value)
 
     run(body)
 
