@@ -10,8 +10,8 @@ import (
 
 // TestPATReplayAndExpiry: a replayed CreatePersonalAccessToken (same request number) is
 // refused with R:51 instead of resending the raw token, which is never kept; a token's
-// expiry (a duration from creation) ends PAT logins with Eviction 10; the list shows the
-// absolute expiry.
+// expiry (a duration from creation) ends PAT logins with Eviction 10, after which the
+// token is not listed and its name is free; the list shows the absolute expiry.
 func TestPATReplayAndExpiry(t *testing.T) {
 	s := servertest.Start(t)
 	a := login(t, s)
@@ -59,5 +59,13 @@ func TestPATReplayAndExpiry(t *testing.T) {
 	}
 	if err := patLogin(tok.Token); err != nil {
 		t.Fatalf("login with the other token: %v", err)
+	}
+	// An expired token is no longer listed, and its name is free again.
+	pats, err = wire.DecodePATs(a.must(wire.GetPATsRequest{}))
+	if err != nil || len(pats) != 1 || pats[0].Name != "once" {
+		t.Fatalf("pats after expiry %+v %v", pats, err)
+	}
+	if _, err := wire.DecodeRawToken(a.must(wire.CreatePATRequest{Name: "short"})); err != nil {
+		t.Fatalf("name of an expired token: %v", err)
 	}
 }
