@@ -194,6 +194,29 @@ func (c *Client) CreatePersonalAccessToken(ctx context.Context, name string, exp
 	return out, nil
 }
 
+// DeletePersonalAccessToken deletes the logged-in user's token name; wire.ErrResourceNotFound
+// if it has none of that name. Connections already logged in with it stay logged in.
+func (c *Client) DeletePersonalAccessToken(ctx context.Context, name string) error {
+	if err := c.simple(ctx, nil, wire.DeletePATRequest{Name: name}, false, nil); err != nil {
+		return opErr("delete personal access token", "token "+Name(name).String(), err)
+	}
+	return nil
+}
+
+// PersonalAccessTokens lists the logged-in user's tokens (names and expiry, never the
+// tokens themselves).
+func (c *Client) PersonalAccessTokens(ctx context.Context) ([]wire.PATInfo, error) {
+	var out []wire.PATInfo
+	err := c.call(ctx, nil, wire.GetPATsRequest{}, true, func(p []byte) (err error) {
+		out, err = wire.DecodePATs(p)
+		return decodeErr(err)
+	})
+	if err != nil {
+		return nil, opErr("get personal access tokens", "", err)
+	}
+	return out, nil
+}
+
 // EnsureTopic creates stream and topic (with partitions partitions) when they are missing
 // and leaves existing ones as they are (an existing topic keeps its partition count). A
 // concurrent creator is tolerated: AlreadyExists counts as success. Errors name the

@@ -296,9 +296,11 @@ func (c *conn) discard(cl *call, h wire.RequestHeader) {
 }
 
 // mismatch reports a reply that does not echo the request number and operation of
-// the request it answers (§1.5, §1.8): the stream is desynchronised.
+// the request it answers (§1.5, §1.8): the stream is desynchronised. The operation may
+// also be the request's committed form (CreateTopic answered as
+// CreateTopicWithAssignments: wire.Operation.AnsweredBy), which a real server sends.
 func mismatch(r wire.ReplyHeader, h wire.RequestHeader) error {
-	if r.Request != h.Request || r.Operation != h.Operation {
+	if r.Request != h.Request || !h.Operation.AnsweredBy(r.Operation) {
 		return protocolErrorf("reply answers request %d (%s), sent %d (%s)", r.Request, r.Operation, h.Request, h.Operation)
 	}
 	return nil

@@ -268,8 +268,22 @@ func (c *conn) metadata(sess *session, h wire.RequestHeader, body []byte) []byte
 	s.meta.Lock()
 	out := s.execMetadata(sess, h, body)
 	s.meta.Unlock()
-	sess.remember(h.Request, out)
+	sess.remember(h.Request, replayable(h, out))
 	return out
+}
+
+// replayable returns the reply to keep for a replay of request h: out itself, except for
+// a successful CreatePersonalAccessToken, whose raw token is shown once and never kept.
+// Its replay is refused with R:51 (PersonalAccessTokenAlreadyExists), as upstream does: a
+// token minted again would not match the stored hash.
+func replayable(h wire.RequestHeader, out []byte) []byte {
+	if h.Operation != wire.OpCreatePAT {
+		return out
+	}
+	if _, _, err := wire.DecodeReplyFrame(out[:wire.HeaderSize], out[wire.HeaderSize:]); err != nil {
+		return out
+	}
+	return wire.AppendRejectReply(nil, h, wire.ErrPATAlreadyExists.Code)
 }
 
 func (s *Server) execMetadata(sess *session, h wire.RequestHeader, body []byte) []byte {

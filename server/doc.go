@@ -18,6 +18,22 @@
 //     goroutine (all started through one spawn helper). No signal handling and no global
 //     logger: logs go to Config.Logger.
 //
+// # Where it differs from a real Iggy server
+//
+//   - One node: GetClusterMetadata answers a one-node roster with this server as the
+//     healthy leader; there is no replication.
+//   - Not served (S:5 FeatureUnavailable, under the request's operation): DeleteSegments,
+//     user management (CreateUser, UpdateUser, DeleteUser, ChangePassword,
+//     UpdatePermissions), GetSnapshot, DescribeOptions, GetClient(s), GetUser(s).
+//   - Where upstream sends nothing (a faulty batch, an undecodable Join/Leave body, an
+//     invalid request header) it answers with the error code, so no client waits for its
+//     timeout.
+//   - Personal access tokens are stored as their SHA-256, not BLAKE3; only the digest is
+//     kept, so this is invisible on the wire.
+//   - Not a difference: committed replies to CreateTopic and CreatePartitions carry the
+//     internal operations 64 and 65, as upstream's (wire.Operation.CommittedForm); a
+//     denial before execution echoes the request's operation.
+//
 // Lock order (outer to inner): Server.meta → groups.mu → Server.mu → conn.smu →
 // conn.wmu → store internals. Partition-plane requests (send, poll, offsets) never take
 // Server.meta.

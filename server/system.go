@@ -76,6 +76,9 @@ func (s *Server) flush(h wire.RequestHeader, body []byte) []byte {
 }
 
 func (s *Server) getPATs(h wire.RequestHeader, sess *session) []byte {
+	if _, err := s.st.DeleteExpiredTokens(sess.user.ID, nowMicros()); err != nil {
+		return s.deny(h, "get tokens", err)
+	}
 	toks, err := s.st.Tokens(sess.user.ID)
 	if err != nil {
 		return s.deny(h, "get tokens", err)
@@ -91,6 +94,9 @@ func (s *Server) createPAT(h wire.RequestHeader, body []byte, sess *session) []b
 	req, err := wire.DecodeCreatePATRequest(body)
 	if err != nil {
 		return wire.AppendStatusReply(nil, h, wire.ErrInvalidCommand.Code)
+	}
+	if _, err := s.st.DeleteExpiredTokens(sess.user.ID, nowMicros()); err != nil {
+		return s.deny(h, "create token", err)
 	}
 	if toks, err := s.st.Tokens(sess.user.ID); err == nil && len(toks) >= store.MaxTokensPerUser {
 		return wire.AppendStatusReply(nil, h, wire.ErrPATLimitReached.Code)

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"testing"
 )
 
@@ -376,4 +378,50 @@ func within(buf, s []byte) bool {
 		}
 	}
 	return false
+}
+
+// FuzzReplyFrame: the client's whole-reply decoding (DecodeReplyFrame) under any
+// operation byte, the internal 64–68 included (a real server answers CreateTopic as 64).
+// Invariants: no panic; a success's payload is a suffix of the body; for a result-framed
+// operation the bytes before it are exactly a result section whose first result is 0, and
+// with no results rebuilding the reply from the payload gives the same frame; a body one
+// byte short never decodes.
+func FuzzReplyFrame(f *testing.F) {
+	f.Add(uint8(OpCreateTopicWithAssignments), uint32(0), AppendResultOK(TopicDetails{}.Append(nil)))
+	f.Add(uint8(OpCreatePartitionsWithAssignments), uint32(0), AppendResultOK(nil))
+	f.Add(uint8(OpTruncatePartition), uint32(0), AppendResultError(nil, 3007))
+	f.Add(uint8(OpCreateTopic), uint32(3), []byte{})
+	f.Add(uint8(OpDeleteSegments), uint32(0), []byte{})
+	f.Add(uint8(OpRegister), uint32(0), []byte{})
+	f.Add(uint8(OpNonReplicated), uint32(0), []byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, op uint8, status uint32, body []byte) {
+		body = body[:len(body):len(body)]
+		h := ReplyHeader{Request: 1, Operation: Operation(op), Status: status}
+		frame := AppendReply(nil, h, body)
+		got, payload, err := DecodeReplyFrame(frame[:HeaderSize], frame[HeaderSize:])
+		if len(body) > 0 {
+			if _, _, err := DecodeReplyFrame(frame[:HeaderSize], frame[HeaderSize:len(frame)-1]); !errors.Is(err, ErrFrameSize) {
+				t.Fatalf("short body: %v", err)
+			}
+		}
+		if err != nil {
+			return
+		}
+		if status != 0 || got.Operation != Operation(op) || !bytes.HasSuffix(body, payload) {
+			t.Fatalf("op %d status %d: %+v payload %x of %x", op, status, got, payload, body)
+		}
+		if IsResultFramed(Operation(op)) && (Operation(op) != OpRegister || len(body) > 0) {
+			n := int(binary.LittleEndian.Uint32(body))
+			if len(body)-len(payload) != 4+8*n || (n > 0 && binary.LittleEndian.Uint32(body[8:]) != 0) {
+				t.Fatalf("op %d: payload %x after a section of %d results in %x", op, payload, n, body)
+			}
+			if n == 0 {
+				if back := AppendReply(nil, h, append(AppendResultOK(nil), payload...)); !bytes.Equal(back, frame) {
+					t.Fatalf("op %d: rebuilt %x, want %x", op, back, frame)
+				}
+			}
+		} else if !bytes.Equal(payload, body) {
+			t.Fatalf("op %d not framed: payload %x of %x", op, payload, body)
+		}
+	})
 }

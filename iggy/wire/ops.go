@@ -13,10 +13,19 @@ type Operation uint8
 
 // Operation values (§1.4).
 const (
-	OpReserved             Operation = 0
-	OpRegister             Operation = 1 // login, codes 40 and 45
-	OpNonReplicated        Operation = 2 // reads, ping, sync group: code at offset 196
-	OpLogout               Operation = 3 // code 39
+	OpReserved      Operation = 0
+	OpRegister      Operation = 1 // login, codes 40 and 45
+	OpNonReplicated Operation = 2 // reads, ping, sync group: code at offset 196
+	OpLogout        Operation = 3 // code 39
+
+	// Internal operations (64–68): never sent by clients. A real server commits some
+	// requests in one of these forms and its reply carries it (see replyForms).
+	OpCreateTopicWithAssignments      Operation = 64
+	OpCreatePartitionsWithAssignments Operation = 65
+	OpRemoveConsumerGroupMember       Operation = 66
+	OpCompleteConsumerGroupRevocation Operation = 67
+	OpTruncatePartition               Operation = 68
+
 	OpCreateStream         Operation = 128
 	OpUpdateStream         Operation = 129
 	OpDeleteStream         Operation = 130
@@ -61,13 +70,51 @@ func (o Operation) IsMetadata() bool { return o >= 128 && o <= 149 }
 func (o Operation) IsPartition() bool { return o >= 160 && o <= 162 }
 
 // IsResultFramed reports whether a reply echoing op starts with a result section (§1.7):
-// metadata ops 128–149 except 138, Store/DeleteConsumerOffset (161, 162) and Register.
-// For Register the section is present only when the body is non-empty; [ReplyPayload]
-// applies that rule.
+// metadata ops 128–149 except 138, the internal ops 64–68 (upstream counts them as
+// metadata: a committed CreateTopicWithAssignments reply is framed like CreateTopic's),
+// Store/DeleteConsumerOffset (161, 162) and Register. For Register the section is
+// present only when the body is non-empty; [ReplyPayload] applies that rule.
 func IsResultFramed(op Operation) bool {
-	return op == OpRegister || (op.IsMetadata() && op != OpDeleteSegments) ||
+	return op == OpRegister || op.IsInternal() || (op.IsMetadata() && op != OpDeleteSegments) ||
 		op == OpStoreConsumerOffset || op == OpDeleteConsumerOffset
 }
+
+// replyForms pairs each request a real Iggy server (0.9) commits in an internal form
+// with that form. The committed reply — success or a result-section rejection — carries
+// the internal operation instead of the request's; a denial before execution (a header
+// status: bad body, bad option, limits) still echoes the request's. Clients must accept
+// both for these requests and nothing else ([Operation.AnsweredBy]).
+var replyForms = [...]struct{ request, reply Operation }{
+	// The leader assigns each new partition its consensus group before replicating, so
+	// every replica applies the same placement: the request is rewritten into
+	// CreateTopicWithAssignments, which is what gets committed and answered.
+	{OpCreateTopic, OpCreateTopicWithAssignments},
+	// The same for partitions added to an existing topic.
+	{OpCreatePartitions, OpCreatePartitionsWithAssignments},
+	// DeleteSegments names a number of segments, which only the partition's owner can
+	// turn into an offset; the owner resolves it and replicates TruncatePartition (the
+	// offset below which sealed segments go), so every replica trims to the same point.
+	{OpDeleteSegments, OpTruncatePartition},
+}
+
+// CommittedForm returns the operation a real server's committed reply to a request sent
+// with o carries: o's internal form from the reply-forms table (CreateTopic →
+// CreateTopicWithAssignments, CreatePartitions → CreatePartitionsWithAssignments,
+// DeleteSegments → TruncatePartition), else o itself.
+func (o Operation) CommittedForm() Operation {
+	for _, f := range replyForms {
+		if f.request == o {
+			return f.reply
+		}
+	}
+	return o
+}
+
+// AnsweredBy reports whether a reply carrying operation r may answer a request sent with
+// o: r is o itself (every reply a server sends before executing, and every reply to an
+// operation without an internal form) or o's committed form. Any other operation means
+// the stream is desynchronised.
+func (o Operation) AnsweredBy(r Operation) bool { return r == o || r == o.CommittedForm() }
 
 // Code returns the command code a replicated operation stands for (OpLogout → 39), or 0
 // for OpRegister (40 or 45, told apart only by the body), OpNonReplicated and unknown ops.
@@ -82,6 +129,16 @@ func (o Operation) String() string {
 		return "Register"
 	case OpNonReplicated:
 		return "NonReplicated"
+	case OpCreateTopicWithAssignments:
+		return "CreateTopicWithAssignments"
+	case OpCreatePartitionsWithAssignments:
+		return "CreatePartitionsWithAssignments"
+	case OpRemoveConsumerGroupMember:
+		return "RemoveConsumerGroupMember"
+	case OpCompleteConsumerGroupRevocation:
+		return "CompleteConsumerGroupRevocation"
+	case OpTruncatePartition:
+		return "TruncatePartition"
 	}
 	if c := opCodes[o]; c != 0 {
 		return c.String()

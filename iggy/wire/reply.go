@@ -44,20 +44,31 @@ func DecodeReplyFrame(hdr, body []byte) (ReplyHeader, []byte, error) {
 	return h, p, err
 }
 
+// committedReplyTo is ReplyTo for a committed reply (success or result-section
+// rejection): it carries the committed form of req's operation, as a real server's does
+// (CreateTopic is answered as CreateTopicWithAssignments; see replyForms).
+func committedReplyTo(req RequestHeader) ReplyHeader {
+	h := ReplyTo(req, 0)
+	h.Operation = req.Operation.CommittedForm()
+	return h
+}
+
 // AppendReplyPrefix starts a success reply to req: the reply header (status 0, size to be
-// fixed) and, when req's operation is result-framed, the success result section. The
-// caller appends the payload and then calls SetFrameSize(dst[start:]), where start is
-// len(dst) before this call.
+// fixed, the committed form of req's operation) and, when that operation is
+// result-framed, the success result section. The caller appends the payload and then
+// calls SetFrameSize(dst[start:]), where start is len(dst) before this call.
 func AppendReplyPrefix(dst []byte, req RequestHeader) []byte {
-	dst = AppendReplyHeader(dst, ReplyTo(req, 0), 0)
-	if IsResultFramed(req.Operation) {
+	h := committedReplyTo(req)
+	dst = AppendReplyHeader(dst, h, 0)
+	if IsResultFramed(h.Operation) {
 		dst = AppendResultOK(dst)
 	}
 	return dst
 }
 
 // AppendOKReply appends a complete success reply to req carrying payload (nil for none),
-// with the result section when the operation needs one.
+// under the committed form of req's operation, with the result section when that
+// operation needs one.
 func AppendOKReply(dst []byte, req RequestHeader, payload []byte) []byte {
 	start := len(dst)
 	dst = append(AppendReplyPrefix(dst, req), payload...)
@@ -65,17 +76,20 @@ func AppendOKReply(dst []byte, req RequestHeader, payload []byte) []byte {
 	return dst
 }
 
-// AppendStatusReply appends a denial before execution: header status = code, empty body.
+// AppendStatusReply appends a denial before execution: header status = code, empty body,
+// req's own operation echoed (nothing was committed).
 func AppendStatusReply(dst []byte, req RequestHeader, code uint32) []byte {
 	return AppendReplyHeader(dst, ReplyTo(req, code), 0)
 }
 
-// AppendRejectReply appends a committed rejection (R:code): status 0 and a result section
-// [1][0][code] with no payload. Use it only for result-framed operations; for the others
-// it falls back to AppendStatusReply.
+// AppendRejectReply appends a committed rejection (R:code): status 0, the committed form
+// of req's operation and a result section [1][0][code] with no payload. Use it only for
+// operations whose committed form is result-framed; for the others it falls back to
+// AppendStatusReply.
 func AppendRejectReply(dst []byte, req RequestHeader, code uint32) []byte {
-	if !IsResultFramed(req.Operation) {
+	h := committedReplyTo(req)
+	if !IsResultFramed(h.Operation) {
 		return AppendStatusReply(dst, req, code)
 	}
-	return AppendReply(dst, ReplyTo(req, 0), AppendResultError(make([]byte, 0, 12), code))
+	return AppendReply(dst, h, AppendResultError(make([]byte, 0, 12), code))
 }

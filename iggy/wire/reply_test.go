@@ -61,3 +61,79 @@ func TestReplyHelpers(t *testing.T) {
 		t.Fatalf("login reply %+v %v", got, err)
 	}
 }
+
+// TestReplyForms pins the request → committed reply operation table (issue 11: a real
+// server answers CreateTopic as CreateTopicWithAssignments) and what AnsweredBy allows.
+func TestReplyForms(t *testing.T) {
+	pairs := map[Operation]Operation{
+		OpCreateTopic:      OpCreateTopicWithAssignments,      // 132 → 64
+		OpCreatePartitions: OpCreatePartitionsWithAssignments, // 136 → 65
+		OpDeleteSegments:   OpTruncatePartition,               // 138 → 68
+	}
+	if OpCreateTopicWithAssignments != 64 || OpCreatePartitionsWithAssignments != 65 || OpTruncatePartition != 68 {
+		t.Fatal("internal operation values")
+	}
+	for o := range 256 {
+		req := Operation(o)
+		want, internal := pairs[req]
+		if !internal {
+			want = req
+		}
+		if got := req.CommittedForm(); got != want {
+			t.Errorf("%s.CommittedForm() = %s, want %s", req, got, want)
+		}
+		for r := range 256 {
+			rep := Operation(r)
+			ok := rep == req || (internal && rep == want)
+			if req.AnsweredBy(rep) != ok {
+				t.Errorf("%s.AnsweredBy(%s) = %v", req, rep, !ok)
+			}
+		}
+	}
+	names := map[Operation]string{64: "CreateTopicWithAssignments", 65: "CreatePartitionsWithAssignments",
+		66: "RemoveConsumerGroupMember", 67: "CompleteConsumerGroupRevocation", 68: "TruncatePartition", 69: "Operation(69)"}
+	for o, n := range names {
+		if o.String() != n {
+			t.Errorf("Operation(%d).String() = %q, want %q", uint8(o), o.String(), n)
+		}
+	}
+
+	// The server's builders: committed replies carry the internal form, denials echo.
+	split := func(f []byte) ([]byte, []byte) { return f[:HeaderSize], f[HeaderSize:] }
+	topic := RequestHeader{Client: Uint128{Lo: 1}, Session: 1, Request: 3, Operation: OpCreateTopic}
+	details := TopicDetails{TopicHeader: TopicHeader{ID: 0, Name: "t", PartitionsCount: 0}}
+	payload := details.Append(nil)
+	f := AppendOKReply(nil, topic, payload)
+	if f[208] != 64 || string(f[HeaderSize:HeaderSize+4]) != "\x00\x00\x00\x00" || string(f[HeaderSize+4:]) != string(payload) {
+		t.Fatalf("CreateTopic success: op %d body %x", f[208], f[HeaderSize:])
+	}
+	h, p, err := DecodeReplyFrame(split(f))
+	if err != nil || h.Operation != OpCreateTopicWithAssignments || string(p) != string(payload) {
+		t.Fatalf("CreateTopic success decoded: %+v %x %v", h, p, err)
+	}
+	f = AppendRejectReply(nil, topic, ErrTopicNameAlreadyExists.Code)
+	if f[208] != 64 || len(f) != HeaderSize+12 {
+		t.Fatalf("CreateTopic rejection: op %d, %d bytes", f[208], len(f))
+	}
+	if _, _, err := DecodeReplyFrame(split(f)); !errors.Is(err, ErrTopicNameAlreadyExists) {
+		t.Fatalf("CreateTopic rejection decoded: %v", err)
+	}
+	if f = AppendStatusReply(nil, topic, ErrInvalidCommand.Code); f[208] != 132 {
+		t.Fatalf("CreateTopic denial: op %d", f[208])
+	}
+	parts := RequestHeader{Client: Uint128{Lo: 1}, Session: 1, Request: 4, Operation: OpCreatePartitions}
+	if f = AppendOKReply(nil, parts, nil); f[208] != 65 || len(f) != HeaderSize+4 {
+		t.Fatalf("CreatePartitions success: op %d, %d bytes", f[208], len(f))
+	}
+	// DeleteSegments' committed form is result-framed even though 138 itself is not.
+	segs := RequestHeader{Client: Uint128{Lo: 1}, Session: 1, Request: 5, Operation: OpDeleteSegments}
+	if f = AppendOKReply(nil, segs, nil); f[208] != 68 || len(f) != HeaderSize+4 {
+		t.Fatalf("DeleteSegments success: op %d, %d bytes", f[208], len(f))
+	}
+	if f = AppendRejectReply(nil, segs, ErrPartitionNotFound.Code); f[208] != 68 || len(f) != HeaderSize+12 {
+		t.Fatalf("DeleteSegments rejection: op %d, %d bytes", f[208], len(f))
+	}
+	if f = AppendStatusReply(nil, segs, ErrFeatureUnavailable.Code); f[208] != 138 || len(f) != HeaderSize {
+		t.Fatalf("DeleteSegments denial: op %d, %d bytes", f[208], len(f))
+	}
+}

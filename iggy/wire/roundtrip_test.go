@@ -119,7 +119,7 @@ func TestRequestCodesAndOps(t *testing.T) {
 	}
 	for op := range 256 {
 		o := Operation(op)
-		want := o == 1 || (o >= 128 && o <= 149 && o != 138) || o == 161 || o == 162
+		want := o == 1 || (o >= 64 && o <= 68) || (o >= 128 && o <= 149 && o != 138) || o == 161 || o == 162
 		if IsResultFramed(o) != want {
 			t.Errorf("IsResultFramed(%d) = %v", op, !want)
 		}

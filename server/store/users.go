@@ -361,6 +361,40 @@ func (s *Store) DeleteToken(userID uint32, name string) error {
 	return nil
 }
 
+// DeleteExpiredTokens deletes the user's tokens that expired at now (µs) and returns
+// how many it deleted. The server calls it before listing or creating a user's tokens, so
+// an expired token is neither listed nor counted against MaxTokensPerUser and its name
+// can be used again (upstream's token cleaner does this periodically). Errors:
+// ErrUserNotFound, ErrClosed.
+func (s *Store) DeleteExpiredTokens(userID uint32, now uint64) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, err := s.userLocked(userID)
+	if err != nil {
+		return 0, err
+	}
+	var expired []string
+	for name, t := range u.tokens {
+		if t.ExpiresAt != 0 && t.ExpiresAt <= now {
+			expired = append(expired, name)
+		}
+	}
+	if len(expired) == 0 {
+		return 0, nil
+	}
+	b := s.db.NewBatch()
+	for _, name := range expired {
+		_ = b.Delete(append(key(kToken, userID), name...), nil)
+	}
+	if err := s.commit(b, "delete expired tokens"); err != nil {
+		return 0, err
+	}
+	for _, name := range expired {
+		delete(u.tokens, name)
+	}
+	return len(expired), nil
+}
+
 // Tokens returns the user's tokens ordered by name. Errors: ErrUserNotFound, ErrClosed.
 func (s *Store) Tokens(userID uint32) ([]PersonalAccessToken, error) {
 	s.mu.RLock()

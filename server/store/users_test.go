@@ -3,6 +3,8 @@ package store
 import (
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 func TestUsersAndRoot(t *testing.T) {
@@ -89,4 +91,36 @@ func TestTokens(t *testing.T) {
 	if ts := must[[]PersonalAccessToken](t)(s.Tokens(root.ID)); len(ts) != MaxTokensPerUser-1 || ts[0].Name != "tx" {
 		t.Fatalf("Tokens: %d, first %+v", len(ts), ts[0])
 	}
+}
+
+// TestDeleteExpiredTokens: only tokens expired at now go (ExpiresAt ≤ now; 0 = never),
+// the deletion is durable, and the name can be used again.
+func TestDeleteExpiredTokens(t *testing.T) {
+	o := testOpts("db", vfs.NewMem())
+	s := mustOpen(t, o)
+	root, _, err := s.EnsureRoot("iggy", "iggy")
+	check(t, err)
+	for name, exp := range map[string]uint64{"never": 0, "early": 1000, "late": 2000} {
+		_, _, err := s.CreateToken(root.ID, name, exp)
+		check(t, err)
+	}
+	if n := must[int](t)(s.DeleteExpiredTokens(root.ID, 999)); n != 0 {
+		t.Fatalf("deleted %d at 999", n)
+	}
+	if n := must[int](t)(s.DeleteExpiredTokens(root.ID, 1000)); n != 1 {
+		t.Fatalf("deleted %d at 1000, want 1", n)
+	}
+	ts := must[[]PersonalAccessToken](t)(s.Tokens(root.ID))
+	if len(ts) != 2 || ts[0].Name != "late" || ts[1].Name != "never" {
+		t.Fatalf("Tokens after: %+v", ts)
+	}
+	check(t, s.Close())
+	s = mustOpen(t, o)
+	if ts := must[[]PersonalAccessToken](t)(s.Tokens(root.ID)); len(ts) != 2 || ts[0].Name != "late" || ts[1].Name != "never" {
+		t.Fatalf("Tokens after reopening: %+v", ts)
+	}
+	_, _, err = s.CreateToken(root.ID, "early", 0)
+	check(t, err)
+	_, err = s.DeleteExpiredTokens(7, 0)
+	wantErr(t, err, ErrUserNotFound)
 }

@@ -27,6 +27,7 @@ from apache_iggy import (
 
 from conftest import PASSWORD, USERNAME, new_client, run, server_addr, tcp_config
 import offsets_raw as raw
+import pat_raw
 
 TOPIC = "events"
 
@@ -89,6 +90,31 @@ def test_connection_string_auto_login(stream_name):
         details = await client.get_stream(stream_name)
         assert details is not None
         assert details.name == stream_name
+
+    run(body)
+
+
+def test_personal_access_token_login(stream_name):
+    """Create a PAT (raw command), log in with it through the SDK's connection string
+    (PAT auto-login), run a command, delete it: a new login with it is refused."""
+    async def body():
+        admin = await new_client()
+        token_name = "py-" + stream_name[-12:]
+        token = await pat_raw.create_pat(admin, token_name)
+        assert len(token) == 68
+        assert (token_name, 0) in await pat_raw.list_pats(admin)
+
+        client = iggy.IggyClient.from_connection_string(f"iggy://{token}@{server_addr()}")
+        await client.connect()  # logs in with the token
+        await client.create_stream(stream_name)
+        assert (await client.get_stream(stream_name)).name == stream_name
+
+        assert await pat_raw.delete_pat(admin, token_name) == b""
+        assert all(n != token_name for n, _ in await pat_raw.list_pats(admin))
+        refused = iggy.IggyClient.from_connection_string(f"iggy://{token}@{server_addr()}")
+        with pytest.raises(RuntimeError) as err:
+            await refused.connect()  # the auto-login gets Eviction 10
+        assert str(err.value) == "Invalid personal access token", str(err.value)
 
     run(body)
 
@@ -535,6 +561,29 @@ def test_error_cases(stream_name):
         # The connection is still healthy after all those errors.
         await client.ping()
         assert (await client.get_stream(stream_name)).topics_count == 1
+
+    run(body)
+
+
+def test_internal_reply_operations(stream_name):
+    """Ferry answers CreateTopic as CreateTopicWithAssignments (64) and CreatePartitions as
+    CreatePartitionsWithAssignments (65), like a real Iggy server: the SDK takes both, and a
+    committed rejection under 64 is still an error."""
+    async def body():
+        client = await new_client()
+        await setup_topic(client, stream_name, partitions=2)
+        await client.create_partitions(stream_name, TOPIC, 3)
+        topic = await client.get_topic(stream_name, TOPIC)
+        assert topic.partitions_count == 5
+        assert [p.id for p in topic.partitions] == [0, 1, 2, 3, 4]
+        with pytest.raises(RuntimeError) as dup:
+            await client.create_topic(stream_name, TOPIC, partitions_count=1)
+        assert "already exists" in str(dup.value).lower() or "2013" in str(dup.value)
+        with pytest.raises(RuntimeError):
+            await client.create_partitions(stream_name, "no-topic", 1)  # R:2010 under 65
+        await client.delete_partitions(stream_name, TOPIC, 1)
+        assert (await client.get_topic(stream_name, TOPIC)).partitions_count == 4
+        await client.ping()
 
     run(body)
 
