@@ -193,11 +193,11 @@ func (c *Client) settle(ctx context.Context, l *link, cn *conn) (*conn, error) {
 			"link", l.name, "node", cn.node, "leader", leader, "leader_name", name)
 		from := cn.node
 		cn.close()
-		c.leaderIs(leader)
 		cn, err = c.dialLogin(ctx, leader)
 		if err != nil {
 			return nil, fmt.Errorf("cluster leader %s (named by %s) unreachable: %w", leader, from, err)
 		}
+		c.leaderIs(leader) // reached: the route changes only now
 	}
 }
 

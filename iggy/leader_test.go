@@ -26,6 +26,7 @@ const (
 	aLeads         // a two-node roster: a leads, b follows (refuses writes with 58)
 	bLeads         // the same roster after a leader change
 	noLeads        // a two-node roster with no healthy leader
+	eachOther      // each server says the other one leads (a broken cluster)
 )
 
 // testCluster is two embedded servers posing as the nodes of one cluster through
@@ -84,6 +85,8 @@ func (tc *testCluster) roster(i int) wire.ClusterMetadata {
 		return wire.ClusterMetadata{Name: "c", Nodes: []wire.ClusterNode{node(0, leader, wire.NodeHealthy), node(1, follower, wire.NodeHealthy)}}
 	case bLeads:
 		return wire.ClusterMetadata{Name: "c", Nodes: []wire.ClusterNode{node(0, follower, wire.NodeHealthy), node(1, leader, wire.NodeHealthy)}}
+	case eachOther:
+		return wire.ClusterMetadata{Name: "c", Nodes: []wire.ClusterNode{node(i, follower, wire.NodeHealthy), node(1-i, leader, wire.NodeHealthy)}}
 	default: // noLeads: the old leader is unreachable, nobody took over yet
 		return wire.ClusterMetadata{Name: "c", Nodes: []wire.ClusterNode{node(0, leader, wire.NodeUnreachable), node(1, follower, wire.NodeHealthy)}}
 	}
@@ -424,5 +427,27 @@ func TestLeaderElected(t *testing.T) {
 	}
 	if r := tc.requests(1); !slices.Equal(r, []wire.Code{0, wire.CodeGetClusterMetadata, wire.CodeGetClusterMetadata}) {
 		t.Fatalf("b received %v, want a login and two roster reads", r)
+	}
+}
+
+// TestLeaderRedirectLimit: rosters that keep naming another node (each server says the
+// other leads) are followed 3 times in one connect; then the client stays where it is,
+// with a WARN line.
+func TestLeaderRedirectLimit(t *testing.T) {
+	tc := startCluster(t, eachOther)
+	rec := &logRec{}
+	c, err := iggy.Dial(testCtx(t), tc.b.Addr(), iggy.WithLogger(slog.New(rec)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, b := tc.a.Addr(), tc.b.Addr()
+	line := func(node, leader, name string) string {
+		return fmt.Sprintf("INFO %s link=pool-0 node=%s leader=%s leader_name=%s", redirectMsg, node, leader, name)
+	}
+	want := []string{line(b, a, "a"), line(a, b, "b"), line(b, a, "a"),
+		fmt.Sprintf("WARN iggy: too many leader redirects, staying on this node link=pool-0 node=%s leader=%s redirects=3", a, b)}
+	if got := rec.matching("leader"); !slices.Equal(got, want) {
+		t.Fatalf("log lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
