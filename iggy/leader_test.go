@@ -22,11 +22,11 @@ import (
 
 // Roster modes of a testCluster.
 const (
-	solo    = iota // each server answers a one-node roster of itself (and serves writes)
-	aLeads         // a two-node roster: a leads, b follows (refuses writes with 58)
-	bLeads         // the same roster after a leader change
-	noLeads        // a two-node roster with no healthy leader
-	eachOther      // each server says the other one leads (a broken cluster)
+	solo      = iota // each server answers a one-node roster of itself (and serves writes)
+	aLeads           // a two-node roster: a leads, b follows (refuses writes with 58)
+	bLeads           // the same roster after a leader change
+	noLeads          // a two-node roster with no healthy leader
+	eachOther        // each server says the other one leads (a broken cluster)
 )
 
 // testCluster is two embedded servers posing as the nodes of one cluster through
