@@ -35,8 +35,11 @@ func Name(s string) Identifier { return wire.NamedID(s) }
 // consumer) always use the first pool connection: the Client is one group member. The
 // high-level Consumer is the usual way to be a member.
 type Client struct {
-	cfg  config
-	addr string
+	cfg   config
+	addr  string // as given to Dial
+	route route
+	// tlsNamed: the TLS config names the server; otherwise each dial uses its host.
+	tlsNamed bool
 
 	life context.Context
 	stop context.CancelFunc
@@ -48,6 +51,7 @@ type Client struct {
 	mu        sync.Mutex
 	closed    bool
 	groups    map[groupKey]struct{} // joined through the primary link
+	links     map[*link]struct{}    // every open link: the pool and each Consumer's
 	consumers map[*Consumer]struct{}
 	producers map[*Producer]struct{}
 
@@ -56,11 +60,16 @@ type Client struct {
 
 type groupKey struct{ stream, topic, group wire.Identifier }
 
-// Dial connects to addr ("host:port"), logs in and returns a Client. ctx bounds only
+// Dial connects to addr, logs in and returns a Client. addr is "host:port", or several
+// seed addresses of one cluster separated by commas ("a:8090,b:8090"): a connection
+// tries them in order until one accepts it. After login every connection reads the
+// cluster metadata and, when the node is not the cluster leader, reconnects to the
+// leader's TCP address (see the package comment, "Leader awareness"). ctx bounds only
 // the first connection; the Client lives until Close. Errors: login refusals
 // (errors.Is wire.ErrInvalidCredentials, wire.ErrInvalidPAT), a protocol-version
 // mismatch (wire.ErrIncompatibleProtocolVersion, naming both versions), ErrNotConnected
-// for dial failures, or invalid options.
+// for dial failures (every seed, or the leader a roster named), or invalid options or
+// addresses.
 func Dial(ctx context.Context, addr string, opts ...Opt) (*Client, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -69,14 +78,16 @@ func Dial(ctx context.Context, addr string, opts ...Opt) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.tls != nil && cfg.tls.ServerName == "" {
-		if host, _, err := net.SplitHostPort(addr); err == nil {
-			cfg.tls.ServerName = host
-		}
+	seeds, err := parseSeeds(addr)
+	if err != nil {
+		return nil, fmt.Errorf("iggy: %w", err)
 	}
 	c := &Client{
 		cfg:       cfg,
 		addr:      addr,
+		route:     route{seeds: seeds},
+		tlsNamed:  cfg.tls != nil && cfg.tls.ServerName != "",
+		links:     map[*link]struct{}{},
 		groups:    map[groupKey]struct{}{},
 		consumers: map[*Consumer]struct{}{},
 		producers: map[*Producer]struct{}{},
@@ -166,7 +177,9 @@ func (c *Client) isClosed() bool {
 	return c.closed
 }
 
-// connect dials, logs in with a fresh client id, starts the owner and runs onConnect.
+// connect connects to the first candidate of the route that accepts (the leader if one
+// is known, then the seeds in order), logs in with a fresh client id, settles on the
+// cluster leader (settle) and runs onConnect there.
 func (c *Client) connect(ctx context.Context, l *link) (*conn, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -175,23 +188,62 @@ func (c *Client) connect(ctx context.Context, l *link) (*conn, error) {
 	if c.life.Err() != nil {
 		return nil, ErrClosed
 	}
-	d := net.Dialer{Timeout: c.cfg.timeout}
-	nc, err := d.DialContext(ctx, "tcp", c.addr)
+	addrs, _ := c.route.candidates()
+	var cn *conn
+	var errs []error
+	for _, a := range addrs {
+		var err error
+		if cn, err = c.dialLogin(ctx, a); err == nil {
+			break
+		}
+		if permanent(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		errs = append(errs, err)
+	}
+	if cn == nil {
+		return nil, errors.Join(errs...)
+	}
+	cn, err := c.settle(ctx, l, cn)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", c.addr, err)
+		return nil, err
+	}
+	_, cn.routeGen = c.route.current()
+	if l.onConnect != nil {
+		if err := l.onConnect(ctx, cn); err != nil {
+			cn.kill(err)
+			return nil, fmt.Errorf("after login: %w", err)
+		}
+	}
+	c.cfg.logger.Debug("iggy: connected", "link", l.name, "addr", cn.node, "server", cn.serverV)
+	return cn, nil
+}
+
+// dialLogin dials addr (TLS if configured), starts the conn's goroutines and logs in.
+func (c *Client) dialLogin(ctx context.Context, addr string) (*conn, error) {
+	d := net.Dialer{Timeout: c.cfg.timeout}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
 	if c.cfg.tls != nil {
-		tc := tls.Client(nc, c.cfg.tls)
+		cfg := c.cfg.tls
+		if !c.tlsNamed {
+			cfg = cfg.Clone()
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(nc, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = nc.Close()
-			return nil, fmt.Errorf("tls handshake with %s: %w", c.addr, err)
+			return nil, fmt.Errorf("tls handshake with %s: %w", addr, err)
 		}
 		nc = tc
 	}
 	cn := newConn(nc, c.cfg.maxFrame)
+	cn.node = addr
 	cn.start(func(f func()) {
 		c.wg.Add(1)
 		go func() {
@@ -203,13 +255,6 @@ func (c *Client) connect(ctx context.Context, l *link) (*conn, error) {
 		cn.kill(err)
 		return nil, err
 	}
-	if l.onConnect != nil {
-		if err := l.onConnect(ctx, cn); err != nil {
-			cn.kill(err)
-			return nil, fmt.Errorf("after login: %w", err)
-		}
-	}
-	c.cfg.logger.Debug("iggy: connected", "link", l.name, "addr", c.addr, "server", cn.serverV)
 	return cn, nil
 }
 

@@ -36,7 +36,8 @@ import (
 	"github.com/ferryio/ferry/iggy/wire"
 )
 
-// transientPause is the wait before replaying a request answered with 57/58.
+// transientPause is the wait before replaying a request answered with 57 (here) or
+// sending again one answered with 58 (the link does).
 const transientPause = 50 * time.Millisecond
 
 // call is one request handed to a conn. Frame holds HeaderSize bytes of space for the
@@ -100,6 +101,12 @@ type conn struct {
 	hdr      [wire.HeaderSize]byte
 	once     sync.Once
 	serverV  string
+	node     string // the address dialled (a seed or the cluster leader)
+	routeGen uint64 // the Client's route generation when it settled on node
+
+	retiring  chan struct{} // closed by retire: end once the call in flight is answered
+	retireErr error         // why; written before retiring is closed
+	retireOne sync.Once
 }
 
 func newConn(nc net.Conn, maxFrame int) *conn {
@@ -110,6 +117,7 @@ func newConn(nc net.Conn, maxFrame int) *conn {
 		calls:    make(chan *call),
 		replied:  make(chan struct{}, 1),
 		dead:     make(chan struct{}),
+		retiring: make(chan struct{}),
 	}
 	c.lastUsed.Store(time.Now().UnixNano())
 	return c
@@ -133,6 +141,17 @@ func (c *conn) kill(err error) {
 // close kills the connection; both goroutines end.
 func (c *conn) close() { c.kill(ErrClosed) }
 
+// retire ends the connection once it is idle: the writer finishes the call it has (and
+// any reply it still owes) and then kills the conn with err instead of taking another
+// call; a caller still waiting to hand it one sees it dead (not sent). Safe to call
+// repeatedly.
+func (c *conn) retire(err error) {
+	c.retireOne.Do(func() {
+		c.retireErr = err
+		close(c.retiring)
+	})
+}
+
 func (c *conn) isDead() bool {
 	select {
 	case <-c.dead:
@@ -147,6 +166,9 @@ func (c *conn) run() {
 	for {
 		select {
 		case <-c.dead:
+			return
+		case <-c.retiring:
+			c.kill(c.retireErr)
 			return
 		case cl := <-c.calls:
 			c.exec(cl)
@@ -265,7 +287,9 @@ func (c *conn) exec(cl *call) {
 			c.kill(cl.err)
 			return
 		}
-		if wire.Retriable(cl.replyErr) {
+		if errors.Is(cl.replyErr, wire.ErrTransientNotCommitted) {
+			// 57: replay the identical frame here. 58 (not accepted: not executed) goes
+			// back to the link, which may move the request to the cluster leader.
 			t := time.NewTimer(transientPause)
 			select {
 			case <-t.C:

@@ -25,9 +25,12 @@
 //   - Lost connections are replaced with backoff, a new login and a new client id;
 //     groups are rejoined and resynced. Reads (gets, polls, syncs, offset stores) are
 //     retried transparently; creates, deletes and sends return ErrOutcomeUnknown when
-//     the server may have applied them (a resent batch may be duplicated). Transient
-//     replies 57/58 are replayed on the same connection every 50 ms within the budget.
-//     Every Eviction ends the connection.
+//     the server may have applied them (a resent batch may be duplicated). A transient
+//     57 TransientNotCommitted is replayed (the identical frame) on the same connection
+//     every 50 ms within the budget; a 58 TransientNotAccepted (not executed) is sent
+//     again every 50 ms, to the cluster leader if it moved (Leader awareness). Every
+//     Eviction ends the connection.
+//   - Every connection ends up on the cluster leader (Leader awareness, below).
 //   - Errors are *OpError values naming the command and the stream/topic/partition;
 //     they unwrap to the wire package's *ServerError values and classes (errors.Is
 //     with wire.ErrNotFound, wire.ErrStreamIDNotFound, …) or to this package's
@@ -44,19 +47,57 @@
 //     buffers and messages are views into them until Batch.Release.
 //   - Close ends every goroutine the package started.
 //
+// # Leader awareness
+//
+// Dial's address is one "host:port" or several seed addresses of one cluster separated
+// by commas ("a:8090, b:8090"); a new connection tries the leader (once one is known),
+// then the seeds in order, and uses the first that accepts it and the login. Right after
+// the login, before anything else runs on it (a Consumer's join), it reads the cluster
+// metadata (GetClusterMetadata), as the official SDKs do, and:
+//
+//   - one node, an error status or an undecodable roster: it stays (the embedded server
+//     answers a one-node roster; a server without code 12 is used as it is, with a WARN);
+//   - several nodes and a healthy leader at this node (same IP and TCP port, localhost
+//     counting as 127.0.0.1): it stays, and the leader is remembered;
+//   - a healthy leader elsewhere: one INFO line names this node and the leader
+//     ("iggy: connected to a node that is not the cluster leader, reconnecting to the
+//     leader", node=…, leader=…), the connection is closed and the client connects and
+//     logs in at the leader's IP and TCP port (the transport in use; TLS too, its
+//     ServerName the leader's host unless WithTLS named one), and checks again there: at
+//     most 3 redirects per connect, then it stays with a WARN. A leader that cannot be
+//     reached fails the connect with an error naming the leader and the node that named
+//     it (Dial: ErrNotConnected; later reconnects retry with backoff, starting over with
+//     the seeds, so a new roster is seen): a follower would refuse every write;
+//   - no healthy leader (an election in progress): the roster is read again every
+//     250 ms for up to 5 s, then the connection stays on its node with a WARN.
+//
+// The leader is shared by all the Client's connections (the pool and every Consumer's),
+// so after the first redirect they connect to it directly. A leader change is followed
+// in two ways: a request answered 58 TransientNotAccepted (a follower's answer to
+// replicated requests) makes its connection read the roster at once (and again at most
+// every 2 s while 58 goes on); and every reconnect reads it. When a roster names a new
+// leader, every connection of the Client on another node is retired: it finishes the
+// request it has in flight and closes (one INFO line each), and the next request on
+// that link connects to the leader; a Consumer rejoins its group there and resyncs. The
+// request refused with 58 was not executed, so it is sent to the leader at once, even a
+// create or a send.
+//
 // # Layout
 //
 //   - options.go: Opt and defaults; errors.go: sentinels, OpError, Retriable.
 //   - conn.go: one connection, its writer and reader; link.go: a connection that
-//     reconnects, the request budget and retry rules; client.go: Dial, login, pool.
+//     reconnects, the request budget and retry rules; client.go: Dial, login, pool;
+//     leader.go: seeds, the roster check after login, following the leader.
 //   - admin.go (streams, topics, partitions), groups.go (offsets, groups),
 //     messages.go (send, poll), consumer.go, membership.go and polltask.go (the
 //     Consumer's group membership and its polls in flight), producer.go.
 //
 // # Lock order
 //
-// Consumer.closeMu → Consumer.op → Consumer.mu → link.mu. Client.mu, Producer.mu and
-// conn state are leaves (nothing else is taken while holding them). No lock is held
+// Consumer.closeMu → Consumer.op → Consumer.mu → link.mu. Client.mu, Producer.mu, the
+// route's mutex (the leader) and conn state are leaves (nothing else is taken while
+// holding them): a leader change copies the list of links under Client.mu, releases it,
+// then takes each link.mu in turn. No lock is held
 // during I/O or while waiting on a channel, except Consumer.op: a channel semaphore held
 // across one poll, assignment-sync or offset-store round trip of that Consumer (acquired with the
 // caller's context and the Consumer's life, so Close never waits behind it; a poll's

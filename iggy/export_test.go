@@ -1,6 +1,10 @@
 package iggy
 
-import "github.com/ferryio/ferry/iggy/wire"
+import (
+	"time"
+
+	"github.com/ferryio/ferry/iggy/wire"
+)
 
 // Test-only hooks, visible to package iggy_test.
 
@@ -30,4 +34,10 @@ func OutlivedPolls(cn *Consumer) int {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	return cn.outlived
+}
+
+// WithLeaderWait sets how long a connect reads again a roster that names no healthy
+// leader before it stays on its node (default 5s).
+func WithLeaderWait(d time.Duration) Opt {
+	return optFunc(func(c *config) { c.leaderWait = d })
 }

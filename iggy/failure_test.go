@@ -189,9 +189,9 @@ func TestLoginErrors(t *testing.T) {
 	}
 }
 
-// fakeServer accepts connections and answers the login, then lets reply craft the
-// answer to every later request from its header. It is a faulty peer, not a mock: it
-// checks the client copes with broken replies.
+// fakeServer accepts connections and answers the login and the roster read after it (a
+// one-node cluster), then lets reply craft the answer to every later request from its
+// header. It is a faulty peer, not a mock: it checks the client copes with broken replies.
 func fakeServer(t *testing.T, reply func(nc net.Conn, h wire.RequestHeader)) string {
 	t.Helper()
 	addr, _ := fakePeer(t, reply)
@@ -247,6 +247,12 @@ func fakePeer(t *testing.T, reply func(nc net.Conn, h wire.RequestHeader)) (stri
 						logins.Add(1)
 						_, _ = nc.Write(wire.AppendOKReply(nil, h, wire.LoginReply{UserID: 0, Session: 1,
 							ServerProtocolVersion: wire.ProtocolVersion, ServerVersion: "fake"}.Append(nil)))
+						continue
+					}
+					if h.Operation == wire.OpNonReplicated && h.Code == wire.CodeGetClusterMetadata {
+						// The roster read after every login: one node, so the client stays.
+						_, _ = nc.Write(wire.AppendOKReply(nil, h, wire.ClusterMetadata{Name: "fake",
+							Nodes: []wire.ClusterNode{{Name: "fake", IP: "127.0.0.1", Role: wire.NodeLeader}}}.Append(nil)))
 						continue
 					}
 					reply(nc, h)

@@ -36,8 +36,13 @@ type link struct {
 	closed   bool
 }
 
+// newLink returns a link of cl, registered so that a leader change reaches it.
 func newLink(cl *Client, name string) *link {
-	return &link{cl: cl, name: name, backoff: cl.cfg.reconnInitial}
+	l := &link{cl: cl, name: name, backoff: cl.cfg.reconnInitial}
+	cl.mu.Lock()
+	cl.links[l] = struct{}{}
+	cl.mu.Unlock()
+	return l
 }
 
 // current returns the live conn, or nil.
@@ -61,10 +66,17 @@ func (l *link) get(ctx context.Context) (*conn, error) {
 		if c := l.cur; c != nil {
 			if !c.isDead() {
 				l.mu.Unlock()
+				if l.offLeader(c) {
+					l.retireOffLeader() // a leader change raced with this conn's connect
+					l.mu.Lock()
+					continue
+				}
 				return c, nil
 			}
 			l.cur = nil
-			l.cl.cfg.logger.Warn("iggy: connection lost", "link", l.name, "err", c.deadErr)
+			if !errors.Is(c.deadErr, errLeaderMoved) {
+				l.cl.cfg.logger.Warn("iggy: connection lost", "link", l.name, "err", c.deadErr)
+			}
 		}
 		if ch := l.dialing; ch != nil {
 			l.mu.Unlock()
@@ -143,6 +155,13 @@ func permanent(err error) bool {
 		errors.Is(err, ErrClosed)
 }
 
+// offLeader reports whether c is on a node other than the leader the route learned
+// after c settled.
+func (l *link) offLeader(c *conn) bool {
+	leader, gen := l.cl.route.current()
+	return c.routeGen != gen && leader != "" && !sameAddr(c.node, leader)
+}
+
 // close closes the link and its conn. Calls in flight get ErrOutcomeUnknown/ErrClosed.
 func (l *link) close() {
 	l.mu.Lock()
@@ -150,6 +169,9 @@ func (l *link) close() {
 	c := l.cur
 	l.cur = nil
 	l.mu.Unlock()
+	l.cl.mu.Lock()
+	delete(l.cl.links, l)
+	l.cl.mu.Unlock()
 	if c != nil {
 		c.close()
 	}
@@ -169,8 +191,10 @@ type result struct {
 // roundTrip sends frame (HeaderSize bytes of header space, then the body) and returns
 // the reply payload read into body. If ctx ends once a conn took the request, the
 // result is abandoned: the conn kept frame and body (see conn.do). Reads (idem) are retried on a new connection when
-// their outcome is unknown; requests that were not sent are always retried; all within
-// one budget: the request timeout or ctx's deadline, whichever is sooner.
+// their outcome is unknown; requests that were not sent, or refused with 58
+// TransientNotAccepted (not executed; the roster is read again, see notAccepted), are
+// always retried; all within one budget: the request timeout or ctx's deadline,
+// whichever is sooner.
 func (l *link) roundTrip(ctx context.Context, code wire.Code, frame, body []byte, idem bool) result {
 	l.inflight.Add(1)
 	defer l.inflight.Add(-1)
@@ -182,6 +206,7 @@ func (l *link) roundTrip(ctx context.Context, code wire.Code, frame, body []byte
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	cl := callPool.Get().(*call)
+	var rechecked time.Time // the last roster read for a 58 answer
 	for {
 		c, err := l.get(rctx)
 		if err != nil {
@@ -198,6 +223,12 @@ func (l *link) roundTrip(ctx context.Context, code wire.Code, frame, body []byte
 			return result{epoch: c.epoch, err: err, abandoned: true}
 		}
 		body = cl.body
+		if errors.Is(cl.err, wire.ErrTransientNotAccepted) {
+			if l.notAccepted(rctx, c, &rechecked); rctx.Err() == nil {
+				continue // not executed: send it again (to the leader if it moved)
+			}
+			cl.err = fmt.Errorf("transient reply until the deadline: %w", cl.err)
+		}
 		if cl.err == nil || !connLevel(cl.err) || rctx.Err() != nil {
 			r := result{payload: cl.payload, body: body, epoch: c.epoch, err: cl.err}
 			putCall(cl)

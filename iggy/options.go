@@ -34,6 +34,7 @@ type config struct {
 	protocolVersion uint32
 	sdkName         string
 	sdkVersion      string
+	leaderWait      time.Duration // how long a leaderless roster is read again
 }
 
 func defaultConfig() config {
@@ -51,6 +52,7 @@ func defaultConfig() config {
 		protocolVersion: wire.ProtocolVersion,
 		sdkName:         "ferry-go",
 		sdkVersion:      "0.1.0",
+		leaderWait:      5 * time.Second,
 	}
 }
 

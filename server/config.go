@@ -89,6 +89,20 @@ type Config struct {
 	// cut short by the client disconnecting. ReplyDelay must be safe for concurrent use
 	// (connections call it in parallel) and should return quickly.
 	ReplyDelay func(code wire.Code) time.Duration
+
+	// ClusterRoster is a hook for tests of leader-aware clients: it lets one embedded
+	// server pose as a node of a cluster. Nil (the default) means no hook: the server
+	// answers GetClusterMetadata with a one-node roster, itself as the healthy leader.
+	// When set, GetClusterMetadata answers what it returns, and while that roster marks
+	// this server (the node whose IP and TCP port are those of Server.Addr) as a
+	// follower, the server refuses every replicated request, metadata operations
+	// (128–149) and partition operations (160–162), with 58 TransientNotAccepted
+	// (result-framed for metadata, in the header status for partition operations), as a
+	// follower of an Iggy cluster does; logins, reads and polls are still served. It is
+	// called for every GetClusterMetadata and every replicated request, concurrently, so
+	// it must be safe for concurrent use; the test may switch what it returns at any time
+	// (a leader change).
+	ClusterRoster func() wire.ClusterMetadata
 }
 
 // ErrConfig is matched by every validation error of New.

@@ -160,11 +160,17 @@ func (c *conn) handle(h wire.RequestHeader, body []byte) []byte {
 		if sess == nil {
 			return c.eviction(h, wire.EvictionNoSession)
 		}
+		if c.s.follower() {
+			return notLeader(h)
+		}
 		return c.metadata(sess, h, body)
 	case op.IsPartition():
 		sess := c.session()
 		if sess == nil {
 			return c.eviction(h, wire.EvictionNoSession)
+		}
+		if c.s.follower() {
+			return notLeader(h)
 		}
 		return c.partitionOp(sess, h, body)
 	default:

@@ -129,9 +129,14 @@ func (s *Server) deletePAT(h wire.RequestHeader, body []byte, sess *session) []b
 
 // clusterMetadata answers GetClusterMetadata (code 12): a single-node roster, this server
 // as the healthy leader, reachable over TCP at its listen address (no QUIC, HTTP or
-// WebSocket). The released apache-iggy 0.9 SDKs send it before some requests and fail them
-// on an error status. Layout: wire.ClusterMetadata.
+// WebSocket), or the roster of Config.ClusterRoster (a test hook). The released
+// apache-iggy 0.9 SDKs send it after login (leader detection) and before some requests,
+// and fail them on an error status. Layout: wire.ClusterMetadata.
 func (s *Server) clusterMetadata(h wire.RequestHeader) []byte {
+	if roster := s.cfg.ClusterRoster; roster != nil {
+		m := roster()
+		return wire.AppendOKReply(nil, h, m.Append(nil))
+	}
 	host, portStr, _ := net.SplitHostPort(s.Addr())
 	port, _ := strconv.ParseUint(portStr, 10, 16)
 	const name = "ferry"
@@ -139,4 +144,35 @@ func (s *Server) clusterMetadata(h wire.RequestHeader) []byte {
 		Name: name, IP: host, TCPPort: uint16(port), Role: wire.NodeLeader, Status: wire.NodeHealthy,
 	}}}
 	return wire.AppendOKReply(nil, h, m.Append(nil))
+}
+
+// follower reports whether Config.ClusterRoster (a test hook) marks this server as a
+// follower: then replicated requests are refused with 58, as on an Iggy follower.
+func (s *Server) follower() bool {
+	roster := s.cfg.ClusterRoster
+	if roster == nil {
+		return false
+	}
+	host, portStr, err := net.SplitHostPort(s.Addr())
+	if err != nil {
+		return false
+	}
+	port, _ := strconv.ParseUint(portStr, 10, 16)
+	own := net.ParseIP(host)
+	for _, n := range roster().Nodes {
+		if uint64(n.TCPPort) == port && own != nil && own.Equal(net.ParseIP(n.IP)) {
+			return n.Role == wire.NodeFollower
+		}
+	}
+	return false
+}
+
+// notLeader is a follower's answer to a replicated request: 58 TransientNotAccepted (not
+// executed; the client may send it anywhere), result-framed for metadata operations and
+// in the header status for partition operations, as upstream's replicas answer.
+func notLeader(h wire.RequestHeader) []byte {
+	if h.Operation.IsPartition() {
+		return wire.AppendStatusReply(nil, h, wire.ErrTransientNotAccepted.Code)
+	}
+	return wire.AppendRejectReply(nil, h, wire.ErrTransientNotAccepted.Code)
 }

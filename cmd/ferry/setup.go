@@ -118,29 +118,22 @@ func clientOptions(c config.Iggy, log *slog.Logger) ([]iggy.Opt, error) {
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("iggy.tls.ca_file %s: no PEM certificate found", c.TLS.CAFile)
 		}
+		// No domain: the client checks each host it dials (a seed, or the leader).
 		tc := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: c.TLS.Domain}
-		if tc.ServerName == "" {
-			tc.ServerName = hostOf(c.Address)
-		}
 		opts = append(opts, iggy.WithTLS(tc))
 	}
 	return opts, nil
 }
 
-func hostOf(addr string) string {
-	if i := strings.LastIndex(addr, ":"); i >= 0 {
-		return strings.Trim(addr[:i], "[]")
-	}
-	return addr
-}
-
 // embeddedServer starts the embedded server for `run --embedded`: listening on
-// [embedded] address (default iggy.address), data in dataDir, with the [iggy] credentials
-// as root user (applied on the first boot of the data directory).
+// [embedded] address (default iggy.address, its first entry if it lists several), data
+// in dataDir, with the [iggy] credentials as root user (applied on the first boot of the
+// data directory).
 func embeddedServer(ctx context.Context, rc *config.Runtime, dataDir string, log *slog.Logger) (*server.Server, error) {
 	addr := rc.Embedded.Address
 	if addr == "" {
-		addr = rc.Iggy.Address
+		addr, _, _ = strings.Cut(rc.Iggy.Address, ",") // the first seed
+		addr = strings.TrimSpace(addr)
 	}
 	if dataDir == "" {
 		dataDir = rc.Embedded.DataDir

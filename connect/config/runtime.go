@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -73,7 +74,7 @@ type HTTPTLS struct {
 
 // Iggy is the [iggy] section: how to reach the Iggy server.
 type Iggy struct {
-	Address  string  `toml:"address"`  // default "localhost:8090"
+	Address  string  `toml:"address"`  // default "localhost:8090"; or seeds "a:8090, b:8090" (tried in order)
 	Username string  `toml:"username"` // default "iggy"
 	Password Secret  `toml:"password"` // default "iggy"
 	Token    Secret  `toml:"token"`    // personal access token, or "file:<path>"; wins when set
@@ -426,6 +427,11 @@ func (r *Runtime) validate(loc *locator) error {
 	}
 	if r.Iggy.Address == "" {
 		return loc.errorf("iggy.address", nil, "required")
+	}
+	for _, a := range strings.Split(r.Iggy.Address, ",") {
+		if _, _, err := net.SplitHostPort(strings.TrimSpace(a)); err != nil {
+			return loc.errorf("iggy.address", nil, "%q: want host:port, or several separated by commas", r.Iggy.Address)
+		}
 	}
 	if r.Iggy.Token == "" && (r.Iggy.Username == "" || r.Iggy.Password == "") {
 		key := "iggy.username"

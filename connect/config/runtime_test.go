@@ -140,6 +140,8 @@ func TestRuntimeErrors(t *testing.T) {
 		{name: "http provider", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"http://x\"\n", line: 2, key: "connectors.config_type", is: ErrNotSupported},
 		{name: "bad enum", body: "[connectors]\nconfig_dir = \"c\"\n[logging]\nformat = \"xml\"\n", line: 4, key: "logging.format", msg: `unknown value "xml" (want text or json)`},
 		{name: "bad duration", body: "[connectors]\nconfig_dir = \"c\"\ntimeout = \"10 parsecs\"\n", line: 3, key: "connectors.timeout"},
+		{name: "bad address", body: "[connectors]\nconfig_dir = \"c\"\n[iggy]\naddress = \"a:1,b\"\n", line: 4, key: "iggy.address", msg: `"a:1,b": want host:port, or several separated by commas`},
+		{name: "empty seed", body: "[connectors]\nconfig_dir = \"c\"\n[iggy]\naddress = \"a:1,\"\n", line: 4, key: "iggy.address"},
 		{name: "no credentials", body: "[connectors]\nconfig_dir = \"c\"\n[iggy]\npassword = \"\"\n", line: 4, key: "iggy.password"},
 		{name: "env bool", body: "[connectors]\nconfig_dir = \"c\"\n", env: []string{"IGGY_CONNECTORS_HTTP_ENABLED=yes"}, key: "http.enabled", envv: "IGGY_CONNECTORS_HTTP_ENABLED", msg: `want true or false, got "yes"`},
 		{name: "env enum", body: "[connectors]\nconfig_dir = \"c\"\n", env: []string{"IGGY_CONNECTORS_LOGGING_FORMAT=xml"}, key: "logging.format", envv: "IGGY_CONNECTORS_LOGGING_FORMAT"},
@@ -196,5 +198,18 @@ func TestResolveToken(t *testing.T) {
 		if got != tc.want || (err != nil) != tc.fail {
 			t.Errorf("ResolveToken(%q) = %q, %v", tc.token, got, err)
 		}
+	}
+}
+
+// TestRuntimeIggySeeds: [iggy] address may list several seed addresses separated by
+// commas; the value is kept as written (the client splits it).
+func TestRuntimeIggySeeds(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "config.toml", "[connectors]\nconfig_dir = \"c\"\n[iggy]\naddress = \"10.0.0.1:8090, 10.0.0.2:8090\"\n")
+	r, err := ParseRuntimeEnv(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Iggy.Address != "10.0.0.1:8090, 10.0.0.2:8090" {
+		t.Fatalf("iggy.address = %q", r.Iggy.Address)
 	}
 }

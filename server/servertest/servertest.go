@@ -56,6 +56,14 @@ func WithReplyDelay(delay func(code wire.Code) time.Duration) Option {
 	return func(c *server.Config) { c.ReplyDelay = delay }
 }
 
+// WithClusterRoster makes the server answer GetClusterMetadata with roster() instead of
+// its one-node roster (server.Config.ClusterRoster, a test hook), and refuse replicated
+// requests with 58 TransientNotAccepted while that roster marks it a follower. roster is
+// called concurrently and may change what it returns at any time (a leader change).
+func WithClusterRoster(roster func() wire.ClusterMetadata) Option {
+	return func(c *server.Config) { c.ClusterRoster = roster }
+}
+
 // WithConfig applies fn to the Config last, for anything else.
 func WithConfig(fn func(*server.Config)) Option { return fn }
 
