@@ -258,10 +258,11 @@ func equalOffsets(a, b []uint64) bool {
 
 var allModes = []config.CommitMode{config.CommitAfterPolling, config.CommitAfterConsuming, config.CommitSinkControlled}
 
-// waitFor polls cond every millisecond until it holds, failing the test after 10 s.
+// waitFor polls cond every millisecond until it holds, failing the test after 30 s (a bound
+// for a loaded 2-core machine under -race, not an expectation of speed).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	if !eventually(10*time.Second, cond) {
+	if !eventually(30*time.Second, cond) {
 		t.Fatalf("timed out waiting for %s", what)
 	}
 }
