@@ -5,6 +5,9 @@ package store
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -67,5 +70,40 @@ func TestQuickstartFootprint(t *testing.T) {
 	t.Logf("messages %d bytes, on disk %d bytes: %.2f×", held, used, float64(used)/float64(held))
 	if used > 2*held {
 		t.Fatalf("on disk %d bytes for %d bytes of messages: %.2f×, want at most 2×", used, held, float64(used)/float64(held))
+	}
+}
+
+// TestLogsAreNotPreallocated guards the WAL tuning: after memtables were
+// flushed and their logs recycled, no log file holds more blocks than it was
+// written (a preallocated one holds 1.1 × MemTableSize, 72 MB).
+func TestLogsAreNotPreallocated(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, testOpts(dir, nil))
+	tp := setupTopic(t, s, 1)
+	k := PartitionKey{tp.StreamID, tp.ID, 0}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for round := range 4 {
+		for range 10 {
+			data := quickstartBatch(rng, quickstartPerBatch, quickstartPayload)
+			if _, err := s.AppendFunc(k, quickstartPerBatch, stamper(data)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.db.Flush(); err != nil {
+			t.Fatalf("flush %d: %v", round, err)
+		}
+	}
+	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil || len(logs) == 0 {
+		t.Fatalf("log files %v: %v", logs, err)
+	}
+	for _, l := range logs {
+		fi, err := os.Stat(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if blocks := fi.Sys().(*syscall.Stat_t).Blocks * 512; blocks > fi.Size()+1<<20 {
+			t.Fatalf("%s: %d bytes written, %d allocated", l, fi.Size(), blocks)
+		}
 	}
 }
