@@ -33,6 +33,8 @@ const (
 	DefaultHeartbeatInterval  = 30 * time.Second
 	DefaultRebalancingTimeout = 30 * time.Second
 	DefaultFsyncInterval      = 100 * time.Millisecond
+	// DefaultRetentionInterval is Iggy's [data_maintenance.messages] interval.
+	DefaultRetentionInterval = time.Minute
 )
 
 // Config configures a Server. The zero value is valid except for DataDir; New fills
@@ -75,6 +77,15 @@ type Config struct {
 	PasswordIterations int
 	// TLS, when set, makes the listener speak TLS.
 	TLS *tls.Config
+	// RetentionInterval is how often the segment cleaner enforces every topic's
+	// message_expiry and max_topic_size (Iggy's [data_maintenance.messages]
+	// interval). Default 1 minute; negative turns the background cleaner off
+	// (Server.EnforceRetention still runs a pass on demand).
+	RetentionInterval time.Duration
+	// Now is the server's clock: it stamps message timestamps and is the "now"
+	// of retention. Default time.Now; tests pass a fake clock to expire
+	// messages without waiting. It must be safe for concurrent use.
+	Now func() time.Time
 
 	// ReplyDelay is a hook for tests: it lets a test make the server slow on purpose.
 	// Nil (the default) means no hook and costs nothing; it is not part of the wire
@@ -138,6 +149,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.RebalancingTimeout == 0 {
 		c.RebalancingTimeout = DefaultRebalancingTimeout
+	}
+	if c.RetentionInterval == 0 {
+		c.RetentionInterval = DefaultRetentionInterval
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 }
 

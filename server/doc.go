@@ -17,6 +17,15 @@
 //     Addr reports the bound address, Close is idempotent, safe on nil and waits for every
 //     goroutine (all started through one spawn helper). No signal handling and no global
 //     logger: logs go to Config.Logger.
+//   - Retention as Iggy's segment cleaner: every Config.RetentionInterval (default
+//     1 minute, Iggy's [data_maintenance.messages] interval) each topic's
+//     message_expiry and max_topic_size are enforced by removing whole segments
+//     (store.EnforceRetention has the rules), never a partition's active segment nor
+//     a segment holding offsets after a stored consumer or group offset. A poll
+//     below the retained range starts at its first message; segments_count is the
+//     real count (1 for an empty partition). EnforceRetention runs a pass on demand
+//     and Config.Now is the clock of both message timestamps and retention, so
+//     tests expire messages without waiting.
 //
 // # Where it differs from a real Iggy server
 //

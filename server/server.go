@@ -118,6 +118,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		FsyncInterval:      s.cfg.FsyncInterval,
 		Logger:             s.log,
 		PasswordIterations: s.cfg.PasswordIterations,
+		Now:                s.cfg.Now,
 	})
 	if err != nil {
 		return fmt.Errorf("server: open data dir %s: %w", s.cfg.DataDir, err)
@@ -148,6 +149,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.mu.Unlock()
 	s.spawn(s.acceptLoop)
 	s.spawn(s.maintenanceLoop)
+	if s.cfg.RetentionInterval > 0 {
+		s.spawn(s.retentionLoop)
+	}
 	close(s.ready)
 	s.log.Info("iggy server listening", "addr", ln.Addr().String(), "data", s.cfg.DataDir, "fsync", s.cfg.Fsync)
 	return nil

@@ -39,7 +39,11 @@ func (s *Server) getStats(h wire.RequestHeader) []byte {
 		st.TopicsCount += uint32(len(topics))
 		for _, t := range topics {
 			st.PartitionsCount += uint32(len(t.Partitions))
-			st.SegmentsCount += uint32(len(t.Partitions))
+			for _, p := range t.Partitions {
+				if ps, err := s.st.Stats(store.PartitionKey{Stream: t.StreamID, Topic: t.ID, Partition: p.ID}); err == nil {
+					st.SegmentsCount += segmentsCount(ps)
+				}
+			}
 			if tot, err := s.st.TopicTotals(t.StreamID, t.ID); err == nil {
 				st.MessagesCount += tot.Messages
 				st.MessagesSizeBytes += tot.Bytes

@@ -32,6 +32,7 @@ const (
 type topicSettings struct {
 	expiry, maxSize uint64
 	compression     uint8
+	segmentSize     uint64    // the segment size the topic has (or gets) in bytes
 	explicit        []wire.KV // canonical kinds, in the order sent
 	derived         []wire.KV // defaults filled in at creation
 }
@@ -106,6 +107,7 @@ func parseTopicOptions(opts []wire.KV, create bool, partitions uint32, segment u
 		}
 		ts.explicit = append(ts.explicit, wire.StringKV(key, canon))
 	}
+	ts.segmentSize = seg
 	if ts.maxSize != wire.SizeUnlimited && ts.maxSize != wire.SizeServerDefault && ts.maxSize < seg {
 		return ts, fmt.Errorf("max_topic_size %d below segment size %d: %w", ts.maxSize, seg, wire.ErrInvalidTopicSize)
 	}

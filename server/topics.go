@@ -35,12 +35,16 @@ func (s *Server) topicDetails(t store.Topic) (wire.TopicDetails, error) {
 			return wire.TopicDetails{}, err
 		}
 		d.Partitions = append(d.Partitions, wire.PartitionResponse{
-			ID: p.ID, CreatedAt: p.CreatedAt, SegmentsCount: 1, CurrentOffset: ps.CurrentOffset(),
+			ID: p.ID, CreatedAt: p.CreatedAt, SegmentsCount: segmentsCount(ps), CurrentOffset: ps.CurrentOffset(),
 			SizeBytes: ps.Bytes, MessagesCount: ps.Messages,
 		})
 	}
 	return d, nil
 }
+
+// segmentsCount is a partition's segments_count: Iggy always has an open
+// segment, so an empty partition reports 1.
+func segmentsCount(ps store.PartitionStats) uint32 { return max(1, ps.Segments) }
 
 func (s *Server) createTopic(h wire.RequestHeader, body []byte) []byte {
 	req, err := wire.DecodeCreateTopicRequest(body)
@@ -61,7 +65,7 @@ func (s *Server) createTopic(h wire.RequestHeader, body []byte) []byte {
 	}
 	t, err := s.st.CreateTopic(st.ID, req.PartitionsCount, store.TopicConfig{
 		Name: req.Name, MessageExpiry: ts.expiry, MaxTopicSize: ts.maxSize, Compression: ts.compression,
-		Options: encodeTopicOptions(ts.explicit, ts.derived),
+		SegmentSize: ts.segmentSize, Options: encodeTopicOptions(ts.explicit, ts.derived),
 	})
 	if err != nil {
 		return s.reject(h, "create topic", err, wire.ErrTooManyTopics.Code)

@@ -17,11 +17,12 @@ const (
 	kData      = 'd'
 
 	// sub-keys under a partition's data prefix
-	dBatch  = 'b'
-	dIndex  = 'i'
-	dTime   = 'T'
-	dOffset = 'c'
-	dState  = 's'
+	dBatch   = 'b'
+	dIndex   = 'i'
+	dTime    = 'T'
+	dOffset  = 'c'
+	dState   = 's'
+	dSegment = 'S'
 )
 
 func key(prefix byte, ids ...uint32) []byte {

@@ -49,7 +49,7 @@ type StampFunc func(baseOffset, baseTimestamp uint64) ([]byte, error)
 // (offsets exhausted), ErrClosed, the stamp error.
 func (s *Store) AppendFunc(k PartitionKey, count uint32, stamp StampFunc) (Appended, error) {
 	return s.append(k, count, func(p *partition) ([]byte, uint64, error) {
-		ts := max(nowMicros(), p.stats.LastTimestamp)
+		ts := max(s.nowMicros(), p.stats.LastTimestamp)
 		data, err := stamp(p.stats.NextOffset, ts)
 		if err != nil {
 			return nil, 0, fmt.Errorf("store: append to %v: stamp: %w", k, err)
@@ -96,13 +96,23 @@ func (s *Store) append(k PartitionKey, count uint32, produce func(*partition) ([
 	if len(data) == 0 {
 		return Appended{}, fmt.Errorf("append to %v: empty batch: %w", k, ErrInvalidBatch)
 	}
+	seg, opened := appendSegment(p.segs, s.streams[k.Stream].topics[k.Topic].segmentSize(), base, count, uint64(len(data)), ts)
 	next := PartitionStats{
 		NextOffset:    base + uint64(count),
 		Messages:      p.stats.Messages + uint64(count),
 		Bytes:         p.stats.Bytes + uint64(len(data)),
 		LastTimestamp: ts,
+		Segments:      p.stats.Segments,
+		FirstOffset:   p.stats.FirstOffset,
+	}
+	if opened {
+		next.Segments++
+	}
+	if len(p.segs) == 0 {
+		next.FirstOffset = base
 	}
 	b := s.db.NewBatch()
+	_ = b.Set(segmentKey(k, seg.FirstOffset), encodeSegment(seg), nil)
 	_ = b.Set(dataKey(k, dBatch, base), data, nil)
 	_ = b.Set(dataKey(k, dIndex, base), encodeIndex(count, ts, uint64(len(data))), nil)
 	_ = b.Set(dataKey(k, dTime, ts, base), nil, nil)
@@ -111,6 +121,11 @@ func (s *Store) append(k PartitionKey, count uint32, produce func(*partition) ([
 		return Appended{}, err
 	}
 	p.stats = next
+	if opened {
+		p.segs = append(p.segs, seg)
+	} else {
+		p.segs[len(p.segs)-1] = seg
+	}
 	return Appended{BaseOffset: base, BaseTimestamp: ts, Count: count, Stats: next}, nil
 }
 
@@ -173,7 +188,9 @@ type ReadResult struct {
 
 // Read returns the batches holding offsets [start, start+maxMessages),
 // clipped to the stored messages, from one consistent view of the
-// partition. maxMessages 0, an empty partition or start past the last
+// partition. A start below the first retained offset (Stats.FirstOffset:
+// older segments were removed) reads from the first retained message, as
+// Iggy does. maxMessages 0, an empty partition or start past the last
 // offset give no batches (not an error). Errors: ErrStreamNotFound,
 // ErrTopicNotFound, ErrPartitionNotFound, ErrClosed.
 func (s *Store) Read(k PartitionKey, start uint64, maxMessages uint32) (ReadResult, error) {
@@ -195,6 +212,7 @@ func (s *Store) ReadLimit(k PartitionKey, start uint64, maxMessages uint32, maxB
 	var res ReadResult
 	p.mu.Lock()
 	res.Stats = p.stats
+	start = max(start, res.Stats.FirstOffset) // below the retained range: its first message
 	if maxMessages == 0 || res.Stats.Messages == 0 || start >= res.Stats.NextOffset {
 		p.mu.Unlock()
 		return res, nil

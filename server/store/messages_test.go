@@ -33,7 +33,7 @@ func TestAppendAssignsOffsets(t *testing.T) {
 		}
 	}
 	st := must[PartitionStats](t)(s.Stats(k))
-	want := PartitionStats{NextOffset: 9, Messages: 9, Bytes: 3 * 164, LastTimestamp: got[2].BaseTimestamp}
+	want := PartitionStats{NextOffset: 9, Messages: 9, Bytes: 3 * 164, LastTimestamp: got[2].BaseTimestamp, Segments: 1}
 	if st != want || st.CurrentOffset() != 8 {
 		t.Fatalf("stats = %+v, want %+v", st, want)
 	}

@@ -77,6 +77,14 @@ func (s *Store) load() error {
 				if p.stats, err = s.readState(p.key); err != nil {
 					return err
 				}
+				if err = s.loadSegments(p); err != nil {
+					return err
+				}
+				p.stats.Segments = uint32(len(p.segs))
+				p.stats.FirstOffset = p.stats.NextOffset
+				if len(p.segs) > 0 {
+					p.stats.FirstOffset = p.segs[0].FirstOffset
+				}
 			}
 		}
 	}
@@ -134,7 +142,8 @@ func encodeTopic(t *topicState) []byte {
 	b = appendU64(b, t.cfg.MessageExpiry)
 	b = appendU64(b, t.cfg.MaxTopicSize)
 	b = append(b, t.cfg.Compression)
-	return appendBytes(b, t.cfg.Options)
+	b = appendBytes(b, t.cfg.Options)
+	return appendU64(b, t.cfg.SegmentSize)
 }
 
 func decodeTopic(sid, tid uint32, v []byte) (*topicState, error) {
@@ -146,6 +155,9 @@ func decodeTopic(sid, tid uint32, v []byte) (*topicState, error) {
 	t.cfg.MaxTopicSize = r.u64()
 	t.cfg.Compression = r.u8()
 	t.cfg.Options = r.bytes()
+	if len(r.b) > 0 { // absent in records written before segments
+		t.cfg.SegmentSize = r.u64()
+	}
 	return t, r.done()
 }
 

@@ -56,6 +56,9 @@ type Options struct {
 	// DefaultPasswordIterations; tests may lower it. Existing hashes keep
 	// the cost they were made with.
 	PasswordIterations int
+	// Now is the clock that stamps batch timestamps. Default time.Now;
+	// tests pass a fake one to make retention by message_expiry exact.
+	Now func() time.Time
 }
 
 // Store is an open database. All methods are safe for concurrent use.
@@ -68,6 +71,7 @@ type Store struct {
 	wo        *pebble.WriteOptions
 	log       *slog.Logger
 	iters     int
+	now       func() time.Time
 	dirLock   io.Closer
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -99,9 +103,13 @@ func Open(opts Options) (*Store, error) {
 	if opts.PasswordIterations <= 0 {
 		opts.PasswordIterations = DefaultPasswordIterations
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	s := &Store{
 		log:     opts.Logger.With("component", "store", "dir", opts.Dir),
 		iters:   opts.PasswordIterations,
+		now:     opts.Now,
 		stop:    make(chan struct{}),
 		streams: map[uint32]*streamState{},
 		users:   map[uint32]*userState{},
@@ -125,12 +133,8 @@ func Open(opts Options) (*Store, error) {
 		s.dirLock = l
 		fs = vfs.Default
 	}
-	db, err := pebble.Open(opts.Dir, &pebble.Options{
-		FS:                 fs,
-		Logger:             pebbleLogger{s.log},
-		FormatMajorVersion: pebble.FormatNewest,
-		MemTableSize:       64 << 20,
-	})
+	po := pebbleOptions(fs, pebbleLogger{s.log})
+	db, err := pebble.Open(opts.Dir, po)
 	if err != nil {
 		s.unlockDir()
 		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) {
@@ -244,3 +248,6 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 }
 
 func nowMicros() uint64 { return uint64(time.Now().UnixMicro()) }
+
+// nowMicros reads the store's clock (Options.Now) in µs.
+func (s *Store) nowMicros() uint64 { return uint64(max(s.now().UnixMicro(), 0)) }

@@ -91,8 +91,16 @@ func (s *Store) UpdateTopic(streamID, topicID uint32, cfg TopicConfig) error {
 }
 
 // DeleteTopic deletes a topic with its partitions, messages, groups and
-// offsets, in one batch. Errors: ErrStreamNotFound, ErrTopicNotFound, ErrClosed.
+// offsets, in one batch, then compacts its data range. Errors:
+// ErrStreamNotFound, ErrTopicNotFound, ErrClosed.
 func (s *Store) DeleteTopic(streamID, topicID uint32) error {
+	if err := s.deleteTopic(streamID, topicID); err != nil {
+		return err
+	}
+	return s.compactPrefix(key(kData, streamID, topicID))
+}
+
+func (s *Store) deleteTopic(streamID, topicID uint32) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := s.topicLocked(streamID, topicID); err != nil {
@@ -112,8 +120,16 @@ func (s *Store) DeleteTopic(streamID, topicID uint32) error {
 }
 
 // PurgeStream deletes every message and stored offset of every partition of
-// the stream and resets their offsets to 0. Errors: ErrStreamNotFound, ErrClosed.
+// the stream and resets their offsets to 0, then compacts the stream's data
+// range so the disk space comes back. Errors: ErrStreamNotFound, ErrClosed.
 func (s *Store) PurgeStream(streamID uint32) error {
+	if err := s.purgeStream(streamID); err != nil {
+		return err
+	}
+	return s.compactPrefix(key(kData, streamID))
+}
+
+func (s *Store) purgeStream(streamID uint32) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, err := s.streamLocked(streamID)
@@ -128,16 +144,24 @@ func (s *Store) PurgeStream(streamID uint32) error {
 	}
 	for _, t := range st.topics {
 		for _, p := range t.parts {
-			p.stats = PartitionStats{}
+			p.reset()
 		}
 	}
 	return nil
 }
 
 // PurgeTopic deletes every message and stored offset of every partition of
-// the topic and resets their offsets to 0. Errors: ErrStreamNotFound,
+// the topic and resets their offsets to 0, then compacts the topic's data
+// range so the disk space comes back. Errors: ErrStreamNotFound,
 // ErrTopicNotFound, ErrClosed.
 func (s *Store) PurgeTopic(streamID, topicID uint32) error {
+	if err := s.purgeTopic(streamID, topicID); err != nil {
+		return err
+	}
+	return s.compactPrefix(key(kData, streamID, topicID))
+}
+
+func (s *Store) purgeTopic(streamID, topicID uint32) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, err := s.topicLocked(streamID, topicID)
@@ -151,7 +175,7 @@ func (s *Store) PurgeTopic(streamID, topicID uint32) error {
 		return err
 	}
 	for _, p := range t.parts {
-		p.stats = PartitionStats{}
+		p.reset()
 	}
 	return nil
 }

@@ -37,6 +37,9 @@ type TopicConfig struct {
 	MaxTopicSize  uint64
 	Compression   uint8
 	Options       []byte
+	// SegmentSize is the size (bytes) at which a partition's active segment
+	// is closed (Iggy's segment_size); 0 means DefaultSegmentSize.
+	SegmentSize uint64
 }
 
 // Topic is a topic's metadata; Partitions is sorted by id.
@@ -87,6 +90,12 @@ type PartitionStats struct {
 	Bytes uint64
 	// LastTimestamp is the base timestamp of the last batch (µs), 0 if none.
 	LastTimestamp uint64
+	// Segments is the number of segments holding the stored messages (0
+	// when the partition is empty).
+	Segments uint32
+	// FirstOffset is the first retained offset: the first segment's first
+	// offset, NextOffset when the partition is empty.
+	FirstOffset uint64
 }
 
 // CurrentOffset is Iggy's current_offset: the last message's offset, 0 when
@@ -119,8 +128,23 @@ type partition struct {
 	key       PartitionKey
 	createdAt uint64
 
-	mu    sync.Mutex // serializes appends, purges and offset writes
+	mu    sync.Mutex // serializes appends, purges, removals and offset writes
 	stats PartitionStats
+	segs  []Segment // oldest first; the last is the active one
+}
+
+// segmentSize resolves the topic's segment size.
+func (t *topicState) segmentSize() uint64 {
+	if t.cfg.SegmentSize == 0 {
+		return DefaultSegmentSize
+	}
+	return t.cfg.SegmentSize
+}
+
+// reset empties the partition's counters and segments (purge).
+func (p *partition) reset() {
+	p.stats = PartitionStats{}
+	p.segs = nil
 }
 
 // String formats the key for errors and logs.
