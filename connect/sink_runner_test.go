@@ -1,7 +1,6 @@
 package connect
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
@@ -10,34 +9,17 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/syncbuf"
 	"github.com/ferryio/ferry/sdk"
 )
 
-// logBuffer collects slog text output; safe for concurrent writers.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startLogged starts a Runtime running sink (builtin "rec") whose logs go to a buffer.
-func (e *iggyEnv) startLogged(cfg *config.Sink, sink sdk.Sink) (*Runtime, *logBuffer) {
+func (e *iggyEnv) startLogged(cfg *config.Sink, sink sdk.Sink) (*Runtime, *syncbuf.Buffer) {
 	e.t.Helper()
 	if err := cfg.Validate(); err != nil {
 		e.t.Fatal(err)
 	}
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	reg := sdk.NewRegistry().AddSink("rec", func() sdk.Sink { return sink })
 	rt, err := New(Options{Connectors: &config.Connectors{Sinks: []*config.Sink{cfg}}, Client: e.dial(), Builtins: reg,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})

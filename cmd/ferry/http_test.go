@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,28 +15,11 @@ import (
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/internal/syncbuf"
 	"github.com/ferryio/ferry/server/servertest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// lockedBuffer is a log destination safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // testRuntime is a real runtime without connectors over the embedded server.
 func testRuntime(t *testing.T) *connect.Runtime {
@@ -60,7 +41,7 @@ func testRuntime(t *testing.T) *connect.Runtime {
 
 func TestStartAPI(t *testing.T) {
 	rt := testRuntime(t)
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	rc := config.DefaultRuntime()
 	rc.HTTP.Address = "127.0.0.1:0"

@@ -8,7 +8,6 @@
 package browsertest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/ferryio/ferry/internal/syncbuf"
 )
 
 // EnvChromium names the environment variable with the browser's path.
@@ -34,7 +35,7 @@ const startTimeout = 60 * time.Second
 // them from the test's goroutine only.
 type Browser struct {
 	ctx    context.Context // the tab
-	output *lockedBuffer   // the browser's stdout and stderr
+	output *syncbuf.Buffer // the browser's stdout and stderr
 
 	mu     sync.Mutex
 	jsErrs []string // uncaught exceptions and console.error calls of the page
@@ -51,7 +52,7 @@ func Start(t testing.TB) *Browser {
 		}
 		path = DefaultPath
 	}
-	b := &Browser{output: &lockedBuffer{}}
+	b := &Browser{output: &syncbuf.Buffer{}}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
 		chromedp.NoSandbox, // tests run as root in CI containers
@@ -185,24 +186,6 @@ func (b *Browser) diagnostics() string {
 		s += "\n--- JavaScript errors:\n" + strings.Join(errs, "\n")
 	}
 	return s
-}
-
-// lockedBuffer collects the browser's output, written by the allocator's goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Context returns the tab's chromedp context, for actions the methods do not cover

@@ -11,10 +11,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ferryio/ferry/internal/syncbuf"
 )
 
 // waitFor polls cond every 20ms until it holds or timeout passes (then the test fails).
@@ -29,30 +30,12 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer goroutine and a reading test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is one ferry child process.
 type proc struct {
 	t      *testing.T
 	name   string
 	cmd    *exec.Cmd
-	out    *syncBuffer // stdout + stderr
+	out    *syncbuf.Buffer // stdout + stderr
 	done   chan struct{}
 	err    error
 	killed bool
@@ -66,7 +49,7 @@ func startFerry(t *testing.T, name, dir string, env []string, args ...string) *p
 	cmd := exec.Command(ferryBin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
-	p := &proc{t: t, name: name, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, name: name, cmd: cmd, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
