@@ -222,6 +222,26 @@ func (r *Runtime) SetOffsets(ctx context.Context, key string, changes []OffsetCh
 		byTopic[k][c.Partition] = c.Offset
 	}
 	for k, offs := range byTopic {
+		// Check every change against the topic first, so a bad one changes nothing.
+		parts, err := adm.groupOffsets(ctx, groups[k], k.stream, k.topic)
+		if err != nil {
+			return fmt.Errorf("sink %s: %w", key, err)
+		}
+		current := make(map[uint32]int64, len(parts))
+		for _, p := range parts {
+			current[p.id] = p.current
+		}
+		for id, off := range offs {
+			cur, ok := current[id]
+			switch {
+			case !ok:
+				return fmt.Errorf("%w: stream %q topic %q has no partition %d", ErrInvalidOffsets, k.stream, k.topic, id)
+			case int64(off) > cur:
+				return fmt.Errorf("%w: stream %q topic %q partition %d: offset %d is past the last offset %d", ErrInvalidOffsets, k.stream, k.topic, id, off, cur)
+			}
+		}
+	}
+	for k, offs := range byTopic {
 		if err := adm.setGroupOffsets(ctx, groups[k], k.stream, k.topic, offs); err != nil {
 			return fmt.Errorf("sink %s: %w", key, err)
 		}
@@ -229,7 +249,8 @@ func (r *Runtime) SetOffsets(ctx context.Context, key string, changes []OffsetCh
 	return nil
 }
 
-// ErrInvalidOffsets: SetOffsets was given a partition the sink does not consume.
+// ErrInvalidOffsets: SetOffsets was given a topic the sink does not consume, a
+// partition the topic does not have, or an offset past the partition's last.
 var ErrInvalidOffsets = errors.New("connect: invalid offsets")
 
 // Connector returns the status of one connector.

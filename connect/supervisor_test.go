@@ -243,6 +243,19 @@ func TestStopConnectorAndSetOffsets(t *testing.T) {
 	if err := rt.SetOffsets(bg(t), "rec", []OffsetChange{{Stream: "x", Topic: "t", Offset: 1}}); !errors.Is(err, ErrInvalidOffsets) {
 		t.Fatalf("SetOffsets of a foreign topic: %v", err)
 	}
+	for _, bad := range []struct {
+		c    OffsetChange
+		want string
+	}{
+		{OffsetChange{Stream: "s", Topic: "t", Partition: 7, Offset: 1}, `stream "s" topic "t" has no partition 7`},
+		{OffsetChange{Stream: "s", Topic: "t", Partition: 0, Offset: 20}, `partition 0: offset 20 is past the last offset 19`},
+	} {
+		err := rt.SetOffsets(bg(t), "rec", []OffsetChange{change[0], bad.c})
+		if !errors.Is(err, ErrInvalidOffsets) || !strings.Contains(err.Error(), bad.want) {
+			t.Fatalf("SetOffsets %+v: %v, want ErrInvalidOffsets with %q", bad.c, err, bad.want)
+		}
+		env.wantStored("g", "s", "t", 0, 19) // a bad change changes nothing
+	}
 	if err := rt.SetOffsets(bg(t), "rec", change); err != nil {
 		t.Fatal(err)
 	}
