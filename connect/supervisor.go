@@ -119,20 +119,9 @@ func (sl *slot) supervise() {
 			}
 			continue
 		}
-		if in.c.unfixable() {
-			sl.mu.Lock()
-			sl.gaveUp = true
-			sl.mu.Unlock()
-			sl.r.log.Error(sl.kind+" failed for good: a restart cannot fix this, not restarted", "key", sl.key)
-			sl.r.noteGaveUp()
-			if !sl.idle() {
-				return
-			}
-			continue
-		}
-		wait, ok := sl.scheduleRestart(in)
-		if !ok {
-			sl.r.log.Error(sl.kind+" failed for good: not restarted", "key", sl.key, "max_restarts", sl.policy().MaxRestarts)
+		wait, giveUp := sl.scheduleRestart(in)
+		if giveUp != "" {
+			sl.r.log.Error(sl.kind+" failed for good: "+giveUp, "key", sl.key, "max_restarts", sl.policy().MaxRestarts)
 			sl.r.noteGaveUp()
 			if !sl.idle() {
 				return
@@ -180,22 +169,27 @@ func (sl *slot) waitRetry(wait time.Duration) bool {
 	return true
 }
 
-// scheduleRestart decides whether a failed instance is restarted and after how long.
-func (sl *slot) scheduleRestart(in *instance) (time.Duration, bool) {
+// scheduleRestart decides whether a failed instance is restarted and after how long;
+// giveUp says why not ("" when it is).
+func (sl *slot) scheduleRestart(in *instance) (wait time.Duration, giveUp string) {
 	pol := sl.policy()
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	if time.Since(in.started) >= healthyAfter {
 		sl.restarts = 0
 	}
-	if pol.MaxRestarts == 0 || sl.restarts >= pol.MaxRestarts {
+	switch {
+	case in.c.unfixable():
 		sl.gaveUp = true
-		return 0, false
+		return 0, "a restart cannot fix this, not restarted"
+	case pol.MaxRestarts == 0 || sl.restarts >= pol.MaxRestarts:
+		sl.gaveUp = true
+		return 0, "not restarted"
 	}
 	b := Backoff{Initial: pol.InitialBackoff, Max: pol.MaxBackoff}
-	wait := b.Delay(int(sl.restarts) + 1)
+	wait = b.Delay(int(sl.restarts) + 1)
 	sl.nextRetry = time.Now().Add(wait)
-	return wait, true
+	return wait, ""
 }
 
 func (sl *slot) stoppedByUser() bool {
@@ -341,7 +335,7 @@ func (r *Runtime) noteGaveUp() {
 	r.failedOnce.Do(func() { close(r.failed) })
 }
 
-// slot returns the slot of kind and key; r.mu held.
+// slotOf returns the slot of kind and key, or ErrNotFound.
 func (r *Runtime) slotOf(kind, key string) (*slot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
