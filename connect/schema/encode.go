@@ -1,0 +1,129 @@
+package schema
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/valyala/fastjson"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/ferryio/ferry/sdk"
+)
+
+// CheckEncodable reports whether Ferry can encode payloads to a stream of schema to.
+func CheckEncodable(to sdk.Schema) error {
+	if to == sdk.SchemaAvro {
+		return fmt.Errorf("schema avro: %w", ErrUnsupported)
+	}
+	if _, err := sdk.ParseSchema(string(to)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Encode appends to dst the payload sent to a stream of schema to, for a message a source
+// produced in schema from: v is its JSON value after transforms (nil when it has none:
+// raw, text, or a proto payload that is not an Any), payload the bytes as produced.
+//
+//   - to json: a JSON value as compact JSON; text as a JSON string literal; raw bytes when
+//     they are valid JSON (Ferry; upstream refuses raw);
+//   - to text: text as is; a JSON value as its JSON text; raw bytes when valid UTF-8;
+//   - to raw: the bytes (a JSON value as its JSON text; upstream accepts raw only);
+//   - to proto: proto bytes as is; a JSON object {"type_url":s,"value":base64} as the Any
+//     it describes (what a proto payload decodes to);
+//   - to flat_buffer: flat_buffer or raw bytes as is;
+//   - anything else is an error naming both schemas.
+func Encode(dst []byte, from, to sdk.Schema, v *fastjson.Value, payload []byte) ([]byte, error) {
+	if from == "" {
+		from = to
+	}
+	switch to {
+	case sdk.SchemaJSON:
+		switch {
+		case v != nil:
+			return AppendJSON(dst, v), nil
+		case from == sdk.SchemaText:
+			if !utf8.Valid(payload) {
+				return nil, fmt.Errorf("text payload: %w", errNotUTF8(payload))
+			}
+			return AppendString(dst, payload), nil
+		case from == sdk.SchemaRaw || from == sdk.SchemaJSON:
+			if !utf8.Valid(payload) {
+				return nil, fmt.Errorf("payload is not JSON: %w", errNotUTF8(payload))
+			}
+			if err := fastjson.ValidateBytes(payload); err != nil {
+				return nil, fmt.Errorf("payload is not valid JSON (stream schema json): %w", err)
+			}
+			return append(dst, payload...), nil
+		}
+	case sdk.SchemaText:
+		if v != nil {
+			return AppendJSON(dst, v), nil
+		}
+		if from == sdk.SchemaText || from == sdk.SchemaRaw || from == sdk.SchemaJSON {
+			if !utf8.Valid(payload) {
+				return nil, fmt.Errorf("payload is not text (stream schema text): %w", errNotUTF8(payload))
+			}
+			return append(dst, payload...), nil
+		}
+	case sdk.SchemaRaw:
+		if v != nil && from != sdk.SchemaProto && from != sdk.SchemaFlatBuffer {
+			return AppendJSON(dst, v), nil
+		}
+		return append(dst, payload...), nil
+	case sdk.SchemaProto:
+		if v != nil {
+			return appendAny(dst, v)
+		}
+		if from == sdk.SchemaProto {
+			return append(dst, payload...), nil
+		}
+	case sdk.SchemaFlatBuffer:
+		if v == nil && (from == sdk.SchemaFlatBuffer || from == sdk.SchemaRaw) {
+			return append(dst, payload...), nil
+		}
+		if from == sdk.SchemaFlatBuffer {
+			return append(dst, payload...), nil // transforms never change the bytes of a FlatBuffer
+		}
+	case sdk.SchemaAvro:
+		return nil, fmt.Errorf("schema avro: %w", ErrUnsupported)
+	}
+	return nil, fmt.Errorf("cannot convert a %s payload to the stream's schema %s", from, to)
+}
+
+// appendAny encodes a JSON object {"type_url": string, "value": base64 string} as a
+// protobuf Any.
+func appendAny(dst []byte, v *fastjson.Value) ([]byte, error) {
+	if v.Type() != fastjson.TypeObject {
+		return nil, errors.New("proto: want a JSON object {type_url, value}")
+	}
+	tv := v.Get("type_url")
+	if tv == nil {
+		return nil, errors.New(`proto: "type_url" missing`)
+	}
+	tu, err := tv.StringBytes()
+	if err != nil {
+		return nil, errors.New(`proto: "type_url" must be a string`)
+	}
+	var val []byte
+	if vv := v.Get("value"); vv != nil {
+		s, err := vv.StringBytes()
+		if err != nil {
+			return nil, errors.New(`proto: "value" must be a base64 string`)
+		}
+		if val, err = base64.StdEncoding.AppendDecode(nil, s); err != nil {
+			return nil, fmt.Errorf(`proto: "value": %w`, err)
+		}
+	}
+	if len(tu) > 0 {
+		dst = protowire.AppendTag(dst, 1, protowire.BytesType)
+		dst = protowire.AppendBytes(dst, tu)
+	}
+	if len(val) > 0 {
+		dst = protowire.AppendTag(dst, 2, protowire.BytesType)
+		dst = protowire.AppendBytes(dst, val)
+	}
+	return dst, nil
+}

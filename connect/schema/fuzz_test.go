@@ -1,0 +1,90 @@
+package schema
+
+import (
+	"bytes"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/valyala/fastjson"
+
+	"github.com/ferryio/ferry/sdk"
+)
+
+// fuzzDecoder checks one decoder: it never panics, and what it accepts re-encodes to
+// valid JSON that decodes to the same bytes again (re-encoding is a fixed point).
+func fuzzDecoder(f *testing.F, s sdk.Schema, seeds ...[]byte) {
+	for _, b := range seeds {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		d, err := NewDecoder(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := d.Decode(in)
+		if err != nil || !d.JSON() {
+			if err == nil && s == sdk.SchemaText && !utf8.Valid(in) {
+				t.Fatalf("text accepted invalid UTF-8 %q", in)
+			}
+			return
+		}
+		out := AppendJSON(nil, v)
+		if err := fastjson.ValidateBytes(out); err != nil || !utf8.Valid(out) {
+			t.Fatalf("%q re-encoded to invalid JSON %q: %v", in, out, err)
+		}
+		j, _ := NewDecoder(sdk.SchemaJSON)
+		v2, err := j.Decode(out)
+		if err != nil {
+			t.Fatalf("re-decode %q: %v", out, err)
+		}
+		if again := AppendJSON(nil, v2); !bytes.Equal(again, out) {
+			t.Fatalf("not a fixed point: %q then %q", out, again)
+		}
+	})
+}
+
+func FuzzDecodeJSON(f *testing.F) {
+	fuzzDecoder(f, sdk.SchemaJSON, []byte(`{"a":[1,2.5e3,"\u00e9\n"],"b":{"c":null}}`), []byte(`"\ud83d"`), []byte(`-0.0`))
+}
+
+func FuzzDecodeText(f *testing.F) { fuzzDecoder(f, sdk.SchemaText, []byte("héllo"), []byte("\xc3")) }
+
+func FuzzDecodeProto(f *testing.F) {
+	fuzzDecoder(f, sdk.SchemaProto, []byte("\x0a\x01t\x12\x02\x01\x02"), []byte("\x18\x05"))
+}
+
+func FuzzDecodeFlatBuffer(f *testing.F) {
+	fuzzDecoder(f, sdk.SchemaFlatBuffer, []byte{8, 0, 0, 0, 1, 2, 3, 4}, []byte{1, 2})
+}
+
+// FuzzEncode: Encode never panics, and what it writes to a json or text stream is valid
+// JSON or UTF-8.
+func FuzzEncode(f *testing.F) {
+	f.Add(byte(0), byte(1), []byte(`{"a":1}`))
+	f.Add(byte(1), byte(0), []byte("text"))
+	schemas := []sdk.Schema{sdk.SchemaJSON, sdk.SchemaText, sdk.SchemaRaw, sdk.SchemaProto, sdk.SchemaFlatBuffer}
+	f.Fuzz(func(t *testing.T, from, to byte, payload []byte) {
+		fs, ts := schemas[int(from)%len(schemas)], schemas[int(to)%len(schemas)]
+		var v *fastjson.Value
+		if d, _ := NewDecoder(fs); d.JSON() {
+			var err error
+			if v, err = d.Decode(payload); err != nil {
+				return
+			}
+		}
+		out, err := Encode(nil, fs, ts, v, payload)
+		if err != nil {
+			return
+		}
+		switch ts {
+		case sdk.SchemaJSON:
+			if !utf8.Valid(out) || fastjson.ValidateBytes(out) != nil {
+				t.Fatalf("%s->json wrote %q", fs, out)
+			}
+		case sdk.SchemaText:
+			if !utf8.Valid(out) {
+				t.Fatalf("%s->text wrote %q", fs, out)
+			}
+		}
+	})
+}

@@ -1,0 +1,56 @@
+package transform
+
+import (
+	"testing"
+
+	toml "github.com/pelletier/go-toml/v2"
+	"github.com/valyala/fastjson"
+
+	"github.com/ferryio/ferry/connect/schema"
+	"github.com/ferryio/ferry/sdk"
+)
+
+// FuzzBuild feeds arbitrary transform tables to Build. Invariants: Build never panics; a
+// chain it accepts applies to any JSON payload without panicking and writes valid JSON.
+func FuzzBuild(f *testing.F) {
+	f.Add("[transforms.add_fields]\nenabled = true\nfields = [{ key = \"a\", value.static = 1 }]", `{"a":0,"b":[1]}`)
+	f.Add("[transforms.filter_fields]\nenabled = true\nkeep_fields = [\"a\"]\npatterns = [{ key_pattern = { regex = \"b+\" }, value_pattern = { between = [1, 2.5] } }]", `{"a":1,"bb":2}`)
+	f.Add("[transforms.unwrap_envelope]\nenabled = true\nfield = \"p\"", `{"p":"x"}`)
+	f.Add("[transforms.update_fields]\nenabled = true\nfields = [{ key = \"u\", value.computed = \"uuid_v7\", condition = \"key_exists\" }]", `{"u":null}`)
+	f.Add("[transforms.delete_fields]\nenabled = true\nfields = [\"a\"]", `"s"`)
+	f.Fuzz(func(t *testing.T, doc, payload string) {
+		var m struct {
+			Transforms map[string]any `toml:"transforms"`
+		}
+		if toml.Unmarshal([]byte(doc), &m) != nil {
+			return
+		}
+		var specs []Spec
+		for typ, v := range m.Transforms {
+			tbl, ok := v.(map[string]any)
+			if !ok {
+				return
+			}
+			en, _ := tbl["enabled"].(bool)
+			specs = append(specs, Spec{Type: typ, Enabled: en, Table: tbl})
+		}
+		c, err := Build(specs)
+		if err != nil {
+			return
+		}
+		d, _ := schema.NewDecoder(sdk.SchemaJSON)
+		v, err := d.Decode([]byte(payload))
+		if err != nil {
+			return
+		}
+		var a fastjson.Arena
+		v, err = c.Apply(v, &a)
+		if err != nil {
+			return
+		}
+		out := schema.AppendJSON(nil, v)
+		if err := fastjson.ValidateBytes(out); err != nil {
+			t.Fatalf("output %q is not JSON: %v", out, err)
+		}
+	})
+}

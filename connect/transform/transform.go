@@ -1,0 +1,112 @@
+// Package transform builds Iggy's message transforms (add_fields, update_fields,
+// delete_fields, filter_fields, unwrap_envelope) from their connector-file tables and
+// applies them to JSON payloads. It is pure apart from the clock and the random source of
+// the computed values.
+//
+// Like upstream, every field transform acts on the top-level keys of a JSON object and
+// passes any other payload unchanged. Two deliberate differences (README, "Differences
+// from Iggy's runtime"): a Chain runs its transforms in the order the file lists them
+// (upstream: a hash map's order), and greater_than/less_than/between match integer
+// literals too (upstream: only floats).
+package transform
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/valyala/fastjson"
+)
+
+// ErrConfig is wrapped by every error of Build about a transform's table.
+var ErrConfig = errors.New("invalid transform")
+
+// Spec is one `[transforms.<type>]` table as the connector file wrote it.
+type Spec struct {
+	Type    string
+	Enabled bool
+	Table   map[string]any // the whole table, enabled included
+}
+
+// Transform changes one JSON value. It returns the value to go on with (unwrap_envelope
+// returns another one); a may allocate new values for this message.
+type Transform interface {
+	Apply(v *fastjson.Value, a *fastjson.Arena) (*fastjson.Value, error)
+}
+
+// Chain is the enabled transforms of a connector, in file order.
+type Chain struct {
+	ts    []Transform
+	names []string
+}
+
+// Len is the number of transforms in c.
+func (c *Chain) Len() int { return len(c.ts) }
+
+// Apply runs every transform on v in order. An error names the transform.
+func (c *Chain) Apply(v *fastjson.Value, a *fastjson.Arena) (*fastjson.Value, error) {
+	for i, t := range c.ts {
+		var err error
+		if v, err = t.Apply(v, a); err != nil {
+			return nil, fmt.Errorf("transform %s: %w", c.names[i], err)
+		}
+	}
+	return v, nil
+}
+
+// Types are the transform types Build knows.
+var Types = []string{"add_fields", "avro_convert", "delete_fields", "filter_fields", "flat_buffer_convert", "proto_convert", "unwrap_envelope", "update_fields"}
+
+// Build returns the chain of the enabled specs, in their order. A disabled spec is checked
+// for its type only, as upstream (its fields are not read).
+func Build(specs []Spec) (*Chain, error) {
+	c := &Chain{}
+	for _, s := range specs {
+		path := "transforms." + s.Type
+		if !s.Enabled {
+			if !known(s.Type) {
+				return nil, fmt.Errorf("%s: %w: unknown type (want one of %s)", path, ErrConfig, strings.Join(Types, ", "))
+			}
+			continue
+		}
+		t, err := build(s.Type, &table{path: path, m: s.Table})
+		if err != nil {
+			return nil, err
+		}
+		c.ts = append(c.ts, t)
+		c.names = append(c.names, s.Type)
+	}
+	return c, nil
+}
+
+func known(typ string) bool {
+	i := sort.SearchStrings(Types, typ)
+	return i < len(Types) && Types[i] == typ
+}
+
+func build(typ string, t *table) (Transform, error) {
+	t.used = map[string]bool{"enabled": true}
+	var tr Transform
+	var err error
+	switch typ {
+	case "add_fields":
+		tr, err = buildAdd(t)
+	case "update_fields":
+		tr, err = buildUpdate(t)
+	case "delete_fields":
+		tr, err = buildDelete(t)
+	case "filter_fields":
+		tr, err = buildFilter(t)
+	case "unwrap_envelope":
+		tr, err = buildUnwrap(t)
+	case "proto_convert", "flat_buffer_convert", "avro_convert":
+		return nil, t.errorf("", "not supported by Ferry yet (set enabled = false or remove the table)")
+	default:
+		return nil, t.errorf("", "unknown type (want one of %s)", strings.Join(Types, ", "))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return tr, t.unknownKeys()
+}
