@@ -66,7 +66,7 @@ const (
 // DefaultConsumerGroup is the consumer group of a sink stream that names none.
 func DefaultConsumerGroup(key string) string { return "iggy-connect-sink-" + key }
 
-// Transform is one `[transforms.<type>]` table; Ferry keeps it and does not apply it.
+// Transform is one `[transforms.<type>]` table; connect/transform builds and applies it.
 type Transform struct {
 	Type    string         // add_fields, update_fields, delete_fields, filter_fields, unwrap_envelope, proto_convert, flat_buffer_convert, avro_convert
 	Enabled bool           // required in the file
@@ -87,7 +87,7 @@ type Common struct {
 	PluginConfig []byte
 	Verbose      bool
 	Benchmark    bool
-	Transforms   []Transform   // sorted by Type
+	Transforms   []Transform   // in file order (the order they run in)
 	Restart      RestartPolicy // Ferry
 	// Warnings lists environment variables that were ignored.
 	Warnings []string

@@ -98,8 +98,9 @@ enabled = false
 	if got := string(s.PluginConfig); got != `{"alpha":{"b":true,"nested":[1,2.5,"x<y"]},"zeta":1}` {
 		t.Fatalf("plugin_config = %s", got)
 	}
-	if len(s.Transforms) != 2 || s.Transforms[0].Type != "add_fields" || s.Transforms[0].Enabled ||
-		s.Transforms[1].Type != "delete_fields" || !s.Transforms[1].Enabled {
+	// File order: delete_fields is written first.
+	if len(s.Transforms) != 2 || s.Transforms[0].Type != "delete_fields" || !s.Transforms[0].Enabled ||
+		s.Transforms[1].Type != "add_fields" || s.Transforms[1].Enabled {
 		t.Fatalf("transforms = %+v", s.Transforms)
 	}
 }
@@ -258,6 +259,10 @@ func TestConnectorErrors(t *testing.T) {
 		{name: "bad plugin_config_format", body: hdr + "plugin_config_format = \"xml\"\n" + st, line: 7, key: "plugin_config_format"},
 		{name: "unknown transform", body: hdr + st + "[transforms.explode]\nenabled = true\n", line: 11, key: "transforms.explode"},
 		{name: "transform without enabled", body: hdr + st + "[transforms.delete_fields]\nfields = [\"a\"]\n", line: 11, key: "transforms.delete_fields.enabled", msg: "required key missing"},
+		{name: "transform field missing", body: hdr + st + "[transforms.add_fields]\nenabled = true\nfields = [{ key = \"a\" }]\n", line: 13,
+			key: "transforms.add_fields.fields[0].value", msg: "required key missing (want value.static or value.computed)"},
+		{name: "transform unknown key", body: hdr + st + "[transforms.unwrap_envelope]\nenabled = true\nfield = \"p\"\nfeild = 1\n", line: 14,
+			key: "transforms.unwrap_envelope.feild", msg: "unknown key"},
 		{name: "offset_commit in a source", body: "type = \"source\"\nkey = \"k\"\nenabled = true\nversion = 1\nname = \"n\"\npath = \"p\"\noffset_commit = \"auto\"\n", line: 7, key: "offset_commit", msg: "unknown key"},
 		{name: "empty builtin", body: strings.Replace(hdr, "builtin:null", "builtin:", 1) + st, line: 6, key: "path"},
 		{name: "env wrong type", body: hdr + st, env: []string{"IGGY_CONNECTORS_SINK_K_VERSION=two"}, key: "version", envv: "IGGY_CONNECTORS_SINK_K_VERSION",

@@ -3,15 +3,18 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	toml "github.com/pelletier/go-toml/v2"
 
+	"github.com/ferryio/ferry/connect/transform"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -320,7 +323,13 @@ func (r *rawCommon) build(loc *locator) (Common, error) {
 	if c.Restart.MaxBackoff, err = durationOr(loc, "restart.max_backoff", r.Restart.MaxBackoff, DefaultRestartMaxBackoff); err != nil {
 		return c, err
 	}
-	for _, typ := range sortedKeys(r.Transforms) {
+	// File order (a deliberate difference: upstream runs them in a hash map's order).
+	types := sortedKeys(r.Transforms)
+	sort.SliceStable(types, func(i, j int) bool {
+		return loc.lineFor("transforms."+types[i]) < loc.lineFor("transforms."+types[j])
+	})
+	specs := make([]transform.Spec, 0, len(types))
+	for _, typ := range types {
 		path := "transforms." + typ
 		if !knownTransforms[typ] {
 			return c, loc.errorf(path, nil, "unknown transform (want one of %s)", strings.Join(sortedKeys(knownTransforms), ", "))
@@ -336,6 +345,14 @@ func (r *rawCommon) build(loc *locator) (Common, error) {
 			return c, loc.errorf(path+".enabled", nil, "want true or false")
 		}
 		c.Transforms = append(c.Transforms, Transform{Type: typ, Enabled: en, Config: tbl})
+		specs = append(specs, transform.Spec{Type: typ, Enabled: en, Table: tbl})
+	}
+	if _, err := transform.Build(specs); err != nil {
+		var ce *transform.ConfigError
+		if errors.As(err, &ce) {
+			return c, loc.errorf(ce.Path, err, "%s", ce.Msg)
+		}
+		return c, loc.errorf("transforms", err, "%v", err)
 	}
 	return c, nil
 }

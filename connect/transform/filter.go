@@ -332,4 +332,3 @@ func equal(a, b *fastjson.Value) bool {
 	}
 	return true // null, true, false
 }
-

@@ -26,7 +26,7 @@ func (t *table) errorf(key, format string, args ...any) error {
 	if key != "" {
 		p += "." + key
 	}
-	return fmt.Errorf("%s: %w: %s", p, ErrConfig, fmt.Sprintf(format, args...))
+	return &ConfigError{Path: p, Msg: fmt.Sprintf(format, args...)}
 }
 
 func (t *table) get(key string) (any, bool) {

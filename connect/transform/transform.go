@@ -22,6 +22,17 @@ import (
 // ErrConfig is wrapped by every error of Build about a transform's table.
 var ErrConfig = errors.New("invalid transform")
 
+// ConfigError is Build's error: the key path in the connector file and what is wrong.
+type ConfigError struct {
+	Path string // e.g. transforms.add_fields.fields[0].value
+	Msg  string
+}
+
+func (e *ConfigError) Error() string { return e.Path + ": " + ErrConfig.Error() + ": " + e.Msg }
+
+// Unwrap makes errors.Is(err, ErrConfig) hold.
+func (e *ConfigError) Unwrap() error { return ErrConfig }
+
 // Spec is one `[transforms.<type>]` table as the connector file wrote it.
 type Spec struct {
 	Type    string
@@ -66,7 +77,7 @@ func Build(specs []Spec) (*Chain, error) {
 		path := "transforms." + s.Type
 		if !s.Enabled {
 			if !known(s.Type) {
-				return nil, fmt.Errorf("%s: %w: unknown type (want one of %s)", path, ErrConfig, strings.Join(Types, ", "))
+				return nil, &ConfigError{Path: path, Msg: "unknown type (want one of " + strings.Join(Types, ", ") + ")"}
 			}
 			continue
 		}
