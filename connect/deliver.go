@@ -40,7 +40,8 @@ const (
 	HeaderSourceTopic     = "ferry-source-topic"
 	HeaderSourcePartition = "ferry-source-partition"
 	HeaderSourceOffset    = "ferry-source-offset"
-	// HeaderStage names where a source's message was rejected: encode or send.
+	// HeaderStage names where a message was rejected: decode or transform (a sink's
+	// poison message), encode, transform or send (a source's).
 	HeaderStage = "ferry-stage"
 	// HeaderSource is the key of the source connector whose message was rejected.
 	HeaderSource = "ferry-source"
@@ -124,10 +125,14 @@ func (p *batchProcessor) process(ctx context.Context, topic sdk.TopicMetadata, m
 // deadLetter sends the batch to the dead-letter topic, retrying with backoff until Iggy
 // confirms it or ctx ends (then the batch is abandoned, not committed).
 func (p *batchProcessor) deadLetter(ctx context.Context, topic sdk.TopicMetadata, partition uint32, msgs []sdk.ConsumedMessage, cause error) error {
+	return p.sendDeadLetters(ctx, deadLetterMessages(topic, partition, msgs, cause))
+}
+
+// sendDeadLetters sends out to the dead-letter topic as deadLetter does.
+func (p *batchProcessor) sendDeadLetters(ctx context.Context, out []sdk.ProducedMessage) error {
 	if p.dlq == nil {
 		return errors.New("dead_letter: no dead-letter producer")
 	}
-	out := deadLetterMessages(topic, partition, msgs, cause)
 	forever := Backoff{Initial: p.backoff.Initial, Max: p.backoff.Max}
 	err := retry(ctx, forever, func(int) error { return p.dlq.send(ctx, out) }, func(attempt int, err error, wait time.Duration) {
 		p.log.Warn("dead-letter send failed; retrying", "attempt", attempt, "backoff", wait, "error", err)
@@ -170,7 +175,7 @@ func deadLetterMessages(topic sdk.TopicMetadata, partition uint32, msgs []sdk.Co
 
 func isFerryHeader(k string) bool {
 	switch k {
-	case HeaderError, HeaderSourceStream, HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset:
+	case HeaderError, HeaderSourceStream, HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset, HeaderStage:
 		return true
 	}
 	return false

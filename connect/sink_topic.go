@@ -123,6 +123,10 @@ func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch) {
 		CurrentOffset: b.CurrentOffset,
 		Schema:        tc.schema,
 	}
+	if len(tc.conv.poison) > 0 {
+		tc.deliverPoisoned(ctx, b, meta, msgs, tc.conv.poison)
+		return
+	}
 	res, err := tc.s.proc.process(ctx, tc.topic, meta, msgs)
 	if res == batchAbandoned {
 		tc.abandoned.Store(true)

@@ -38,6 +38,10 @@ type Counters struct {
 	StoresRefused atomic.Uint64 // stores refused for good (partition not owned any more); final for that partition
 	Revoked       atomic.Uint64 // partitions revoked from this sink (each then drains, or is released at once)
 	HeaderErrors  atomic.Uint64 // messages whose user headers could not be decoded (delivered without headers)
+	// Payloads (payload.go): decoded by the stream's schema (raw streams are not decoded),
+	// failed decode, failed a transform, dropped by a transform. A message that failed is
+	// poison: on_failure handles it alone (DeadLettered, Skipped, or the sink stops).
+	Decoded, DecodeErrors, TransformErrors, Filtered atomic.Uint64
 	// StoreLatency is the time from a sink's commit (or the runtime's resolution) of an
 	// offset to its store in Iggy.
 	StoreLatency latencyHistogram
@@ -62,8 +66,9 @@ type Stats struct {
 	CommitsStale, CommitsOutOfRange, CommitsUnknown     uint64
 	StoreLatency                                        Histogram
 
-	// Filtered counts messages a transform dropped (none before transforms exist).
-	Filtered uint64
+	// Filtered counts messages a transform dropped (no built-in transform drops one);
+	// Decoded, DecodeErrors and TransformErrors as in [Counters].
+	Filtered, Decoded, DecodeErrors, TransformErrors uint64
 	// Retries counts retried attempts: Consume calls (sinks), sends and state saves
 	// (sources).
 	Retries uint64
@@ -97,9 +102,10 @@ var StageBounds = []time.Duration{
 }
 
 // Errors is what Iggy's runtime counts as a connector's errors: failed Consume calls,
-// failed sends, failed state saves and stores, rejected batches.
+// failed sends, failed state saves and stores, rejected batches, payloads that failed
+// decode or a transform.
 func (s Stats) Errors() uint64 {
-	return s.ConsumeErrors + s.SendErrors + s.StoreErrors + s.FailedBatches
+	return s.ConsumeErrors + s.SendErrors + s.StoreErrors + s.FailedBatches + s.DecodeErrors + s.TransformErrors
 }
 
 // CommitsRejected is the sum of rejected commits of every kind.
@@ -114,6 +120,7 @@ func (c *Counters) Snapshot() Stats {
 		ConsumeErrors: c.ConsumeErrors.Load(), FailedBatches: c.FailedBatches.Load(),
 		DeadLettered: c.DeadLettered.Load(), Skipped: c.Skipped.Load(),
 		Stores: c.Stores.Load(), StoreErrors: c.StoreErrors.Load(), StoresRefused: c.StoresRefused.Load(), HeaderErrors: c.HeaderErrors.Load(), Revoked: c.Revoked.Load(),
+		Filtered: c.Filtered.Load(), Decoded: c.Decoded.Load(), DecodeErrors: c.DecodeErrors.Load(), TransformErrors: c.TransformErrors.Load(),
 		CommitsAccepted: c.CommitsAccepted.Load(), CommitsStale: c.CommitsStale.Load(),
 		CommitsOutOfRange: c.CommitsOutOfRange.Load(), CommitsUnknown: c.CommitsUnknownPartition.Load(),
 		StoreLatency: c.StoreLatency.snapshot(), Retries: c.Retries.Load(),

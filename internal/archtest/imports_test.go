@@ -22,6 +22,9 @@ var forbidden = map[string][]string{
 	// Configuration is data: it knows the sdk's types, nothing that runs.
 	"connect/config": {"iggy", "server", "connectors", "cmd", "connect"},
 	"connect":        {"server", "connectors", "cmd"},
+	// Payload decoders/encoders and transforms are pure: bytes and values in and out.
+	"connect/schema":    {"iggy", "server", "connectors", "cmd", "connect"},
+	"connect/transform": {"iggy", "server", "connectors", "cmd", "connect"},
 	// The HTTP API and the metrics read the runtime; the runtime never sees them.
 	"connect/httpapi": {"server", "connectors", "cmd"},
 	"connect/metrics": {"server", "connectors", "cmd", "connect/httpapi"},
@@ -82,13 +85,18 @@ func ruleFor(rel string) (string, bool) {
 }
 
 // allowedBelow permits the downward edges that a broader forbidden prefix would catch:
-// iggy may use iggy/wire, server may use iggy/wire, connect may use connect/plugin.
+// iggy may use iggy/wire, server may use iggy/wire, connect/config and connect/transform
+// may use the pure packages below them.
 func allowedBelow(rule, dep string) bool {
 	switch rule {
 	case "iggy", "server":
 		return within(dep, "iggy/wire")
 	case "connect/plugin":
 		return false
+	case "connect/config": // validates transform tables at parse time
+		return within(dep, "connect/transform") || within(dep, "connect/schema")
+	case "connect/transform":
+		return within(dep, "connect/schema")
 	}
 	return false
 }

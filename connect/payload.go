@@ -1,0 +1,92 @@
+package connect
+
+import (
+	"fmt"
+
+	"github.com/valyala/fastjson"
+
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/schema"
+	"github.com/ferryio/ferry/connect/transform"
+	"github.com/ferryio/ferry/sdk"
+)
+
+// Stages a message can fail at before it reaches the sink (the ferry-stage header of its
+// dead letter).
+const (
+	stageDecode    = "decode"
+	stageTransform = "transform"
+)
+
+// payloadPipeline decodes the payloads of one topic consumer by its stream's schema, runs
+// the connector's transforms and re-encodes them (docs/architecture.md, "The life of one
+// message"). One per topic consumer, used by its consume goroutine only; the bytes it
+// returns are valid until its next reset.
+type payloadPipeline struct {
+	dec   *schema.Decoder
+	chain *transform.Chain
+	arena fastjson.Arena
+	buf   []byte // the re-encoded payloads of the current batch
+}
+
+// newPayloadPipeline returns the pipeline of a stream, or nil when payloads pass as they
+// are: a raw stream (transforms only act on JSON objects, so they change nothing there).
+func newPayloadPipeline(s sdk.Schema, ts []config.Transform) (*payloadPipeline, error) {
+	if s == sdk.SchemaRaw {
+		return nil, nil
+	}
+	dec, err := schema.NewDecoder(s)
+	if err != nil {
+		return nil, err
+	}
+	chain, err := buildChain(ts)
+	if err != nil {
+		return nil, err
+	}
+	return &payloadPipeline{dec: dec, chain: chain}, nil
+}
+
+func buildChain(ts []config.Transform) (*transform.Chain, error) {
+	specs := make([]transform.Spec, len(ts))
+	for i, t := range ts {
+		specs[i] = transform.Spec{Type: t.Type, Enabled: t.Enabled, Table: t.Config}
+	}
+	return transform.Build(specs)
+}
+
+// reset starts a batch: the previous batch's payloads are no longer used.
+func (p *payloadPipeline) reset() { p.buf = p.buf[:0] }
+
+// payload returns the bytes handed to the sink for in, or the stage that failed and why.
+// A text payload is only checked (the bytes are the text); a JSON value is re-encoded as
+// compact JSON after the transforms.
+func (p *payloadPipeline) payload(in []byte) ([]byte, string, error) {
+	p.arena.Reset() // the previous message's values are encoded already
+	v, err := p.dec.Decode(in)
+	if err != nil {
+		return nil, stageDecode, err
+	}
+	if v == nil {
+		return in, "", nil
+	}
+	if p.chain.Len() > 0 {
+		if v, err = p.chain.Apply(v, &p.arena); err != nil {
+			return nil, stageTransform, err
+		}
+	}
+	start := len(p.buf)
+	p.buf = schema.AppendJSON(p.buf, v)
+	return p.buf[start:len(p.buf):len(p.buf)], "", nil
+}
+
+// poisoned is a message that failed decode or a transform: it never reaches the sink and
+// is handled by on_failure alone (poison.go).
+type poisoned struct {
+	msg   sdk.ConsumedMessage // as polled (payload and headers alias the poll buffer)
+	stage string
+	err   error
+}
+
+func (m poisoned) cause() error {
+	return fmt.Errorf("offset %d: %s: %w", m.msg.Offset, m.stage, m.err)
+}
