@@ -1,0 +1,105 @@
+package connect
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connectors"
+)
+
+// TestUpstreamTransformsInFileSink: an upstream-style connector file (Iggy's example shape:
+// [[streams]] with schema json, [plugin_config], [transforms.add_fields] and
+// [transforms.delete_fields]) run by the runtime over the embedded server into the
+// built-in file sink: every record's payload is the transformed JSON, byte for byte.
+func TestUpstreamTransformsInFileSink(t *testing.T) {
+	env := newIggyEnv(t)
+	env.topic("example_stream", "example_topic", 1)
+	env.fill("example_stream", "example_topic", 0, 3, func(i int) []byte {
+		return fmt.Appendf(nil, `{"id": %d, "password": "secret", "text": "a<b>"}`, i)
+	})
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	file := filepath.Join(dir, "file_sink.toml")
+	doc := fmt.Sprintf(`type = "sink"
+key = "file"
+enabled = true
+version = 0
+name = "File sink"
+path = "builtin:file"
+offset_commit = "after_consuming"
+
+[[streams]]
+stream = "example_stream"
+topics = ["example_topic"]
+schema = "json"
+batch_length = 100
+poll_interval = "5ms"
+consumer_group = "file_sink_connector"
+
+[plugin_config]
+path = %q
+
+[transforms.add_fields]
+enabled = true
+
+[[transforms.add_fields.fields]]
+key = "message"
+value.static = "hello"
+
+[[transforms.add_fields.fields]]
+key = "password"
+value.static = "again"
+
+[transforms.delete_fields]
+enabled = true
+fields = ["password"]
+`, out)
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.ParseSinkFile(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := New(Options{Connectors: &config.Connectors{Sinks: []*config.Sink{cfg}}, Client: env.dial(), Builtins: connectors.Registry(), Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "stored 2", func() bool { o, ok := env.stored("file_sink_connector", "example_stream", "example_topic", 0); return ok && o == 2 })
+	stopRuntime(t, rt)
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var got []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var rec struct {
+			Offset  uint64          `json:"offset"`
+			Payload json.RawMessage `json:"payload"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("record %q: %v", sc.Bytes(), err)
+		}
+		got = append(got, fmt.Sprintf("%d %s", rec.Offset, rec.Payload))
+	}
+	// add_fields runs first (file order): password is set, then deleted.
+	want := []string{
+		`0 {"id":0,"text":"a<b>","message":"hello"}`,
+		`1 {"id":1,"text":"a<b>","message":"hello"}`,
+		`2 {"id":2,"text":"a<b>","message":"hello"}`,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("file holds\n%q\nwant\n%q", got, want)
+	}
+}
