@@ -38,6 +38,8 @@ type sourceCounters struct {
 	sendErrors atomic.Uint64 // failed send attempts (each is retried)
 	stateErrs  atomic.Uint64 // failed state saves (each is retried)
 	rejected   atomic.Uint64 // batches rejected for good (conversion, or refused by Iggy after retries)
+	encodeErrs atomic.Uint64 // messages that could not be encoded to the stream's schema
+	transErrs  atomic.Uint64 // messages a transform failed on
 	retries    atomic.Uint64 // send and state-save attempts after the first
 	skipped    atomic.Uint64 // messages of rejected batches dropped (on_failure = skip)
 	deadLetter atomic.Uint64 // messages of rejected batches sent to the dead-letter topic
@@ -62,6 +64,7 @@ type sourceRunner struct {
 	state    *stateFile
 	prod     producer
 	dlq      producer // on_failure = dead_letter
+	pipe     *sourcePipeline
 	counters sourceCounters
 	instance uint32
 }
@@ -92,6 +95,13 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 	}
 	if s.prods == nil {
 		return errors.New("this runtime has no Iggy producer")
+	}
+	chain, err := buildChain(s.cfg.Transforms)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errPermanent, err)
+	}
+	if s.pipe, err = newSourcePipeline(s.stream.Schema, chain); err != nil {
+		return fmt.Errorf("%w: stream %s: %w", errPermanent, s.stream.Stream, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(s.state.path), 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
@@ -142,6 +152,7 @@ func (s *sourceRunner) statusOf() Status {
 		Stats: Stats{Produced: c.produced.Load(), Sent: c.sent.Load(), SendErrors: c.sendErrors.Load(),
 			Committed: c.acked.Load(), StoreErrors: c.stateErrs.Load(), FailedBatches: c.rejected.Load(),
 			Retries: c.retries.Load(), Skipped: c.skipped.Load(), DeadLettered: c.deadLetter.Load(),
+			DecodeErrors: c.encodeErrs.Load(), TransformErrors: c.transErrs.Load(),
 			Stages: map[string]Histogram{StageIggySend: c.sendTime.snapshot(), StageStateSave: c.saveTime.snapshot(),
 				StageTotal: c.batchTime.snapshot()}}}
 }
@@ -242,10 +253,14 @@ func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) (bool, err
 	defer s.counters.batchTime.since(start)
 	n := uint64(len(batch.Messages))
 	s.counters.produced.Add(n)
-	stage := "encode"
-	msgs, err := s.encode(batch)
-	if err == nil && len(msgs) > 0 {
-		stage = "send"
+	msgs, bad := s.pipe.encode(batch)
+	if len(bad) > 0 {
+		if ok, stop := s.rejectMessages(batch, ack, bad); !ok || stop != nil {
+			return ok, stop
+		}
+	}
+	var err error
+	if len(msgs) > 0 {
 		sendStart := time.Now()
 		err = s.send(msgs)
 		s.counters.sendTime.since(sendStart)
@@ -254,11 +269,11 @@ func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) (bool, err
 			return false, nil
 		}
 		if err == nil {
-			s.counters.sent.Add(n)
+			s.counters.sent.Add(uint64(len(msgs)))
 		}
 	}
 	if err != nil {
-		if ok, stop := s.reject(batch, ack, stage, err); !ok || stop != nil {
+		if ok, stop := s.reject(sdk.SourceBatch{Messages: msgs, State: batch.State, Schema: batch.Schema}, ack, "send", err); !ok || stop != nil {
 			return ok, stop
 		}
 	}
@@ -276,6 +291,39 @@ func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) (bool, err
 	s.ack(ack, nil)
 	s.counters.acked.Add(n)
 	return true, nil
+}
+
+// rejectMessages applies on_failure to the messages of a batch that could not be encoded
+// or transformed, each alone: skip drops and counts them, dead_letter sends them (as
+// produced, with ferry-error, ferry-stage = encode or transform, ferry-source) to the
+// dead-letter topic; the rest of the batch goes on. stop rejects the whole batch as a
+// failed send does (nacked, the source stops). ok and stop as reject's.
+func (s *sourceRunner) rejectMessages(batch sdk.SourceBatch, ack sdk.AckFunc, bad []rejectedMessage) (ok bool, stop error) {
+	for _, m := range bad {
+		if m.stage == "transform" {
+			s.counters.transErrs.Add(1)
+		} else {
+			s.counters.encodeErrs.Add(1)
+		}
+		s.log.Warn("source message rejected ("+m.stage+"); on_failure = "+string(s.cfg.OnFailure), "error", m.err)
+	}
+	switch s.cfg.OnFailure {
+	case config.FailureSkip:
+		s.counters.skipped.Add(uint64(len(bad)))
+		return true, nil
+	case config.FailureDeadLetter:
+		out := make([]sdk.ProducedMessage, 0, len(bad))
+		for _, m := range bad {
+			out = append(out, sourceDeadLetters(s.cfg.Key, m.stage, []sdk.ProducedMessage{m.msg}, m.err)...)
+		}
+		if err := s.retry("dead-letter send", &s.counters.sendErrors, func() error { return s.dlq.send(s.life.hard, out) }); err != nil {
+			s.ack(ack, fmt.Errorf("%w: %w", errStopping, err))
+			return false, nil
+		}
+		s.counters.deadLetter.Add(uint64(len(bad)))
+		return true, nil
+	}
+	return s.reject(batch, ack, bad[0].stage, bad[0].err)
 }
 
 // errRejected marks a send Iggy refused on every attempt.
@@ -385,22 +433,6 @@ func (s *sourceRunner) retry(what string, errs *atomic.Uint64, op func() error) 
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
-}
-
-func (s *sourceRunner) encode(b sdk.SourceBatch) ([]sdk.ProducedMessage, error) {
-	if b.Schema == "" || b.Schema == s.stream.Schema || s.stream.Schema == sdk.SchemaRaw {
-		return b.Messages, nil
-	}
-	out := make([]sdk.ProducedMessage, len(b.Messages))
-	for i, m := range b.Messages {
-		p, err := encodePayload(b.Schema, s.stream.Schema, m.Payload)
-		if err != nil {
-			return nil, fmt.Errorf("message %d: %w", i, err)
-		}
-		m.Payload = p
-		out[i] = m
-	}
-	return out, nil
 }
 
 // ack calls the batch's AckFunc once; its error is logged (a native G4 plugin refuses a

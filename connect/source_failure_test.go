@@ -12,7 +12,8 @@ import (
 	"github.com/ferryio/ferry/sdk"
 )
 
-// jsonBatchSource produces three batches of five raw payloads; batch 1's are not JSON.
+// jsonBatchSource produces three batches of five raw payloads; in batch 1, messages 6 and
+// 8 are not JSON.
 // It records every ack.
 type jsonBatchSource struct {
 	seqSource
@@ -26,7 +27,7 @@ func (s *jsonBatchSource) Read(ctx context.Context) (sdk.SourceBatch, sdk.AckFun
 	for i := range b.Messages {
 		var n int
 		_, _ = fmt.Sscanf(string(b.Messages[i].Payload), "m%d", &n)
-		if n/5 == 1 {
+		if n == 6 || n == 8 {
 			b.Messages[i].Payload = fmt.Appendf(nil, "not json %d", n)
 		} else {
 			b.Messages[i].Payload = fmt.Appendf(nil, `{"n":%d}`, n)
@@ -67,10 +68,11 @@ func startSource(t *testing.T, env *iggyEnv, cfg *config.Source, src sdk.Source)
 	return rt
 }
 
-// TestSourceRejectedBatchPolicies: a batch whose payloads are not JSON, for a json
-// stream, is handled by the source's on_failure, and only that batch: skip drops it,
-// dead_letter sends it with its error, stop stops the source with nothing after it
-// sent. The counters say exactly that.
+// TestSourceRejectedBatchPolicies: two messages of a batch that are not JSON, for a json
+// stream, are handled by the source's on_failure one by one, and only they: skip drops
+// them, dead_letter sends them with their error, and the rest of their batch is sent;
+// stop rejects their batch and stops the source with nothing after it sent. The counters
+// say exactly that.
 func TestSourceRejectedBatchPolicies(t *testing.T) {
 	for _, policy := range []config.FailurePolicy{config.FailureSkip, config.FailureDeadLetter, config.FailureStop} {
 		t.Run(string(policy), func(t *testing.T) {
@@ -115,11 +117,11 @@ func TestSourceRejectedBatchPolicies(t *testing.T) {
 				return
 			case config.FailureDeadLetter:
 				dead := env.payloads("dlq", "dead")
-				if len(dead) != 5 {
-					t.Fatalf("%d dead letters, want 5", len(dead))
+				if len(dead) != 2 {
+					t.Fatalf("%d dead letters, want 2", len(dead))
 				}
 				for i, m := range dead {
-					if want := fmt.Sprintf("not json %d", 5+i); string(m.Payload) != want {
+					if want := fmt.Sprintf("not json %d", 6+2*i); string(m.Payload) != want {
 						t.Fatalf("dead letter %d = %q, want %q", i, m.Payload, want)
 					}
 					kvs, err := m.Headers(nil)
@@ -134,21 +136,21 @@ func TestSourceRejectedBatchPolicies(t *testing.T) {
 						t.Fatalf("dead letter %d headers %v", i, hs)
 					}
 				}
-				if st.Stats.DeadLettered != 5 || st.Stats.Skipped != 0 {
+				if st.Stats.DeadLettered != 2 || st.Stats.Skipped != 0 {
 					t.Fatalf("stats %+v", st.Stats)
 				}
 			case config.FailureSkip:
-				if st.Stats.Skipped != 5 || st.Stats.DeadLettered != 0 {
+				if st.Stats.Skipped != 2 || st.Stats.DeadLettered != 0 {
 					t.Fatalf("stats %+v", st.Stats)
 				}
 			}
-			if strings.Join(sent, ",") != `{"n":0},{"n":1},{"n":2},{"n":3},{"n":4},{"n":10},{"n":11},{"n":12},{"n":13},{"n":14}` {
+			if strings.Join(sent, ",") != `{"n":0},{"n":1},{"n":2},{"n":3},{"n":4},{"n":5},{"n":7},{"n":9},{"n":10},{"n":11},{"n":12},{"n":13},{"n":14}` {
 				t.Fatalf("sent %v", sent)
 			}
 			if len(acks) != 3 || acks[0] != nil || acks[1] != nil || acks[2] != nil {
-				t.Fatalf("acks %v, want three nil (the rejected batch is handled, not retried)", acks)
+				t.Fatalf("acks %v, want three nil (the rejected messages are handled, not retried)", acks)
 			}
-			if st.Stats.Produced != 15 || st.Stats.Sent != 10 || st.Stats.Committed != 15 || st.Stats.FailedBatches != 1 {
+			if st.Stats.Produced != 15 || st.Stats.Sent != 13 || st.Stats.Committed != 15 || st.Stats.FailedBatches != 0 || st.Stats.DecodeErrors != 2 {
 				t.Fatalf("stats %+v", st.Stats)
 			}
 		})

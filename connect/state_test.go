@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ferryio/ferry/connect/schema"
 )
 
 // TestStateFileAtomic: a crash between writing the temporary file and the rename leaves the
@@ -70,6 +72,7 @@ func TestStateFileEmptyAndMissingDir(t *testing.T) {
 	}
 }
 
+// TestEncodePayload: a source's payloads without transforms, as the runner encodes them.
 func TestEncodePayload(t *testing.T) {
 	for _, tc := range []struct {
 		from, to string
@@ -88,9 +91,9 @@ func TestEncodePayload(t *testing.T) {
 		{"json", "avro", `{}`, "", true},
 		{"", "text", "x", "x", false},
 	} {
-		got, err := encodePayload(sdkSchema(tc.from), sdkSchema(tc.to), []byte(tc.in))
+		got, err := schema.Encode(nil, sdkSchema(tc.from), sdkSchema(tc.to), nil, []byte(tc.in))
 		if (err != nil) != tc.wantErr || string(got) != tc.want {
-			t.Errorf("encodePayload(%s→%s, %q) = %q, %v; want %q, err=%v", tc.from, tc.to, tc.in, got, err, tc.want, tc.wantErr)
+			t.Errorf("Encode(%s→%s, %q) = %q, %v; want %q, err=%v", tc.from, tc.to, tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
 }

@@ -1,0 +1,104 @@
+package connect
+
+import (
+	"fmt"
+
+	"github.com/valyala/fastjson"
+
+	"github.com/ferryio/ferry/connect/schema"
+	"github.com/ferryio/ferry/connect/transform"
+	"github.com/ferryio/ferry/sdk"
+)
+
+// sourcePipeline encodes what a source produced to its stream's schema (schema.Encode),
+// running the connector's transforms on JSON payloads first. Used by the source's one
+// goroutine only.
+type sourcePipeline struct {
+	to    sdk.Schema
+	chain *transform.Chain
+	decs  map[sdk.Schema]*schema.Decoder // by the schema the source produced in
+	arena fastjson.Arena
+}
+
+func newSourcePipeline(to sdk.Schema, chain *transform.Chain) (*sourcePipeline, error) {
+	if err := schema.CheckEncodable(to); err != nil {
+		return nil, err
+	}
+	return &sourcePipeline{to: to, chain: chain, decs: map[sdk.Schema]*schema.Decoder{}}, nil
+}
+
+// passThrough reports whether a batch produced in schema from goes to Iggy as it is.
+func (p *sourcePipeline) passThrough(from sdk.Schema) bool {
+	return p.chain.Len() == 0 && (from == "" || from == p.to || p.to == sdk.SchemaRaw)
+}
+
+// rejectedMessage is a produced message that could not be encoded or transformed: on_failure
+// handles it alone.
+type rejectedMessage struct {
+	msg   sdk.ProducedMessage
+	stage string // encode or transform
+	err   error
+}
+
+// encode returns the messages of b to send, and those that failed. Without transforms a
+// payload is decoded only to be checked (json must parse, text be UTF-8); with them a
+// JSON payload is decoded, transformed and re-encoded.
+func (p *sourcePipeline) encode(b sdk.SourceBatch) ([]sdk.ProducedMessage, []rejectedMessage) {
+	if p.passThrough(b.Schema) {
+		return b.Messages, nil
+	}
+	from := b.Schema
+	if from == "" {
+		from = p.to
+	}
+	var dec *schema.Decoder
+	if p.chain.Len() > 0 {
+		if dec = p.decs[from]; dec == nil {
+			var err error
+			if dec, err = schema.NewDecoder(from); err != nil {
+				bad := make([]rejectedMessage, len(b.Messages))
+				for i, m := range b.Messages {
+					bad[i] = rejectedMessage{m, "encode", err}
+				}
+				return nil, bad
+			}
+			p.decs[from] = dec
+		}
+	}
+	out := make([]sdk.ProducedMessage, 0, len(b.Messages))
+	var bad []rejectedMessage
+	for i, m := range b.Messages {
+		pl, stage, err := p.payload(dec, from, m.Payload)
+		if err != nil {
+			bad = append(bad, rejectedMessage{m, stage, fmt.Errorf("message %d: %s: %w", i, stage, err)})
+			continue
+		}
+		m.Payload = pl
+		out = append(out, m)
+	}
+	return out, bad
+}
+
+func (p *sourcePipeline) payload(dec *schema.Decoder, from sdk.Schema, in []byte) ([]byte, string, error) {
+	var v *fastjson.Value
+	if dec != nil && dec.JSON() {
+		p.arena.Reset()
+		var err error
+		v, err = dec.Decode(in)
+		switch {
+		case err != nil && from == sdk.SchemaProto:
+			v = nil // not an Any: passed on as raw bytes, as upstream
+		case err != nil:
+			return nil, "encode", err
+		default:
+			if v, err = p.chain.Apply(v, &p.arena); err != nil {
+				return nil, "transform", err
+			}
+		}
+	}
+	out, err := schema.Encode(nil, from, p.to, v, in)
+	if err != nil {
+		return nil, "encode", err
+	}
+	return out, "", nil
+}
