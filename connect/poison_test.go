@@ -152,4 +152,3 @@ func (e *iggyEnv) wantPoisonDeadLetter(t *testing.T, offset uint64, payload, sta
 		t.Fatalf("ferry-error %q, want prefix %q", v.Raw, wantErr)
 	}
 }
-

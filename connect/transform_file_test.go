@@ -74,7 +74,10 @@ fields = ["password"]
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "stored 2", func() bool { o, ok := env.stored("file_sink_connector", "example_stream", "example_topic", 0); return ok && o == 2 })
+	waitFor(t, "stored 2", func() bool {
+		o, ok := env.stored("file_sink_connector", "example_stream", "example_topic", 0)
+		return ok && o == 2
+	})
 	stopRuntime(t, rt)
 	f, err := os.Open(out)
 	if err != nil {
