@@ -283,18 +283,23 @@ type sinkStatsJSON struct {
 	CommitsRejected uint64 `json:"commits_rejected"`
 	Retries         uint64 `json:"retries"`
 	Filtered        uint64 `json:"filtered"`
+	Decoded         uint64 `json:"decoded"`
+	DecodeErrors    uint64 `json:"decode_errors"`
+	TransformErrors uint64 `json:"transform_errors"`
 }
 
 type sourceStatsJSON struct {
-	Produced      uint64 `json:"produced"`
-	Sent          uint64 `json:"sent"`
-	Acked         uint64 `json:"acked"`
-	SendErrors    uint64 `json:"send_errors"`
-	FailedBatches uint64 `json:"failed_batches"`
-	Retries       uint64 `json:"retries"`
-	StateErrors   uint64 `json:"state_errors"`
-	DeadLettered  uint64 `json:"dead_lettered"`
-	Skipped       uint64 `json:"skipped"`
+	Produced        uint64 `json:"produced"`
+	Sent            uint64 `json:"sent"`
+	Acked           uint64 `json:"acked"`
+	SendErrors      uint64 `json:"send_errors"`
+	FailedBatches   uint64 `json:"failed_batches"`
+	Retries         uint64 `json:"retries"`
+	StateErrors     uint64 `json:"state_errors"`
+	DeadLettered    uint64 `json:"dead_lettered"`
+	Skipped         uint64 `json:"skipped"`
+	DecodeErrors    uint64 `json:"decode_errors"`
+	TransformErrors uint64 `json:"transform_errors"`
 }
 
 type partitionJSON struct {
@@ -343,7 +348,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request, kind string) 
 			Stats     sourceStatsJSON `json:"stats"`
 		}{head, lastError(st.LastError), rs, sourceStatsJSON{Produced: x.Produced, Sent: x.Sent, Acked: x.Committed,
 			SendErrors: x.SendErrors, FailedBatches: x.FailedBatches, Retries: x.Retries, StateErrors: x.StoreErrors,
-			DeadLettered: x.DeadLettered, Skipped: x.Skipped}})
+			DeadLettered: x.DeadLettered, Skipped: x.Skipped, DecodeErrors: x.DecodeErrors, TransformErrors: x.TransformErrors}})
 		return
 	}
 	parts := make([]partitionJSON, 0, len(st.Partitions))
@@ -362,7 +367,8 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request, kind string) 
 	}{head, st.Paused, lastError(st.LastError), rs, sinkStatsJSON{Polled: x.Polled, Delivered: x.Delivered, Committed: x.Committed,
 		ConsumeErrors: x.ConsumeErrors, FailedBatches: x.FailedBatches, DeadLettered: x.DeadLettered, Skipped: x.Skipped,
 		Stores: x.Stores, StoreErrors: x.StoreErrors, StoresRefused: x.StoresRefused, CommitsAccepted: x.CommitsAccepted,
-		CommitsRejected: x.CommitsRejected(), Retries: x.Retries, Filtered: x.Filtered}, parts})
+		CommitsRejected: x.CommitsRejected(), Retries: x.Retries, Filtered: x.Filtered,
+		Decoded: x.Decoded, DecodeErrors: x.DecodeErrors, TransformErrors: x.TransformErrors}, parts})
 }
 
 // isJSON reports whether a request's Content-Type is JSON (application/json or an

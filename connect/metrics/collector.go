@@ -80,6 +80,9 @@ const (
 	famRetries
 	famDeadLettered
 	famSkipped
+	famDecoded
+	famDecodeErrors
+	famTransformErrors
 	famRestarts
 	famCommits
 	famStores
@@ -110,12 +113,15 @@ var families = [numFamilies]family{
 		"Errors of a connector: failed consume calls, sends, state saves and offset stores, and rejected batches.", kindCounter, connLabels, nil},
 	famStage: {"iggy_connector_stage_duration_seconds", "Duration of one stage of a batch, in seconds.", kindHistogram, stageLabels, nil},
 
-	famUp:           {"ferry_connector_up", "1 if the connector is in state running, else 0.", kindGauge, connLabels, nil},
-	famStatus:       {"ferry_connector_status", "1 for the connector's current state, 0 for the others.", kindGauge, statusLabels, nil},
-	famRetries:      {"ferry_connector_retries_total", "Retried attempts: consume calls (sinks), sends and state saves (sources).", kindCounter, connLabels, nil},
-	famDeadLettered: {"ferry_connector_dead_lettered_total", "Messages sent to the dead-letter topic.", kindCounter, connLabels, nil},
-	famSkipped:      {"ferry_connector_skipped_total", "Messages skipped by the on_failure policy skip.", kindCounter, connLabels, nil},
-	famRestarts:     {"ferry_connector_restarts_total", "Restarts of the connector, automatic and requested.", kindCounter, connLabels, nil},
+	famUp:              {"ferry_connector_up", "1 if the connector is in state running, else 0.", kindGauge, connLabels, nil},
+	famStatus:          {"ferry_connector_status", "1 for the connector's current state, 0 for the others.", kindGauge, statusLabels, nil},
+	famRetries:         {"ferry_connector_retries_total", "Retried attempts: consume calls (sinks), sends and state saves (sources).", kindCounter, connLabels, nil},
+	famDeadLettered:    {"ferry_connector_dead_lettered_total", "Messages sent to the dead-letter topic.", kindCounter, connLabels, nil},
+	famSkipped:         {"ferry_connector_skipped_total", "Messages skipped by the on_failure policy skip.", kindCounter, connLabels, nil},
+	famDecoded:         {"ferry_connector_decoded_total", "Payloads decoded by the stream's schema (sinks; raw streams are not decoded).", kindCounter, connLabels, nil},
+	famDecodeErrors:    {"ferry_connector_decode_errors_total", "Messages whose payload failed decode (sinks) or encoding to the stream's schema (sources).", kindCounter, connLabels, nil},
+	famTransformErrors: {"ferry_connector_transform_errors_total", "Messages a transform failed on.", kindCounter, connLabels, nil},
+	famRestarts:        {"ferry_connector_restarts_total", "Restarts of the connector, automatic and requested.", kindCounter, connLabels, nil},
 	famCommits: {"ferry_sink_commits_total",
 		"Offset commits of a sink, by result: accepted, or refused as stale, out_of_range or unknown_partition.", kindCounter, resultLabels, nil},
 	famStores:      {"ferry_sink_offset_stores_total", "Offset stores a sink's runtime wrote to Iggy (each may cover many messages).", kindCounter, keyLabel, nil},
@@ -196,6 +202,9 @@ func collectConnector(e emitter, st *connect.Status) {
 	e.value(famRetries, s.Retries, k, typ)
 	e.value(famDeadLettered, s.DeadLettered, k, typ)
 	e.value(famSkipped, s.Skipped, k, typ)
+	e.value(famDecoded, s.Decoded, k, typ)
+	e.value(famDecodeErrors, s.DecodeErrors, k, typ)
+	e.value(famTransformErrors, s.TransformErrors, k, typ)
 	e.value(famRestarts, st.Restart.Total, k, typ)
 	if typ != connect.KindSink {
 		return

@@ -79,7 +79,7 @@ func TestScrapeFixedStatus(t *testing.T) {
 		`iggy_connector_messages_produced_total{connector_key="gen",connector_type="source"} 100`,
 		`iggy_connector_messages_sent_total{connector_key="gen",connector_type="source"} 90`,
 		`iggy_connector_messages_filtered_total{connector_key="s1",connector_type="sink"} 8`,
-		`iggy_connector_errors_total{connector_key="s1",connector_type="sink"} 6`,    // 3 consume + 2 store + 1 batch
+		`iggy_connector_errors_total{connector_key="s1",connector_type="sink"} 11`,   // 3 consume + 2 store + 1 batch + 3 decode + 2 transform
 		`iggy_connector_errors_total{connector_key="gen",connector_type="source"} 3`, // 2 send + 1 state save
 		"# TYPE iggy_connectors_sinks_total gauge",
 		"iggy_connectors_sinks_total 3",
