@@ -192,9 +192,9 @@ func buildUpdate(t *table) (Transform, error) {
 }
 
 func (s *setFields) Apply(v *fastjson.Value, a *fastjson.Arena) (*fastjson.Value, error) {
-	o, err := v.Object()
-	if err != nil {
-		return v, nil
+	o := object(v)
+	if o == nil {
+		return v, nil // not an object: field transforms pass it unchanged
 	}
 	for _, f := range s.fields {
 		switch f.cond {
@@ -236,9 +236,9 @@ func buildDelete(t *table) (Transform, error) {
 }
 
 func (d *deleteFields) Apply(v *fastjson.Value, _ *fastjson.Arena) (*fastjson.Value, error) {
-	o, err := v.Object()
-	if err != nil {
-		return v, nil
+	o := object(v)
+	if o == nil {
+		return v, nil // not an object: field transforms pass it unchanged
 	}
 	for _, k := range d.keys {
 		o.Del(k)
@@ -261,9 +261,9 @@ func buildUnwrap(t *table) (Transform, error) {
 }
 
 func (u *unwrap) Apply(v *fastjson.Value, _ *fastjson.Arena) (*fastjson.Value, error) {
-	o, err := v.Object()
-	if err != nil {
-		return v, nil
+	o := object(v)
+	if o == nil {
+		return v, nil // not an object: field transforms pass it unchanged
 	}
 	if x := o.Get(u.field); x != nil {
 		return x, nil

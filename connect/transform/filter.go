@@ -186,9 +186,9 @@ func (f *filterFields) Apply(v *fastjson.Value, _ *fastjson.Arena) (*fastjson.Va
 	if len(f.keep) == 0 && len(f.patterns) == 0 {
 		return v, nil
 	}
-	o, err := v.Object()
-	if err != nil {
-		return v, nil
+	o := object(v)
+	if o == nil {
+		return v, nil // not an object: field transforms pass it unchanged
 	}
 	f.drop = f.drop[:0]
 	o.Visit(func(k []byte, x *fastjson.Value) {

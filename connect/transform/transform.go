@@ -121,3 +121,12 @@ func build(typ string, t *table) (Transform, error) {
 	}
 	return tr, t.unknownKeys()
 }
+
+// object returns v's object, or nil when v is not one.
+func object(v *fastjson.Value) *fastjson.Object {
+	if v.Type() != fastjson.TypeObject {
+		return nil
+	}
+	o, _ := v.Object()
+	return o
+}
