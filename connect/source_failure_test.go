@@ -156,3 +156,35 @@ func TestSourceRejectedBatchPolicies(t *testing.T) {
 		})
 	}
 }
+
+// TestSourceTransforms: a source's JSON payloads go through its transforms in file order
+// (add_fields, update_fields with conditions, delete_fields) before they are sent to its
+// json stream, re-encoded as compact JSON.
+func TestSourceTransforms(t *testing.T) {
+	fastSourceBackoff(t)
+	env := newIggyEnv(t)
+	src := &jsonBatchSource{seqSource{t: t, batchSize: 5, total: 3, schema: sdk.SchemaJSON}}
+	cfg := sourceCfg("js", config.SourceStream{Stream: "s", Topic: "t", Schema: sdk.SchemaJSON, BatchLength: 100})
+	cfg.OnFailure, cfg.PluginConfig = config.FailureStop, []byte("null")
+	cfg.Retry = config.Retry{MaxRetries: 1, InitialBackoff: 1, MaxBackoff: 1}
+	static := func(v any) map[string]any { return map[string]any{"static": v} }
+	cfg.Transforms = []config.Transform{
+		{Type: "add_fields", Enabled: true, Config: map[string]any{"enabled": true, "fields": []any{
+			map[string]any{"key": "src", "value": static("gen")},
+			map[string]any{"key": "seen", "value": static(true)}}}},
+		{Type: "update_fields", Enabled: true, Config: map[string]any{"enabled": true, "fields": []any{
+			map[string]any{"key": "m", "value": static(int64(1)), "condition": "key_not_exists"},
+			map[string]any{"key": "seen", "value": static(false), "condition": "key_exists"}}}},
+		{Type: "delete_fields", Enabled: true, Config: map[string]any{"enabled": true, "fields": []any{"src"}}},
+	}
+	rt := startSource(t, env, cfg, src)
+	defer stopRuntime(t, rt)
+	waitFor(t, "source ended", func() bool { st, _ := rt.Connector(KindSource, "js"); return st.State == StateStopped })
+	var sent []string
+	for _, m := range env.payloads("s", "t") {
+		sent = append(sent, string(m.Payload))
+	}
+	if got := strings.Join(sent, ","); got != `{"n":0,"seen":false,"m":1},{"n":1,"seen":false,"m":1},{"n":2,"seen":false,"m":1}` {
+		t.Fatalf("sent %s", got)
+	}
+}
