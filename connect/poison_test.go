@@ -152,3 +152,24 @@ func (e *iggyEnv) wantPoisonDeadLetter(t *testing.T, offset uint64, payload, sta
 		t.Fatalf("ferry-error %q, want prefix %q", v.Raw, wantErr)
 	}
 }
+
+// TestAvroStreamRefusedAtSetup: a sink on an avro stream fails at setup, saying Ferry does
+// not decode avro yet, and is not restarted (no restart can fix it); nothing is delivered.
+func TestAvroStreamRefusedAtSetup(t *testing.T) {
+	env := newIggyEnv(t)
+	env.topic("s", "t", 1)
+	env.fill("s", "t", 0, 3, nil)
+	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
+	cfg.Streams[0].Schema = sdk.SchemaAvro
+	sink := newRecSink()
+	rt := env.start(cfg, sink)
+	waitFor(t, "gave up", func() bool { st := rt.Status()[0]; return st.State == StateError && st.Restart.GaveUp })
+	stopRuntime(t, rt)
+	st := rt.Status()[0]
+	if st.LastError == nil || !strings.Contains(st.LastError.Message, "stream s: schema avro: schema not supported by Ferry") || st.Restart.Total != 0 {
+		t.Fatalf("status %+v, last error %+v", st, st.LastError)
+	}
+	if got := sink.got(0); len(got) != 0 {
+		t.Fatalf("delivered %v", got)
+	}
+}
