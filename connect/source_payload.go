@@ -27,9 +27,14 @@ func newSourcePipeline(to sdk.Schema, chain *transform.Chain) (*sourcePipeline, 
 	return &sourcePipeline{to: to, chain: chain, decs: map[sdk.Schema]*schema.Decoder{}}, nil
 }
 
-// passThrough reports whether a batch produced in schema from goes to Iggy as it is.
+// passThrough reports whether a batch produced in schema from goes to Iggy as it is,
+// unchecked: to a raw stream, or in the stream's own schema when that takes any bytes
+// (json and text payloads are checked, as upstream decodes them).
 func (p *sourcePipeline) passThrough(from sdk.Schema) bool {
-	return p.chain.Len() == 0 && (from == "" || from == p.to || p.to == sdk.SchemaRaw)
+	if p.chain.Len() > 0 {
+		return false
+	}
+	return p.to == sdk.SchemaRaw || ((from == "" || from == p.to) && p.to != sdk.SchemaJSON && p.to != sdk.SchemaText)
 }
 
 // rejectedMessage is a produced message that could not be encoded or transformed: on_failure
@@ -95,6 +100,12 @@ func (p *sourcePipeline) payload(dec *schema.Decoder, from sdk.Schema, in []byte
 				return nil, "transform", err
 			}
 		}
+	}
+	if v == nil && from == p.to { // checked, sent as produced (no copy)
+		if err := schema.Check(from, in); err != nil {
+			return nil, "encode", err
+		}
+		return in, "", nil
 	}
 	out, err := schema.Encode(nil, from, p.to, v, in)
 	if err != nil {

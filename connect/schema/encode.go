@@ -23,6 +23,25 @@ func CheckEncodable(to sdk.Schema) error {
 	return nil
 }
 
+// Check reports whether payload is valid for schema s as produced by a source: json must
+// be valid JSON, text valid UTF-8; other schemas take any bytes.
+func Check(s sdk.Schema, payload []byte) error {
+	switch s {
+	case sdk.SchemaJSON:
+		if !utf8.Valid(payload) {
+			return fmt.Errorf("payload is not JSON: %w", errNotUTF8(payload))
+		}
+		if err := fastjson.ValidateBytes(payload); err != nil {
+			return fmt.Errorf("payload is not valid JSON (stream schema json): %w", err)
+		}
+	case sdk.SchemaText:
+		if !utf8.Valid(payload) {
+			return fmt.Errorf("payload is not text (stream schema text): %w", errNotUTF8(payload))
+		}
+	}
+	return nil
+}
+
 // Encode appends to dst the payload sent to a stream of schema to, for a message a source
 // produced in schema from: v is its JSON value after transforms (nil when it has none:
 // raw, text, or a proto payload that is not an Any), payload the bytes as produced.

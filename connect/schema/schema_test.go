@@ -124,3 +124,24 @@ func TestEncode(t *testing.T) {
 		})
 	}
 }
+
+func TestCheck(t *testing.T) {
+	for _, tt := range []struct {
+		s       sdk.Schema
+		in      string
+		wantErr string
+	}{
+		{sdk.SchemaJSON, `{"a":[1]}`, ""},
+		{sdk.SchemaJSON, `{"a":`, "payload is not valid JSON (stream schema json)"},
+		{sdk.SchemaJSON, "\"\xff\"", "payload is not JSON: invalid UTF-8 at byte 1"},
+		{sdk.SchemaText, "ok", ""},
+		{sdk.SchemaText, "\xc3", "payload is not text (stream schema text): invalid UTF-8 at byte 0"},
+		{sdk.SchemaRaw, "\xff", ""},
+		{sdk.SchemaProto, "\xff", ""},
+	} {
+		err := Check(tt.s, []byte(tt.in))
+		if (tt.wantErr == "") != (err == nil) || (err != nil && !strings.HasPrefix(err.Error(), tt.wantErr)) {
+			t.Errorf("Check(%s, %q) = %v, want %q", tt.s, tt.in, err, tt.wantErr)
+		}
+	}
+}

@@ -241,7 +241,9 @@ func (d *deleteFields) Apply(v *fastjson.Value, _ *fastjson.Arena) (*fastjson.Va
 		return v, nil // not an object: field transforms pass it unchanged
 	}
 	for _, k := range d.keys {
-		o.Del(k)
+		for o.Get(k) != nil { // a key written twice is deleted twice
+			o.Del(k)
+		}
 	}
 	return v, nil
 }

@@ -98,6 +98,10 @@ fields = [
 [transforms.delete_fields]
 enabled = true
 fields = ["secret", "missing"]`, []string{"delete_fields"}, `{"id":1,"secret":"x","n":2.50}`, `{"id":1,"n":2.50}`},
+		{"delete_fields a key written twice", `
+[transforms.delete_fields]
+enabled = true
+fields = ["a"]`, []string{"delete_fields"}, `{"a":1,"b":2,"a":3}`, `{"b":2}`},
 		{"filter_fields keep_fields only", `
 [transforms.filter_fields]
 enabled = true
