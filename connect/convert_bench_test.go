@@ -60,7 +60,7 @@ func BenchmarkConvertJSONTransforms(b *testing.B) {
 			"fields": []any{map[string]any{"key": "source", "value": map[string]any{"static": "ferry"}}}}},
 		{Type: "delete_fields", Enabled: true, Config: map[string]any{"enabled": true, "fields": []any{"password"}}},
 	}
-	pipe, err := newPayloadPipeline(sdk.SchemaJSON, ts)
+	pipe, err := newPayloadPipeline(sdk.SchemaJSON, "", ts)
 	if err != nil {
 		b.Fatal(err)
 	}

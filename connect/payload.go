@@ -2,6 +2,7 @@ package connect
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/valyala/fastjson"
 
@@ -31,11 +32,12 @@ type payloadPipeline struct {
 
 // newPayloadPipeline returns the pipeline of a stream, or nil when payloads pass as they
 // are: a raw stream (transforms only act on JSON objects, so they change nothing there).
-func newPayloadPipeline(s sdk.Schema, ts []config.Transform) (*payloadPipeline, error) {
+// avroSchema is the stream's Avro schema (avroSchemaText).
+func newPayloadPipeline(s sdk.Schema, avroSchema string, ts []config.Transform) (*payloadPipeline, error) {
 	if s == sdk.SchemaRaw {
 		return nil, nil
 	}
-	dec, err := schema.NewDecoder(s)
+	dec, err := schema.NewDecoder(s, avroSchema)
 	if err != nil {
 		return nil, err
 	}
@@ -44,6 +46,22 @@ func newPayloadPipeline(s sdk.Schema, ts []config.Transform) (*payloadPipeline, 
 		return nil, err
 	}
 	return &payloadPipeline{dec: dec, chain: chain}, nil
+}
+
+// avroSchemaText is a stream's Avro schema: avro_schema_json, else the file at
+// avro_schema_path (read as given, relative to the working directory), else "".
+func avroSchemaText(s sdk.Schema, inline, path string) (string, error) {
+	if s != sdk.SchemaAvro {
+		return "", nil
+	}
+	if inline != "" || path == "" {
+		return inline, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("avro_schema_path: %w", err)
+	}
+	return string(b), nil
 }
 
 func buildChain(ts []config.Transform) (*transform.Chain, error) {

@@ -153,23 +153,53 @@ func (e *iggyEnv) wantPoisonDeadLetter(t *testing.T, offset uint64, payload, sta
 	}
 }
 
-// TestAvroStreamRefusedAtSetup: a sink on an avro stream fails at setup, saying Ferry does
-// not decode avro yet, and is not restarted (no restart can fix it); nothing is delivered.
+// TestAvroStreamRefusedAtSetup: a sink whose avro stream has an invalid Avro schema fails at
+// setup, naming the stream, and is not restarted (no restart can fix it).
 func TestAvroStreamRefusedAtSetup(t *testing.T) {
 	env := newIggyEnv(t)
 	env.topic("s", "t", 1)
 	env.fill("s", "t", 0, 3, nil)
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
-	cfg.Streams[0].Schema = sdk.SchemaAvro
+	cfg.Streams[0].Schema, cfg.Streams[0].AvroSchemaJSON = sdk.SchemaAvro, `{"type":"recrd"}`
 	sink := newRecSink()
 	rt := env.start(cfg, sink)
 	waitFor(t, "gave up", func() bool { st := rt.Status()[0]; return st.State == StateError && st.Restart.GaveUp })
 	stopRuntime(t, rt)
 	st := rt.Status()[0]
-	if st.LastError == nil || !strings.Contains(st.LastError.Message, "stream s: schema avro: schema not supported by Ferry") || st.Restart.Total != 0 {
+	if st.LastError == nil || !strings.Contains(st.LastError.Message, "stream s: avro schema:") || st.Restart.Total != 0 {
 		t.Fatalf("status %+v, last error %+v", st, st.LastError)
 	}
 	if got := sink.got(0); len(got) != 0 {
 		t.Fatalf("delivered %v", got)
+	}
+}
+
+// TestAvroStreamDecoded: an avro stream with avro_schema_json: each datum reaches the sink
+// as JSON (fields in schema order); a datum with a trailing byte is poison (skip).
+func TestAvroStreamDecoded(t *testing.T) {
+	const avroSchema = `{"type":"record","name":"R","fields":[{"name":"n","type":"long"},{"name":"s","type":"string"}]}`
+	env := newIggyEnv(t)
+	env.topic("s", "t", 1)
+	env.fill("s", "t", 0, 3, func(i int) []byte {
+		b := []byte{byte(2 * i), 4, 'o', 'k'} // zig-zag: long i, string of length 2
+		if i == 1 {
+			b = append(b, 0)
+		}
+		return b
+	})
+	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureSkip)
+	cfg.Streams[0].Schema, cfg.Streams[0].AvroSchemaJSON = sdk.SchemaAvro, avroSchema
+	sink := newRecSink()
+	rt := env.start(cfg, sink)
+	waitFor(t, "stored 2", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 2 })
+	stopRuntime(t, rt)
+	sink.mu.Lock()
+	got := append([]string(nil), sink.payloads[0]...)
+	sink.mu.Unlock()
+	if fmt.Sprint(got) != fmt.Sprint([]string{`{"n":0,"s":"ok"}`, `{"n":2,"s":"ok"}`}) {
+		t.Fatalf("sink got %q", got)
+	}
+	if st := rt.Status()[0].Stats; st.Skipped != 1 || st.DecodeErrors != 1 || st.Decoded != 2 {
+		t.Fatalf("stats %+v", st)
 	}
 }

@@ -112,7 +112,11 @@ func (s *sinkRunner) connect(ctx context.Context) error {
 				return fmt.Errorf("stream %s topic %s: %w", st.Stream, topic, err)
 			}
 			tc := newTopicConsumer(s, meta, st.Schema, s.log.With("stream", st.Stream, "topic", topic))
-			if tc.conv.pipe, err = newPayloadPipeline(st.Schema, s.cfg.Transforms); err != nil {
+			avro, err := avroSchemaText(st.Schema, st.AvroSchemaJSON, st.AvroSchemaPath)
+			if err != nil {
+				return fmt.Errorf("stream %s: %w", st.Stream, err)
+			}
+			if tc.conv.pipe, err = newPayloadPipeline(st.Schema, avro, s.cfg.Transforms); err != nil {
 				return fmt.Errorf("%w: stream %s: %w", errPermanent, st.Stream, err)
 			}
 			cons, err := s.be.newConsumer(ctx, consumerConfig{Stream: st.Stream, Topic: topic, Group: group,

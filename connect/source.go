@@ -100,7 +100,11 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("%w: %w", errPermanent, err)
 	}
-	if s.pipe, err = newSourcePipeline(s.stream.Schema, chain); err != nil {
+	avro, err := avroSchemaText(s.stream.Schema, s.stream.AvroSchemaJSON, s.stream.AvroSchemaPath)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", s.stream.Stream, err)
+	}
+	if s.pipe, err = newSourcePipeline(s.stream.Schema, avro, chain); err != nil {
 		return fmt.Errorf("%w: stream %s: %w", errPermanent, s.stream.Stream, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(s.state.path), 0o700); err != nil {

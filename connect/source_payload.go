@@ -10,21 +10,24 @@ import (
 	"github.com/ferryio/ferry/sdk"
 )
 
-// sourcePipeline encodes what a source produced to its stream's schema (schema.Encode),
+// sourcePipeline encodes what a source produced to its stream's schema (schema.Encoder),
 // running the connector's transforms on JSON payloads first. Used by the source's one
 // goroutine only.
 type sourcePipeline struct {
 	to    sdk.Schema
+	avro  string // the stream's Avro schema
+	enc   *schema.Encoder
 	chain *transform.Chain
 	decs  map[sdk.Schema]*schema.Decoder // by the schema the source produced in
 	arena fastjson.Arena
 }
 
-func newSourcePipeline(to sdk.Schema, chain *transform.Chain) (*sourcePipeline, error) {
-	if err := schema.CheckEncodable(to); err != nil {
+func newSourcePipeline(to sdk.Schema, avroSchema string, chain *transform.Chain) (*sourcePipeline, error) {
+	enc, err := schema.NewEncoder(to, avroSchema)
+	if err != nil {
 		return nil, err
 	}
-	return &sourcePipeline{to: to, chain: chain, decs: map[sdk.Schema]*schema.Decoder{}}, nil
+	return &sourcePipeline{to: to, avro: avroSchema, enc: enc, chain: chain, decs: map[sdk.Schema]*schema.Decoder{}}, nil
 }
 
 // passThrough reports whether a batch produced in schema from goes to Iggy as it is,
@@ -60,7 +63,7 @@ func (p *sourcePipeline) encode(b sdk.SourceBatch) ([]sdk.ProducedMessage, []rej
 	if p.chain.Len() > 0 {
 		if dec = p.decs[from]; dec == nil {
 			var err error
-			if dec, err = schema.NewDecoder(from); err != nil {
+			if dec, err = schema.NewDecoder(from, p.avro); err != nil {
 				bad := make([]rejectedMessage, len(b.Messages))
 				for i, m := range b.Messages {
 					bad[i] = rejectedMessage{m, "encode", err}
@@ -101,13 +104,13 @@ func (p *sourcePipeline) payload(dec *schema.Decoder, from sdk.Schema, in []byte
 			}
 		}
 	}
-	if v == nil && from == p.to { // checked, sent as produced (no copy)
+	if v == nil && from == p.to && p.to != sdk.SchemaAvro { // checked, sent as produced (no copy)
 		if err := schema.Check(from, in); err != nil {
 			return nil, "encode", err
 		}
 		return in, "", nil
 	}
-	out, err := schema.Encode(nil, from, p.to, v, in)
+	out, err := p.enc.Encode(nil, from, v, in)
 	if err != nil {
 		return nil, "encode", err
 	}

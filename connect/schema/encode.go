@@ -6,21 +6,74 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/linkedin/goavro/v2"
 	"github.com/valyala/fastjson"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/ferryio/ferry/sdk"
 )
 
-// CheckEncodable reports whether Ferry can encode payloads to a stream of schema to.
-func CheckEncodable(to sdk.Schema) error {
-	if to == sdk.SchemaAvro {
-		return fmt.Errorf("schema avro: %w", ErrUnsupported)
-	}
+// Encoder encodes payloads to a stream of one schema: Encode, plus avro.
+type Encoder struct {
+	to   sdk.Schema
+	avro *goavro.Codec // the schema without logical types, as the decoder reads it
+}
+
+// NewEncoder returns the encoder to a stream of schema to; avroSchema as NewDecoder's.
+func NewEncoder(to sdk.Schema, avroSchema string) (*Encoder, error) {
 	if _, err := sdk.ParseSchema(string(to)); err != nil {
-		return err
+		return nil, err
 	}
-	return nil
+	e := &Encoder{to: to}
+	if to == sdk.SchemaAvro && avroSchema != "" {
+		c, err := newAvroCodec(avroSchema)
+		if err != nil {
+			return nil, fmt.Errorf("avro schema: %w", err)
+		}
+		e.avro = c.codec
+	}
+	return e, nil
+}
+
+// Encode is [Encode] to e's schema. To avro: avro bytes are checked to be one datum of the
+// schema and sent as they are; a JSON value (or json payload) in Avro's JSON encoding (as
+// the avro decoder writes it) is encoded as a binary datum.
+func (e *Encoder) Encode(dst []byte, from sdk.Schema, v *fastjson.Value, payload []byte) ([]byte, error) {
+	if e.to != sdk.SchemaAvro {
+		return Encode(dst, from, e.to, v, payload)
+	}
+	if from == "" {
+		from = e.to
+	}
+	if e.avro == nil {
+		return nil, ErrNoAvroSchema
+	}
+	switch {
+	case v == nil && from == sdk.SchemaAvro:
+		_, rest, err := e.avro.NativeFromBinary(payload)
+		if err != nil {
+			return nil, fmt.Errorf("avro: %w", err)
+		}
+		if len(rest) > 0 {
+			return nil, fmt.Errorf("avro: %d trailing bytes after the datum", len(rest))
+		}
+		return append(dst, payload...), nil
+	case v != nil || from == sdk.SchemaJSON:
+		text := payload
+		if v != nil {
+			text = AppendJSON(nil, v)
+		}
+		native, _, err := e.avro.NativeFromTextual(text)
+		if err != nil {
+			return nil, fmt.Errorf("avro: %w", err)
+		}
+		out, err := e.avro.BinaryFromNative(dst, native)
+		if err != nil {
+			return nil, fmt.Errorf("avro: %w", err)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("cannot convert a %s payload to the stream's schema avro", from)
 }
 
 // Check reports whether payload is valid for schema s as produced by a source: json must
@@ -107,7 +160,7 @@ func Encode(dst []byte, from, to sdk.Schema, v *fastjson.Value, payload []byte) 
 			return append(dst, payload...), nil // transforms never change the bytes of a FlatBuffer
 		}
 	case sdk.SchemaAvro:
-		return nil, fmt.Errorf("schema avro: %w", ErrUnsupported)
+		return nil, errors.New("avro needs the stream's schema: use an Encoder")
 	}
 	return nil, fmt.Errorf("cannot convert a %s payload to the stream's schema %s", from, to)
 }

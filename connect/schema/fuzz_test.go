@@ -17,7 +17,7 @@ func fuzzDecoder(f *testing.F, s sdk.Schema, seeds ...[]byte) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		d, err := NewDecoder(s)
+		d, err := NewDecoder(s, fuzzAvroSchema(s))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +32,7 @@ func fuzzDecoder(f *testing.F, s sdk.Schema, seeds ...[]byte) {
 		if err := fastjson.ValidateBytes(out); err != nil || !utf8.Valid(out) {
 			t.Fatalf("%q re-encoded to invalid JSON %q: %v", in, out, err)
 		}
-		j, _ := NewDecoder(sdk.SchemaJSON)
+		j, _ := NewDecoder(sdk.SchemaJSON, "")
 		v2, err := j.Decode(out)
 		if err != nil {
 			t.Fatalf("re-decode %q: %v", out, err)
@@ -66,7 +66,7 @@ func FuzzEncode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, from, to byte, payload []byte) {
 		fs, ts := schemas[int(from)%len(schemas)], schemas[int(to)%len(schemas)]
 		var v *fastjson.Value
-		if d, _ := NewDecoder(fs); d.JSON() {
+		if d, _ := NewDecoder(fs, ""); d.JSON() {
 			var err error
 			if v, err = d.Decode(payload); err != nil {
 				return

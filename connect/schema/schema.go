@@ -3,7 +3,7 @@
 // (docs/architecture.md, "The life of one message"; the rules are Iggy's decoders and
 // encoders per schema). It is pure: no I/O, no clock, no goroutines.
 //
-// json, proto and flat_buffer payloads decode to a JSON value (*fastjson.Value); raw and
+// json, proto, flat_buffer and avro payloads decode to a JSON value (*fastjson.Value); raw and
 // text payloads have no JSON value and pass as bytes. A Decoder and an Encoder reuse
 // their buffers: each is used by one goroutine, and what they return is valid until
 // their next call.
@@ -22,25 +22,34 @@ import (
 	"github.com/ferryio/ferry/sdk"
 )
 
-// ErrUnsupported is wrapped by NewDecoder and NewEncoder for a schema Ferry cannot decode
-// or encode yet (avro): the connector fails at setup instead of passing payloads on
-// unchecked.
-var ErrUnsupported = errors.New("schema not supported by Ferry")
+// ErrNoAvroSchema is wrapped by the error of every avro payload of a stream that has no
+// avro_schema_json or avro_schema_path (as upstream: every such message fails).
+var ErrNoAvroSchema = errors.New("avro: the stream has no avro_schema_json or avro_schema_path")
 
 // Decoder decodes the payloads of one stream schema.
 type Decoder struct {
 	schema sdk.Schema
+	avro   *avroCodec // avro with a schema
 	p      fastjson.Parser
 	buf    []byte
 }
 
-// NewDecoder returns the decoder of schema s.
-func NewDecoder(s sdk.Schema) (*Decoder, error) {
+// NewDecoder returns the decoder of schema s. avroSchema is the Avro schema (JSON text) of
+// an avro stream, "" when it has none; an invalid one is an error.
+func NewDecoder(s sdk.Schema, avroSchema string) (*Decoder, error) {
 	switch s {
 	case sdk.SchemaJSON, sdk.SchemaRaw, sdk.SchemaText, sdk.SchemaProto, sdk.SchemaFlatBuffer:
 		return &Decoder{schema: s}, nil
 	case sdk.SchemaAvro:
-		return nil, fmt.Errorf("schema avro: %w", ErrUnsupported)
+		d := &Decoder{schema: s}
+		if avroSchema != "" {
+			c, err := newAvroCodec(avroSchema)
+			if err != nil {
+				return nil, fmt.Errorf("avro schema: %w", err)
+			}
+			d.avro = c
+		}
+		return d, nil
 	}
 	return nil, fmt.Errorf("unknown schema %q", s)
 }
@@ -48,7 +57,7 @@ func NewDecoder(s sdk.Schema) (*Decoder, error) {
 // Schema is the schema d decodes.
 func (d *Decoder) Schema() sdk.Schema { return d.schema }
 
-// JSON reports whether d's payloads decode to a JSON value (json, proto, flat_buffer).
+// JSON reports whether d's payloads decode to a JSON value (json, proto, flat_buffer, avro).
 func (d *Decoder) JSON() bool { return d.schema != sdk.SchemaRaw && d.schema != sdk.SchemaText }
 
 // Decode decodes payload. It returns the JSON value for json, proto and flat_buffer (valid
@@ -60,7 +69,10 @@ func (d *Decoder) JSON() bool { return d.schema != sdk.SchemaRaw && d.schema != 
 //   - text: valid UTF-8;
 //   - proto: a protobuf Any, as {"type_url":…,"value":"<base64>"} (empty payload refused);
 //   - flat_buffer: a summary {"buffer_size":n,"has_root_table":b,"raw_data_base64":…}
-//     (fewer than 4 bytes refused).
+//     (fewer than 4 bytes refused);
+//   - avro: one datum of the stream's Avro schema (trailing bytes refused), as Avro's JSON
+//     encoding (record fields in schema order; a non-null union value wrapped as
+//     {"type name": value}, bytes and fixed as strings of code points 0-255).
 func (d *Decoder) Decode(payload []byte) (*fastjson.Value, error) {
 	switch d.schema {
 	case sdk.SchemaJSON:
@@ -88,6 +100,16 @@ func (d *Decoder) Decode(payload []byte) (*fastjson.Value, error) {
 		}
 		d.buf = buf
 		return d.p.ParseBytes(d.buf)
+	case sdk.SchemaAvro:
+		if d.avro == nil {
+			return nil, ErrNoAvroSchema
+		}
+		buf, err := d.avro.decode(d.buf[:0], payload)
+		if err != nil {
+			return nil, fmt.Errorf("avro: %w", err)
+		}
+		d.buf = buf
+		return parseJSON(&d.p, d.buf)
 	}
 	return nil, nil // raw
 }

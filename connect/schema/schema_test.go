@@ -45,7 +45,7 @@ func TestDecode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.schema)+"/"+strings.ToValidUTF8(string(tt.in), "?"), func(t *testing.T) {
-			d, err := NewDecoder(tt.schema)
+			d, err := NewDecoder(tt.schema, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,15 +69,6 @@ func TestDecode(t *testing.T) {
 				t.Fatalf("got  %q\nwant %q", got, tt.want)
 			}
 		})
-	}
-}
-
-func TestAvroUnsupported(t *testing.T) {
-	if _, err := NewDecoder(sdk.SchemaAvro); err == nil || !strings.Contains(err.Error(), "schema avro: schema not supported by Ferry") {
-		t.Fatalf("got %v", err)
-	}
-	if err := CheckEncodable(sdk.SchemaAvro); err == nil {
-		t.Fatal("avro encodable")
 	}
 }
 

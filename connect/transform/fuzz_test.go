@@ -38,7 +38,7 @@ func FuzzBuild(f *testing.F) {
 		if err != nil {
 			return
 		}
-		d, _ := schema.NewDecoder(sdk.SchemaJSON)
+		d, _ := schema.NewDecoder(sdk.SchemaJSON, "")
 		v, err := d.Decode([]byte(payload))
 		if err != nil {
 			return
