@@ -43,8 +43,12 @@
 //     [Options] and the adapter over the iggy client (backend.go is its interface).
 //   - sink_runner.go (one sink connector), sink_topic.go (one stream × topic of it),
 //     partitions.go and stores.go (the partition table and its store loop), policy.go,
-//     deliver.go (Consume with retries, on_failure, dead letters), convert.go.
-//   - source.go, source_convert.go, state.go: sources.
+//     deliver.go (Consume with retries, on_failure, dead letters), convert.go (wire
+//     messages to sdk messages), payload.go (decode by schema, transforms, re-encode;
+//     connect/schema, connect/transform), poison.go (a message that failed them, per
+//     on_failure).
+//   - source.go, source_payload.go (encode to the stream schema, transforms, per-message
+//     failures), state.go: sources.
 //   - lifecycle.go, retry.go: the stop signalling and the retry helper every runner uses.
 //   - native.go (cgo only): [NativeSinkLoader] and [NativeSourceLoader] over
 //     connect/plugin.
@@ -54,11 +58,12 @@
 // The pipeline tests (pipeline_test.go, rebalance_test.go, storm_test.go) run the whole
 // runtime over the real client against the real embedded server (server/servertest, TCP
 // on loopback); the partition table and the batch processor have unit tests.
-// BenchmarkSinkPipeline compares the raw poll loop with each commit mode.
+// BenchmarkSinkPipeline compares the raw poll loop with each commit mode;
+// convert_bench_test.go measures the converter (raw zero-copy, json with transforms).
 //
 // # What it must not import
 //
-// server, connectors/* and cmd/* (tests may: servertest, the null sink): connect sits
+// server, connectors/* and cmd/* (tests may: servertest, the null and file sinks): connect sits
 // below cmd/ferry and above iggy, sdk, connect/config and connect/plugin. Only native.go
 // needs cgo; without cgo the package builds without [NativeSinkLoader] and
 // [NativeSourceLoader], and native plugins come in through [Options.LoadSinkPlugin] and
