@@ -52,6 +52,13 @@ type Chain struct {
 	names []string
 }
 
+// Append adds t, named name in its errors, at the end of c: after Build's transforms, a
+// program embedding Ferry's runtime may add its own.
+func (c *Chain) Append(name string, t Transform) {
+	c.ts = append(c.ts, t)
+	c.names = append(c.names, name)
+}
+
 // Len is the number of transforms in c.
 func (c *Chain) Len() int { return len(c.ts) }
 
