@@ -28,8 +28,9 @@ const (
 	TypeDuration FieldType = "duration" // a string ParseDuration accepts ("1s", "250ms")
 	TypeStrings  FieldType = "string list"
 	TypeTables   FieldType = "table list" // an array of objects ([[plugin_config.x]])
-	// TypeOutputPath is a string naming a file the connector writes: its directory must
-	// exist and be writable, and an existing file must be a writable regular file.
+	// TypeOutputPath is a string naming a file the connector writes (creating missing
+	// directories): the nearest existing directory on its path must be writable, and an
+	// existing file must be a writable regular file.
 	TypeOutputPath FieldType = "output path"
 )
 
@@ -265,9 +266,10 @@ func describe(x any) string {
 	return fmt.Sprintf("%T", x)
 }
 
-// CheckOutputPath says whether a connector could create or append to the file at path,
-// without creating anything: an empty path, a missing or unwritable directory, or an
-// existing path that is not a writable regular file is an error.
+// CheckOutputPath says whether a connector could create (with its missing directories) or
+// append to the file at path, without creating anything: an empty path, a path through a
+// regular file, an unwritable directory, or an existing path that is not a writable regular
+// file is an error.
 func CheckOutputPath(path string) error {
 	if path == "" {
 		return errors.New("empty path")
@@ -283,18 +285,24 @@ func CheckOutputPath(path string) error {
 	} else if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.ENOTDIR) {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("directory %s of %s: %w", dir, path, err)
+	// The connector creates missing directories: the nearest one that exists must be a
+	// writable directory.
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		st, err := os.Stat(dir)
+		if (errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR)) && filepath.Dir(dir) != dir {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("directory %s of %s: %w", dir, path, err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("%s is not a directory (in the path of %s)", dir, path)
+		}
+		if err := unix.Access(dir, unix.W_OK); err != nil {
+			return fmt.Errorf("directory %s of %s is not writable: %w", dir, path, err)
+		}
+		return nil
 	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a directory (parent of %s)", dir, path)
-	}
-	if err := unix.Access(dir, unix.W_OK); err != nil {
-		return fmt.Errorf("directory %s of %s is not writable: %w", dir, path, err)
-	}
-	return nil
 }
 
 func article(t FieldType) string {

@@ -85,7 +85,7 @@ func TestCheckOutputPath(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ok := []string{filepath.Join(dir, "new.jsonl"), file}
+	ok := []string{filepath.Join(dir, "new.jsonl"), file, filepath.Join(dir, "a", "b", "new.jsonl")}
 	for _, p := range ok {
 		if err := CheckOutputPath(p); err != nil {
 			t.Errorf("CheckOutputPath(%s) = %v", p, err)
@@ -93,8 +93,8 @@ func TestCheckOutputPath(t *testing.T) {
 	}
 	bad := map[string]string{
 		"":                            "empty path",
-		filepath.Join(dir, "no", "x"): "directory " + filepath.Join(dir, "no") + " of " + filepath.Join(dir, "no", "x") + ": stat " + filepath.Join(dir, "no") + ": no such file or directory",
-		filepath.Join(file, "x"):      file + " is not a directory (parent of " + filepath.Join(file, "x") + ")",
+		filepath.Join(file, "x"):      file + " is not a directory (in the path of " + filepath.Join(file, "x") + ")",
+		filepath.Join(file, "y", "z"): file + " is not a directory (in the path of " + filepath.Join(file, "y", "z") + ")",
 		dir:                           dir + " exists and is not a regular file",
 	}
 	for p, want := range bad {
@@ -102,7 +102,9 @@ func TestCheckOutputPath(t *testing.T) {
 			t.Errorf("CheckOutputPath(%q) = %v, want %q", p, err, want)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "new.jsonl")); !os.IsNotExist(err) {
-		t.Fatalf("CheckOutputPath created a file: %v", err)
+	for _, p := range []string{filepath.Join(dir, "new.jsonl"), filepath.Join(dir, "a")} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("CheckOutputPath created %s: %v", p, err)
+		}
 	}
 }

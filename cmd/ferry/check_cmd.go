@@ -35,7 +35,7 @@ problem. Nothing is sent to Iggy.`,
 }
 
 func check(w io.Writer, path string) error {
-	rc, conns, err := loadConfig(path)
+	rc, conns, err := loadConfig(path, false)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -22,7 +23,8 @@ const Name = "file"
 
 // plugin_config fields.
 const (
-	// FieldPath: the file to append to (created with mode 0644 if missing). Required.
+	// FieldPath: the file to append to (created with mode 0644 if missing, with its
+	// directories). Required.
 	FieldPath = "path"
 	// FieldFlushInterval: how often the file is fsynced (and, in sink_controlled mode,
 	// offsets committed), Go duration syntax ("1s", "250ms"); default "1s".
@@ -37,7 +39,7 @@ const DefaultFlushInterval = time.Second
 // Spec declares plugin_config; Open decodes with it and `ferry check` validates with it.
 var Spec = sdk.ConfigSpec{Fields: []sdk.ConfigField{
 	{Name: FieldPath, Type: sdk.TypeOutputPath, Required: true,
-		Doc: "the file to append JSON lines to (created with mode 0644 if missing; its directory must exist)"},
+		Doc: "the file to append JSON lines to (created with mode 0644 if missing, with its directories)"},
 	{Name: FieldFlushInterval, Type: sdk.TypeDuration, Default: sdk.FormatDuration(DefaultFlushInterval),
 		Doc: "how often the file is fsynced (and, with sink_controlled, offsets committed)"},
 	{Name: FieldFsyncEachBatch, Type: sdk.TypeBool, Default: false,
@@ -107,6 +109,9 @@ func (s *Sink) Open(_ context.Context, env sdk.SinkEnv) error {
 		return fmt.Errorf("file sink: plugin_config.flush_interval %q: want a positive duration like \"1s\"", s.cfg.FlushInterval)
 	}
 	s.interval = d
+	if err := os.MkdirAll(filepath.Dir(s.cfg.Path), 0o755); err != nil {
+		return fmt.Errorf("file sink: create the directory of %s: %w", s.cfg.Path, err)
+	}
 	f, err := os.OpenFile(s.cfg.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("file sink: open: %w", err)
