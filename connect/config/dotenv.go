@@ -43,7 +43,7 @@ func LoadDotEnv(environ []string) (DotEnv, error) {
 		}
 		return DotEnv{}, &Error{File: path, Msg: "cannot read env file", Err: err}
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: nothing to lose
 	vars, err := godotenv.Parse(f)
 	if err != nil {
 		return DotEnv{}, &Error{File: path, Msg: fmt.Sprintf("cannot parse env file: %v", err)}
