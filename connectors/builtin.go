@@ -12,8 +12,8 @@ import (
 // and "file", source "random". Each call returns a fresh value the caller may extend.
 func Registry() *sdk.Registry {
 	return sdk.NewRegistry().
-		AddSink(stdout.Name, func() sdk.Sink { return stdout.New() }).
-		AddSink(null.Name, func() sdk.Sink { return null.New() }).
-		AddSink(file.Name, func() sdk.Sink { return file.New() }).
-		AddSource(random.Name, func() sdk.Source { return random.New() })
+		AddSink(stdout.Name, func() sdk.Sink { return stdout.New() }, stdout.Spec).
+		AddSink(null.Name, func() sdk.Sink { return null.New() }, null.Spec).
+		AddSink(file.Name, func() sdk.Sink { return file.New() }, file.Spec).
+		AddSource(random.Name, func() sdk.Source { return random.New() }, random.Spec)
 }

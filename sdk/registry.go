@@ -17,30 +17,57 @@ type SourceFactory func() Source
 type Registry struct {
 	sinks   map[string]SinkFactory
 	sources map[string]SourceFactory
+	specs   map[string]ConfigSpec // "sink/NAME", "source/NAME"
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{sinks: map[string]SinkFactory{}, sources: map[string]SourceFactory{}}
+	return &Registry{sinks: map[string]SinkFactory{}, sources: map[string]SourceFactory{}, specs: map[string]ConfigSpec{}}
 }
 
-// AddSink registers a sink factory under name. It panics on a duplicate name: registries are
-// filled by code, and a duplicate is a programming error.
-func (r *Registry) AddSink(name string, f SinkFactory) *Registry {
+// AddSink registers a sink factory under name, with the spec of its plugin_config (at most
+// one; a connector registered without one has its plugin_config left unchecked by `ferry
+// check`). It panics on a duplicate name: registries are filled by code, and a duplicate is
+// a programming error.
+func (r *Registry) AddSink(name string, f SinkFactory, spec ...ConfigSpec) *Registry {
 	if _, dup := r.sinks[name]; dup {
 		panic(fmt.Sprintf("sdk: sink %q registered twice", name))
 	}
 	r.sinks[name] = f
+	r.addSpec("sink/"+name, spec)
 	return r
 }
 
-// AddSource registers a source factory under name; it panics on a duplicate name.
-func (r *Registry) AddSource(name string, f SourceFactory) *Registry {
+// AddSource registers a source factory under name, like AddSink.
+func (r *Registry) AddSource(name string, f SourceFactory, spec ...ConfigSpec) *Registry {
 	if _, dup := r.sources[name]; dup {
 		panic(fmt.Sprintf("sdk: source %q registered twice", name))
 	}
 	r.sources[name] = f
+	r.addSpec("source/"+name, spec)
 	return r
+}
+
+func (r *Registry) addSpec(id string, spec []ConfigSpec) {
+	switch len(spec) {
+	case 0:
+	case 1:
+		r.specs[id] = spec[0]
+	default:
+		panic(fmt.Sprintf("sdk: %s registered with %d specs", id, len(spec)))
+	}
+}
+
+// SinkSpec returns the plugin_config spec registered with sink name.
+func (r *Registry) SinkSpec(name string) (ConfigSpec, bool) {
+	s, ok := r.specs["sink/"+name]
+	return s, ok
+}
+
+// SourceSpec returns the plugin_config spec registered with source name.
+func (r *Registry) SourceSpec(name string) (ConfigSpec, bool) {
+	s, ok := r.specs["source/"+name]
+	return s, ok
 }
 
 // Sink returns the factory registered under name.

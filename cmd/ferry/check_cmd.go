@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -34,7 +35,7 @@ problem. Nothing is sent to Iggy.`,
 }
 
 func check(w io.Writer, path string) error {
-	rc, conns, err := loadConfig(path)
+	rc, conns, err := loadConfig(path, false)
 	if err != nil {
 		return err
 	}
@@ -90,7 +91,8 @@ func checkSource(reg *sdk.Registry, c *config.Common) error {
 		if _, ok := reg.Source(name); !ok {
 			return fmt.Errorf("unknown built-in source %q (known: %v)", name, reg.SourceNames())
 		}
-		return nil
+		spec, _ := reg.SourceSpec(name)
+		return checkPluginConfig(spec, c)
 	}
 	lib, err := openPlugin(c.Path)
 	if err != nil {
@@ -104,7 +106,8 @@ func checkSink(reg *sdk.Registry, s *config.Sink) error {
 		if _, ok := reg.Sink(name); !ok {
 			return fmt.Errorf("unknown built-in sink %q (known: %v)", name, reg.SinkNames())
 		}
-		return nil
+		spec, _ := reg.SinkSpec(name)
+		return checkPluginConfig(spec, &s.Common)
 	}
 	lib, err := openPlugin(s.Path)
 	if err != nil {
@@ -119,6 +122,20 @@ func checkSink(reg *sdk.Registry, s *config.Sink) error {
 			lib.Path(), s.Key, plugin.SymSinkSetCommit, plugin.ErrCommitUnsupported)
 	}
 	return nil
+}
+
+// checkPluginConfig validates a built-in connector's plugin_config against its spec, as its
+// Open would; every problem is named with the connector's file.
+func checkPluginConfig(spec sdk.ConfigSpec, c *config.Common) error {
+	errs := spec.Validate(c.PluginConfig)
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return fmt.Errorf("%s: %s", c.File, strings.Join(msgs, "; "))
 }
 
 func openPlugin(path string) (*plugin.Library, error) {

@@ -28,6 +28,7 @@ func run(args []string) int {
 		newRunCmd(),
 		newServerCmd(),
 		newCheckCmd(),
+		newConnectorsCmd(),
 		newOffsetsCmd(),
 		newBenchCmd(),
 		newVersionCmd(),

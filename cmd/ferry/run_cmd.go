@@ -66,7 +66,7 @@ FERRY_DATA, FERRY_PROGRESS, FERRY_PARTITIONS, FERRY_LOG_LEVEL).`,
 	fl.DurationVar(&f.duration, "duration", 0, "stop gracefully after this long; 0 = run until a signal")
 	fl.DurationVar(&f.exitIdle, "exit-when-idle", 0, "stop gracefully once no counter moved for this long (sources ended or idle, sinks drained) and no connector waits for a restart; 0 = never")
 	fl.Uint32Var(&f.partitions, "partitions", uint32(envUint(envPartitions, 1)), "partitions of topics created by --embedded or --create-topics [FERRY_PARTITIONS]")
-	fl.BoolVar(&f.createTopics, "create-topics", false, "create the streams and topics the connectors name when missing (always on with --embedded)")
+	fl.BoolVar(&f.createTopics, "create-topics", false, "before starting, create every stream and topic an enabled connector names and lacks: sinks' topics, sources' target topics and dead-letter topics (with --partitions partitions; always on with --embedded)")
 	fl.StringVar(&f.logLevel, "log-level", envString(envLogLevel, "info"), "debug, info, warn or error [FERRY_LOG_LEVEL]")
 	fl.DurationVar(&f.stopTimeout, "stop-timeout", 30*time.Second, "bound on the graceful stop; then in-flight work is abandoned (and redelivered later)")
 	fl.DurationVar(&f.dialTimeout, "connect-timeout", 30*time.Second, "bound on connecting to Iggy at startup")
@@ -75,7 +75,7 @@ FERRY_DATA, FERRY_PROGRESS, FERRY_PARTITIONS, FERRY_LOG_LEVEL).`,
 }
 
 func runRuntime(ctx context.Context, f runFlags) (err error) {
-	rc, conns, err := loadConfig(f.config)
+	rc, conns, err := loadConfig(f.config, true)
 	if err != nil {
 		return err
 	}
@@ -88,6 +88,16 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	}
 	log.Info("config loaded", "config", rc.Path, "config_dir", absDir(rc.Connectors.ConfigDir),
 		"sources", len(conns.Sources), "sinks", len(conns.Sinks))
+	if displayConfig() {
+		// Secrets redacted (Runtime.String, Sink/Source.String).
+		log.Info("effective runtime config", "config", rc.String())
+		for _, s := range conns.Sinks {
+			log.Info("effective sink config", "sink", s.String())
+		}
+		for _, s := range conns.Sources {
+			log.Info("effective source config", "source", s.String())
+		}
+	}
 	if f.partitions == 0 {
 		return errors.New("--partitions must be at least 1")
 	}

@@ -81,10 +81,28 @@ func newLogger(w io.Writer, format config.LogFormat, level string) (*slog.Logger
 }
 
 // loadConfig reads the runtime config and its connector files.
-func loadConfig(path string) (*config.Runtime, *config.Connectors, error) {
+// loadConfig reads the .env file (into the process environment), the runtime config and
+// the connector files. createDir: a missing config_dir is created (run), else it is an
+// error (check must not change anything).
+func loadConfig(path string, createDir bool) (*config.Runtime, *config.Connectors, error) {
+	dot, err := config.LoadDotEnv(os.Environ())
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := dot.Apply(); err != nil {
+		return nil, nil, err
+	}
 	rc, err := config.ParseRuntime(path)
 	if err != nil {
 		return nil, nil, err
+	}
+	if dot.Path != "" {
+		rc.Warnings = append(rc.Warnings, fmt.Sprintf("loaded %d variable(s) from %s", len(dot.Vars), dot.Path))
+	}
+	if createDir {
+		if err := config.EnsureConfigDir(rc.Connectors.ConfigDir); err != nil {
+			return nil, nil, err
+		}
 	}
 	conns, err := config.LoadConnectors(rc.Connectors.ConfigDir, os.Environ())
 	if err != nil {
@@ -159,6 +177,9 @@ func ensureTopics(ctx context.Context, c *iggy.Client, conns *config.Connectors,
 			last := src.Streams[len(src.Streams)-1]
 			want = append(want, st{last.Stream, last.Topic})
 		}
+		if src.Enabled && src.OnFailure == config.FailureDeadLetter {
+			want = append(want, st{src.DeadLetter.Stream, src.DeadLetter.Topic})
+		}
 	}
 	for _, snk := range conns.Sinks {
 		if !snk.Enabled {
@@ -187,4 +208,11 @@ func absDir(dir string) string {
 		return a
 	}
 	return dir
+}
+
+// displayConfig says whether the effective config is logged at start: yes unless
+// IGGY_DISPLAY_CONFIG is set to something other than 1 or true (any case), as upstream.
+func displayConfig() bool {
+	v, ok := os.LookupEnv("IGGY_DISPLAY_CONFIG")
+	return !ok || strings.EqualFold(v, "1") || strings.EqualFold(v, "true")
 }

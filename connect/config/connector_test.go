@@ -294,7 +294,6 @@ func TestLoadConnectorsDiscovery(t *testing.T) {
 	writeFile(t, dir, "a_v3.toml", sinkFile("a", 3, "A3"))
 	writeFile(t, dir, "a_v2.toml", sinkFile("a", 2, "A2"))
 	writeFile(t, dir, "b.toml", sinkFile("b", 1, "B"))
-	writeFile(t, dir, "b_dup.toml", sinkFile("b", 1, "B-last")) // same (key, version): last file wins
 	writeFile(t, dir, "c.toml", sinkFile("c", 4, "C"))
 	writeFile(t, dir, ".hidden.toml", "garbage")
 	writeFile(t, dir, "Cargo.toml", "garbage")
@@ -319,7 +318,7 @@ func TestLoadConnectorsDiscovery(t *testing.T) {
 	for _, s := range c.Sinks {
 		got = append(got, s.Key+":"+s.Name)
 	}
-	if want := []string{"a:A2", "b:B-last"}; !reflect.DeepEqual(got, want) {
+	if want := []string{"a:A2", "b:B"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("sinks = %v, want %v", got, want)
 	}
 	if len(c.Sources) != 1 || c.Source("r") == nil || c.Sink("a").Version != 2 {
@@ -347,13 +346,37 @@ func TestLoadConnectorsErrors(t *testing.T) {
 	_, err := LoadConnectors(dir, nil)
 	wantErr(t, err, bad, 12, "streams[0].batch_length", "")
 
+	// A missing config_dir is an error, and loading does not create it; EnsureConfigDir does.
 	missing := filepath.Join(t.TempDir(), "new")
-	c, err := LoadConnectors(missing, nil)
-	if err != nil || len(c.Sinks) != 0 {
-		t.Fatalf("missing dir: %v %+v", err, c)
+	_, err = LoadConnectors(missing, nil)
+	if !errors.Is(err, ErrConfigDirMissing) || err.Error() != "connectors.config_dir "+missing+": does not exist" {
+		t.Fatalf("missing dir: err = %v", err)
 	}
-	if st, err := os.Stat(missing); err != nil || !st.IsDir() {
-		t.Fatalf("missing dir not created: %v", err)
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("LoadConnectors created the missing dir: %v", err)
+	}
+	if err := EnsureConfigDir(missing); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := LoadConnectors(missing, nil); err != nil || len(c.Sinks)+len(c.Sources) != 0 {
+		t.Fatalf("created dir: %v %+v", err, c)
+	}
+}
+
+// Two files defining the same (type, key, version) fail the load, naming both files.
+func TestLoadConnectorsDuplicateKey(t *testing.T) {
+	dir := t.TempDir()
+	first := writeFile(t, dir, "b.toml", sinkFile("b", 1, "B"))
+	second := writeFile(t, dir, "b_copy.toml", sinkFile("b", 1, "B again"))
+	_, err := LoadConnectors(dir, nil)
+	want := second + ": key: sink \"b\" version 1 is also defined in " + first + "; remove one of the two files or change its version"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+	// Another version of the same key is how versions are kept: no error.
+	writeFile(t, dir, "b_copy.toml", sinkFile("b", 2, "B2"))
+	if c, err := LoadConnectors(dir, nil); err != nil || c.Sink("b").Name != "B2" {
+		t.Fatalf("two versions: %v", err)
 	}
 }
 

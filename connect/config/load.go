@@ -47,17 +47,16 @@ func (c *Connectors) Source(key string) *Source {
 
 // ConnectorFiles lists the connector files of dir as upstream discovers them: regular files
 // (symlinks followed) directly in dir whose extension is exactly ".toml", except hidden files
-// and Cargo.toml (any case). Sorted by name. A missing dir is created (then it is empty).
+// and Cargo.toml (any case). Sorted by name. A missing dir is an error wrapping
+// [ErrConfigDirMissing]: `ferry run` creates it first with [EnsureConfigDir], `ferry check`
+// reports it.
 func ConnectorFiles(dir string) ([]string, error) {
 	if dir == "" {
 		return nil, errors.New("config_dir is empty")
 	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("create config_dir: %w", err)
-		}
-		return nil, nil
+		return nil, fmt.Errorf("connectors.config_dir %s: %w", dir, ErrConfigDirMissing)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read config_dir: %w", err)
@@ -78,6 +77,21 @@ func ConnectorFiles(dir string) ([]string, error) {
 	return out, nil
 }
 
+// ErrConfigDirMissing is wrapped when connectors.config_dir does not exist.
+var ErrConfigDirMissing = errors.New("does not exist")
+
+// EnsureConfigDir creates a missing config_dir (empty: no connector runs until one is
+// added through the API or a file), as upstream's runtime does at start.
+func EnsureConfigDir(dir string) error {
+	if dir == "" {
+		return errors.New("config_dir is empty")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create connectors.config_dir: %w", err)
+	}
+	return nil
+}
+
 // ActiveVersions is the content of .active_versions.toml.
 type ActiveVersions struct {
 	Sinks   map[string]uint64 `toml:"sinks"`
@@ -87,9 +101,10 @@ type ActiveVersions struct {
 // LoadConnectors reads every connector file of dir with the environment overrides of env
 // ("K=V" entries, e.g. os.Environ(); nil for none) and keeps one config per key: the version
 // pinned in .active_versions.toml, else the highest version. A key whose pinned version has
-// no file is left out (with a warning; upstream is silent). Duplicate (key, version) pairs:
-// the file last in name order wins. Any file that fails to parse fails the whole load, as
-// upstream, with an *Error naming the file, key and line.
+// no file is left out (with a warning; upstream is silent). Two files with the same (type,
+// key, version) are an error naming both (upstream: the last one read wins, silently). Any
+// file that fails to parse fails the whole load, as upstream, with an *Error naming the
+// file, key and line.
 func LoadConnectors(dir string, env []string) (*Connectors, error) {
 	files, err := ConnectorFiles(dir)
 	if err != nil {
@@ -121,12 +136,12 @@ type connID struct {
 type dirConfigs struct {
 	sinks    map[string]map[uint64]*Sink
 	sources  map[string]map[uint64]*Source
-	files    map[connID][]string // every file holding the config, in name order (the last wins)
+	files    map[connID][]string // the names of the file holding each config (two only for a symlink and its target)
 	warnings []string            // ignored environment variables
 }
 
 // scanDir parses files (from [ConnectorFiles]) with the overrides of env. Any file that
-// fails to parse fails the scan.
+// fails to parse fails the scan, and so does a second file for the same (type, key, version).
 func scanDir(files, env []string) (*dirConfigs, error) {
 	d := &dirConfigs{sinks: map[string]map[uint64]*Sink{}, sources: map[string]map[uint64]*Source{}, files: map[connID][]string{}}
 	for _, f := range files {
@@ -142,7 +157,9 @@ func scanDir(files, env []string) (*dirConfigs, error) {
 			}
 			d.sinks[c.Key][c.Version] = c
 			id := connID{TypeSink, c.Key, c.Version}
-			d.files[id] = append(d.files[id], f)
+			if err := d.add(id, f); err != nil {
+				return nil, err
+			}
 		case *Source:
 			d.warnings = append(d.warnings, c.Warnings...)
 			if d.sources[c.Key] == nil {
@@ -150,10 +167,33 @@ func scanDir(files, env []string) (*dirConfigs, error) {
 			}
 			d.sources[c.Key][c.Version] = c
 			id := connID{TypeSource, c.Key, c.Version}
-			d.files[id] = append(d.files[id], f)
+			if err := d.add(id, f); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return d, nil
+}
+
+// add records that file holds id; a second file for the same id is an error naming both.
+// The same file reached twice (a symlink beside its target) is one config, listed twice so
+// that a delete removes both names.
+func (d *dirConfigs) add(id connID, file string) error {
+	if prev := d.files[id]; len(prev) > 0 && !sameFile(prev[0], file) {
+		return &Error{File: file, Key: "key", Msg: fmt.Sprintf("%s %q version %d is also defined in %s; remove one of the two files or change its version",
+			id.typ, id.key, id.version, prev[0])}
+	}
+	d.files[id] = append(d.files[id], file)
+	return nil
+}
+
+func sameFile(a, b string) bool {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
 }
 
 // versions returns the versions of (typ, key) in ascending order.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -181,15 +182,30 @@ func TestDeleteConfig(t *testing.T) {
 	}
 }
 
-func TestDeleteRemovesDuplicateFiles(t *testing.T) {
+// Two files for one (key, version) are refused by the provider as by the loader; a symlink
+// to a config is the same config, and deleting it removes both names.
+func TestProviderDuplicatesAndSymlinks(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "x1.toml", sinkFile("x", 1, "first"))
-	writeFile(t, dir, "x2.toml", sinkFile("x", 1, "second"))
+	first := writeFile(t, dir, "x1.toml", sinkFile("x", 1, "first"))
+	second := writeFile(t, dir, "x2.toml", sinkFile("x", 1, "second"))
 	writeFile(t, dir, "x0.toml", sinkFile("x", 0, "zero"))
 	p := &LocalProvider{Dir: dir}
 	v := uint64(1)
+	err := p.DeleteSinkConfig("x", &v)
+	if err == nil || !strings.Contains(err.Error(), second+": key: sink \"x\" version 1 is also defined in "+first) {
+		t.Fatalf("delete with duplicates: %v", err)
+	}
+	if err := os.Remove(second); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(first, filepath.Join(dir, "x1_link.toml")); err != nil {
+		t.Fatal(err)
+	}
 	if err := p.DeleteSinkConfig("x", &v); err != nil {
 		t.Fatal(err)
+	}
+	if got, want := strings.Join(dirNames(t, dir), " "), "x0.toml"; got != want {
+		t.Fatalf("dir = %s, want %s", got, want)
 	}
 	s, err := p.ActiveSink("x")
 	if err != nil || s.Name != "zero" {

@@ -244,7 +244,8 @@ func ParseRuntime(path string) (*Runtime, error) { return ParseRuntimeEnv(path, 
 // file (tables merged key by key, arrays replaced whole), then IGGY_CONNECTORS_* variables of
 // env ("K=V" entries). An empty path means IGGY_CONNECTORS_CONFIG_PATH, else
 // [DefaultRuntimeConfigPath]; a relative one is then searched in the working directory and
-// its parents, and a missing file only adds a warning. An explicit path must exist.
+// its parents. A missing default file only adds a warning; a path given explicitly or by
+// IGGY_CONNECTORS_CONFIG_PATH must exist.
 // The result is validated; errors are *Error values and never contain secrets.
 func ParseRuntimeEnv(path string, env []string) (*Runtime, error) {
 	em := envMap(env)
@@ -253,12 +254,17 @@ func ParseRuntimeEnv(path string, env []string) (*Runtime, error) {
 	var warnings []string
 	explicit := path != ""
 	if !explicit {
-		path = em[EnvPrefix+"CONFIG_PATH"]
+		fromEnv := em[EnvPrefix+"CONFIG_PATH"]
+		path = fromEnv
 		if path == "" {
 			path = DefaultRuntimeConfigPath
 		}
 		if found, ok := searchUp(path); ok {
 			path = found
+		} else if fromEnv != "" {
+			// Upstream only warns and runs on defaults: a typo in the variable would then
+			// run a different pipeline than the one configured.
+			return nil, &Error{File: fromEnv, Env: EnvPrefix + "CONFIG_PATH", Msg: "runtime config not found (searched the working directory and its parents)"}
 		} else {
 			warnings = append(warnings, fmt.Sprintf("runtime config %s not found; using defaults", path))
 			path = ""

@@ -110,10 +110,16 @@ func TestRuntimeEnvPathAndMissingFile(t *testing.T) {
 	if err != nil || r.Path != p || r.Connectors.ConfigDir != "c" {
 		t.Fatalf("env path: %v %+v", err, r)
 	}
+	// A file IGGY_CONNECTORS_CONFIG_PATH names must exist (upstream only warns).
+	none := filepath.Join(dir, "none.toml")
+	_, err = ParseRuntimeEnv("", []string{"IGGY_CONNECTORS_CONFIG_PATH=" + none})
+	if err == nil || err.Error() != none+" (from IGGY_CONNECTORS_CONFIG_PATH): runtime config not found (searched the working directory and its parents)" {
+		t.Fatalf("missing env path: %v", err)
+	}
 	// Missing default file: defaults with a warning, then config_dir is required.
-	_, err = ParseRuntimeEnv("", []string{"IGGY_CONNECTORS_CONFIG_PATH=" + filepath.Join(dir, "none.toml")})
+	_, err = ParseRuntimeEnv("", nil)
 	wantErr(t, err, "", 0, "connectors.config_dir", "")
-	r, err = ParseRuntimeEnv("", []string{"IGGY_CONNECTORS_CONFIG_PATH=" + filepath.Join(dir, "none.toml"), "IGGY_CONNECTORS_CONNECTORS_CONFIG_DIR=d"})
+	r, err = ParseRuntimeEnv("", []string{"IGGY_CONNECTORS_CONNECTORS_CONFIG_DIR=d"})
 	if err != nil || r.Path != "" || len(r.Warnings) != 1 || r.Connectors.ConfigDir != "d" {
 		t.Fatalf("missing file: %v %+v", err, r)
 	}

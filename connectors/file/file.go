@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -22,7 +23,8 @@ const Name = "file"
 
 // plugin_config fields.
 const (
-	// FieldPath: the file to append to (created with mode 0644 if missing). Required.
+	// FieldPath: the file to append to (created with mode 0644 if missing, with its
+	// directories). Required.
 	FieldPath = "path"
 	// FieldFlushInterval: how often the file is fsynced (and, in sink_controlled mode,
 	// offsets committed), Go duration syntax ("1s", "250ms"); default "1s".
@@ -33,6 +35,16 @@ const (
 
 // DefaultFlushInterval is flush_interval when unset.
 const DefaultFlushInterval = time.Second
+
+// Spec declares plugin_config; Open decodes with it and `ferry check` validates with it.
+var Spec = sdk.ConfigSpec{Fields: []sdk.ConfigField{
+	{Name: FieldPath, Type: sdk.TypeOutputPath, Required: true,
+		Doc: "the file to append JSON lines to (created with mode 0644 if missing, with its directories)"},
+	{Name: FieldFlushInterval, Type: sdk.TypeDuration, Default: sdk.FormatDuration(DefaultFlushInterval),
+		Doc: "how often the file is fsynced (and, with sink_controlled, offsets committed)"},
+	{Name: FieldFsyncEachBatch, Type: sdk.TypeBool, Default: false,
+		Doc: "fsync before each batch is acknowledged"},
+}}
 
 // Config is the sink's plugin_config.
 type Config struct {
@@ -89,23 +101,16 @@ func New() *Sink { return &Sink{} }
 
 // Open reads plugin_config, opens the file for appending and starts the fsync goroutine.
 func (s *Sink) Open(_ context.Context, env sdk.SinkEnv) error {
-	if len(env.Config) > 0 && string(env.Config) != "null" {
-		d := json.NewDecoder(bytes.NewReader(env.Config))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&s.cfg); err != nil {
-			return fmt.Errorf("file sink: plugin_config: %w", err)
-		}
+	if err := Spec.Decode(env.Config, &s.cfg); err != nil {
+		return fmt.Errorf("file sink: %w", err)
 	}
-	if s.cfg.Path == "" {
-		return errors.New("file sink: plugin_config: path is required")
+	d, err := sdk.ParseDuration(s.cfg.FlushInterval)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("file sink: plugin_config.flush_interval %q: want a positive duration like \"1s\"", s.cfg.FlushInterval)
 	}
-	s.interval = DefaultFlushInterval
-	if s.cfg.FlushInterval != "" {
-		d, err := sdk.ParseDuration(s.cfg.FlushInterval)
-		if err != nil || d <= 0 {
-			return fmt.Errorf("file sink: plugin_config: flush_interval %q: want a positive duration like \"1s\"", s.cfg.FlushInterval)
-		}
-		s.interval = d
+	s.interval = d
+	if err := os.MkdirAll(filepath.Dir(s.cfg.Path), 0o755); err != nil {
+		return fmt.Errorf("file sink: create the directory of %s: %w", s.cfg.Path, err)
 	}
 	f, err := os.OpenFile(s.cfg.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {

@@ -10,6 +10,9 @@ import (
 // Name is the registry name: path = "builtin:null". The sink takes no plugin_config.
 const Name = "null"
 
+// Spec: the null sink ignores plugin_config.
+var Spec = sdk.ConfigSpec{AnyFields: true}
+
 // Sink discards messages. Safe for concurrent use.
 type Sink struct {
 	messages atomic.Uint64

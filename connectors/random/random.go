@@ -1,10 +1,8 @@
 package random
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -44,6 +42,15 @@ const (
 	DefaultBatchSize   = 100
 )
 
+// Spec declares plugin_config; Open decodes with it and `ferry check` validates with it.
+var Spec = sdk.ConfigSpec{Fields: []sdk.ConfigField{
+	{Name: FieldMessagesPerSecond, Type: sdk.TypeNumber, Default: 0, Doc: "rate limit; 0 = as fast as the runtime takes them"},
+	{Name: FieldCount, Type: sdk.TypeUnsigned, Default: 0, Doc: "total messages over the source's whole life (state included); 0 = unlimited"},
+	{Name: FieldPayloadSize, Type: sdk.TypeUnsigned, Default: DefaultPayloadSize, Doc: "payload bytes per message"},
+	{Name: FieldBatchSize, Type: sdk.TypeUnsigned, Default: DefaultBatchSize, Doc: "messages per batch (> 0)"},
+	{Name: FieldSeed, Type: sdk.TypeUnsigned, Doc: "when set, message i's payload depends only on (seed, i): reproducible runs; default random"},
+}}
+
 const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
 // Source produces random messages. Not safe for concurrent use (the runtime calls it from one
@@ -61,13 +68,9 @@ func New() *Source { return &Source{} }
 
 // Open reads plugin_config and the state (8 bytes, little-endian message count).
 func (s *Source) Open(_ context.Context, env sdk.SourceEnv) error {
-	s.cfg = Config{PayloadSize: DefaultPayloadSize, BatchSize: DefaultBatchSize}
-	if len(env.Config) > 0 && string(env.Config) != "null" {
-		d := json.NewDecoder(bytes.NewReader(env.Config))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&s.cfg); err != nil {
-			return fmt.Errorf("random source: plugin_config: %w", err)
-		}
+	s.cfg = Config{}
+	if err := Spec.Decode(env.Config, &s.cfg); err != nil {
+		return fmt.Errorf("random source: %w", err)
 	}
 	if s.cfg.PayloadSize < 0 || s.cfg.BatchSize <= 0 || s.cfg.MessagesPerSecond < 0 {
 		return fmt.Errorf("random source: plugin_config: payload_size must be >= 0, batch_size > 0, messages_per_second >= 0")

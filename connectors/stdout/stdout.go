@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -23,6 +22,12 @@ const (
 	// text and json schemas when it is valid UTF-8, else as "base64:<data>").
 	FieldPrintPayload = "print_payload"
 )
+
+// Spec declares plugin_config; Open decodes with it and `ferry check` validates with it.
+var Spec = sdk.ConfigSpec{Fields: []sdk.ConfigField{
+	{Name: FieldPrintPayload, Type: sdk.TypeBool, Default: false,
+		Doc: "also print each message's payload (text when valid UTF-8 of a text/json stream, else base64:…)"},
+}}
 
 // Config is the sink's plugin_config.
 type Config struct {
@@ -49,13 +54,8 @@ func (s *Sink) Open(_ context.Context, env sdk.SinkEnv) error {
 }
 
 func decodeConfig(raw []byte, dst any) error {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.DisallowUnknownFields()
-	if err := d.Decode(dst); err != nil {
-		return fmt.Errorf("stdout sink: plugin_config: %w", err)
+	if err := Spec.Decode(raw, dst); err != nil {
+		return fmt.Errorf("stdout sink: %w", err)
 	}
 	return nil
 }

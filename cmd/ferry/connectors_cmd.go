@@ -1,0 +1,28 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/ferryio/ferry/connectors"
+)
+
+func newConnectorsCmd() *cobra.Command {
+	var markdown bool
+	cmd := &cobra.Command{
+		Use:   "connectors",
+		Short: "List the built-in connectors with their plugin_config fields, types and defaults",
+		Long: `Connectors prints every built-in connector (path = "builtin:NAME") with each
+plugin_config field: its name, type, default ("required" when it has none and must be
+given) and meaning. These are the specs the connectors decode their config with and
+ferry check validates against. --markdown prints the README's table.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if markdown {
+				return connectors.WriteMarkdown(cmd.OutOrStdout(), connectors.Registry())
+			}
+			return connectors.WriteText(cmd.OutOrStdout(), connectors.Registry())
+		},
+	}
+	cmd.Flags().BoolVar(&markdown, "markdown", false, "print a Markdown table (the README's)")
+	return cmd
+}

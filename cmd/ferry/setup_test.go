@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/server"
+)
+
+// ensureTopics (--create-topics, --embedded) creates what every enabled connector names:
+// sinks' topics and dead-letter topics, sources' target and dead-letter topics; nothing for
+// a disabled one.
+func TestEnsureTopicsCoversSinksAndSources(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := server.Start(ctx, server.Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	c, err := iggy.Dial(ctx, srv.Addr(), iggy.WithCredentials("iggy", "iggy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	sink := &config.Sink{Common: config.Common{Key: "k", Enabled: true}, OnFailure: config.FailureDeadLetter,
+		DeadLetter: config.DeadLetter{Stream: "dlq", Topic: "sink_dead"},
+		Streams:    []config.SinkStream{{Stream: "in", Topics: []string{"a", "b"}}}}
+	src := &config.Source{Common: config.Common{Key: "s", Enabled: true}, OnFailure: config.FailureDeadLetter,
+		DeadLetter: config.DeadLetter{Stream: "dlq", Topic: "source_dead"},
+		Streams:    []config.SourceStream{{Stream: "ignored", Topic: "x"}, {Stream: "out", Topic: "c"}}}
+	off := &config.Source{Common: config.Common{Key: "off"}, Streams: []config.SourceStream{{Stream: "off", Topic: "z"}}}
+	conns := &config.Connectors{Sinks: []*config.Sink{sink}, Sources: []*config.Source{src, off}}
+	if err := ensureTopics(ctx, c, conns, 3); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range [][2]string{{"in", "a"}, {"in", "b"}, {"dlq", "sink_dead"}, {"dlq", "source_dead"}, {"out", "c"}} {
+		td, err := c.GetTopic(ctx, iggy.Name(st[0]), iggy.Name(st[1]))
+		if err != nil {
+			t.Fatalf("%s/%s: %v", st[0], st[1], err)
+		}
+		if td.PartitionsCount != 3 {
+			t.Fatalf("%s/%s has %d partitions, want 3", st[0], st[1], td.PartitionsCount)
+		}
+	}
+	for _, s := range []string{"ignored", "off"} {
+		if _, err := c.GetStream(ctx, iggy.Name(s)); err == nil {
+			t.Fatalf("stream %s was created", s)
+		}
+	}
+}
+
+func TestDisplayConfig(t *testing.T) {
+	for v, want := range map[string]bool{"1": true, "TRUE": true, "true": true, "0": false, "false": false, "no": false} {
+		t.Setenv("IGGY_DISPLAY_CONFIG", v)
+		if got := displayConfig(); got != want {
+			t.Errorf("IGGY_DISPLAY_CONFIG=%s: displayConfig() = %v, want %v", v, got, want)
+		}
+	}
+	os.Unsetenv("IGGY_DISPLAY_CONFIG") // t.Setenv restores it after the test
+	if !displayConfig() {
+		t.Error("unset IGGY_DISPLAY_CONFIG: displayConfig() = false, want true")
+	}
+}

@@ -1,0 +1,313 @@
+package sdk
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// FieldType is the JSON shape a plugin_config field must have.
+type FieldType string
+
+// The field types a ConfigSpec knows.
+const (
+	TypeString   FieldType = "string"
+	TypeBool     FieldType = "bool"
+	TypeInteger  FieldType = "integer"  // a JSON integer (may be negative)
+	TypeUnsigned FieldType = "unsigned" // a JSON integer ≥ 0
+	TypeNumber   FieldType = "number"   // any JSON number
+	TypeDuration FieldType = "duration" // a string ParseDuration accepts ("1s", "250ms")
+	TypeStrings  FieldType = "string list"
+	TypeTables   FieldType = "table list" // an array of objects ([[plugin_config.x]])
+	// TypeOutputPath is a string naming a file the connector writes (creating missing
+	// directories): the nearest existing directory on its path must be writable, and an
+	// existing file must be a writable regular file.
+	TypeOutputPath FieldType = "output path"
+)
+
+// ConfigField describes one plugin_config key of a built-in connector.
+type ConfigField struct {
+	Name     string
+	Type     FieldType
+	Required bool
+	// Default is the value used when the key is absent (nil: none). It is applied by
+	// [ConfigSpec.Decode] and printed by `ferry connectors`.
+	Default any
+	Doc     string
+}
+
+// ConfigSpec is every plugin_config key a built-in connector reads: the one place its
+// fields, types and defaults are declared. The connector decodes its config with
+// [ConfigSpec.Decode], and `ferry check` validates with [ConfigSpec.Validate], so what check
+// accepts is what the connector's Open accepts.
+type ConfigSpec struct {
+	Fields []ConfigField
+	// AnyFields: the connector ignores plugin_config; nothing in it is an error.
+	AnyFields bool
+}
+
+// Field returns the field named name.
+func (s ConfigSpec) Field(name string) (ConfigField, bool) {
+	for _, f := range s.Fields {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return ConfigField{}, false
+}
+
+// FieldError is one problem with one plugin_config key.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("plugin_config.%s: %s", e.Field, e.Msg) }
+
+// Validate checks raw (plugin_config as JSON; empty or "null" = none) against the spec:
+// unknown keys, values of the wrong type, missing required keys. It returns every problem
+// found, in key order; nil when the config is valid. Output paths are checked on disk
+// (nothing is created).
+func (s ConfigSpec) Validate(raw []byte) []error {
+	obj, err := configObject(raw)
+	if err != nil {
+		return []error{err}
+	}
+	var errs []error
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		f, ok := s.Field(k)
+		if !ok {
+			if !s.AnyFields {
+				errs = append(errs, &FieldError{k, fmt.Sprintf("unknown field (known: %s)", strings.Join(s.names(), ", "))})
+			}
+			continue
+		}
+		if msg := checkType(f.Type, obj[k]); msg != "" {
+			errs = append(errs, &FieldError{k, msg})
+		}
+	}
+	for _, f := range s.Fields {
+		if _, ok := obj[f.Name]; f.Required && !ok {
+			errs = append(errs, &FieldError{f.Name, "required field is missing"})
+		}
+	}
+	return errs
+}
+
+// Decode validates raw and decodes it into dst (a pointer to the connector's config
+// struct, JSON tags named as the fields), with each absent field's Default applied first.
+// The error joins every problem Validate found.
+func (s ConfigSpec) Decode(raw []byte, dst any) error {
+	if errs := s.Validate(raw); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	obj, err := configObject(raw)
+	if err != nil {
+		return err
+	}
+	for _, f := range s.Fields {
+		if _, ok := obj[f.Name]; !ok && f.Default != nil {
+			b, err := json.Marshal(f.Default)
+			if err != nil {
+				return fmt.Errorf("plugin_config.%s: default: %w", f.Name, err)
+			}
+			obj[f.Name] = b
+		}
+	}
+	full, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	d := json.NewDecoder(bytes.NewReader(full))
+	if !s.AnyFields {
+		d.DisallowUnknownFields()
+	}
+	if err := d.Decode(dst); err != nil {
+		return fmt.Errorf("plugin_config: %w", err)
+	}
+	return nil
+}
+
+func (s ConfigSpec) names() []string {
+	out := make([]string, len(s.Fields))
+	for i, f := range s.Fields {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// configObject parses plugin_config into its top-level keys.
+func configObject(raw []byte) (map[string]json.RawMessage, error) {
+	obj := map[string]json.RawMessage{}
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || string(t) == "null" {
+		return obj, nil
+	}
+	if t[0] != '{' {
+		return nil, errors.New("plugin_config: want a table")
+	}
+	if err := json.Unmarshal(t, &obj); err != nil {
+		return nil, fmt.Errorf("plugin_config: %w", err)
+	}
+	return obj, nil
+}
+
+// checkType returns what is wrong with v as a value of type t, or "".
+func checkType(t FieldType, v json.RawMessage) string {
+	d := json.NewDecoder(bytes.NewReader(v))
+	d.UseNumber()
+	var x any
+	if err := d.Decode(&x); err != nil {
+		return err.Error()
+	}
+	want := func() string { return fmt.Sprintf("want %s %s, got %s", article(t), t, describe(x)) }
+	switch t {
+	case TypeString:
+		if _, ok := x.(string); !ok {
+			return want()
+		}
+	case TypeBool:
+		if _, ok := x.(bool); !ok {
+			return want()
+		}
+	case TypeInteger, TypeUnsigned:
+		n, ok := x.(json.Number)
+		if !ok {
+			return want()
+		}
+		var err error
+		if t == TypeUnsigned {
+			_, err = strconv.ParseUint(n.String(), 10, 64)
+		} else {
+			_, err = strconv.ParseInt(n.String(), 10, 64)
+		}
+		if err != nil {
+			return fmt.Sprintf("want %s %s, got %s", article(t), t, n)
+		}
+	case TypeNumber:
+		n, ok := x.(json.Number)
+		if !ok {
+			return want()
+		}
+		if f, err := n.Float64(); err != nil || math.IsInf(f, 0) {
+			return fmt.Sprintf("want %s %s, got %s", article(t), t, n)
+		}
+	case TypeDuration:
+		s, ok := x.(string)
+		if !ok {
+			return want()
+		}
+		if _, err := ParseDuration(s); err != nil {
+			return fmt.Sprintf("want a duration like \"1s\" or \"250ms\", got %q", s)
+		}
+	case TypeStrings:
+		xs, ok := x.([]any)
+		if !ok {
+			return want()
+		}
+		for i, e := range xs {
+			if _, ok := e.(string); !ok {
+				return fmt.Sprintf("element %d: want a string, got %s", i, describe(e))
+			}
+		}
+	case TypeTables:
+		xs, ok := x.([]any)
+		if !ok {
+			return want()
+		}
+		for i, e := range xs {
+			if _, ok := e.(map[string]any); !ok {
+				return fmt.Sprintf("element %d: want a table, got %s", i, describe(e))
+			}
+		}
+	case TypeOutputPath:
+		s, ok := x.(string)
+		if !ok {
+			return want()
+		}
+		if err := CheckOutputPath(s); err != nil {
+			return err.Error()
+		}
+	default:
+		return fmt.Sprintf("spec has unknown type %q", t)
+	}
+	return ""
+}
+
+func describe(x any) string {
+	switch v := x.(type) {
+	case nil:
+		return "null"
+	case string:
+		return fmt.Sprintf("string %q", v)
+	case bool:
+		return fmt.Sprintf("bool %v", v)
+	case json.Number:
+		return "number " + v.String()
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "a table"
+	}
+	return fmt.Sprintf("%T", x)
+}
+
+// CheckOutputPath says whether a connector could create (with its missing directories) or
+// append to the file at path, without creating anything: an empty path, a path through a
+// regular file, an unwritable directory, or an existing path that is not a writable regular
+// file is an error.
+func CheckOutputPath(path string) error {
+	if path == "" {
+		return errors.New("empty path")
+	}
+	if st, err := os.Stat(path); err == nil {
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("%s exists and is not a regular file", path)
+		}
+		if err := unix.Access(path, unix.W_OK); err != nil {
+			return fmt.Errorf("%s is not writable: %w", path, err)
+		}
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.ENOTDIR) {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	// The connector creates missing directories: the nearest one that exists must be a
+	// writable directory.
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		st, err := os.Stat(dir)
+		if (errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR)) && filepath.Dir(dir) != dir {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("directory %s of %s: %w", dir, path, err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("%s is not a directory (in the path of %s)", dir, path)
+		}
+		if err := unix.Access(dir, unix.W_OK); err != nil {
+			return fmt.Errorf("directory %s of %s is not writable: %w", dir, path, err)
+		}
+		return nil
+	}
+}
+
+func article(t FieldType) string {
+	if strings.ContainsRune("aeiou", rune(t[0])) {
+		return "an"
+	}
+	return "a"
+}

@@ -1,0 +1,110 @@
+package sdk
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var testSpec = ConfigSpec{Fields: []ConfigField{
+	{Name: "name", Type: TypeString, Required: true},
+	{Name: "on", Type: TypeBool, Default: true},
+	{Name: "n", Type: TypeUnsigned, Default: 7},
+	{Name: "delta", Type: TypeInteger},
+	{Name: "rate", Type: TypeNumber},
+	{Name: "every", Type: TypeDuration, Default: "1s"},
+	{Name: "tags", Type: TypeStrings},
+	{Name: "columns", Type: TypeTables},
+}}
+
+func TestConfigSpecValidate(t *testing.T) {
+	cases := []struct {
+		raw  string
+		want []string
+	}{
+		{`{"name":"x"}`, nil},
+		{`{"name":"x","on":false,"n":3,"delta":-2,"rate":0.5,"every":"250ms","tags":["a"],"columns":[{"name":"c"}]}`, nil},
+		{`null`, []string{"plugin_config.name: required field is missing"}},
+		{`{"name":"x","nmae":1}`, []string{"plugin_config.nmae: unknown field (known: name, on, n, delta, rate, every, tags, columns)"}},
+		{`{"name":1}`, []string{"plugin_config.name: want a string, got number 1"}},
+		{`{"name":"x","on":"yes"}`, []string{`plugin_config.on: want a bool, got string "yes"`}},
+		{`{"name":"x","n":-1}`, []string{"plugin_config.n: want an unsigned, got -1"}},
+		{`{"name":"x","delta":1.5}`, []string{"plugin_config.delta: want an integer, got 1.5"}},
+		{`{"name":"x","every":"soon"}`, []string{`plugin_config.every: want a duration like "1s" or "250ms", got "soon"`}},
+		{`{"name":"x","tags":["a",2]}`, []string{"plugin_config.tags: element 1: want a string, got number 2"}},
+		{`{"name":"x","columns":[1]}`, []string{"plugin_config.columns: element 0: want a table, got number 1"}},
+		{`[1]`, []string{"plugin_config: want a table"}},
+		// Every problem at once, unknown and wrong-typed keys in key order, then missing ones.
+		{`{"zz":1,"on":3}`, []string{"plugin_config.on: want a bool, got number 3",
+			"plugin_config.zz: unknown field (known: name, on, n, delta, rate, every, tags, columns)",
+			"plugin_config.name: required field is missing"}},
+	}
+	for _, c := range cases {
+		var got []string
+		for _, e := range testSpec.Validate([]byte(c.raw)) {
+			got = append(got, e.Error())
+		}
+		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+			t.Errorf("Validate(%s):\n got %q\nwant %q", c.raw, got, c.want)
+		}
+	}
+}
+
+func TestConfigSpecDecodeAppliesDefaults(t *testing.T) {
+	type cfg struct {
+		Name  string `json:"name"`
+		On    bool   `json:"on"`
+		N     uint64 `json:"n"`
+		Every string `json:"every"`
+	}
+	var c cfg
+	if err := testSpec.Decode([]byte(`{"name":"x","n":2}`), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c != (cfg{Name: "x", On: true, N: 2, Every: "1s"}) {
+		t.Fatalf("decoded %+v", c)
+	}
+	err := testSpec.Decode([]byte(`{"n":"2"}`), &c)
+	var fe *FieldError
+	if !errors.As(err, &fe) || err.Error() != "plugin_config.n: want an unsigned, got string \"2\"\nplugin_config.name: required field is missing" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestConfigSpecAnyFields(t *testing.T) {
+	if errs := (ConfigSpec{AnyFields: true}).Validate([]byte(`{"whatever":[1,2]}`)); errs != nil {
+		t.Fatalf("errs = %v", errs)
+	}
+}
+
+func TestCheckOutputPath(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok := []string{filepath.Join(dir, "new.jsonl"), file, filepath.Join(dir, "a", "b", "new.jsonl")}
+	for _, p := range ok {
+		if err := CheckOutputPath(p); err != nil {
+			t.Errorf("CheckOutputPath(%s) = %v", p, err)
+		}
+	}
+	bad := map[string]string{
+		"":                            "empty path",
+		filepath.Join(file, "x"):      file + " is not a directory (in the path of " + filepath.Join(file, "x") + ")",
+		filepath.Join(file, "y", "z"): file + " is not a directory (in the path of " + filepath.Join(file, "y", "z") + ")",
+		dir:                           dir + " exists and is not a regular file",
+	}
+	for p, want := range bad {
+		if err := CheckOutputPath(p); err == nil || err.Error() != want {
+			t.Errorf("CheckOutputPath(%q) = %v, want %q", p, err, want)
+		}
+	}
+	for _, p := range []string{filepath.Join(dir, "new.jsonl"), filepath.Join(dir, "a")} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("CheckOutputPath created %s: %v", p, err)
+		}
+	}
+}
