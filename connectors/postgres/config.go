@@ -1,0 +1,190 @@
+package postgres
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Name is the registry name: path = "builtin:postgres".
+const Name = "postgres"
+
+// plugin_config fields. The first nine are the official Iggy PostgreSQL sink's, with its
+// defaults; the rest are Ferry's.
+const (
+	// FieldConnectionString: PostgreSQL URL or key=value DSN. Required; never logged.
+	FieldConnectionString = "connection_string"
+	// FieldTargetTable: the table rows go to, optionally schema-qualified; default iggy_messages.
+	FieldTargetTable = "target_table"
+	// FieldBatchSize: rows per INSERT pipeline in insert and upsert modes; default 100.
+	FieldBatchSize = "batch_size"
+	// FieldMaxConnections: the connection pool's size; default 10.
+	FieldMaxConnections = "max_connections"
+	// FieldAutoCreateTable: create the target table (official layout) when missing; default false.
+	FieldAutoCreateTable = "auto_create_table"
+	// FieldIncludeMetadata: write iggy_offset, iggy_timestamp, iggy_stream, iggy_topic and
+	// iggy_partition_id; default true.
+	FieldIncludeMetadata = "include_metadata"
+	// FieldIncludeChecksum: write iggy_checksum; default true.
+	FieldIncludeChecksum = "include_checksum"
+	// FieldIncludeOriginTimestamp: write iggy_origin_timestamp; default true.
+	FieldIncludeOriginTimestamp = "include_origin_timestamp"
+	// FieldPayloadFormat: the payload column's type: bytea (default), json (jsonb) or text.
+	FieldPayloadFormat = "payload_format"
+	// FieldExactlyOnce: write each batch and its offsets in one transaction and resume
+	// from the database's offsets; default true.
+	FieldExactlyOnce = "exactly_once"
+	// FieldOffsetsTable: the table of the last written offset per connector key, stream,
+	// topic and partition; default ferry_offsets (created when missing).
+	FieldOffsetsTable = "offsets_table"
+	// FieldWriteMode: copy (COPY FROM, default), insert, or upsert (INSERT … ON CONFLICT
+	// (upsert_key) DO UPDATE).
+	FieldWriteMode = "write_mode"
+	// FieldUpsertKey: the column upsert conflicts on (it must have a unique index);
+	// default id, the message id.
+	FieldUpsertKey = "upsert_key"
+	// FieldColumns: [[plugin_config.columns]] name, type, path: extra columns filled from
+	// the JSON payload's field at path (dot-separated; missing → NULL).
+	FieldColumns = "columns"
+)
+
+// Defaults.
+const (
+	DefaultTargetTable    = "iggy_messages"
+	DefaultOffsetsTable   = "ferry_offsets"
+	DefaultBatchSize      = 100
+	DefaultMaxConnections = 10
+)
+
+// Write modes.
+const (
+	ModeCopy   = "copy"
+	ModeInsert = "insert"
+	ModeUpsert = "upsert"
+)
+
+// Payload formats.
+const (
+	FormatBytea = "bytea"
+	FormatJSON  = "json"
+	FormatText  = "text"
+)
+
+// Config is the sink's plugin_config. Pointers tell "unset" from false.
+type Config struct {
+	ConnectionString       string   `json:"connection_string"`
+	TargetTable            string   `json:"target_table"`
+	BatchSize              int      `json:"batch_size"`
+	MaxConnections         int      `json:"max_connections"`
+	AutoCreateTable        bool     `json:"auto_create_table"`
+	IncludeMetadata        *bool    `json:"include_metadata"`
+	IncludeChecksum        *bool    `json:"include_checksum"`
+	IncludeOriginTimestamp *bool    `json:"include_origin_timestamp"`
+	PayloadFormat          string   `json:"payload_format"`
+	ExactlyOnce            *bool    `json:"exactly_once"`
+	OffsetsTable           string   `json:"offsets_table"`
+	WriteMode              string   `json:"write_mode"`
+	UpsertKey              string   `json:"upsert_key"`
+	Columns                []Column `json:"columns"`
+}
+
+// Column maps a JSON payload field to a column.
+type Column struct {
+	Name string `json:"name"`
+	Type string `json:"type"` // SQL type, used by auto_create_table and to convert the value
+	Path string `json:"path"` // dot-separated field path in the JSON payload
+}
+
+var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+
+// parseConfig decodes plugin_config, applies defaults and checks every field; errors name
+// the field.
+func parseConfig(raw []byte) (Config, error) {
+	var c Config
+	if len(raw) > 0 && string(raw) != "null" {
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&c); err != nil {
+			return c, fmt.Errorf("plugin_config: %w", err)
+		}
+	}
+	t := true
+	if c.ConnectionString == "" {
+		return c, errors.New("plugin_config: connection_string is required")
+	}
+	if c.TargetTable == "" {
+		c.TargetTable = DefaultTargetTable
+	}
+	if c.OffsetsTable == "" {
+		c.OffsetsTable = DefaultOffsetsTable
+	}
+	for _, f := range []struct{ name, v string }{{FieldTargetTable, c.TargetTable}, {FieldOffsetsTable, c.OffsetsTable}} {
+		if !identRe.MatchString(f.v) {
+			return c, fmt.Errorf("plugin_config: %s %q: want a table name ([schema.]name of letters, digits, _)", f.name, f.v)
+		}
+	}
+	switch {
+	case c.BatchSize == 0:
+		c.BatchSize = DefaultBatchSize
+	case c.BatchSize < 0:
+		return c, fmt.Errorf("plugin_config: batch_size %d: want a positive number", c.BatchSize)
+	}
+	switch {
+	case c.MaxConnections == 0:
+		c.MaxConnections = DefaultMaxConnections
+	case c.MaxConnections < 0:
+		return c, fmt.Errorf("plugin_config: max_connections %d: want a positive number", c.MaxConnections)
+	}
+	for _, p := range []**bool{&c.IncludeMetadata, &c.IncludeChecksum, &c.IncludeOriginTimestamp, &c.ExactlyOnce} {
+		if *p == nil {
+			*p = &t
+		}
+	}
+	c.PayloadFormat = strings.ToLower(c.PayloadFormat)
+	switch c.PayloadFormat {
+	case "":
+		c.PayloadFormat = FormatBytea
+	case "jsonb":
+		c.PayloadFormat = FormatJSON
+	case FormatBytea, FormatJSON, FormatText:
+	default:
+		return c, fmt.Errorf("plugin_config: payload_format %q: want bytea, json or text", c.PayloadFormat)
+	}
+	switch c.WriteMode {
+	case "":
+		c.WriteMode = ModeCopy
+	case ModeCopy, ModeInsert, ModeUpsert:
+	default:
+		return c, fmt.Errorf("plugin_config: write_mode %q: want copy, insert or upsert", c.WriteMode)
+	}
+	if c.UpsertKey == "" {
+		c.UpsertKey = "id"
+	}
+	seen := map[string]bool{}
+	for i, col := range c.Columns {
+		where := fmt.Sprintf("plugin_config: columns[%d]", i)
+		if !identRe.MatchString(col.Name) || strings.Contains(col.Name, ".") {
+			return c, fmt.Errorf("%s: name %q: want a column name (letters, digits, _)", where, col.Name)
+		}
+		if seen[col.Name] {
+			return c, fmt.Errorf("%s: name %q appears twice", where, col.Name)
+		}
+		seen[col.Name] = true
+		if col.Path == "" {
+			return c, fmt.Errorf("%s (%s): path is required", where, col.Name)
+		}
+		if col.Type == "" {
+			c.Columns[i].Type = "text"
+		}
+		if !regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_ (),]*$`).MatchString(c.Columns[i].Type) {
+			return c, fmt.Errorf("%s (%s): type %q: want an SQL type name", where, col.Name, col.Type)
+		}
+	}
+	if c.WriteMode == ModeUpsert && c.UpsertKey != "id" && !seen[c.UpsertKey] {
+		return c, fmt.Errorf("plugin_config: upsert_key %q: want id or the name of one of columns", c.UpsertKey)
+	}
+	return c, nil
+}
