@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -186,11 +187,19 @@ func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool) {
 
 	var wg sync.WaitGroup
 	var prodErr error
-	wg.Go(func() { prodErr = produce(t, c, 40*time.Millisecond) })
+	wg.Go(func() { prodErr = produce(t, c, 200*time.Millisecond) })
 	total := int64(pgPartitions * pgPerPartition)
+	progress := "SELECT coalesce(sum(last_offset + 1), 0) FROM " + table + "_offsets"
 	run := startFerry(t, "run 0", dir, nil, args...)
+	var runs []*proc
+	var restartedUnder *proc
 	for i := 1; i <= pgKills; i++ {
-		time.Sleep(time.Duration(150+rng.IntN(500)) * time.Millisecond)
+		// Each kill lands while the run writes: once it wrote something, at a random moment.
+		before := max(pgCount(db, progress), 0)
+		waitFor(t, 30*time.Second, fmt.Sprintf("run %d writing", i-1), func() bool {
+			return run.exited() || pgCount(db, progress) > before || before == total
+		})
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 		if run.exited() {
 			t.Fatalf("run %d exited by itself: %v\n%s", i-1, run.err, tail(run.out.String(), 30))
 		}
@@ -199,10 +208,13 @@ func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool) {
 			pgRestart(t)
 		}
 		t.Logf("kill %d: %d rows", i, pgCount(db, "SELECT count(*) FROM "+table))
+		runs = append(runs, run)
 		run = startFerry(t, fmt.Sprintf("run %d", i), dir, nil, args...)
 		if i == pgKills/2 && pgRestarts[0] { // a restart while a runtime is writing
-			time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+			before := max(pgCount(db, progress), 0)
+			waitFor(t, 30*time.Second, "the run writing", func() bool { return pgCount(db, progress) > before })
 			pgRestart(t)
+			restartedUnder = run
 		}
 	}
 	wg.Wait()
@@ -213,9 +225,17 @@ func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool) {
 		if run.exited() {
 			t.Fatalf("last run exited: %v\n%s", run.err, tail(run.out.String(), 30))
 		}
-		return pgCount(db, "SELECT coalesce(sum(last_offset + 1), 0) FROM "+table+"_offsets") == total
+		return pgCount(db, progress) == total
 	})
 	run.stop(15 * time.Second)
+	if restartedUnder != nil && !strings.Contains(restartedUnder.out.String(), "postgres unavailable; retrying") {
+		t.Fatalf("the run PostgreSQL restarted under never retried:\n%s", tail(restartedUnder.out.String(), 30))
+	}
+	for _, r := range append(runs, run) {
+		if strings.Contains(r.out.String(), url) {
+			t.Fatalf("%s logged the connection string", r.name)
+		}
+	}
 	rows := pgCount(db, "SELECT count(*) FROM "+table)
 	distinct := pgCount(db, "SELECT count(DISTINCT (iggy_partition_id, iggy_offset)) FROM "+table)
 	matching := pgCount(db, "SELECT count(*) FROM "+table+" WHERE (payload->>'p')::int = iggy_partition_id AND (payload->>'o')::bigint = iggy_offset")
@@ -259,10 +279,15 @@ func TestPostgresGroupTakeover(t *testing.T) {
 	wg.Go(func() { prodErr = produce(t, c, 60*time.Millisecond) })
 	a := start("a")
 	b := start("b")
-	waitFor(t, 30*time.Second, "both members writing", func() bool {
-		return pgCount(db, "SELECT count(DISTINCT iggy_partition_id) FROM "+table) == pgPartitions &&
-			strings.Contains(a.out.String(), "partition starts where the sink says") || pgCount(db, "SELECT count(*) FROM "+table) > 20000
+	owns := regexp.MustCompile(`assignment changed.* assigned="?\[\d`)
+	waitFor(t, 30*time.Second, "both members owning partitions", func() bool {
+		return owns.MatchString(a.out.String()) && owns.MatchString(b.out.String())
 	})
+	before := max(pgCount(db, "SELECT count(*) FROM "+table), 0)
+	waitFor(t, 30*time.Second, "rows written after both joined", func() bool {
+		return pgCount(db, "SELECT count(*) FROM "+table) > before
+	})
+	seeksBefore := strings.Count(b.out.String(), "partition starts where the sink says")
 	a.kill()
 	t.Logf("a killed with %d rows written", pgCount(db, "SELECT count(*) FROM "+table))
 	wg.Wait()
@@ -277,6 +302,9 @@ func TestPostgresGroupTakeover(t *testing.T) {
 		return pgCount(db, "SELECT coalesce(sum(last_offset + 1), 0) FROM "+table+"_offsets") == total
 	})
 	b.stop(15 * time.Second)
+	if strings.Count(b.out.String(), "partition starts where the sink says") <= seeksBefore {
+		t.Fatalf("b took a's partitions over without reading their offsets from the database:\n%s", tail(b.out.String(), 30))
+	}
 	rows := pgCount(db, "SELECT count(*) FROM "+table)
 	distinct := pgCount(db, "SELECT count(DISTINCT (iggy_partition_id, iggy_offset)) FROM "+table)
 	if rows != total || distinct != total {
