@@ -17,7 +17,7 @@ import (
 
 // testDB connects to FERRY_POSTGRES_URL (scripts/postgres.sh start). Unset: the test is
 // skipped; set but unreachable: the test fails.
-func testDB(t *testing.T) (*pgxpool.Pool, string) {
+func testDB(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	url := os.Getenv("FERRY_POSTGRES_URL")
 	if url == "" {
