@@ -7,13 +7,15 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/ferryio/ferry/sdk"
 )
 
 // Name is the registry name: path = "builtin:postgres".
 const Name = "postgres"
 
-// plugin_config fields. The first nine are the official Iggy PostgreSQL sink's, with its
-// defaults; the rest are Ferry's.
+// plugin_config fields. The first twelve are the official Iggy PostgreSQL sink's, with its
+// defaults (batch_size 0 behaves as 1, as there); the rest are Ferry's.
 const (
 	// FieldConnectionString: PostgreSQL URL or key=value DSN. Required; never logged.
 	FieldConnectionString = "connection_string"
@@ -34,6 +36,14 @@ const (
 	FieldIncludeOriginTimestamp = "include_origin_timestamp"
 	// FieldPayloadFormat: the payload column's type: bytea (default), json (jsonb) or text.
 	FieldPayloadFormat = "payload_format"
+	// FieldVerboseLogging: log each written batch at info instead of debug; default false.
+	FieldVerboseLogging = "verbose_logging"
+	// FieldMaxRetries: accepted for compatibility and not used: transient database
+	// failures are retried until the sink stops, so no batch is given up on them.
+	FieldMaxRetries = "max_retries"
+	// FieldRetryDelay: the first wait of those retries (doubling up to 2s), Go or
+	// humantime duration syntax; default 50ms.
+	FieldRetryDelay = "retry_delay"
 	// FieldExactlyOnce: write each batch and its offsets in one transaction and resume
 	// from the database's offsets; default true.
 	FieldExactlyOnce = "exactly_once"
@@ -77,13 +87,16 @@ const (
 type Config struct {
 	ConnectionString       string   `json:"connection_string"`
 	TargetTable            string   `json:"target_table"`
-	BatchSize              int      `json:"batch_size"`
+	BatchSize              *int     `json:"batch_size"`
 	MaxConnections         int      `json:"max_connections"`
 	AutoCreateTable        bool     `json:"auto_create_table"`
 	IncludeMetadata        *bool    `json:"include_metadata"`
 	IncludeChecksum        *bool    `json:"include_checksum"`
 	IncludeOriginTimestamp *bool    `json:"include_origin_timestamp"`
 	PayloadFormat          string   `json:"payload_format"`
+	VerboseLogging         bool     `json:"verbose_logging"`
+	MaxRetries             *int     `json:"max_retries"`
+	RetryDelay             string   `json:"retry_delay"`
 	ExactlyOnce            *bool    `json:"exactly_once"`
 	OffsetsTable           string   `json:"offsets_table"`
 	WriteMode              string   `json:"write_mode"`
@@ -127,10 +140,17 @@ func parseConfig(raw []byte) (Config, error) {
 		}
 	}
 	switch {
-	case c.BatchSize == 0:
-		c.BatchSize = DefaultBatchSize
-	case c.BatchSize < 0:
-		return c, fmt.Errorf("plugin_config: batch_size %d: want a positive number", c.BatchSize)
+	case c.BatchSize == nil:
+		c.BatchSize = new(DefaultBatchSize)
+	case *c.BatchSize < 0:
+		return c, fmt.Errorf("plugin_config: batch_size %d: want a positive number", *c.BatchSize)
+	case *c.BatchSize == 0:
+		*c.BatchSize = 1
+	}
+	if c.RetryDelay != "" {
+		if d, err := sdk.ParseDuration(c.RetryDelay); err != nil || d <= 0 {
+			return c, fmt.Errorf("plugin_config: retry_delay %q: want a positive duration like \"1s\"", c.RetryDelay)
+		}
 	}
 	switch {
 	case c.MaxConnections == 0:

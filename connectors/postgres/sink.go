@@ -51,6 +51,10 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.RetryDelay != "" {
+		d, _ := sdk.ParseDuration(cfg.RetryDelay) // checked by parseConfig
+		s.backoffInitial = min(d, s.backoffMax)
+	}
 	pc, err := pgxpool.ParseConfig(cfg.ConnectionString)
 	if err != nil {
 		// pgx's parse errors redact the password; still, say no more than the field.
@@ -216,6 +220,12 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 		s.log.Warn("row rejected by the database", "partition", meta.Partition.PartitionID, "offset", msgs[bad].Offset, "error", err)
 	}
 	last := msgs[len(msgs)-1].Offset
+	lvl := slog.LevelDebug
+	if s.cfg.VerboseLogging {
+		lvl = slog.LevelInfo
+	}
+	s.log.Log(ctx, lvl, "batch written", "partition", meta.Partition.PartitionID, "first_offset", msgs[0].Offset,
+		"last_offset", last, "rejected", len(refused))
 	if s.committer != nil {
 		if err := s.committer.Commit(meta.Partition, last); err != nil && !errors.Is(err, sdk.ErrCommitStale) {
 			// Written and recorded in the database: the next owner starts after it anyway.

@@ -273,3 +273,26 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		t.Fatalf("Open with a bad connection string = %v; want an error without the password", err)
 	}
 }
+
+// TestOfficialConfigAccepted: a plugin_config written for the official sink, every key of
+// it, is accepted as is, with the official defaults.
+func TestOfficialConfigAccepted(t *testing.T) {
+	c, err := parseConfig([]byte(`{"connection_string":"postgres://u@h/db","target_table":"events","batch_size":0,
+		"max_connections":4,"auto_create_table":true,"include_metadata":true,"include_checksum":false,
+		"include_origin_timestamp":true,"payload_format":"jsonb","verbose_logging":true,"max_retries":3,"retry_delay":"1s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *c.BatchSize != 1 || c.MaxConnections != 4 || c.PayloadFormat != FormatJSON || *c.IncludeChecksum || !*c.ExactlyOnce ||
+		c.WriteMode != ModeCopy || c.OffsetsTable != DefaultOffsetsTable {
+		t.Fatalf("config %+v", c)
+	}
+	d, err := parseConfig([]byte(`{"connection_string":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.TargetTable != "iggy_messages" || *d.BatchSize != 100 || d.MaxConnections != 10 || d.AutoCreateTable ||
+		!*d.IncludeMetadata || !*d.IncludeChecksum || !*d.IncludeOriginTimestamp || d.PayloadFormat != FormatBytea {
+		t.Fatalf("defaults %+v", d)
+	}
+}

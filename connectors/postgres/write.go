@@ -91,8 +91,8 @@ WHERE connector = $1 AND stream = $2 AND topic = $3 AND partition_id = $4`,
 // batch_size per pipelined round trip; on a row error it returns that row's index.
 func (s *Sink) insertRows(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int) (int, error) {
 	q := s.insertSQL()
-	for start := 0; start < len(idx); start += s.cfg.BatchSize {
-		chunk := idx[start:min(start+s.cfg.BatchSize, len(idx))]
+	for start := 0; start < len(idx); start += *s.cfg.BatchSize {
+		chunk := idx[start:min(start+*s.cfg.BatchSize, len(idx))]
 		b := &pgx.Batch{}
 		for _, i := range chunk {
 			r := rows[i]
