@@ -89,7 +89,7 @@ func (p *batchProcessor) process(ctx context.Context, topic sdk.TopicMetadata, m
 		}
 		err := callSafely(func() error { return p.sink.Consume(ctx, topic, meta, msgs) })
 		if rej = rejectedOf(err); rej != nil {
-			return nil // final: the rest is written (rejected.go)
+			return nil //nolint:nilerr // final, not retried: the rest is written (rejected.go)
 		}
 		if err != nil && ctx.Err() == nil {
 			p.counters.ConsumeErrors.Add(1)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,7 +35,26 @@ func testDB(t testing.TB) (*pgxpool.Pool, string) {
 		t.Fatalf("FERRY_POSTGRES_URL is set but PostgreSQL is unreachable: %v", err)
 	}
 	t.Cleanup(pool.Close)
+	holdRestarts(t)
 	return pool, url
+}
+
+// holdRestarts keeps the e2e tests (another package, maybe running at the same time) from
+// restarting the cluster of scripts/postgres.sh during this test: they take the lock file
+// exclusively for a restart.
+func holdRestarts(t testing.TB) {
+	dir := os.Getenv("FERRY_POSTGRES_DIR")
+	if dir == "" {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "restart.lock"), os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		t.Fatalf("restart lock: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		t.Fatalf("restart lock: %v", err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
 }
 
 // fresh returns a table name unique to the test and drops it at the end.

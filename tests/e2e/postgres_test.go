@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,6 +73,16 @@ func pgRestart(t *testing.T) {
 	t.Helper()
 	if os.Getenv("FERRY_POSTGRES_DIR") == "" {
 		t.Fatal("FERRY_POSTGRES_DIR is not set: the PostgreSQL restart test needs the cluster of scripts/postgres.sh")
+	}
+	// connectors/postgres's tests hold this lock shared while they run (they may run at the
+	// same time, in another process).
+	f, err := os.OpenFile(filepath.Join(os.Getenv("FERRY_POSTGRES_DIR"), "restart.lock"), os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		t.Fatalf("restart lock: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("restart lock: %v", err)
 	}
 	out, err := exec.Command("bash", filepath.Join(repoRoot, "scripts", "postgres.sh"), "restart").CombinedOutput()
 	if err != nil {
