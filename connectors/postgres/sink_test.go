@@ -317,3 +317,68 @@ func TestOfficialConfigAccepted(t *testing.T) {
 		t.Fatalf("defaults %+v", d)
 	}
 }
+
+// TestOwnersSerialisedByTheOffsetsRow: the rebalance race. The old owner's transaction
+// (here the test's own, holding the partition's offsets row) is still open when the new
+// owner consumes 0..99 from a stale start: the new owner waits on the row lock, and once
+// the old owner commits rows 10..59 with last_offset 59 it writes only 60..99.
+func TestOwnersSerialisedByTheOffsetsRow(t *testing.T) {
+	db, url := testDB(t)
+	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
+	cfg := fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,
+		"include_checksum":false,"include_origin_timestamp":false}`, url, tbl, off)
+	newOwner := open(t, cfg, "stop", nil)
+	if err := consume(t, newOwner, 0, msgs(0, 10, jsonPayload)); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	old, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = old.Rollback(ctx) }()
+	if _, err := old.Exec(ctx, "SELECT last_offset FROM "+off+" FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- newOwner.Consume(ctx, topic, sdk.MessagesMetadata{Partition: part(0)}, func() []sdk.ConsumedMessage {
+			m := msgs(0, 100, jsonPayload)
+			for i := range m {
+				m[i].ID = sdk.MessageIDFromUint64(1000 + m[i].Offset)
+			}
+			return m
+		}())
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO %"+off+"%'") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the new owner never waited on the offsets row")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for o := 10; o < 60; o++ {
+		if _, err := old.Exec(ctx, "INSERT INTO "+tbl+" (id, iggy_offset, iggy_stream, iggy_topic, iggy_partition_id, payload) VALUES ($1, $2, 's', 't', 0, 'old')",
+			1000+o, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := old.Exec(ctx, "UPDATE "+off+" SET last_offset = 59"); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, "SELECT count(DISTINCT iggy_offset) FROM "+tbl+" WHERE iggy_offset BETWEEN 0 AND 99"); n != 100 {
+		t.Fatalf("distinct offsets = %d, want 100", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+tbl+" WHERE payload = 'old'"); n != 50 {
+		t.Fatalf("rows of the old owner = %d, want 50 (10..59)", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 100 {
+		t.Fatalf("rows = %d, want 100", n)
+	}
+}
