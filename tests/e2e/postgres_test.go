@@ -387,3 +387,29 @@ func TestPostgresPoisonRowToDeadLetter(t *testing.T) {
 		t.Fatalf("dead-letter payload = %q, want the rejected message's", rec.Payload)
 	}
 }
+
+// TestPostgresExample runs the README's PostgreSQL example as written (examples/postgres,
+// the connection string from the environment override) until it is idle: the 100,000
+// random events are in iggy_messages, once each.
+func TestPostgresExample(t *testing.T) {
+	db, url := pgDB(t)
+	drop := func() { _, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS iggy_messages, ferry_offsets") }
+	drop()
+	t.Cleanup(drop)
+	dir := t.TempDir()
+	if err := os.Symlink(filepath.Join(repoRoot, "examples"), filepath.Join(dir, "examples")); err != nil {
+		t.Fatal(err)
+	}
+	run := startFerry(t, "example", dir, []string{"IGGY_CONNECTORS_SINK_PG_PLUGIN_CONFIG_CONNECTION_STRING=" + url},
+		"run", "--config", "examples/postgres/config.toml", "--embedded", "--embedded-addr", "127.0.0.1:0",
+		"--progress", "0", "--exit-when-idle", "2s")
+	run.wait(90 * time.Second)
+	rows := pgCount(db, "SELECT count(*) FROM iggy_messages")
+	distinct := pgCount(db, "SELECT count(DISTINCT iggy_offset) FROM iggy_messages WHERE iggy_stream = 'pg' AND iggy_topic = 'events'")
+	if rows != 100000 || distinct != 100000 {
+		t.Fatalf("iggy_messages: %d rows, %d distinct offsets; want 100000 each\n%s", rows, distinct, tail(run.out.String(), 20))
+	}
+	if strings.Contains(run.out.String(), url) {
+		t.Fatal("the example run logged the connection string")
+	}
+}
