@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ferryio/ferry/sdk"
 )
@@ -19,7 +20,8 @@ const Name = "postgres"
 const (
 	// FieldConnectionString: PostgreSQL URL or key=value DSN. Required; never logged.
 	FieldConnectionString = "connection_string"
-	// FieldTargetTable: the table rows go to, optionally schema-qualified; default iggy_messages.
+	// FieldTargetTable: the table rows go to, one identifier quoted as a whole (as the
+	// official sink: "a.b" names a table a.b); default iggy_messages.
 	FieldTargetTable = "target_table"
 	// FieldBatchSize: rows per INSERT pipeline in insert and upsert modes; default 100.
 	FieldBatchSize = "batch_size"
@@ -48,7 +50,7 @@ const (
 	// from the database's offsets; default true.
 	FieldExactlyOnce = "exactly_once"
 	// FieldOffsetsTable: the table of the last written offset per connector key, stream,
-	// topic and partition; default ferry_offsets (created when missing).
+	// topic and partition, quoted as a whole; default ferry_offsets (created when missing).
 	FieldOffsetsTable = "offsets_table"
 	// FieldWriteMode: copy (COPY FROM, default), insert, or upsert (INSERT … ON CONFLICT
 	// (upsert_key) DO UPDATE).
@@ -111,7 +113,16 @@ type Column struct {
 	Path string `json:"path"` // dot-separated field path in the JSON payload
 }
 
-var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// maxIdentifier is PostgreSQL's identifier length limit (NAMEDATALEN − 1 bytes).
+const maxIdentifier = 63
+
+// validTable reports whether name can be a table identifier. It is quoted as a whole, as
+// the official sink does: "a.b" is one table named a.b in the search path's schema.
+func validTable(name string) bool {
+	return name != "" && len(name) <= maxIdentifier && utf8.ValidString(name) && !strings.ContainsRune(name, 0)
+}
 
 // parseConfig decodes plugin_config, applies defaults and checks every field; errors name
 // the field.
@@ -135,8 +146,8 @@ func parseConfig(raw []byte) (Config, error) {
 		c.OffsetsTable = DefaultOffsetsTable
 	}
 	for _, f := range []struct{ name, v string }{{FieldTargetTable, c.TargetTable}, {FieldOffsetsTable, c.OffsetsTable}} {
-		if !identRe.MatchString(f.v) {
-			return c, fmt.Errorf("plugin_config: %s %q: want a table name ([schema.]name of letters, digits, _)", f.name, f.v)
+		if !validTable(f.v) {
+			return c, fmt.Errorf("plugin_config: %s %q: want a table name (1 to %d bytes of UTF-8, quoted as a whole)", f.name, f.v, maxIdentifier)
 		}
 	}
 	switch {
@@ -186,7 +197,7 @@ func parseConfig(raw []byte) (Config, error) {
 	seen := map[string]bool{}
 	for i, col := range c.Columns {
 		where := fmt.Sprintf("plugin_config: columns[%d]", i)
-		if !identRe.MatchString(col.Name) || strings.Contains(col.Name, ".") {
+		if !identRe.MatchString(col.Name) {
 			return c, fmt.Errorf("%s: name %q: want a column name (letters, digits, _)", where, col.Name)
 		}
 		if seen[col.Name] {

@@ -22,8 +22,13 @@ func FuzzParseConfig(f *testing.F) {
 			}
 			return
 		}
-		if c.ConnectionString == "" || *c.BatchSize < 1 || c.MaxConnections < 1 || !identRe.MatchString(c.TargetTable) ||
-			!identRe.MatchString(c.OffsetsTable) || c.ExactlyOnce == nil || c.IncludeMetadata == nil {
+		for _, col := range c.Columns {
+			if !identRe.MatchString(col.Name) {
+				t.Fatalf("column name %q accepted", col.Name)
+			}
+		}
+		if c.ConnectionString == "" || *c.BatchSize < 1 || c.MaxConnections < 1 || !validTable(c.TargetTable) ||
+			!validTable(c.OffsetsTable) || c.ExactlyOnce == nil || c.IncludeMetadata == nil {
 			t.Fatalf("incomplete config %+v", c)
 		}
 	})

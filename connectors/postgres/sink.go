@@ -65,8 +65,8 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 	if err != nil {
 		return fmt.Errorf("postgres sink: pool: %w", err)
 	}
-	s.target = pgx.Identifier(strings.Split(cfg.TargetTable, "."))
-	s.offsets = pgx.Identifier(strings.Split(cfg.OffsetsTable, ".")).Sanitize()
+	s.target = pgx.Identifier{cfg.TargetTable}
+	s.offsets = pgx.Identifier{cfg.OffsetsTable}.Sanitize()
 	s.cols = s.columns()
 	err = s.retryTransient(ctx, "prepare tables", func(ctx context.Context) error { return s.prepare(ctx) })
 	if err != nil {

@@ -277,13 +277,15 @@ func TestContinuesOfficialLayout(t *testing.T) {
 func TestConfigErrorsNameTheField(t *testing.T) {
 	for cfg, want := range map[string]string{
 		`{}`: "connection_string is required",
-		`{"connection_string":"x","payload_format":"xml"}`:                  "payload_format",
-		`{"connection_string":"x","write_mode":"merge"}`:                    "write_mode",
-		`{"connection_string":"x","target_table":"a;drop"}`:                 "target_table",
-		`{"connection_string":"x","columns":[{"name":"a"}]}`:                "columns[0] (a): path is required",
-		`{"connection_string":"x","write_mode":"upsert","upsert_key":"zz"}`: "upsert_key",
-		`{"connection_string":"x","batch_size":-1}`:                         "batch_size",
-		`{"connection_string":"x","unknown":1}`:                             "unknown",
+		`{"connection_string":"x","payload_format":"xml"}`:                           "payload_format",
+		`{"connection_string":"x","write_mode":"merge"}`:                             "write_mode",
+		`{"connection_string":"x","target_table":"` + strings.Repeat("t", 64) + `"}`: "target_table",
+		`{"connection_string":"x","offsets_table":"a\u0000b"}`:                       "offsets_table",
+		`{"connection_string":"x","columns":[{"name":"a.b","path":"a"}]}`:            "columns[0]",
+		`{"connection_string":"x","columns":[{"name":"a"}]}`:                         "columns[0] (a): path is required",
+		`{"connection_string":"x","write_mode":"upsert","upsert_key":"zz"}`:          "upsert_key",
+		`{"connection_string":"x","batch_size":-1}`:                                  "batch_size",
+		`{"connection_string":"x","unknown":1}`:                                      "unknown",
 	} {
 		if _, err := parseConfig([]byte(cfg)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want one naming %q", cfg, err, want)
@@ -380,5 +382,21 @@ func TestOwnersSerialisedByTheOffsetsRow(t *testing.T) {
 	}
 	if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 100 {
 		t.Fatalf("rows = %d, want 100", n)
+	}
+}
+
+// TestTableNameQuotedWhole: as the official sink, target_table "ferry.dotted" is one table
+// named ferry.dotted (not table dotted of schema ferry), created and written.
+func TestTableNameQuotedWhole(t *testing.T) {
+	db, url := testDB(t)
+	off := fresh(t, db, "offs")
+	exec(t, db, `DROP TABLE IF EXISTS "ferry.dotted"`)
+	t.Cleanup(func() { _, _ = db.Exec(context.Background(), `DROP TABLE IF EXISTS "ferry.dotted"`) })
+	s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":"ferry.dotted","offsets_table":%q,"auto_create_table":true}`, url, off), "stop", nil)
+	if err := consume(t, s, 0, msgs(0, 3, jsonPayload)); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, `SELECT count(*) FROM "ferry.dotted"`); n != 3 {
+		t.Fatalf("rows = %d, want 3", n)
 	}
 }
