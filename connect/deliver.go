@@ -83,11 +83,15 @@ func (p *batchProcessor) process(ctx context.Context, topic sdk.TopicMetadata, m
 	part := meta.Partition.PartitionID
 	start := time.Now()
 	defer p.counters.ConsumeTime.since(start)
+	var rej *sdk.RejectedMessages
 	err := retry(ctx, p.backoff, func(attempt int) error {
 		if attempt > 1 {
 			p.counters.Retries.Add(1)
 		}
 		err := callSafely(func() error { return p.sink.Consume(ctx, topic, meta, msgs) })
+		if rej = rejectedOf(err); rej != nil {
+			return nil //nolint:nilerr // final, not retried: the rest is written (rejected.go)
+		}
 		if err != nil && ctx.Err() == nil {
 			p.counters.ConsumeErrors.Add(1)
 		}
@@ -95,6 +99,9 @@ func (p *batchProcessor) process(ctx context.Context, topic sdk.TopicMetadata, m
 	}, func(attempt int, err error, wait time.Duration) {
 		p.log.Warn("consume failed; retrying", "partition", part, "attempt", attempt, "of", p.backoff.Attempts, "backoff", wait, "error", err)
 	})
+	if err == nil && rej != nil {
+		return p.rejected(ctx, topic, part, msgs, rej)
+	}
 	if err == nil {
 		p.counters.Delivered.Add(uint64(len(msgs)))
 		return batchDelivered, nil

@@ -59,7 +59,7 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 			s.failStart(err)
 		}
 	}()
-	env := sdk.SinkEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, Logger: s.log}
+	env := sdk.SinkEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, Logger: s.log, OnFailure: string(s.cfg.OnFailure)}
 	if s.policy.sinkCommits {
 		env.Committer = sinkCommitter{s}
 	}
@@ -121,7 +121,7 @@ func (s *sinkRunner) connect(ctx context.Context) error {
 			}
 			cons, err := s.be.newConsumer(ctx, consumerConfig{Stream: st.Stream, Topic: topic, Group: group,
 				BatchSize: st.BatchLength, PollInterval: st.PollInterval, AutoCommit: s.policy.serverStores,
-				OnChange: tc.table.change})
+				OnChange: tc.onChange})
 			if err != nil {
 				return fmt.Errorf("consumer %s/%s group %s: %w", st.Stream, topic, group, err)
 			}

@@ -3,17 +3,19 @@ package connectors
 import (
 	"github.com/ferryio/ferry/connectors/file"
 	"github.com/ferryio/ferry/connectors/null"
+	"github.com/ferryio/ferry/connectors/postgres"
 	"github.com/ferryio/ferry/connectors/random"
 	"github.com/ferryio/ferry/connectors/stdout"
 	"github.com/ferryio/ferry/sdk"
 )
 
-// Registry returns a new registry holding every built-in connector: sinks "stdout", "null"
-// and "file", source "random". Each call returns a fresh value the caller may extend.
+// Registry returns a new registry holding every built-in connector: sinks "stdout", "null",
+// "file" and "postgres", source "random". Each call returns a fresh value the caller may extend.
 func Registry() *sdk.Registry {
 	return sdk.NewRegistry().
 		AddSink(stdout.Name, func() sdk.Sink { return stdout.New() }, stdout.Spec).
 		AddSink(null.Name, func() sdk.Sink { return null.New() }, null.Spec).
 		AddSink(file.Name, func() sdk.Sink { return file.New() }, file.Spec).
+		AddSink(postgres.Name, func() sdk.Sink { return postgres.New() }, postgres.Spec).
 		AddSource(random.Name, func() sdk.Source { return random.New() }, random.Spec)
 }

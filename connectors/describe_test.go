@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ferryio/ferry/connectors/file"
+	"github.com/ferryio/ferry/connectors/postgres"
 	"github.com/ferryio/ferry/connectors/random"
 	"github.com/ferryio/ferry/connectors/stdout"
 	"github.com/ferryio/ferry/sdk"
@@ -57,9 +58,10 @@ func TestSpecsMatchConfigStructs(t *testing.T) {
 		spec sdk.ConfigSpec
 		cfg  any
 	}{
-		"file":   {file.Spec, file.Config{}},
-		"random": {random.Spec, random.Config{}},
-		"stdout": {stdout.Spec, stdout.Config{}},
+		"file":     {file.Spec, file.Config{}},
+		"postgres": {postgres.Spec, postgres.Config{}},
+		"random":   {random.Spec, random.Config{}},
+		"stdout":   {stdout.Spec, stdout.Config{}},
 	}
 	for name, c := range cases {
 		var tags, fields []string

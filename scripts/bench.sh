@@ -16,6 +16,12 @@ out="${1:-bench.txt}"
   FERRY_BENCH_ROUNDS="${FERRY_BENCH_ROUNDS:-5}" go test -run '^$' -bench SinkPipeline -benchtime 1x ./connect/
   echo "## native C null sink vs Go null sink through the same pipeline"
   FERRY_BENCH_ROUNDS="${FERRY_BENCH_ROUNDS:-5}" go test -run '^$' -bench NativeVsGoNull -benchtime 1x ./tests/native/
+  echo "## PostgreSQL sink: rows/s per write mode, exactly_once on and off (needs FERRY_POSTGRES_URL)"
+  if [ -n "${FERRY_POSTGRES_URL:-}" ]; then
+    go test -run '^$' -bench Sink -benchtime 200x ./connectors/postgres/
+  else
+    echo "skipped: FERRY_POSTGRES_URL is not set (eval \"\$(bash scripts/postgres.sh start)\")"
+  fi
   echo "## end to end: ferry bench (random source -> discarding sink, fsync always)"
   go run ./cmd/ferry bench
 } 2>&1 | tee "$out"

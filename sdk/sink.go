@@ -53,6 +53,22 @@ type SinkEnv struct {
 	Logger *slog.Logger
 	// Committer is non-nil only when the connector runs with offset_commit = "sink_controlled".
 	Committer Committer
+	// OnFailure is the connector's on_failure policy ("stop", "skip" or "dead_letter"), so
+	// a sink that returns [RejectedMessages] knows whether it may record the rest of the
+	// batch as done past the rejected messages (not under "stop").
+	OnFailure string
+}
+
+// PartitionSeeker is implemented by a sink that keeps its own positions in its target
+// (exactly-once: the rows and the offsets written in one transaction), as Kafka Connect's
+// SinkTaskContext.offset. The runtime calls Assigned when partitions of topic are assigned
+// to the sink (at start and on every rebalance), on the topic's poll goroutine, before any
+// message of them is delivered. It returns, for each partition it knows, the offset of the
+// next message to deliver; a partition it leaves out resumes from the group's offset
+// stored in Iggy. An error is retried with the connector's backoff until it succeeds or
+// the sink stops: nothing of those partitions is delivered meanwhile.
+type PartitionSeeker interface {
+	Assigned(ctx context.Context, topic TopicMetadata, partitions []Partition) (map[Partition]uint64, error)
 }
 
 // Sink writes consumed messages to a target.

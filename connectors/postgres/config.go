@@ -1,0 +1,237 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ferryio/ferry/sdk"
+)
+
+// Name is the registry name: path = "builtin:postgres".
+const Name = "postgres"
+
+// plugin_config fields. The first twelve are the official Iggy PostgreSQL sink's, with its
+// defaults (batch_size 0 behaves as 1, as there); the rest are Ferry's.
+const (
+	// FieldConnectionString: PostgreSQL URL or key=value DSN. Required; never logged.
+	FieldConnectionString = "connection_string"
+	// FieldTargetTable: the table rows go to, one identifier quoted as a whole (as the
+	// official sink: "a.b" names a table a.b); default iggy_messages.
+	FieldTargetTable = "target_table"
+	// FieldBatchSize: rows per INSERT pipeline in insert and upsert modes; default 100.
+	FieldBatchSize = "batch_size"
+	// FieldMaxConnections: the connection pool's size; default 10.
+	FieldMaxConnections = "max_connections"
+	// FieldAutoCreateTable: create the target table (official layout) when missing; default false.
+	FieldAutoCreateTable = "auto_create_table"
+	// FieldIncludeMetadata: write iggy_offset, iggy_timestamp, iggy_stream, iggy_topic and
+	// iggy_partition_id; default true.
+	FieldIncludeMetadata = "include_metadata"
+	// FieldIncludeChecksum: write iggy_checksum; default true.
+	FieldIncludeChecksum = "include_checksum"
+	// FieldIncludeOriginTimestamp: write iggy_origin_timestamp; default true.
+	FieldIncludeOriginTimestamp = "include_origin_timestamp"
+	// FieldPayloadFormat: the payload column's type: bytea (default), json (jsonb) or text.
+	FieldPayloadFormat = "payload_format"
+	// FieldVerboseLogging: log each written batch at info instead of debug; default false.
+	FieldVerboseLogging = "verbose_logging"
+	// FieldMaxRetries: accepted for compatibility and not used: transient database
+	// failures are retried until the sink stops, so no batch is given up on them.
+	FieldMaxRetries = "max_retries"
+	// FieldRetryDelay: the first wait of those retries (doubling up to 2s), Go or
+	// humantime duration syntax; default 50ms.
+	FieldRetryDelay = "retry_delay"
+	// FieldExactlyOnce: write each batch and its offsets in one transaction and resume
+	// from the database's offsets; default true.
+	FieldExactlyOnce = "exactly_once"
+	// FieldOffsetsTable: the table of the last written offset per connector key, stream,
+	// topic and partition, quoted as a whole; default ferry_offsets (created when missing).
+	FieldOffsetsTable = "offsets_table"
+	// FieldWriteMode: copy (COPY FROM, default), insert, or upsert (INSERT … ON CONFLICT
+	// (upsert_key) DO UPDATE).
+	FieldWriteMode = "write_mode"
+	// FieldUpsertKey: the column upsert conflicts on (it must have a unique index);
+	// default id, the message id.
+	FieldUpsertKey = "upsert_key"
+	// FieldColumns: [[plugin_config.columns]] name, type, path: extra columns filled from
+	// the JSON payload's field at path (dot-separated; missing → NULL).
+	FieldColumns = "columns"
+)
+
+// Defaults.
+const (
+	DefaultTargetTable    = "iggy_messages"
+	DefaultOffsetsTable   = "ferry_offsets"
+	DefaultBatchSize      = 100
+	DefaultMaxConnections = 10
+)
+
+// Spec declares plugin_config (the constants above, their types and defaults); parseConfig
+// decodes with it and `ferry check` validates with it.
+var Spec = sdk.ConfigSpec{Fields: []sdk.ConfigField{
+	{Name: FieldConnectionString, Type: sdk.TypeString, Required: true, Doc: "PostgreSQL URL or key=value DSN; never logged"},
+	{Name: FieldTargetTable, Type: sdk.TypeString, Default: DefaultTargetTable, Doc: "the table rows go to (one identifier, quoted as a whole)"},
+	{Name: FieldBatchSize, Type: sdk.TypeInteger, Default: DefaultBatchSize, Doc: "rows per INSERT pipeline in insert and upsert modes (0 = 1)"},
+	{Name: FieldMaxConnections, Type: sdk.TypeInteger, Default: DefaultMaxConnections, Doc: "the connection pool's size"},
+	{Name: FieldAutoCreateTable, Type: sdk.TypeBool, Default: false, Doc: "create the target table (official layout) when missing"},
+	{Name: FieldIncludeMetadata, Type: sdk.TypeBool, Default: true, Doc: "write iggy_offset, iggy_timestamp, iggy_stream, iggy_topic, iggy_partition_id"},
+	{Name: FieldIncludeChecksum, Type: sdk.TypeBool, Default: true, Doc: "write iggy_checksum"},
+	{Name: FieldIncludeOriginTimestamp, Type: sdk.TypeBool, Default: true, Doc: "write iggy_origin_timestamp"},
+	{Name: FieldPayloadFormat, Type: sdk.TypeString, Default: FormatBytea, Doc: "the payload column: bytea, json (jsonb) or text"},
+	{Name: FieldVerboseLogging, Type: sdk.TypeBool, Default: false, Doc: "log each written batch at info instead of debug"},
+	{Name: FieldMaxRetries, Type: sdk.TypeInteger, Doc: "accepted for compatibility, not used: database failures are retried until the sink stops"},
+	{Name: FieldRetryDelay, Type: sdk.TypeDuration, Default: "50ms", Doc: "the first wait between retries (doubling up to 2s)"},
+	{Name: FieldExactlyOnce, Type: sdk.TypeBool, Default: true, Doc: "rows and offsets in one transaction; resume from the database's offsets"},
+	{Name: FieldOffsetsTable, Type: sdk.TypeString, Default: DefaultOffsetsTable, Doc: "the offsets table (created when missing)"},
+	{Name: FieldWriteMode, Type: sdk.TypeString, Default: ModeCopy, Doc: "copy (COPY FROM), insert, or upsert (ON CONFLICT (upsert_key) DO UPDATE)"},
+	{Name: FieldUpsertKey, Type: sdk.TypeString, Default: "id", Doc: "the column upsert conflicts on (unique index)"},
+	{Name: FieldColumns, Type: sdk.TypeTables, Doc: "[[plugin_config.columns]] name, type, path: extra columns from JSON payload fields"},
+}}
+
+// Write modes.
+const (
+	ModeCopy   = "copy"
+	ModeInsert = "insert"
+	ModeUpsert = "upsert"
+)
+
+// Payload formats.
+const (
+	FormatBytea = "bytea"
+	FormatJSON  = "json"
+	FormatText  = "text"
+)
+
+// Config is the sink's plugin_config. Pointers tell "unset" from false.
+type Config struct {
+	ConnectionString       string   `json:"connection_string"`
+	TargetTable            string   `json:"target_table"`
+	BatchSize              *int     `json:"batch_size"`
+	MaxConnections         int      `json:"max_connections"`
+	AutoCreateTable        bool     `json:"auto_create_table"`
+	IncludeMetadata        *bool    `json:"include_metadata"`
+	IncludeChecksum        *bool    `json:"include_checksum"`
+	IncludeOriginTimestamp *bool    `json:"include_origin_timestamp"`
+	PayloadFormat          string   `json:"payload_format"`
+	VerboseLogging         bool     `json:"verbose_logging"`
+	MaxRetries             *int     `json:"max_retries"`
+	RetryDelay             string   `json:"retry_delay"`
+	ExactlyOnce            *bool    `json:"exactly_once"`
+	OffsetsTable           string   `json:"offsets_table"`
+	WriteMode              string   `json:"write_mode"`
+	UpsertKey              string   `json:"upsert_key"`
+	Columns                []Column `json:"columns"`
+}
+
+// Column maps a JSON payload field to a column.
+type Column struct {
+	Name string `json:"name"`
+	Type string `json:"type"` // SQL type, used by auto_create_table and to convert the value
+	Path string `json:"path"` // dot-separated field path in the JSON payload
+}
+
+var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// maxIdentifier is PostgreSQL's identifier length limit (NAMEDATALEN − 1 bytes).
+const maxIdentifier = 63
+
+// validTable reports whether name can be a table identifier. It is quoted as a whole, as
+// the official sink does: "a.b" is one table named a.b in the search path's schema.
+func validTable(name string) bool {
+	return name != "" && len(name) <= maxIdentifier && utf8.ValidString(name) && !strings.ContainsRune(name, 0)
+}
+
+// parseConfig decodes plugin_config, applies defaults and checks every field; errors name
+// the field.
+func parseConfig(raw []byte) (Config, error) {
+	var c Config
+	if err := Spec.Decode(raw, &c); err != nil {
+		return c, err
+	}
+	t := true
+	if c.ConnectionString == "" {
+		return c, errors.New("plugin_config: connection_string is required")
+	}
+	if c.TargetTable == "" {
+		c.TargetTable = DefaultTargetTable
+	}
+	if c.OffsetsTable == "" {
+		c.OffsetsTable = DefaultOffsetsTable
+	}
+	for _, f := range []struct{ name, v string }{{FieldTargetTable, c.TargetTable}, {FieldOffsetsTable, c.OffsetsTable}} {
+		if !validTable(f.v) {
+			return c, fmt.Errorf("plugin_config: %s %q: want a table name (1 to %d bytes of UTF-8, quoted as a whole)", f.name, f.v, maxIdentifier)
+		}
+	}
+	switch {
+	case c.BatchSize == nil:
+		c.BatchSize = new(DefaultBatchSize)
+	case *c.BatchSize < 0:
+		return c, fmt.Errorf("plugin_config: batch_size %d: want a positive number", *c.BatchSize)
+	case *c.BatchSize == 0:
+		*c.BatchSize = 1
+	}
+	if c.RetryDelay != "" {
+		if d, err := sdk.ParseDuration(c.RetryDelay); err != nil || d <= 0 {
+			return c, fmt.Errorf("plugin_config: retry_delay %q: want a positive duration like \"1s\"", c.RetryDelay)
+		}
+	}
+	switch {
+	case c.MaxConnections == 0:
+		c.MaxConnections = DefaultMaxConnections
+	case c.MaxConnections < 0:
+		return c, fmt.Errorf("plugin_config: max_connections %d: want a positive number", c.MaxConnections)
+	}
+	for _, p := range []**bool{&c.IncludeMetadata, &c.IncludeChecksum, &c.IncludeOriginTimestamp, &c.ExactlyOnce} {
+		if *p == nil {
+			*p = &t
+		}
+	}
+	c.PayloadFormat = strings.ToLower(c.PayloadFormat)
+	switch c.PayloadFormat {
+	case "":
+		c.PayloadFormat = FormatBytea
+	case "jsonb":
+		c.PayloadFormat = FormatJSON
+	case FormatBytea, FormatJSON, FormatText:
+	default:
+		return c, fmt.Errorf("plugin_config: payload_format %q: want bytea, json or text", c.PayloadFormat)
+	}
+	switch c.WriteMode {
+	case "":
+		c.WriteMode = ModeCopy
+	case ModeCopy, ModeInsert, ModeUpsert:
+	default:
+		return c, fmt.Errorf("plugin_config: write_mode %q: want copy, insert or upsert", c.WriteMode)
+	}
+	if c.UpsertKey == "" {
+		c.UpsertKey = "id"
+	}
+	seen := map[string]bool{}
+	for i, col := range c.Columns {
+		where := fmt.Sprintf("plugin_config: columns[%d]", i)
+		if !identRe.MatchString(col.Name) {
+			return c, fmt.Errorf("%s: name %q: want a column name (letters, digits, _)", where, col.Name)
+		}
+		if seen[col.Name] {
+			return c, fmt.Errorf("%s: name %q appears twice", where, col.Name)
+		}
+		seen[col.Name] = true
+		if col.Path == "" {
+			return c, fmt.Errorf("%s (%s): path is required", where, col.Name)
+		}
+		if col.Type == "" {
+			c.Columns[i].Type = "text"
+		}
+		if !regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_ (),]*$`).MatchString(c.Columns[i].Type) {
+			return c, fmt.Errorf("%s (%s): type %q: want an SQL type name", where, col.Name, col.Type)
+		}
+	}
+	if c.WriteMode == ModeUpsert && c.UpsertKey != "id" && !seen[c.UpsertKey] {
+		return c, fmt.Errorf("plugin_config: upsert_key %q: want id or the name of one of columns", c.UpsertKey)
+	}
+	return c, nil
+}

@@ -1,0 +1,252 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ferryio/ferry/sdk"
+)
+
+// Sink writes messages to a PostgreSQL table. Consume is safe for concurrent use (one
+// caller per topic, as the runtime calls it); each call is one transaction.
+type Sink struct {
+	cfg       Config
+	key       string
+	stop      bool // on_failure = stop: never commit past a rejected row
+	committer sdk.Committer
+	log       *slog.Logger
+	pool      *pgxpool.Pool
+	cols      []string // target columns, in row order
+	offsets   string   // quoted offsets table
+	target    pgx.Identifier
+	// Retry pacing for transient database errors (connection lost, server restarting).
+	backoffInitial, backoffMax time.Duration
+}
+
+// New returns an unopened PostgreSQL sink.
+func New() *Sink { return &Sink{backoffInitial: 50 * time.Millisecond, backoffMax: 2 * time.Second} }
+
+var (
+	_ sdk.Sink            = (*Sink)(nil)
+	_ sdk.PartitionSeeker = (*Sink)(nil)
+)
+
+// Open parses plugin_config, connects (retrying transient failures until ctx ends) and
+// creates the offsets table and, with auto_create_table, the target table.
+func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
+	cfg, err := parseConfig(env.Config)
+	if err != nil {
+		return fmt.Errorf("postgres sink: %w", err)
+	}
+	s.cfg, s.key, s.committer, s.log = cfg, env.Key, env.Committer, env.Logger
+	s.stop = env.OnFailure == "" || env.OnFailure == "stop"
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.RetryDelay != "" {
+		d, _ := sdk.ParseDuration(cfg.RetryDelay) // checked by parseConfig
+		s.backoffInitial = min(d, s.backoffMax)
+	}
+	pc, err := pgxpool.ParseConfig(cfg.ConnectionString)
+	if err != nil {
+		// pgx's parse errors redact the password; still, say no more than the field.
+		return errors.New("postgres sink: plugin_config: connection_string: cannot be parsed (not logged)")
+	}
+	pc.MaxConns = int32(cfg.MaxConnections)
+	s.pool, err = pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return fmt.Errorf("postgres sink: pool: %w", err)
+	}
+	s.target = pgx.Identifier{cfg.TargetTable}
+	s.offsets = pgx.Identifier{cfg.OffsetsTable}.Sanitize()
+	s.cols = s.columns()
+	err = s.retryTransient(ctx, "prepare tables", func(ctx context.Context) error { return s.prepare(ctx) })
+	if err != nil {
+		s.pool.Close()
+		return fmt.Errorf("postgres sink: %w", err)
+	}
+	s.log.Info("postgres sink open", "host", pc.ConnConfig.Host, "port", pc.ConnConfig.Port, "database", pc.ConnConfig.Database,
+		"table", cfg.TargetTable, "write_mode", cfg.WriteMode, "exactly_once", *cfg.ExactlyOnce, "offsets_table", cfg.OffsetsTable)
+	return nil
+}
+
+// columns lists the target's columns this configuration writes, in the official order.
+func (s *Sink) columns() []string {
+	cols := []string{"id"}
+	if *s.cfg.IncludeMetadata {
+		cols = append(cols, "iggy_offset", "iggy_timestamp", "iggy_stream", "iggy_topic", "iggy_partition_id")
+	}
+	if *s.cfg.IncludeChecksum {
+		cols = append(cols, "iggy_checksum")
+	}
+	if *s.cfg.IncludeOriginTimestamp {
+		cols = append(cols, "iggy_origin_timestamp")
+	}
+	cols = append(cols, "payload")
+	for _, c := range s.cfg.Columns {
+		cols = append(cols, c.Name)
+	}
+	return cols
+}
+
+func (s *Sink) prepare(ctx context.Context) error {
+	if *s.cfg.ExactlyOnce {
+		if _, err := s.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.offsets+` (
+	connector text NOT NULL, stream text NOT NULL, topic text NOT NULL, partition_id integer NOT NULL,
+	last_offset bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (connector, stream, topic, partition_id))`); err != nil {
+			return fmt.Errorf("create offsets table %s: %w", s.cfg.OffsetsTable, err)
+		}
+	}
+	if !s.cfg.AutoCreateTable {
+		return nil
+	}
+	payload := map[string]string{FormatBytea: "bytea", FormatJSON: "jsonb", FormatText: "text"}[s.cfg.PayloadFormat]
+	var b strings.Builder
+	b.WriteString("CREATE TABLE IF NOT EXISTS " + s.target.Sanitize() + " (\n\tid numeric(39,0) PRIMARY KEY")
+	if *s.cfg.IncludeMetadata {
+		b.WriteString(",\n\tiggy_offset bigint, iggy_timestamp timestamptz, iggy_stream text, iggy_topic text, iggy_partition_id integer")
+	}
+	if *s.cfg.IncludeChecksum {
+		b.WriteString(",\n\tiggy_checksum bigint")
+	}
+	if *s.cfg.IncludeOriginTimestamp {
+		b.WriteString(",\n\tiggy_origin_timestamp timestamptz")
+	}
+	b.WriteString(",\n\tpayload " + payload)
+	for _, c := range s.cfg.Columns {
+		b.WriteString(",\n\t" + pgx.Identifier{c.Name}.Sanitize() + " " + c.Type)
+		if s.cfg.WriteMode == ModeUpsert && c.Name == s.cfg.UpsertKey {
+			b.WriteString(" UNIQUE")
+		}
+	}
+	b.WriteString(",\n\tcreated_at timestamptz DEFAULT now())")
+	if _, err := s.pool.Exec(ctx, b.String()); err != nil {
+		return fmt.Errorf("create table %s: %w", s.cfg.TargetTable, err)
+	}
+	return nil
+}
+
+// Assigned implements sdk.PartitionSeeker: each partition with a row in the offsets table
+// starts at its last written offset + 1; the others at the group's offset in Iggy.
+func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]uint64, error) {
+	if !*s.cfg.ExactlyOnce {
+		return nil, nil
+	}
+	ids := make([]int32, len(parts))
+	for i, p := range parts {
+		ids[i] = int32(p.PartitionID)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT partition_id, last_offset FROM `+s.offsets+
+		` WHERE connector = $1 AND stream = $2 AND topic = $3 AND partition_id = ANY($4) AND last_offset >= 0`,
+		s.key, topic.Stream, topic.Topic, ids)
+	if err != nil {
+		return nil, fmt.Errorf("postgres sink: read %s: %w", s.cfg.OffsetsTable, err)
+	}
+	out := map[sdk.Partition]uint64{}
+	var id int32
+	var last int64
+	_, err = pgx.ForEachRow(rows, []any{&id, &last}, func() error {
+		out[sdk.Partition{StreamID: topic.StreamID, TopicID: topic.TopicID, PartitionID: uint32(id)}] = uint64(last) + 1
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres sink: read %s: %w", s.cfg.OffsetsTable, err)
+	}
+	return out, nil
+}
+
+// Consume writes one batch: one transaction holding the rows and, with exactly_once, the
+// partition's new last offset. Transient database errors are retried here with backoff
+// until ctx ends (so a restart of PostgreSQL never reaches on_failure); a row the database
+// refuses is handed back as sdk.RejectedMessages (or, under on_failure = stop, an error,
+// with nothing of the batch committed). After the commit the offset goes to the Committer.
+func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(msgs))
+	for i := range msgs {
+		rows[i] = s.row(topic, meta.Partition.PartitionID, &msgs[i])
+	}
+	var refused []int // indices into msgs, ascending
+	for i := range rows {
+		if err, ok := rows[i][len(rows[i])-1].(convError); ok {
+			if s.stop {
+				return fmt.Errorf("postgres sink: partition %d offset %d rejected (nothing of the batch written): %w",
+					meta.Partition.PartitionID, msgs[i].Offset, err)
+			}
+			refused = append(refused, i)
+		}
+	}
+	var rejErr error
+	if len(refused) > 0 {
+		rejErr = rows[refused[0]][len(rows[refused[0]])-1].(convError)
+	}
+	insert := s.cfg.WriteMode != ModeCopy
+	for {
+		bad := noRow
+		err := s.retryTransient(ctx, "write batch", func(ctx context.Context) error {
+			var err error
+			bad, err = s.writeTx(ctx, topic, meta.Partition.PartitionID, msgs, rows, refused, insert)
+			return err
+		})
+		if err == nil {
+			break
+		}
+		switch {
+		case bad == locateRow: // COPY refused some row: find which, one INSERT each
+			insert = true
+			continue
+		case bad == noRow:
+			return fmt.Errorf("postgres sink: %w", err)
+		case s.stop:
+			return fmt.Errorf("postgres sink: partition %d offset %d rejected (nothing of the batch written): %w",
+				meta.Partition.PartitionID, msgs[bad].Offset, err)
+		}
+		refused = append(refused, bad)
+		slices.Sort(refused)
+		if rejErr == nil {
+			rejErr = err
+		}
+		s.log.Warn("row rejected by the database", "partition", meta.Partition.PartitionID, "offset", msgs[bad].Offset, "error", err)
+	}
+	last := msgs[len(msgs)-1].Offset
+	lvl := slog.LevelDebug
+	if s.cfg.VerboseLogging {
+		lvl = slog.LevelInfo
+	}
+	s.log.Log(ctx, lvl, "batch written", "partition", meta.Partition.PartitionID, "first_offset", msgs[0].Offset,
+		"last_offset", last, "rejected", len(refused))
+	if s.committer != nil {
+		if err := s.committer.Commit(meta.Partition, last); err != nil && !errors.Is(err, sdk.ErrCommitStale) {
+			// Written and recorded in the database: the next owner starts after it anyway.
+			s.log.Debug("offset commit refused after the database commit", "partition", meta.Partition.PartitionID, "offset", last, "error", err)
+		}
+	}
+	if len(refused) > 0 {
+		offs := make([]uint64, len(refused))
+		for i, idx := range refused {
+			offs[i] = msgs[idx].Offset
+		}
+		return &sdk.RejectedMessages{Offsets: offs, Err: rejErr}
+	}
+	return nil
+}
+
+// Close releases the pool. Every Consume committed its own transaction, so there is
+// nothing to flush.
+func (s *Sink) Close(context.Context) error {
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	return nil
+}

@@ -1,0 +1,402 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ferryio/ferry/sdk"
+)
+
+// testDB connects to FERRY_POSTGRES_URL (scripts/postgres.sh start). Unset: the test is
+// skipped; set but unreachable: the test fails.
+func testDB(t testing.TB) (*pgxpool.Pool, string) {
+	t.Helper()
+	url := os.Getenv("FERRY_POSTGRES_URL")
+	if url == "" {
+		t.Skip("FERRY_POSTGRES_URL is not set: run `eval \"$(bash scripts/postgres.sh start)\"` for the PostgreSQL tests")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		t.Fatalf("FERRY_POSTGRES_URL is set but PostgreSQL is unreachable: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	holdRestarts(t)
+	return pool, url
+}
+
+// holdRestarts keeps the e2e tests (another package, maybe running at the same time) from
+// restarting the cluster of scripts/postgres.sh during this test: they take the lock file
+// exclusively for a restart.
+func holdRestarts(t testing.TB) {
+	dir := os.Getenv("FERRY_POSTGRES_DIR")
+	if dir == "" {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "restart.lock"), os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		t.Fatalf("restart lock: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		t.Fatalf("restart lock: %v", err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+}
+
+// fresh returns a table name unique to the test and drops it at the end.
+func fresh(t *testing.T, db *pgxpool.Pool, name string) string {
+	t.Helper()
+	tbl := strings.ToLower(strings.NewReplacer("/", "_", " ", "_").Replace("t_" + t.Name() + "_" + name))
+	exec(t, db, "DROP TABLE IF EXISTS "+tbl)
+	t.Cleanup(func() { _, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS "+tbl) })
+	return tbl
+}
+
+func exec(t *testing.T, db *pgxpool.Pool, q string, args ...any) {
+	t.Helper()
+	if _, err := db.Exec(context.Background(), q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+func count(t *testing.T, db *pgxpool.Pool, q string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+type commits struct{ got map[sdk.Partition]uint64 }
+
+func (c *commits) Commit(p sdk.Partition, off uint64) error {
+	if c.got == nil {
+		c.got = map[sdk.Partition]uint64{}
+	}
+	c.got[p] = off
+	return nil
+}
+
+var topic = sdk.TopicMetadata{Stream: "s", Topic: "t", StreamID: 1, TopicID: 2}
+
+func part(id uint32) sdk.Partition { return sdk.Partition{StreamID: 1, TopicID: 2, PartitionID: id} }
+
+func msgs(first, n uint64, payload func(o uint64) string) []sdk.ConsumedMessage {
+	out := make([]sdk.ConsumedMessage, n)
+	for i := range out {
+		o := first + uint64(i)
+		out[i] = sdk.ConsumedMessage{ID: sdk.MessageIDFromUint64(1000 + o), Offset: o, Checksum: ^uint64(0) - o,
+			Timestamp: 1_700_000_000_000_000 + o, OriginTimestamp: 1_700_000_000_000_000, Payload: []byte(payload(o))}
+	}
+	return out
+}
+
+func jsonPayload(o uint64) string { return fmt.Sprintf(`{"n":%d,"user":{"name":"u%d"}}`, o, o%3) }
+
+func open(t *testing.T, cfg, onFailure string, c sdk.Committer) *Sink {
+	t.Helper()
+	s := New()
+	env := sdk.SinkEnv{Key: "k-" + t.Name(), Config: []byte(cfg), OnFailure: onFailure, Committer: c}
+	if err := s.Open(context.Background(), env); err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
+}
+
+func consume(t *testing.T, s *Sink, p uint32, m []sdk.ConsumedMessage) error {
+	t.Helper()
+	for i := range m { // ids unique across partitions
+		m[i].ID = sdk.MessageIDFromUint64(uint64(p)<<32 | (1000 + m[i].Offset))
+	}
+	return s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(p)}, m)
+}
+
+func TestExactlyOnceRedeliveryWritesOnce(t *testing.T) {
+	for _, mode := range []string{ModeCopy, ModeInsert} {
+		t.Run(mode, func(t *testing.T) {
+			db, url := testDB(t)
+			tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
+			c := &commits{}
+			s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"payload_format":"json","write_mode":%q}`,
+				url, tbl, off, mode), "stop", c)
+			if got, err := s.Assigned(context.Background(), topic, []sdk.Partition{part(0), part(1)}); err != nil || len(got) != 0 {
+				t.Fatalf("Assigned before any write = %v, %v; want empty", got, err)
+			}
+			for _, b := range [][2]uint64{{0, 50}, {50, 50}, {0, 100}, {80, 40}} { // the last two overlap what is written
+				if err := consume(t, s, 0, msgs(b[0], b[1], jsonPayload)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := consume(t, s, 1, msgs(7, 3, jsonPayload)); err != nil {
+				t.Fatal(err)
+			}
+			if n := count(t, db, "SELECT count(*) FROM "+tbl+" WHERE iggy_partition_id = 0"); n != 120 {
+				t.Fatalf("partition 0 rows = %d, want 120", n)
+			}
+			if n := count(t, db, "SELECT count(DISTINCT iggy_offset) FROM "+tbl+" WHERE iggy_partition_id = 0 AND iggy_offset BETWEEN 0 AND 119"); n != 120 {
+				t.Fatalf("distinct offsets 0..119 = %d, want 120", n)
+			}
+			if n := count(t, db, "SELECT count(*) FROM "+tbl+" WHERE payload->>'n' = iggy_offset::text AND id = iggy_partition_id * 4294967296 + 1000 + iggy_offset AND iggy_checksum = -1 - iggy_offset"); n != 123 {
+				t.Fatalf("rows with payload, id and checksum as sent = %d, want 123", n)
+			}
+			got, err := s.Assigned(context.Background(), topic, []sdk.Partition{part(0), part(1), part(2)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[sdk.Partition]uint64{part(0): 120, part(1): 10}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("Assigned = %v, want %v", got, want)
+			}
+			if c.got[part(0)] != 119 || c.got[part(1)] != 9 {
+				t.Fatalf("commits = %v, want p0 119, p1 9", c.got)
+			}
+		})
+	}
+}
+
+func TestRejectedRowAloneUnderSkip(t *testing.T) {
+	for _, mode := range []string{ModeCopy, ModeInsert} {
+		t.Run(mode, func(t *testing.T) {
+			db, url := testDB(t)
+			tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
+			s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"payload_format":"json","write_mode":%q}`,
+				url, tbl, off, mode), "dead_letter", nil)
+			bad := map[uint64]bool{3: true, 7: true}
+			err := consume(t, s, 0, msgs(0, 10, func(o uint64) string {
+				if bad[o] {
+					return "not json"
+				}
+				return jsonPayload(o)
+			}))
+			var rej *sdk.RejectedMessages
+			if !errors.As(err, &rej) || fmt.Sprint(rej.Offsets) != "[3 7]" || !strings.Contains(rej.Error(), "22P02") {
+				t.Fatalf("Consume = %v; want RejectedMessages for offsets [3 7] with SQLSTATE 22P02", err)
+			}
+			if n := count(t, db, "SELECT count(*) FROM "+tbl+" WHERE iggy_offset NOT IN (3, 7)"); n != 8 {
+				t.Fatalf("rows = %d, want the 8 others", n)
+			}
+			if n := count(t, db, "SELECT last_offset FROM "+off); n != 9 {
+				t.Fatalf("offsets table = %d, want 9", n)
+			}
+		})
+	}
+}
+
+func TestRejectedRowUnderStopWritesNothing(t *testing.T) {
+	db, url := testDB(t)
+	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
+	s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"payload_format":"json"}`,
+		url, tbl, off), "stop", nil)
+	err := consume(t, s, 0, msgs(0, 10, func(o uint64) string {
+		if o == 4 {
+			return "{"
+		}
+		return jsonPayload(o)
+	}))
+	var rej *sdk.RejectedMessages
+	if err == nil || errors.As(err, &rej) || !strings.Contains(err.Error(), "offset 4 rejected") {
+		t.Fatalf("Consume = %v; want a plain error naming offset 4", err)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 0 {
+		t.Fatalf("rows = %d, want 0", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+off+" WHERE last_offset >= 0"); n != 0 {
+		t.Fatalf("offsets rows = %d, want none", n)
+	}
+}
+
+func TestUpsertByPayloadKeyIsIdempotent(t *testing.T) {
+	db, url := testDB(t)
+	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
+	// exactly_once off: the dedupe by offsets is not what makes it idempotent.
+	s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"payload_format":"json",
+		"write_mode":"upsert","upsert_key":"user_name","exactly_once":false,"batch_size":7,
+		"columns":[{"name":"user_name","type":"text","path":"user.name"},{"name":"n","type":"bigint","path":"n"}]}`,
+		url, tbl, off), "stop", nil)
+	for range 2 {
+		for _, first := range []uint64{0, 30} {
+			if err := consume(t, s, 0, msgs(first, 30, jsonPayload)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rows, err := db.Query(context.Background(), "SELECT user_name, n FROM "+tbl+" ORDER BY user_name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var u string
+		var n int64
+		err := r.Scan(&u, &n)
+		return fmt.Sprintf("%s=%d", u, n), err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[u0=57 u1=58 u2=59]" { // one row per key, the last value of each
+		t.Fatalf("rows = %v", got)
+	}
+}
+
+func TestContinuesOfficialLayout(t *testing.T) {
+	db, url := testDB(t)
+	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
+	// The official sink's table, as it creates it, with a row it wrote.
+	exec(t, db, `CREATE TABLE `+tbl+` (id numeric(39,0) PRIMARY KEY, iggy_offset bigint, iggy_timestamp timestamptz,
+		iggy_stream text, iggy_topic text, iggy_partition_id integer, iggy_checksum bigint, iggy_origin_timestamp timestamptz,
+		payload bytea, created_at timestamptz DEFAULT now())`)
+	exec(t, db, `INSERT INTO `+tbl+` (id, iggy_offset, iggy_stream, iggy_topic, iggy_partition_id, payload) VALUES (1, 0, 's', 't', 0, 'old')`)
+	s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q}`, url, tbl, off), "stop", nil)
+	if err := consume(t, s, 0, msgs(1, 5, func(o uint64) string { return fmt.Sprint("m", o) })); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+tbl+" WHERE created_at IS NOT NULL AND iggy_stream = 's'"); n != 6 {
+		t.Fatalf("rows = %d, want 6", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+tbl+" WHERE payload = convert_to('m' || iggy_offset, 'UTF8')"); n != 5 {
+		t.Fatalf("bytea payloads as sent = %d, want 5", n)
+	}
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	for cfg, want := range map[string]string{
+		`{}`: "plugin_config.connection_string: required field is missing",
+		`{"connection_string":"x","payload_format":"xml"}`:                           "payload_format",
+		`{"connection_string":"x","write_mode":"merge"}`:                             "write_mode",
+		`{"connection_string":"x","target_table":"` + strings.Repeat("t", 64) + `"}`: "target_table",
+		`{"connection_string":"x","offsets_table":"a\u0000b"}`:                       "offsets_table",
+		`{"connection_string":"x","columns":[{"name":"a.b","path":"a"}]}`:            "columns[0]",
+		`{"connection_string":"x","columns":[{"name":"a"}]}`:                         "columns[0] (a): path is required",
+		`{"connection_string":"x","write_mode":"upsert","upsert_key":"zz"}`:          "upsert_key",
+		`{"connection_string":"x","batch_size":-1}`:                                  "batch_size",
+		`{"connection_string":"x","unknown":1}`:                                      "unknown",
+	} {
+		if _, err := parseConfig([]byte(cfg)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one naming %q", cfg, err, want)
+		}
+	}
+	err := New().Open(context.Background(), sdk.SinkEnv{Config: []byte(`{"connection_string":"postgres://u:s3cret@[::1"}`)})
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("Open with a bad connection string = %v; want an error without the password", err)
+	}
+}
+
+// TestOfficialConfigAccepted: a plugin_config written for the official sink, every key of
+// it, is accepted as is, with the official defaults.
+func TestOfficialConfigAccepted(t *testing.T) {
+	c, err := parseConfig([]byte(`{"connection_string":"postgres://u@h/db","target_table":"events","batch_size":0,
+		"max_connections":4,"auto_create_table":true,"include_metadata":true,"include_checksum":false,
+		"include_origin_timestamp":true,"payload_format":"jsonb","verbose_logging":true,"max_retries":3,"retry_delay":"1s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *c.BatchSize != 1 || c.MaxConnections != 4 || c.PayloadFormat != FormatJSON || *c.IncludeChecksum || !*c.ExactlyOnce ||
+		c.WriteMode != ModeCopy || c.OffsetsTable != DefaultOffsetsTable {
+		t.Fatalf("config %+v", c)
+	}
+	d, err := parseConfig([]byte(`{"connection_string":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.TargetTable != "iggy_messages" || *d.BatchSize != 100 || d.MaxConnections != 10 || d.AutoCreateTable ||
+		!*d.IncludeMetadata || !*d.IncludeChecksum || !*d.IncludeOriginTimestamp || d.PayloadFormat != FormatBytea {
+		t.Fatalf("defaults %+v", d)
+	}
+}
+
+// TestOwnersSerialisedByTheOffsetsRow: the rebalance race. The old owner's transaction
+// (here the test's own, holding the partition's offsets row) is still open when the new
+// owner consumes 0..99 from a stale start: the new owner waits on the row lock, and once
+// the old owner commits rows 10..59 with last_offset 59 it writes only 60..99.
+func TestOwnersSerialisedByTheOffsetsRow(t *testing.T) {
+	db, url := testDB(t)
+	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
+	cfg := fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,
+		"include_checksum":false,"include_origin_timestamp":false}`, url, tbl, off)
+	newOwner := open(t, cfg, "stop", nil)
+	if err := consume(t, newOwner, 0, msgs(0, 10, jsonPayload)); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	old, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = old.Rollback(ctx) }()
+	if _, err := old.Exec(ctx, "SELECT last_offset FROM "+off+" FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- newOwner.Consume(ctx, topic, sdk.MessagesMetadata{Partition: part(0)}, func() []sdk.ConsumedMessage {
+			m := msgs(0, 100, jsonPayload)
+			for i := range m {
+				m[i].ID = sdk.MessageIDFromUint64(1000 + m[i].Offset)
+			}
+			return m
+		}())
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO %"+off+"%'") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the new owner never waited on the offsets row")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for o := 10; o < 60; o++ {
+		if _, err := old.Exec(ctx, "INSERT INTO "+tbl+" (id, iggy_offset, iggy_stream, iggy_topic, iggy_partition_id, payload) VALUES ($1, $2, 's', 't', 0, 'old')",
+			1000+o, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := old.Exec(ctx, "UPDATE "+off+" SET last_offset = 59"); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, "SELECT count(DISTINCT iggy_offset) FROM "+tbl+" WHERE iggy_offset BETWEEN 0 AND 99"); n != 100 {
+		t.Fatalf("distinct offsets = %d, want 100", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+tbl+" WHERE payload = 'old'"); n != 50 {
+		t.Fatalf("rows of the old owner = %d, want 50 (10..59)", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 100 {
+		t.Fatalf("rows = %d, want 100", n)
+	}
+}
+
+// TestTableNameQuotedWhole: as the official sink, target_table "ferry.dotted" is one table
+// named ferry.dotted (not table dotted of schema ferry), created and written.
+func TestTableNameQuotedWhole(t *testing.T) {
+	db, url := testDB(t)
+	off := fresh(t, db, "offs")
+	exec(t, db, `DROP TABLE IF EXISTS "ferry.dotted"`)
+	t.Cleanup(func() { _, _ = db.Exec(context.Background(), `DROP TABLE IF EXISTS "ferry.dotted"`) })
+	s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":"ferry.dotted","offsets_table":%q,"auto_create_table":true}`, url, off), "stop", nil)
+	if err := consume(t, s, 0, msgs(0, 3, jsonPayload)); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, `SELECT count(*) FROM "ferry.dotted"`); n != 3 {
+		t.Fatalf("rows = %d, want 3", n)
+	}
+}

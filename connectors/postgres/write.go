@@ -1,0 +1,183 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ferryio/ferry/sdk"
+)
+
+// writeTx's row results besides an index into msgs.
+const (
+	noRow     = -1 // the error is not about one row
+	locateRow = -2 // COPY refused a row it does not name: retry with one INSERT per row
+)
+
+// writeTx runs one transaction: lock the partition's offsets row and read its last
+// offset, write every row above it that is not refused, record the batch's last offset,
+// commit. The row lock serialises two owners of one partition (a rebalance race): the
+// second waits for the first's commit and then skips what it wrote.
+func (s *Sink) writeTx(ctx context.Context, topic sdk.TopicMetadata, part uint32, msgs []sdk.ConsumedMessage, rows [][]any, refused []int, insert bool) (int, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return noRow, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // no-op once committed
+	from := 0
+	if *s.cfg.ExactlyOnce {
+		var lastDB int64
+		err := tx.QueryRow(ctx, `INSERT INTO `+s.offsets+` AS o (connector, stream, topic, partition_id, last_offset)
+VALUES ($1, $2, $3, $4, -1)
+ON CONFLICT (connector, stream, topic, partition_id) DO UPDATE SET last_offset = o.last_offset
+RETURNING last_offset`, s.key, topic.Stream, topic.Topic, int32(part)).Scan(&lastDB)
+		if err != nil {
+			return noRow, fmt.Errorf("lock %s: %w", s.cfg.OffsetsTable, err)
+		}
+		for from < len(msgs) && int64(msgs[from].Offset) <= lastDB {
+			from++
+		}
+		if from == len(msgs) {
+			return noRow, nil // written before (a redelivery): nothing to do
+		}
+	}
+	idx := make([]int, 0, len(msgs)-from)
+	for i := from; i < len(msgs); i++ {
+		if _, found := slices.BinarySearch(refused, i); !found {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) > 0 {
+		if insert {
+			if bad, err := s.insertRows(ctx, tx, rows, idx); err != nil {
+				return bad, err
+			}
+		} else {
+			_, err := tx.CopyFrom(ctx, s.target, s.cols, pgx.CopyFromSlice(len(idx), func(i int) ([]any, error) {
+				r := rows[idx[i]]
+				return r[:len(r)-1], nil
+			}))
+			if err != nil {
+				if rowError(err) {
+					return locateRow, err
+				}
+				return noRow, fmt.Errorf("copy into %s: %w", s.cfg.TargetTable, err)
+			}
+		}
+	}
+	if *s.cfg.ExactlyOnce {
+		if _, err := tx.Exec(ctx, `UPDATE `+s.offsets+` SET last_offset = $5, updated_at = now()
+WHERE connector = $1 AND stream = $2 AND topic = $3 AND partition_id = $4`,
+			s.key, topic.Stream, topic.Topic, int32(part), int64(msgs[len(msgs)-1].Offset)); err != nil {
+			return noRow, fmt.Errorf("update %s: %w", s.cfg.OffsetsTable, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return noRow, fmt.Errorf("commit: %w", err)
+	}
+	return noRow, nil
+}
+
+// insertRows sends the rows idx as INSERT statements (upsert: ON CONFLICT … DO UPDATE),
+// batch_size per pipelined round trip; on a row error it returns that row's index.
+func (s *Sink) insertRows(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int) (int, error) {
+	q := s.insertSQL()
+	for start := 0; start < len(idx); start += *s.cfg.BatchSize {
+		chunk := idx[start:min(start+*s.cfg.BatchSize, len(idx))]
+		b := &pgx.Batch{}
+		for _, i := range chunk {
+			r := rows[i]
+			b.Queue(q, r[:len(r)-1]...)
+		}
+		br := tx.SendBatch(ctx, b)
+		for _, i := range chunk {
+			if _, err := br.Exec(); err != nil {
+				_ = br.Close()
+				if rowError(err) {
+					return i, err
+				}
+				return noRow, fmt.Errorf("insert into %s: %w", s.cfg.TargetTable, err)
+			}
+		}
+		if err := br.Close(); err != nil {
+			return noRow, fmt.Errorf("insert into %s: %w", s.cfg.TargetTable, err)
+		}
+	}
+	return noRow, nil
+}
+
+func (s *Sink) insertSQL() string {
+	quoted := make([]string, len(s.cols))
+	params := make([]string, len(s.cols))
+	for i, c := range s.cols {
+		quoted[i] = pgx.Identifier{c}.Sanitize()
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	q := "INSERT INTO " + s.target.Sanitize() + " (" + strings.Join(quoted, ", ") + ") VALUES (" + strings.Join(params, ", ") + ")"
+	if s.cfg.WriteMode == ModeUpsert {
+		var set []string
+		for i, c := range s.cols {
+			if c != s.cfg.UpsertKey {
+				set = append(set, quoted[i]+" = EXCLUDED."+quoted[i])
+			}
+		}
+		q += " ON CONFLICT (" + pgx.Identifier{s.cfg.UpsertKey}.Sanitize() + ") DO UPDATE SET " + strings.Join(set, ", ")
+	}
+	return q
+}
+
+// rowError reports whether err is the database refusing a row's data: SQLSTATE class 22
+// (data exception) or 23 (integrity constraint violation).
+func rowError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "23"))
+}
+
+// transient reports whether err is worth retrying as is: the connection failed or the
+// server is starting, stopping or short of resources, or a serialization failure.
+func transient(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code[:2] {
+		case "08", "40", "53", "57", "58":
+			return true
+		}
+		return false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		pgconn.SafeToRetry(err) || pgconn.Timeout(err) || strings.Contains(err.Error(), "conn closed") ||
+		strings.Contains(err.Error(), "conn busy")
+}
+
+// retryTransient runs fn until it succeeds, fails for a reason other than a transient
+// one, or ctx ends; waits double from backoffInitial up to backoffMax.
+func (s *Sink) retryTransient(ctx context.Context, what string, fn func(context.Context) error) error {
+	wait := s.backoffInitial
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if err == nil || ctx.Err() != nil || !transient(err) {
+			return err
+		}
+		s.log.Warn("postgres unavailable; retrying", "op", what, "attempt", attempt, "backoff", wait, "error", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(wait*2, s.backoffMax)
+	}
+}

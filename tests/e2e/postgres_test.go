@@ -1,0 +1,415 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/iggy/wire"
+)
+
+// Parameters of the exactly-once PostgreSQL tests.
+const (
+	pgPartitions   = 3
+	pgPerPartition = 30000
+	pgChunk        = 500 // messages per send
+	pgKills        = 10
+	pgBatch        = 1000 // the sink's batch_length
+)
+
+// pgDB connects to FERRY_POSTGRES_URL (scripts/postgres.sh start): skipped when unset,
+// failed when set and unreachable.
+func pgDB(t *testing.T) (*pgxpool.Pool, string) {
+	t.Helper()
+	url := os.Getenv("FERRY_POSTGRES_URL")
+	if url == "" {
+		t.Skip("FERRY_POSTGRES_URL is not set: run `eval \"$(bash scripts/postgres.sh start)\"` for the PostgreSQL tests")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db, err := pgxpool.New(ctx, url)
+	if err == nil {
+		err = db.Ping(ctx)
+	}
+	if err != nil {
+		t.Fatalf("FERRY_POSTGRES_URL is set but PostgreSQL is unreachable: %v", err)
+	}
+	t.Cleanup(db.Close)
+	return db, url
+}
+
+// pgCount runs a count query, retrying while PostgreSQL restarts; -1 if it never answers.
+func pgCount(db *pgxpool.Pool, q string) int64 {
+	for range 50 {
+		var n int64
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := db.QueryRow(ctx, q).Scan(&n)
+		cancel()
+		if err == nil {
+			return n
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return -1
+}
+
+// pgRestart restarts the test cluster with scripts/postgres.sh (needs FERRY_POSTGRES_DIR).
+func pgRestart(t *testing.T) {
+	t.Helper()
+	if os.Getenv("FERRY_POSTGRES_DIR") == "" {
+		t.Fatal("FERRY_POSTGRES_DIR is not set: the PostgreSQL restart test needs the cluster of scripts/postgres.sh")
+	}
+	// connectors/postgres's tests hold this lock shared while they run (they may run at the
+	// same time, in another process).
+	f, err := os.OpenFile(filepath.Join(os.Getenv("FERRY_POSTGRES_DIR"), "restart.lock"), os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		t.Fatalf("restart lock: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("restart lock: %v", err)
+	}
+	out, err := exec.Command("bash", filepath.Join(repoRoot, "scripts", "postgres.sh"), "restart").CombinedOutput()
+	if err != nil {
+		t.Fatalf("postgres restart: %v\n%s", err, out)
+	}
+}
+
+// pgSink is the connector file of the PostgreSQL sink under test.
+func pgSink(key, url, table, onFailure string) string {
+	dl := ""
+	if onFailure == "dead_letter" {
+		dl = "\n[dead_letter]\nstream = \"dlq\"\ntopic = \"rejected\"\n"
+	}
+	return fmt.Sprintf(`type = "sink"
+key = %q
+enabled = true
+version = 0
+name = "postgres"
+path = "builtin:postgres"
+offset_commit = "sink_controlled"
+on_failure = %q
+%s
+[[streams]]
+stream = "s"
+topics = ["t"]
+schema = "json"
+batch_length = %d
+poll_interval = "5ms"
+
+[retry]
+max_retries = 1
+initial_backoff = "10ms"
+
+[plugin_config]
+connection_string = %q
+target_table = %q
+offsets_table = %q
+auto_create_table = true
+payload_format = "json"
+`, key, onFailure, dl, pgBatch, url, table, table+"_offsets")
+}
+
+// createTopic creates stream s, topic t with n partitions on the server at addr.
+func createTopic(t *testing.T, c *iggy.Client, n uint32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.CreateStream(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateTopic(ctx, iggy.Name("s"), "t", n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func dial(t *testing.T, addr string) *iggy.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := iggy.Dial(ctx, addr, iggy.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// produce sends pgPerPartition JSON messages to each partition, chunk by chunk, round-robin,
+// pausing pause between rounds so the stream lasts while the test kills things.
+func produce(t *testing.T, c *iggy.Client, pause time.Duration) error {
+	msgs := make([]iggy.Message, pgChunk)
+	for base := uint64(0); base < pgPerPartition; base += pgChunk {
+		for p := uint32(0); p < pgPartitions; p++ {
+			for i := range msgs {
+				msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, `{"p":%d,"o":%d,"pad":"%0180d"}`, p, base+uint64(i), 0)}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			res, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(p), msgs)
+			cancel()
+			if err != nil {
+				return err
+			}
+			if res.BaseOffset != base {
+				return fmt.Errorf("send to partition %d landed at %d, want %d", p, res.BaseOffset, base)
+			}
+		}
+		time.Sleep(pause)
+	}
+	return nil
+}
+
+// exactlyOnceUnderKills runs the sink in ferry processes that are SIGKILLed pgKills times
+// at random moments (seeded; the seed is logged) while the partitions are produced, with
+// PostgreSQL restarted at the kills listed in pgRestarts, then lets it run to the end:
+// every (partition, offset) must be in the table exactly once.
+func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool) {
+	db, url := pgDB(t)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	table := fmt.Sprintf("e2e_kills_%d", seed%1_000_000)
+	t.Cleanup(func() {
+		_, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_offsets")
+	})
+	dir := t.TempDir()
+	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
+	c := dial(t, addr)
+	createTopic(t, c, pgPartitions)
+	conns := filepath.Join(dir, "pg")
+	writeFile(t, filepath.Join(conns, "sink.toml"), pgSink("pg", url, table, "stop"))
+	cfg := remoteConfig(t, dir, addr, conns)
+	args := []string{"run", "--config", cfg, "--progress", "0"}
+
+	var wg sync.WaitGroup
+	var prodErr error
+	wg.Go(func() { prodErr = produce(t, c, 200*time.Millisecond) })
+	total := int64(pgPartitions * pgPerPartition)
+	progress := "SELECT coalesce(sum(last_offset + 1), 0) FROM " + table + "_offsets"
+	run := startFerry(t, "run 0", dir, nil, args...)
+	var runs []*proc
+	var restartedUnder *proc
+	for i := 1; i <= pgKills; i++ {
+		// Each kill lands while the run writes: once it wrote something, at a random moment.
+		before := max(pgCount(db, progress), 0)
+		waitFor(t, 30*time.Second, fmt.Sprintf("run %d writing", i-1), func() bool {
+			return run.exited() || pgCount(db, progress) > before || before == total
+		})
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		if run.exited() {
+			t.Fatalf("run %d exited by itself: %v\n%s", i-1, run.err, tail(run.out.String(), 30))
+		}
+		run.kill()
+		if pgRestarts[i] {
+			pgRestart(t)
+		}
+		t.Logf("kill %d: %d rows", i, pgCount(db, "SELECT count(*) FROM "+table))
+		runs = append(runs, run)
+		run = startFerry(t, fmt.Sprintf("run %d", i), dir, nil, args...)
+		if i == pgKills/2 && pgRestarts[0] { // a restart while a runtime is writing
+			before := max(pgCount(db, progress), 0)
+			waitFor(t, 30*time.Second, "the run writing", func() bool { return pgCount(db, progress) > before })
+			pgRestart(t)
+			restartedUnder = run
+		}
+	}
+	wg.Wait()
+	if prodErr != nil {
+		t.Fatal(prodErr)
+	}
+	waitFor(t, 90*time.Second, "every message in the table", func() bool {
+		if run.exited() {
+			t.Fatalf("last run exited: %v\n%s", run.err, tail(run.out.String(), 30))
+		}
+		return pgCount(db, progress) == total
+	})
+	run.stop(15 * time.Second)
+	if restartedUnder != nil && !strings.Contains(restartedUnder.out.String(), "postgres unavailable; retrying") {
+		t.Fatalf("the run PostgreSQL restarted under never retried:\n%s", tail(restartedUnder.out.String(), 30))
+	}
+	for _, r := range append(runs, run) {
+		if strings.Contains(r.out.String(), url) {
+			t.Fatalf("%s logged the connection string", r.name)
+		}
+	}
+	rows := pgCount(db, "SELECT count(*) FROM "+table)
+	distinct := pgCount(db, "SELECT count(DISTINCT (iggy_partition_id, iggy_offset)) FROM "+table)
+	matching := pgCount(db, "SELECT count(*) FROM "+table+" WHERE (payload->>'p')::int = iggy_partition_id AND (payload->>'o')::bigint = iggy_offset")
+	if rows != total || distinct != total || matching != total {
+		t.Fatalf("rows %d, distinct (partition, offset) %d, payload matching its offset %d; want %d each", rows, distinct, matching, total)
+	}
+	t.Logf("%d kills, %d PostgreSQL restarts: %d rows, %d distinct, 0 lost, 0 duplicated", pgKills, len(pgRestarts), rows, distinct)
+}
+
+// TestPostgresExactlyOnceUnderSIGKILL: 10 SIGKILLs while 3 × 30000 messages are produced.
+func TestPostgresExactlyOnceUnderSIGKILL(t *testing.T) {
+	exactlyOnceUnderKills(t, nil)
+}
+
+// TestPostgresExactlyOnceUnderSIGKILLAndRestarts: the same, with PostgreSQL restarted twice
+// mid-stream: once while no runtime runs (after kill 3) and once under a running one.
+func TestPostgresExactlyOnceUnderSIGKILLAndRestarts(t *testing.T) {
+	exactlyOnceUnderKills(t, map[int]bool{3: true, 0: true})
+}
+
+// TestPostgresGroupTakeover: two ferry processes in one consumer group write to one table;
+// one is SIGKILLed mid-stream and the other takes its partitions over from the offsets in
+// the database: 0 lost, 0 duplicated.
+func TestPostgresGroupTakeover(t *testing.T) {
+	db, url := pgDB(t)
+	table := fmt.Sprintf("e2e_group_%d", time.Now().UnixNano()%1_000_000)
+	t.Cleanup(func() {
+		_, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_offsets")
+	})
+	dir := t.TempDir()
+	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
+	c := dial(t, addr)
+	createTopic(t, c, pgPartitions)
+	start := func(name string) *proc {
+		d := filepath.Join(dir, name)
+		writeFile(t, filepath.Join(d, "pg", "sink.toml"), pgSink("pg", url, table, "stop"))
+		return startFerry(t, name, d, nil, "run", "--config", remoteConfig(t, d, addr, filepath.Join(d, "pg")), "--progress", "0")
+	}
+	var wg sync.WaitGroup
+	var prodErr error
+	wg.Go(func() { prodErr = produce(t, c, 60*time.Millisecond) })
+	a := start("a")
+	b := start("b")
+	owns := regexp.MustCompile(`assignment changed.* assigned="?\[\d`)
+	waitFor(t, 30*time.Second, "both members owning partitions", func() bool {
+		return owns.MatchString(a.out.String()) && owns.MatchString(b.out.String())
+	})
+	before := max(pgCount(db, "SELECT count(*) FROM "+table), 0)
+	waitFor(t, 30*time.Second, "rows written after both joined", func() bool {
+		return pgCount(db, "SELECT count(*) FROM "+table) > before
+	})
+	seeksBefore := strings.Count(b.out.String(), "partition starts where the sink says")
+	a.kill()
+	t.Logf("a killed with %d rows written", pgCount(db, "SELECT count(*) FROM "+table))
+	wg.Wait()
+	if prodErr != nil {
+		t.Fatal(prodErr)
+	}
+	total := int64(pgPartitions * pgPerPartition)
+	waitFor(t, 90*time.Second, "every message in the table", func() bool {
+		if b.exited() {
+			t.Fatalf("b exited: %v", b.err)
+		}
+		return pgCount(db, "SELECT coalesce(sum(last_offset + 1), 0) FROM "+table+"_offsets") == total
+	})
+	b.stop(15 * time.Second)
+	if strings.Count(b.out.String(), "partition starts where the sink says") <= seeksBefore {
+		t.Fatalf("b took a's partitions over without reading their offsets from the database:\n%s", tail(b.out.String(), 30))
+	}
+	rows := pgCount(db, "SELECT count(*) FROM "+table)
+	distinct := pgCount(db, "SELECT count(DISTINCT (iggy_partition_id, iggy_offset)) FROM "+table)
+	if rows != total || distinct != total {
+		t.Fatalf("rows %d, distinct %d; want %d", rows, distinct, total)
+	}
+}
+
+// TestPostgresPoisonRowToDeadLetter: one message of 200 is not JSON (payload_format json):
+// under on_failure = dead_letter it alone goes to the dead-letter topic, with ferry-stage
+// consume and its source offset, and the 199 others are in the table.
+func TestPostgresPoisonRowToDeadLetter(t *testing.T) {
+	db, url := pgDB(t)
+	table := fmt.Sprintf("e2e_poison_%d", time.Now().UnixNano()%1_000_000)
+	t.Cleanup(func() {
+		_, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_offsets")
+	})
+	dir := t.TempDir()
+	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
+	c := dial(t, addr)
+	createTopic(t, c, 1)
+	msgs := make([]iggy.Message, 200)
+	for i := range msgs {
+		msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, `{"o":%d}`, i)}
+	}
+	msgs[42].Payload = []byte("not json at all")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(0), msgs); err != nil {
+		t.Fatal(err)
+	}
+	// schema raw: the runtime hands the payload over as is (the database rejects it).
+	sink := strings.Replace(pgSink("pg", url, table, "dead_letter"), `schema = "json"`, `schema = "raw"`, 1)
+	writeFile(t, filepath.Join(dir, "pg", "sink.toml"), sink)
+	run := startFerry(t, "run", dir, nil, "run", "--config", remoteConfig(t, dir, addr, filepath.Join(dir, "pg")), "--progress", "0")
+	waitFor(t, 30*time.Second, "the batch written", func() bool {
+		return pgCount(db, "SELECT coalesce(max(last_offset), -1) FROM "+table+"_offsets") == 199
+	})
+	run.stop(15 * time.Second)
+	if n := pgCount(db, "SELECT count(*) FROM "+table+" WHERE iggy_offset <> 42"); n != 199 {
+		t.Fatalf("rows other than offset 42 = %d, want 199", n)
+	}
+	if n := pgCount(db, "SELECT count(*) FROM "+table); n != 199 {
+		t.Fatalf("rows = %d, want 199", n)
+	}
+	dumpTopic(t, dir, addr, "dlq", "rejected")
+	b, err := os.ReadFile(filepath.Join(dir, "dump.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(b), []byte{'\n'})
+	if len(lines) != 1 {
+		t.Fatalf("dead-letter topic has %d messages, want 1:\n%s", len(lines), b)
+	}
+	var rec struct {
+		Payload string `json:"payload"`
+		Headers []struct{ Key, Kind, Value string }
+	}
+	if err := json.Unmarshal(lines[0], &rec); err != nil {
+		t.Fatal(err)
+	}
+	hs := map[string]string{}
+	for _, h := range rec.Headers {
+		hs[h.Key] = h.Value
+	}
+	if hs["ferry-stage"] != "consume" || hs["ferry-source-topic"] != "t" || !strings.Contains(hs["ferry-error"], "22P02") {
+		t.Fatalf("dead-letter headers = %v; want ferry-stage consume, source topic t, ferry-error with SQLSTATE 22P02", hs)
+	}
+	if !strings.Contains(string(lines[0]), "not json at all") && !strings.Contains(rec.Payload, "bm90IGpzb24") {
+		t.Fatalf("dead-letter payload = %q, want the rejected message's", rec.Payload)
+	}
+}
+
+// TestPostgresExample runs the README's PostgreSQL example as written (examples/postgres,
+// the connection string from the environment override) until it is idle: the 100,000
+// random events are in iggy_messages, once each.
+func TestPostgresExample(t *testing.T) {
+	db, url := pgDB(t)
+	drop := func() { _, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS iggy_messages, ferry_offsets") }
+	drop()
+	t.Cleanup(drop)
+	dir := t.TempDir()
+	if err := os.Symlink(filepath.Join(repoRoot, "examples"), filepath.Join(dir, "examples")); err != nil {
+		t.Fatal(err)
+	}
+	run := startFerry(t, "example", dir, []string{"IGGY_CONNECTORS_SINK_PG_PLUGIN_CONFIG_CONNECTION_STRING=" + url},
+		"run", "--config", "examples/postgres/config.toml", "--embedded", "--embedded-addr", "127.0.0.1:0",
+		"--progress", "0", "--exit-when-idle", "2s")
+	run.wait(90 * time.Second)
+	rows := pgCount(db, "SELECT count(*) FROM iggy_messages")
+	distinct := pgCount(db, "SELECT count(DISTINCT iggy_offset) FROM iggy_messages WHERE iggy_stream = 'pg' AND iggy_topic = 'events'")
+	if rows != 100000 || distinct != 100000 {
+		t.Fatalf("iggy_messages: %d rows, %d distinct offsets; want 100000 each\n%s", rows, distinct, tail(run.out.String(), 20))
+	}
+	if strings.Contains(run.out.String(), url) {
+		t.Fatal("the example run logged the connection string")
+	}
+}
