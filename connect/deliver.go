@@ -41,7 +41,8 @@ const (
 	HeaderSourcePartition = "ferry-source-partition"
 	HeaderSourceOffset    = "ferry-source-offset"
 	// HeaderStage names where a message was rejected: decode or transform (a sink's
-	// poison message), encode, transform or send (a source's).
+	// poison message), consume (a batch the sink failed, or a message it rejected), encode,
+	// transform or send (a source's).
 	HeaderStage = "ferry-stage"
 	// HeaderSource is the key of the source connector whose message was rejected.
 	HeaderSource = "ferry-source"
@@ -132,7 +133,7 @@ func (p *batchProcessor) process(ctx context.Context, topic sdk.TopicMetadata, m
 // deadLetter sends the batch to the dead-letter topic, retrying with backoff until Iggy
 // confirms it or ctx ends (then the batch is abandoned, not committed).
 func (p *batchProcessor) deadLetter(ctx context.Context, topic sdk.TopicMetadata, partition uint32, msgs []sdk.ConsumedMessage, cause error) error {
-	return p.sendDeadLetters(ctx, deadLetterMessages(topic, partition, msgs, cause))
+	return p.sendDeadLetters(ctx, deadLetterMessages(topic, partition, msgs, cause, stageConsume))
 }
 
 // sendDeadLetters sends out to the dead-letter topic as deadLetter does.
@@ -153,7 +154,7 @@ func (p *batchProcessor) sendDeadLetters(ctx context.Context, out []sdk.Produced
 // deadLetterMessages copies a failed batch into messages for the dead-letter topic: the
 // payload and user headers, plus the ferry-* headers (which replace same-named originals).
 // The message id is left zero so Iggy assigns a new one.
-func deadLetterMessages(topic sdk.TopicMetadata, partition uint32, msgs []sdk.ConsumedMessage, cause error) []sdk.ProducedMessage {
+func deadLetterMessages(topic sdk.TopicMetadata, partition uint32, msgs []sdk.ConsumedMessage, cause error, stage string) []sdk.ProducedMessage {
 	errText := truncateUTF8(cause.Error(), maxHeaderValue)
 	if errText == "" {
 		errText = "unknown error"
@@ -163,6 +164,7 @@ func deadLetterMessages(topic sdk.TopicMetadata, partition uint32, msgs []sdk.Co
 		{Key: sdk.String(HeaderSourceStream), Value: sdk.String(topic.Stream)},
 		{Key: sdk.String(HeaderSourceTopic), Value: sdk.String(topic.Topic)},
 		{Key: sdk.String(HeaderSourcePartition), Value: uint32Field(partition)},
+		{Key: sdk.String(HeaderStage), Value: sdk.String(stage)},
 	}
 	out := make([]sdk.ProducedMessage, len(msgs))
 	for i, m := range msgs {

@@ -154,6 +154,7 @@ func checkDeadLetter(t *testing.T, m sdk.ProducedMessage, offset uint64) {
 		HeaderSourceTopic:     sdk.String("created"),
 		HeaderSourcePartition: {Kind: sdk.HeaderUint32, Value: []byte{3, 0, 0, 0}},
 		HeaderSourceOffset:    sdk.Uint64(offset),
+		HeaderStage:           sdk.String("consume"),
 	}
 	if len(got) != len(want) {
 		t.Fatalf("headers %v, want %v", got, want)

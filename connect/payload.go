@@ -17,6 +17,7 @@ import (
 const (
 	stageDecode    = "decode"
 	stageTransform = "transform"
+	stageConsume   = "consume" // the sink failed the batch or rejected the message
 )
 
 // payloadPipeline decodes the payloads of one topic consumer by its stream's schema, runs

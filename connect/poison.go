@@ -99,7 +99,5 @@ func (tc *topicConsumer) settle(b polledBatch, res batchResult, first, last uint
 // poisonDeadLetter is the dead letter of one poisoned message: its payload and headers as
 // polled, the source headers, ferry-error and ferry-stage.
 func poisonDeadLetter(topic sdk.TopicMetadata, partition uint32, m poisoned) sdk.ProducedMessage {
-	out := deadLetterMessages(topic, partition, []sdk.ConsumedMessage{m.msg}, m.cause())[0]
-	out.Headers = append(out.Headers, sdk.Header{Key: sdk.String(HeaderStage), Value: sdk.String(m.stage)})
-	return out
+	return deadLetterMessages(topic, partition, []sdk.ConsumedMessage{m.msg}, m.cause(), m.stage)[0]
 }

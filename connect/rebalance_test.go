@@ -80,6 +80,7 @@ func (e *iggyEnv) wantDeadLetters(t *testing.T, stream, topic string, first, las
 			HeaderSourceTopic:     wire.StringValue("t"),
 			HeaderSourcePartition: wire.Uint32Value(0),
 			HeaderSourceOffset:    wire.Uint64Value(src),
+			HeaderStage:           wire.StringValue("consume"),
 		}
 		if len(kvs) != len(want)+1 {
 			t.Fatalf("dead letter %d has %d headers, want %d: %v", i, len(kvs), len(want)+1, kvs)

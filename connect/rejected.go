@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/sdk"
@@ -44,7 +43,7 @@ func (p *batchProcessor) rejected(ctx context.Context, topic sdk.TopicMetadata, 
 		p.counters.Skipped.Add(uint64(len(refused)))
 		p.log.Warn("messages rejected by the target; skipped (on_failure = skip)", attrs...)
 	case config.FailureDeadLetter:
-		if err := p.deadLetterRejected(ctx, topic, part, refused, cause); err != nil {
+		if err := p.sendDeadLetters(ctx, deadLetterMessages(topic, part, refused, cause, stageConsume)); err != nil {
 			return batchAbandoned, err
 		}
 		p.counters.DeadLettered.Add(uint64(len(refused)))
@@ -56,28 +55,3 @@ func (p *batchProcessor) rejected(ctx context.Context, topic sdk.TopicMetadata, 
 	return batchResolved, nil
 }
 
-// deadLetterRejected sends rejected messages to the dead-letter topic with the usual
-// ferry-* headers plus ferry-stage = consume, retrying until Iggy confirms or ctx ends.
-func (p *batchProcessor) deadLetterRejected(ctx context.Context, topic sdk.TopicMetadata, part uint32, msgs []sdk.ConsumedMessage, cause error) error {
-	if p.dlq == nil {
-		return errors.New("dead_letter: no dead-letter producer")
-	}
-	out := deadLetterMessages(topic, part, msgs, cause)
-	for i := range out {
-		hs := out[i].Headers[:0]
-		for _, h := range out[i].Headers {
-			if h.Key.Kind != sdk.HeaderString || string(h.Key.Value) != HeaderStage {
-				hs = append(hs, h)
-			}
-		}
-		out[i].Headers = append(hs, sdk.Header{Key: sdk.String(HeaderStage), Value: sdk.String("consume")})
-	}
-	forever := Backoff{Initial: p.backoff.Initial, Max: p.backoff.Max}
-	err := retry(ctx, forever, func(int) error { return p.dlq.send(ctx, out) }, func(attempt int, err error, wait time.Duration) {
-		p.log.Warn("dead-letter send failed; retrying", "attempt", attempt, "backoff", wait, "error", err)
-	})
-	if err != nil {
-		return fmt.Errorf("%w: dead-letter send: %w", ErrAbandoned, err)
-	}
-	return nil
-}
