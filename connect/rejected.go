@@ -54,4 +54,3 @@ func (p *batchProcessor) rejected(ctx context.Context, topic sdk.TopicMetadata, 
 	}
 	return batchResolved, nil
 }
-
