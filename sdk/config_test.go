@@ -108,3 +108,29 @@ func TestCheckOutputPath(t *testing.T) {
 		}
 	}
 }
+
+// FuzzConfigSpec: any plugin_config is either refused by Validate or decoded by Decode,
+// never both and never a panic.
+func FuzzConfigSpec(f *testing.F) {
+	for _, s := range []string{`{"name":"x"}`, `null`, `{"name":1,"n":-1}`, `{"name":"x","every":"1m 30s","tags":["a"]}`, `[`, `{"columns":[{}]}`} {
+		f.Add([]byte(s))
+	}
+	type cfg struct {
+		Name    string           `json:"name"`
+		On      bool             `json:"on"`
+		N       uint64           `json:"n"`
+		Delta   int64            `json:"delta"`
+		Rate    float64          `json:"rate"`
+		Every   string           `json:"every"`
+		Tags    []string         `json:"tags"`
+		Columns []map[string]any `json:"columns"`
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		errs := testSpec.Validate(raw)
+		var c cfg
+		err := testSpec.Decode(raw, &c)
+		if (len(errs) == 0) != (err == nil) {
+			t.Fatalf("Validate = %v but Decode = %v for %q", errs, err, raw)
+		}
+	})
+}
