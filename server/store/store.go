@@ -77,6 +77,8 @@ type Store struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
+	dummyOnce sync.Once
+	dummy     string // see dummyHash
 
 	mu      sync.RWMutex
 	closed  bool

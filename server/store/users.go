@@ -71,6 +71,17 @@ func checkPassword(encoded, password string) bool {
 	return err == nil && subtle.ConstantTimeCompare(got, want) == 1
 }
 
+// dummyHash returns a hash of a random password at the store's cost, made on
+// first use, for Authenticate's unknown-user path.
+func (s *Store) dummyHash() string {
+	s.dummyOnce.Do(func() {
+		pw := make([]byte, 16)
+		_, _ = rand.Read(pw)
+		s.dummy, _ = hashPassword(string(pw), s.iters)
+	})
+	return s.dummy
+}
+
 // Tokens carry 400 random bits, so a fast hash cannot be brute-forced;
 // SHA-256 plays the role of upstream's BLAKE3 digest.
 func hashToken(token string) [sha256.Size]byte { return sha256.Sum256([]byte(token)) }
@@ -162,6 +173,55 @@ func (s *Store) EnsureRoot(username, password string) (root User, created bool, 
 	}
 	root, err = s.createUser(username, password, 1, nil, true)
 	return root, err == nil, err
+}
+
+// SetRootCredentials makes username and password the root user's (id 0),
+// which must exist; changed is false when they already were (then nothing is
+// written). Errors: ErrInvalidName, ErrUserExists (another user has the
+// name), ErrUserNotFound, ErrClosed.
+func (s *Store) SetRootCredentials(username, password string) (changed bool, err error) {
+	if err := checkName(username); err != nil {
+		return false, err
+	}
+	s.mu.RLock()
+	u := s.users[0]
+	closed := s.closed
+	var hash, name string
+	if u != nil {
+		hash, name = u.passwordHash, u.Username
+	}
+	s.mu.RUnlock()
+	switch {
+	case closed:
+		return false, ErrClosed
+	case u == nil:
+		return false, fmt.Errorf("root user: %w", ErrUserNotFound)
+	}
+	if name == username && checkPassword(hash, password) {
+		return false, nil
+	}
+	newHash, err := hashPassword(password, s.iters) // slow: outside the lock
+	if err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, err = s.userLocked(0)
+	if err != nil {
+		return false, err
+	}
+	if other, found := s.userByName(username); found && other.ID != 0 {
+		return false, fmt.Errorf("user %q: %w", username, ErrUserExists)
+	}
+	upd := *u
+	upd.Username, upd.passwordHash = username, newHash
+	b := s.db.NewBatch()
+	_ = b.Set(key(kUser, 0), encodeUser(&upd), nil)
+	if err := s.commit(b, "set root credentials"); err != nil {
+		return false, err
+	}
+	u.Username, u.passwordHash = username, newHash
+	return true, nil
 }
 
 // CreateUser creates a user with the lowest free id. Errors:
@@ -300,7 +360,13 @@ func (s *Store) Authenticate(username, password string) (User, error) {
 	if closed {
 		return User{}, ErrClosed
 	}
-	if !ok || !checkPassword(hash, password) {
+	if !ok {
+		// Hash anyway, so an unknown user costs what a wrong password does and user
+		// names cannot be told apart by timing.
+		checkPassword(s.dummyHash(), password)
+		return User{}, fmt.Errorf("user %q: %w", username, ErrInvalidCredentials)
+	}
+	if !checkPassword(hash, password) {
 		return User{}, fmt.Errorf("user %q: %w", username, ErrInvalidCredentials)
 	}
 	return out, nil
