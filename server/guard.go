@@ -131,34 +131,52 @@ func (g *hashGate) run(quit <-chan struct{}, fn func()) (ok bool) {
 // errPendingFull closes a connection whose frame would exceed Config.MaxPendingBytes.
 var errPendingFull = errors.New("server: memory for incoming frames exhausted (MaxPendingBytes)")
 
-// bodyChunk is the first allocation for a frame body; the buffer then doubles as the
-// bytes arrive, so memory follows what a client sent, not what it declared.
-const bodyChunk = 64 << 10
+// bodyChunk is the first piece read of a large frame body; pieces then double, up to
+// maxBodyChunk, as the bytes arrive, so memory follows what a client sent, not what
+// it declared.
+const (
+	bodyChunk    = 64 << 10
+	maxBodyChunk = 4 << 20
+)
 
-// readBody reads an n-byte frame body, growing its buffer as data arrives and
-// reserving every growth from the server-wide budget of pending bytes; the
-// reservation is returned once the body is read (or the read fails).
+// readBody reads an n-byte frame body. A body no larger than
+// MaxUnauthenticatedFrame (a login, a ping, most requests) is read at once: such
+// bodies are bounded by the count of connections, and a full budget must never
+// lock out logins. A larger one is read in growing pieces, each reserved from the
+// server-wide budget of pending bytes (Config.MaxPendingBytes) before it is
+// allocated, and joined once complete; the reservation is returned when the body is
+// read or the read fails.
 func (c *conn) readBody(n int) ([]byte, error) {
 	s := c.s
+	if n <= int(s.cfg.MaxUnauthenticatedFrame) {
+		buf := make([]byte, n)
+		_, err := io.ReadFull(c.nc, buf)
+		return buf, err
+	}
 	var reserved int64
 	defer func() { s.pending.Add(-reserved) }()
-	var buf []byte
-	for len(buf) < n {
-		want := min(n, max(bodyChunk, 2*cap(buf)))
-		grow := int64(want - cap(buf))
-		if s.pending.Add(grow) > s.cfg.MaxPendingBytes {
-			s.pending.Add(-grow)
+	var pieces [][]byte
+	got := 0
+	for got < n {
+		size := min(n-got, max(bodyChunk, min(got, maxBodyChunk)))
+		if s.pending.Add(int64(size)) > s.cfg.MaxPendingBytes {
+			s.pending.Add(-int64(size))
 			return nil, errPendingFull
 		}
-		reserved += grow
-		next := make([]byte, len(buf), want)
-		copy(next, buf)
-		buf = next
-		m, err := io.ReadFull(c.nc, buf[len(buf):want])
-		buf = buf[:len(buf)+m]
-		if err != nil {
+		reserved += int64(size)
+		p := make([]byte, size)
+		if _, err := io.ReadFull(c.nc, p); err != nil {
 			return nil, err
 		}
+		pieces = append(pieces, p)
+		got += size
+	}
+	if len(pieces) == 1 {
+		return pieces[0], nil
+	}
+	buf := make([]byte, 0, n)
+	for _, p := range pieces {
+		buf = append(buf, p...)
 	}
 	return buf, nil
 }
