@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -125,7 +124,7 @@ func Open(opts Options) (*Store, error) {
 		// Pebble's own LOCK uses fcntl locks, which do not exclude a second
 		// open from the same process under another spelling of the path;
 		// flock on a file of our own does.
-		if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		if err := makePrivate(opts.Dir); err != nil {
 			return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
 		}
 		l, err := lockDir(filepath.Join(opts.Dir, "FERRY.LOCK"))
@@ -133,7 +132,7 @@ func Open(opts Options) (*Store, error) {
 			return nil, fmt.Errorf("store: open %s: %w (%w)", opts.Dir, ErrLocked, err)
 		}
 		s.dirLock = l
-		fs = vfs.Default
+		fs = privateFS{vfs.Default}
 	}
 	po := pebbleOptions(fs, pebbleLogger{s.log})
 	db, err := pebble.Open(opts.Dir, po)
