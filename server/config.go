@@ -134,6 +134,13 @@ type Config struct {
 	// PasswordIterations is the PBKDF2 cost of password hashes created by this server
 	// (root on first boot). Default the store's (600,000); tests lower it.
 	PasswordIterations int
+	// DiskReserve is the size of the reserve file kept in the data directory and given
+	// up on a full disk, so the server turns to refusing writes (4006) instead of
+	// failing in the middle of one. Default 64 MiB; negative turns it off.
+	DiskReserve int64
+	// StorageProbeInterval is how often the data directory is checked to still exist
+	// and be writable. Default 1s; negative turns the probe off.
+	StorageProbeInterval time.Duration
 	// TLS, when set, makes the listener speak TLS.
 	TLS *tls.Config
 	// RetentionInterval is how often the segment cleaner enforces every topic's

@@ -120,16 +120,21 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if s.cfg.Fsync == FsyncInterval {
 		policy = store.FsyncInterval
 	}
-	st, err := store.Open(store.Options{
+	st, err := s.openStore(ctx, store.Options{
 		Dir:                s.cfg.DataDir,
 		Fsync:              policy,
 		FsyncInterval:      s.cfg.FsyncInterval,
 		Logger:             s.log,
 		PasswordIterations: s.cfg.PasswordIterations,
 		Now:                s.cfg.Now,
+		DiskReserve:        s.cfg.DiskReserve,
+		ProbeInterval:      s.cfg.StorageProbeInterval,
 	})
 	if err != nil {
 		return fmt.Errorf("server: open data dir %s: %w", s.cfg.DataDir, err)
+	}
+	if err := st.Fault(); err != nil {
+		s.log.Error("data dir opened read-only: sends and other writes are refused (4006)", "err", err)
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
@@ -164,6 +169,44 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	close(s.ready)
 	s.log.Info("iggy server listening", "addr", ln.Addr().String(), "data", s.cfg.DataDir, "fsync", s.cfg.Fsync)
 	return nil
+}
+
+// openStore opens the store, giving up when ctx ends first (a signal during a slow
+// recovery): the open then finishes in the background and its store is closed.
+func (s *Server) openStore(ctx context.Context, o store.Options) (*store.Store, error) {
+	type opened struct {
+		st  *store.Store
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		st, err := store.Open(o)
+		done <- opened{st, err}
+	}()
+	select {
+	case r := <-done:
+		return r.st, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.st != nil {
+				_ = r.st.Close()
+			}
+		}()
+		return nil, fmt.Errorf("start abandoned while opening the store: %w", ctx.Err())
+	}
+}
+
+// StorageFault reports the data directory's fault (full disk, read-only or vanished
+// directory: writes are refused with 4006 while reads are served), or nil when
+// healthy or not started.
+func (s *Server) StorageFault() error {
+	s.mu.Lock()
+	st := s.st
+	s.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	return st.Fault()
 }
 
 // checkBound applies the default-credentials guard to the bound address.

@@ -80,6 +80,7 @@ func Start(t testing.TB, opts ...Option) *server.Server {
 		// (WithConfig sets the real schedule where a test is about it).
 		LoginFailureDelay: time.Millisecond,
 		LoginMaxDelay:     10 * time.Millisecond,
+		DiskReserve:       1 << 20,
 	}
 	for _, o := range opts {
 		o(&cfg)

@@ -17,10 +17,10 @@ import (
 
 // Fault modes of faultFS.
 const (
-	fsHealthy int32 = iota
-	fsFull          // ENOSPC for writes while the disk reserve exists (it frees the room)
-	fsFullHard      // ENOSPC for every write
-	fsReadOnly      // EROFS for every write
+	fsHealthy  int32 = iota
+	fsFull           // ENOSPC for writes while the disk reserve exists (it frees the room)
+	fsFullHard       // ENOSPC for every write
+	fsReadOnly       // EROFS for every write
 )
 
 // faultFS is the operating system's file system with faults injected on demand: a
