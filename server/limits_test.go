@@ -130,8 +130,12 @@ func TestHalfSentFramesBoundedMemory(t *testing.T) {
 	wg.Wait()
 	peak := peakRSS(t, cmd.Process.Pid)
 	t.Logf("server peak RSS: %d MB at start, %d MB after %d half-sent 64 MiB frames", base>>20, peak>>20, 2*conns)
-	if peak > 100<<20 {
-		t.Fatalf("server peak RSS %d MB, want under 100 MB", peak>>20)
+	limit := int64(100 << 20)
+	if raceEnabled {
+		limit = 250 << 20 // the race detector's shadow memory; the bound without it is 100 MB
+	}
+	if peak > limit {
+		t.Fatalf("server peak RSS %d MB, want under %d MB", peak>>20, limit>>20)
 	}
 	// The server still serves.
 	c := dialAddr(t, addr, "")
@@ -148,7 +152,7 @@ func runMemoryChild(t *testing.T) {
 		Addr: "127.0.0.1:0", DataDir: os.Getenv(memChildEnv),
 		RootUsername: servertest.Username, RootPassword: servertest.Password, PasswordIterations: 1000,
 		MaxPendingBytes: 16 << 20, FrameReadTimeout: time.Second,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
 	if err != nil {
 		t.Fatal(err)
