@@ -141,6 +141,12 @@ type Config struct {
 	// StorageProbeInterval is how often the data directory is checked to still exist
 	// and be writable. Default 1s; negative turns the probe off.
 	StorageProbeInterval time.Duration
+	// InitDataDir allows starting on an empty data directory where one with data used to
+	// be. Without it, Start refuses a missing DataDir that a server used before: the first
+	// boot leaves a marker next to the directory (".<name>.ferry-data" in its parent), so
+	// a deleted or unmounted data dir is an error, not a silent fresh start with a new
+	// root user.
+	InitDataDir bool
 	// TLS, when set, makes the listener speak TLS.
 	TLS *tls.Config
 	// RetentionInterval is how often the segment cleaner enforces every topic's

@@ -5,8 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,6 +123,10 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if s.cfg.Fsync == FsyncInterval {
 		policy = store.FsyncInterval
 	}
+	marker, err := s.checkDataDir()
+	if err != nil {
+		return err
+	}
 	st, err := s.openStore(ctx, store.Options{
 		Dir:                s.cfg.DataDir,
 		Fsync:              policy,
@@ -132,6 +139,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	})
 	if err != nil {
 		return fmt.Errorf("server: open data dir %s: %w", s.cfg.DataDir, err)
+	}
+	if marker != "" {
+		if err := os.WriteFile(marker, []byte(absDir(s.cfg.DataDir)+"\n"), 0o600); err != nil {
+			s.log.Warn("cannot record the data dir next to it; a deleted data dir will not be told from a first boot", "marker", marker, "err", err)
+		}
 	}
 	if err := st.Fault(); err != nil {
 		s.log.Error("data dir opened read-only: sends and other writes are refused (4006)", "err", err)
@@ -169,6 +181,34 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	close(s.ready)
 	s.log.Info("iggy server listening", "addr", ln.Addr().String(), "data", s.cfg.DataDir, "fsync", s.cfg.Fsync)
 	return nil
+}
+
+// ErrDataDirMissing is matched by Start's error when the data directory a server used
+// before is missing (see Config.InitDataDir).
+var ErrDataDirMissing = errors.New("server: data directory missing")
+
+// checkDataDir refuses a missing data directory that a server used before, unless
+// Config.InitDataDir; it returns the marker to write once the store is open ("" when
+// it already exists).
+func (s *Server) checkDataDir() (string, error) {
+	dir := absDir(s.cfg.DataDir)
+	marker := filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".ferry-data")
+	_, dirErr := os.Stat(dir)
+	_, markErr := os.Stat(marker)
+	switch {
+	case errors.Is(dirErr, fs.ErrNotExist) && markErr == nil && !s.cfg.InitDataDir:
+		return "", fmt.Errorf("%w: %s does not exist, but a server stored data there before (recorded in %s): restore or remount it, or start with --init (Config.InitDataDir) to begin with an empty data directory", ErrDataDirMissing, dir, marker)
+	case markErr == nil:
+		return "", nil
+	}
+	return marker, nil
+}
+
+func absDir(dir string) string {
+	if a, err := filepath.Abs(dir); err == nil {
+		return a
+	}
+	return dir
 }
 
 // openStore opens the store, giving up when ctx ends first (a signal during a slow

@@ -47,3 +47,30 @@ func TestDataDirDeletedUnderServer(t *testing.T) {
 	c.must(wire.PingRequest{})
 	_ = s.Close(t.Context()) // may report the missing directory; must return
 }
+
+// TestMissingDataDirOnRestart is issue 14's "the restart creates an empty dir with a
+// fresh iggy/iggy root": a data dir a server used before that is missing on restart is
+// an error, unless InitDataDir (--init) asks for an empty start.
+func TestMissingDataDirOnRestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	s := servertest.Start(t, servertest.WithDataDir(dir))
+	c := login(t, s)
+	st, tp := setup(t, c, 1)
+	c.send(st, tp, wire.ToPartition(0), "a")
+	closeServer(t, s)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	_, err := server.Start(t.Context(), server.Config{Addr: "127.0.0.1:0", DataDir: dir, PasswordIterations: 1000})
+	if !errors.Is(err, server.ErrDataDirMissing) || !strings.Contains(err.Error(), "--init") {
+		t.Fatalf("restart on the missing dir: %v, want ErrDataDirMissing naming --init", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused start created the dir: %v", err)
+	}
+	fresh := servertest.Start(t, servertest.WithDataDir(dir), servertest.WithConfig(func(c *server.Config) { c.InitDataDir = true }))
+	c2 := login(t, fresh)
+	if _, found, err := wire.DecodeStreamDetails(c2.must(wire.GetStreamRequest{Stream: st})); found || err != nil {
+		t.Fatalf("the --init start is not empty: found %v, %v", found, err)
+	}
+}

@@ -44,7 +44,7 @@ func TestEmbeddedDefaultCredentialsOffLoopback(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv, err := embeddedServer(context.Background(), rc, filepath.Join(dir, "data", strings.Repeat("x", i+1)), log)
+			srv, err := embeddedServer(context.Background(), rc, filepath.Join(dir, "data", strings.Repeat("x", i+1)), false, log)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("start: %v", err)

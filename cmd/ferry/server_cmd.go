@@ -19,6 +19,7 @@ func newServerCmd() *cobra.Command {
 		addr, data, fsync, user, pass, logLevel string
 		fsyncInterval                           time.Duration
 		limits                                  server.Config
+		initDir                                 bool
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -60,6 +61,7 @@ that already has a root user replace that user's username and password.`,
 				MaxConnections: limits.MaxConnections, MaxConnectionsPerIP: limits.MaxConnectionsPerIP,
 				LoginTimeout: limits.LoginTimeout, FrameReadTimeout: limits.FrameReadTimeout,
 				MaxPendingBytes: limits.MaxPendingBytes, MaxConcurrentLogins: limits.MaxConcurrentLogins,
+				InitDataDir: initDir,
 			})
 		},
 	}
@@ -76,6 +78,7 @@ that already has a root user replace that user's username and password.`,
 	f.DurationVar(&limits.FrameReadTimeout, "frame-read-timeout", server.DefaultFrameReadTimeout, "time to finish sending a started request frame")
 	f.Int64Var(&limits.MaxPendingBytes, "max-pending-bytes", server.DefaultMaxPendingBytes, "bytes buffered at most, over all connections, for request frames still arriving")
 	f.IntVar(&limits.MaxConcurrentLogins, "max-concurrent-logins", 0, "password checks run at once (0: half the CPUs, at least 1)")
+	f.BoolVar(&initDir, "init", false, "start with an empty data dir even where a server stored data before (the dir is missing)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug|info|warn|error")
 	return cmd
 }

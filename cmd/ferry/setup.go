@@ -129,7 +129,7 @@ func clientOptions(c config.Iggy, log *slog.Logger) ([]iggy.Opt, error) {
 // [embedded] address (default iggy.address, its first entry if it lists several), data
 // in dataDir, with the [iggy] credentials as root user (applied on the first boot of the
 // data directory).
-func embeddedServer(ctx context.Context, rc *config.Runtime, dataDir string, log *slog.Logger) (*server.Server, error) {
+func embeddedServer(ctx context.Context, rc *config.Runtime, dataDir string, initDir bool, log *slog.Logger) (*server.Server, error) {
 	addr := rc.Embedded.Address
 	if addr == "" {
 		addr, _, _ = strings.Cut(rc.Iggy.Address, ",") // the first seed
@@ -142,7 +142,7 @@ func embeddedServer(ctx context.Context, rc *config.Runtime, dataDir string, log
 		dataDir = "ferry_data"
 	}
 	cfg := server.Config{Addr: addr, DataDir: dataDir, Logger: log.With("component", "server"),
-		RootUsername: rc.Iggy.Username, RootPassword: rc.Iggy.Password.Reveal()}
+		RootUsername: rc.Iggy.Username, RootPassword: rc.Iggy.Password.Reveal(), InitDataDir: initDir}
 	if rc.Iggy.DefaultPassword {
 		// The config layer's built-in "iggy" is no choice of the user's: leave it to
 		// the server, which allows it on a loopback address only.
