@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"time"
 
 	"github.com/ferryio/ferry/iggy/wire"
@@ -23,13 +24,32 @@ const (
 
 // Defaults of Config.
 const (
-	DefaultAddr               = "127.0.0.1:8090"
-	DefaultRootUsername       = "iggy"
-	DefaultRootPassword       = "iggy"
-	DefaultMaxFrameSize       = wire.MaxFrameSize
-	DefaultMaxPollMessages    = 100_000
-	DefaultMaxPollBytes       = 16 << 20
-	DefaultMaxConnections     = 10_000
+	DefaultAddr            = "127.0.0.1:8090"
+	DefaultRootUsername    = "iggy"
+	DefaultRootPassword    = "iggy"
+	DefaultMaxFrameSize    = wire.MaxFrameSize
+	DefaultMaxPollMessages = 100_000
+	DefaultMaxPollBytes    = 16 << 20
+	DefaultMaxConnections  = 10_000
+	// DefaultMaxConnectionsPerIP caps the connections of one client IP address.
+	DefaultMaxConnectionsPerIP = 1_000
+	// DefaultLoginTimeout is how long a new connection may stay without a login.
+	DefaultLoginTimeout = 10 * time.Second
+	// DefaultFrameReadTimeout bounds reading the rest of a frame once its first byte came.
+	DefaultFrameReadTimeout = 30 * time.Second
+	// DefaultMaxUnauthenticatedFrame caps a frame (header included) before login: only
+	// pings and logins are served then, and they are small.
+	DefaultMaxUnauthenticatedFrame = 16 << 10
+	// DefaultUnauthenticatedBudget caps the bytes a connection may send before it logs in.
+	DefaultUnauthenticatedBudget = 256 << 10
+	// DefaultMaxPendingBytes caps the bytes buffered, over all connections, for frames
+	// not yet fully read.
+	DefaultMaxPendingBytes = 512 << 20
+	// DefaultLoginFailureDelay is the delay after the first failed login of an IP
+	// address; it doubles with every further failure up to DefaultLoginMaxDelay.
+	DefaultLoginFailureDelay = 100 * time.Millisecond
+	// DefaultLoginMaxDelay caps the delay of DefaultLoginFailureDelay.
+	DefaultLoginMaxDelay      = 5 * time.Second
 	DefaultHeartbeatInterval  = 30 * time.Second
 	DefaultRebalancingTimeout = 30 * time.Second
 	DefaultFsyncInterval      = 100 * time.Millisecond
@@ -49,9 +69,14 @@ type Config struct {
 	Fsync string
 	// FsyncInterval is the sync period of FsyncInterval. Default 100ms.
 	FsyncInterval time.Duration
-	// RootUsername and RootPassword are the root user's credentials, applied on the
-	// first boot of a data directory only. They default to iggy/iggy, but only when Addr
-	// is a loopback address: New refuses a non-loopback address without both.
+	// RootUsername and RootPassword are the root user's credentials. On the first boot
+	// of a data directory they create the root user; on a later boot, when RootPassword
+	// is set, they replace the root user's username and password (a start with
+	// credentials never leaves older ones in force). Unset, the password defaults to
+	// iggy (and the username to iggy) on a loopback address only, and an existing
+	// root user is kept. New and Start refuse a listen address that is not loopback
+	// (decided on the address the listener really bound) without an explicit password,
+	// or with the default password "iggy".
 	RootUsername, RootPassword string
 	// Logger receives the server's logs. Default: a logger that discards everything.
 	Logger *slog.Logger
@@ -64,8 +89,42 @@ type Config struct {
 	// served whole). Default 16 MiB.
 	MaxPollBytes uint64
 	// MaxConnections caps concurrent client connections; a connection beyond it is
-	// closed at once. Default 10,000.
+	// closed at once, unless a connection that has not logged in yet can make room: the
+	// oldest such connection is then closed instead, so idle unauthenticated connections
+	// can never lock clients out. Default 10,000.
 	MaxConnections int
+	// MaxConnectionsPerIP caps concurrent connections from one client IP address; a
+	// connection beyond it is closed at once. Default 1,000.
+	MaxConnectionsPerIP int
+	// LoginTimeout is how long a new connection may stay without logging in before it
+	// is closed. Default 10s.
+	LoginTimeout time.Duration
+	// FrameReadTimeout bounds how long the rest of a frame may take once its first byte
+	// arrived; a slower frame closes the connection. Default 30s.
+	FrameReadTimeout time.Duration
+	// MaxUnauthenticatedFrame caps a frame (header included) of a connection that has
+	// not logged in; a larger one closes the connection before its body is read.
+	// Default 16 KiB.
+	MaxUnauthenticatedFrame uint32
+	// UnauthenticatedBudget caps the bytes a connection may send before it logs in; more
+	// closes it. Default 256 KiB.
+	UnauthenticatedBudget int64
+	// MaxPendingBytes caps the memory, over all connections, buffered for request
+	// frames still being read; a frame that would exceed it closes its connection.
+	// Bodies are buffered as they arrive, never allocated whole from the declared
+	// length. Default 512 MiB.
+	MaxPendingBytes int64
+	// LoginFailureDelay is how long the next login attempt from an IP address waits
+	// after a failed one; it doubles with every further consecutive failure, up to
+	// LoginMaxDelay, and a successful login from the address resets it. Default 100ms;
+	// negative turns the delay off.
+	LoginFailureDelay time.Duration
+	// LoginMaxDelay caps LoginFailureDelay's doubling. Default 5s.
+	LoginMaxDelay time.Duration
+	// MaxConcurrentLogins bounds the password hashes computed at once (each is a
+	// deliberate ~100 ms of CPU), so password guessing cannot starve served clients.
+	// Default max(1, GOMAXPROCS/2).
+	MaxConcurrentLogins int
 	// HeartbeatInterval is Iggy's [heartbeat] interval: a consumer-group member silent
 	// for more than 1.2 × this is evicted (Eviction 13). Default 30s.
 	HeartbeatInterval time.Duration
@@ -75,6 +134,19 @@ type Config struct {
 	// PasswordIterations is the PBKDF2 cost of password hashes created by this server
 	// (root on first boot). Default the store's (600,000); tests lower it.
 	PasswordIterations int
+	// DiskReserve is the size of the reserve file kept in the data directory and given
+	// up on a full disk, so the server turns to refusing writes (4006) instead of
+	// failing in the middle of one. Default 64 MiB; negative turns it off.
+	DiskReserve int64
+	// StorageProbeInterval is how often the data directory is checked to still exist
+	// and be writable. Default 1s; negative turns the probe off.
+	StorageProbeInterval time.Duration
+	// InitDataDir allows starting on an empty data directory where one with data used to
+	// be. Without it, Start refuses a missing DataDir that a server used before: the first
+	// boot leaves a marker next to the directory (".<name>.ferry-data" in its parent), so
+	// a deleted or unmounted data dir is an error, not a silent fresh start with a new
+	// root user.
+	InitDataDir bool
 	// TLS, when set, makes the listener speak TLS.
 	TLS *tls.Config
 	// RetentionInterval is how often the segment cleaner enforces every topic's
@@ -114,6 +186,9 @@ type Config struct {
 	// it must be safe for concurrent use; the test may switch what it returns at any time
 	// (a leader change).
 	ClusterRoster func() wire.ClusterMetadata
+
+	// rootExplicit is set by validate when RootPassword was given (not defaulted).
+	rootExplicit bool
 }
 
 // ErrConfig is matched by every validation error of New.
@@ -144,6 +219,33 @@ func (c *Config) setDefaults() {
 	if c.MaxConnections == 0 {
 		c.MaxConnections = DefaultMaxConnections
 	}
+	if c.MaxConnectionsPerIP == 0 {
+		c.MaxConnectionsPerIP = DefaultMaxConnectionsPerIP
+	}
+	if c.LoginTimeout == 0 {
+		c.LoginTimeout = DefaultLoginTimeout
+	}
+	if c.FrameReadTimeout == 0 {
+		c.FrameReadTimeout = DefaultFrameReadTimeout
+	}
+	if c.MaxUnauthenticatedFrame == 0 {
+		c.MaxUnauthenticatedFrame = DefaultMaxUnauthenticatedFrame
+	}
+	if c.UnauthenticatedBudget == 0 {
+		c.UnauthenticatedBudget = DefaultUnauthenticatedBudget
+	}
+	if c.MaxPendingBytes == 0 {
+		c.MaxPendingBytes = DefaultMaxPendingBytes
+	}
+	if c.LoginFailureDelay == 0 {
+		c.LoginFailureDelay = DefaultLoginFailureDelay
+	}
+	if c.LoginMaxDelay == 0 {
+		c.LoginMaxDelay = DefaultLoginMaxDelay
+	}
+	if c.MaxConcurrentLogins == 0 {
+		c.MaxConcurrentLogins = max(1, runtime.GOMAXPROCS(0)/2)
+	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
 	}
@@ -166,14 +268,15 @@ func (c *Config) validate() error {
 	if err != nil {
 		return fmt.Errorf("%w: Addr %q: %w", ErrConfig, c.Addr, err)
 	}
-	if c.RootUsername == "" && c.RootPassword == "" {
-		if !isLoopback(host) {
-			return fmt.Errorf("%w: Addr %q is not a loopback address: set RootUsername and RootPassword explicitly (the default iggy/iggy is allowed on loopback only)", ErrConfig, c.Addr)
-		}
-		c.RootUsername, c.RootPassword = DefaultRootUsername, DefaultRootPassword
+	if err := checkPublicCredentials(isLoopback(host), c.Addr, c.RootPassword); err != nil {
+		return err
 	}
-	if c.RootUsername == "" || c.RootPassword == "" {
-		return fmt.Errorf("%w: RootUsername and RootPassword must be set together", ErrConfig)
+	c.rootExplicit = c.RootPassword != ""
+	if c.RootUsername == "" {
+		c.RootUsername = DefaultRootUsername
+	}
+	if c.RootPassword == "" {
+		c.RootPassword = DefaultRootPassword
 	}
 	if n := len(c.RootUsername); n < 3 || n > 50 {
 		return fmt.Errorf("%w: RootUsername must be 3..50 bytes", ErrConfig)
@@ -189,12 +292,33 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: FsyncInterval is negative", ErrConfig)
 	case c.MaxFrameSize < wire.HeaderSize || c.MaxFrameSize > wire.MaxFrameSize:
 		return fmt.Errorf("%w: MaxFrameSize %d outside [%d, %d]", ErrConfig, c.MaxFrameSize, wire.HeaderSize, wire.MaxFrameSize)
-	case c.MaxConnections < 0:
-		return fmt.Errorf("%w: MaxConnections is negative", ErrConfig)
+	case c.MaxConnections < 0 || c.MaxConnectionsPerIP < 0:
+		return fmt.Errorf("%w: MaxConnections and MaxConnectionsPerIP must not be negative", ErrConfig)
+	case c.LoginTimeout < 0 || c.FrameReadTimeout < 0 || c.LoginMaxDelay < 0:
+		return fmt.Errorf("%w: LoginTimeout, FrameReadTimeout and LoginMaxDelay must not be negative", ErrConfig)
+	case c.MaxUnauthenticatedFrame < wire.HeaderSize || c.UnauthenticatedBudget < int64(c.MaxUnauthenticatedFrame):
+		return fmt.Errorf("%w: MaxUnauthenticatedFrame must be at least %d and UnauthenticatedBudget at least MaxUnauthenticatedFrame", ErrConfig, wire.HeaderSize)
+	case c.MaxPendingBytes < 0 || c.MaxConcurrentLogins < 0:
+		return fmt.Errorf("%w: MaxPendingBytes and MaxConcurrentLogins must not be negative", ErrConfig)
 	case c.HeartbeatInterval < 0 || c.RebalancingTimeout < 0:
 		return fmt.Errorf("%w: HeartbeatInterval and RebalancingTimeout must be positive", ErrConfig)
 	case c.PasswordIterations < 0:
 		return fmt.Errorf("%w: PasswordIterations is negative", ErrConfig)
+	}
+	return nil
+}
+
+// checkPublicCredentials refuses the default root password (unset, or set to
+// DefaultRootPassword) on a listen address that is not loopback.
+func checkPublicCredentials(loopback bool, addr, password string) error {
+	if loopback {
+		return nil
+	}
+	if password == "" {
+		return fmt.Errorf("%w: Addr %q is not a loopback address: set RootUsername and RootPassword explicitly (the default iggy/iggy is allowed on loopback only)", ErrConfig, addr)
+	}
+	if password == DefaultRootPassword {
+		return fmt.Errorf("%w: Addr %q is not a loopback address: RootPassword must not be the default %q there", ErrConfig, addr, DefaultRootPassword)
 	}
 	return nil
 }

@@ -24,7 +24,10 @@ type conn struct {
 	nc       net.Conn
 	id       uint32 // server-chosen client id (GetMe's client_id)
 	addr     string
+	ip       string       // remoteIP: the key of the per-IP limit and the login throttle
 	lastSeen atomic.Int64 // unix nanos of the last request frame
+	loggedIn atomic.Bool  // set by the first successful login, never cleared
+	preLogin int64        // bytes received before the first login (Config.UnauthenticatedBudget)
 
 	smu  sync.Mutex
 	sess *session // nil when not logged in
@@ -60,12 +63,27 @@ func (c *conn) serve() {
 		}
 		log.Debug("connection closed")
 	}()
+	loginTimer := time.AfterFunc(c.s.cfg.LoginTimeout, func() {
+		if !c.loggedIn.Load() {
+			log.Info("no login within the login timeout, closing connection", "timeout", c.s.cfg.LoginTimeout)
+			_ = c.nc.Close()
+		}
+	})
+	defer loginTimer.Stop()
 	hdr := make([]byte, wire.HeaderSize)
 	for {
-		if _, err := io.ReadFull(c.nc, hdr); err != nil {
+		// Waiting for a frame has no deadline (a logged-in client may idle; one that
+		// is not is closed by loginTimer); once it began, the whole frame must arrive
+		// within FrameReadTimeout.
+		if _, err := io.ReadFull(c.nc, hdr[:1]); err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				log.Debug("read header", "err", err)
 			}
+			return
+		}
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.FrameReadTimeout))
+		if _, err := io.ReadFull(c.nc, hdr[1:]); err != nil {
+			log.Debug("read header", "err", err)
 			return
 		}
 		c.lastSeen.Store(time.Now().UnixNano())
@@ -74,11 +92,27 @@ func (c *conn) serve() {
 			log.Warn("bad frame, closing connection", "err", err)
 			return
 		}
-		body := make([]byte, fi.BodyLen())
-		if _, err := io.ReadFull(c.nc, body); err != nil {
-			log.Debug("read body", "err", err)
+		if !c.loggedIn.Load() {
+			c.preLogin += int64(fi.Size)
+			switch {
+			case fi.Size > c.s.cfg.MaxUnauthenticatedFrame:
+				log.Warn("frame too large before login, closing connection", "size", fi.Size, "limit", c.s.cfg.MaxUnauthenticatedFrame)
+				return
+			case c.preLogin > c.s.cfg.UnauthenticatedBudget:
+				log.Warn("too many bytes before login, closing connection", "limit", c.s.cfg.UnauthenticatedBudget)
+				return
+			}
+		}
+		body, err := c.readBody(fi.BodyLen())
+		if err != nil {
+			if errors.Is(err, errPendingFull) {
+				log.Warn("closing connection", "err", err, "frame", fi.Size)
+			} else {
+				log.Debug("read body", "err", err)
+			}
 			return
 		}
+		_ = c.nc.SetReadDeadline(time.Time{})
 		if fi.Command != wire.CommandRequest {
 			// A valid non-Request header on a client connection is ignored, as upstream.
 			// Answering would be better than silence, but there is no request to echo.

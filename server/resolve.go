@@ -17,6 +17,10 @@ func storeCode(err error, limit uint32) uint32 {
 		return 0
 	case errors.As(err, &se):
 		return se.Code
+	case errors.Is(err, store.ErrStorageFault):
+		// Every write while storage is faulted (full disk, read-only or vanished
+		// data dir): Iggy's code for a write its storage could not take.
+		return wire.ErrCannotSaveMessagesToSegment.Code
 	case errors.Is(err, store.ErrStreamNotFound):
 		return wire.ErrStreamIDNotFound.Code
 	case errors.Is(err, store.ErrTopicNotFound):

@@ -5,8 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +36,12 @@ type Server struct {
 	closing  bool
 	startErr error
 	conns    map[*conn]struct{}
+	perIP    map[string]int // open connections per client IP
 	wg       sync.WaitGroup
+
+	pending  atomic.Int64 // bytes buffered for frames still arriving (Config.MaxPendingBytes)
+	throttle *loginThrottle
+	hashes   *hashGate
 
 	closeOnce sync.Once
 	closeErr  error
@@ -63,8 +71,11 @@ func New(cfg Config) (*Server, error) {
 		ready: make(chan struct{}),
 		quit:  make(chan struct{}),
 		conns: make(map[*conn]struct{}),
+		perIP: make(map[string]int),
 		rr:    make(map[[2]uint32]uint32),
 	}
+	s.throttle = newLoginThrottle(cfg.LoginFailureDelay, cfg.LoginMaxDelay, time.Now)
+	s.hashes = newHashGate(cfg.MaxConcurrentLogins)
 	s.groups = newGroups(s)
 	return s, nil
 }
@@ -112,28 +123,43 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if s.cfg.Fsync == FsyncInterval {
 		policy = store.FsyncInterval
 	}
-	st, err := store.Open(store.Options{
+	marker, err := s.checkDataDir()
+	if err != nil {
+		return err
+	}
+	st, err := s.openStore(ctx, store.Options{
 		Dir:                s.cfg.DataDir,
 		Fsync:              policy,
 		FsyncInterval:      s.cfg.FsyncInterval,
 		Logger:             s.log,
 		PasswordIterations: s.cfg.PasswordIterations,
 		Now:                s.cfg.Now,
+		DiskReserve:        s.cfg.DiskReserve,
+		ProbeInterval:      s.cfg.StorageProbeInterval,
 	})
 	if err != nil {
 		return fmt.Errorf("server: open data dir %s: %w", s.cfg.DataDir, err)
 	}
-	root, created, err := st.EnsureRoot(s.cfg.RootUsername, s.cfg.RootPassword)
-	if err != nil {
-		return errors.Join(fmt.Errorf("server: root user: %w", err), st.Close())
+	if marker != "" {
+		if err := os.WriteFile(marker, []byte(absDir(s.cfg.DataDir)+"\n"), 0o600); err != nil {
+			s.log.Warn("cannot record the data dir next to it; a deleted data dir will not be told from a first boot", "marker", marker, "err", err)
+		}
 	}
-	if created {
-		s.log.Info("created root user", "username", root.Username)
+	if err := st.Fault(); err != nil {
+		s.log.Error("data dir opened read-only: sends and other writes are refused (4006)", "err", err)
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
 	if err != nil {
 		return errors.Join(fmt.Errorf("server: listen on %s: %w", s.cfg.Addr, err), st.Close())
+	}
+	// The guard of validate saw the configured host; decide again on the address the
+	// listener really bound (a name may resolve to a public address).
+	if err := s.checkBound(ln.Addr()); err != nil {
+		return errors.Join(err, ln.Close(), st.Close())
+	}
+	if err := s.ensureRoot(st); err != nil {
+		return errors.Join(err, ln.Close(), st.Close())
 	}
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
@@ -154,6 +180,109 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	close(s.ready)
 	s.log.Info("iggy server listening", "addr", ln.Addr().String(), "data", s.cfg.DataDir, "fsync", s.cfg.Fsync)
+	return nil
+}
+
+// ErrDataDirMissing is matched by Start's error when the data directory a server used
+// before is missing (see Config.InitDataDir).
+var ErrDataDirMissing = errors.New("server: data directory missing")
+
+// checkDataDir refuses a missing data directory that a server used before, unless
+// Config.InitDataDir; it returns the marker to write once the store is open ("" when
+// it already exists).
+func (s *Server) checkDataDir() (string, error) {
+	dir := absDir(s.cfg.DataDir)
+	marker := filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".ferry-data")
+	_, dirErr := os.Stat(dir)
+	_, markErr := os.Stat(marker)
+	switch {
+	case errors.Is(dirErr, fs.ErrNotExist) && markErr == nil && !s.cfg.InitDataDir:
+		return "", fmt.Errorf("%w: %s does not exist, but a server stored data there before (recorded in %s): restore or remount it, or start with --init (Config.InitDataDir) to begin with an empty data directory", ErrDataDirMissing, dir, marker)
+	case markErr == nil:
+		return "", nil
+	}
+	return marker, nil
+}
+
+func absDir(dir string) string {
+	if a, err := filepath.Abs(dir); err == nil {
+		return a
+	}
+	return dir
+}
+
+// openStore opens the store, giving up when ctx ends first (a signal during a slow
+// recovery): the open then finishes in the background and its store is closed.
+func (s *Server) openStore(ctx context.Context, o store.Options) (*store.Store, error) {
+	type opened struct {
+		st  *store.Store
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		st, err := store.Open(o)
+		done <- opened{st, err}
+	}()
+	select {
+	case r := <-done:
+		return r.st, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.st != nil {
+				_ = r.st.Close()
+			}
+		}()
+		return nil, fmt.Errorf("start abandoned while opening the store: %w", ctx.Err())
+	}
+}
+
+// StorageFault reports the data directory's fault (full disk, read-only or vanished
+// directory: writes are refused with 4006 while reads are served), or nil when
+// healthy or not started.
+func (s *Server) StorageFault() error {
+	s.mu.Lock()
+	st := s.st
+	s.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	return st.Fault()
+}
+
+// checkBound applies the default-credentials guard to the bound address.
+func (s *Server) checkBound(a net.Addr) error {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return nil
+	}
+	pw := s.cfg.RootPassword
+	if !s.cfg.rootExplicit {
+		pw = ""
+	}
+	return checkPublicCredentials(ta.IP.IsLoopback(), ta.String(), pw)
+}
+
+// ensureRoot creates the root user on first boot, and on a later boot started with an
+// explicit password makes the configured credentials the root user's.
+func (s *Server) ensureRoot(st *store.Store) error {
+	root, created, err := st.EnsureRoot(s.cfg.RootUsername, s.cfg.RootPassword)
+	if err != nil {
+		return fmt.Errorf("server: root user: %w", err)
+	}
+	if created {
+		s.log.Info("created root user", "username", root.Username)
+		return nil
+	}
+	if !s.cfg.rootExplicit {
+		return nil
+	}
+	changed, err := st.SetRootCredentials(s.cfg.RootUsername, s.cfg.RootPassword)
+	if err != nil {
+		return fmt.Errorf("server: apply the configured root credentials to the existing root user %q: %w", root.Username, err)
+	}
+	if changed {
+		s.log.Warn("root user credentials replaced by the configured ones", "old_username", root.Username, "username", s.cfg.RootUsername)
+	}
 	return nil
 }
 
@@ -312,26 +441,58 @@ func (s *Server) acceptLoop() {
 	}
 }
 
-var errTooManyConnections = errors.New("server: too many connections")
+var (
+	errTooManyConnections = errors.New("server: too many connections (MaxConnections)")
+	errTooManyFromIP      = errors.New("server: too many connections from this IP address (MaxConnectionsPerIP)")
+)
 
 func (s *Server) addConn(nc net.Conn) (*conn, error) {
+	ip := remoteIP(nc)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
 		return nil, ErrClosed
 	}
+	if s.perIP[ip] >= s.cfg.MaxConnectionsPerIP {
+		return nil, errTooManyFromIP
+	}
 	if len(s.conns) >= s.cfg.MaxConnections {
-		return nil, errTooManyConnections
+		// Make room by closing the oldest connection that has not logged in, so a
+		// flood of idle unauthenticated connections cannot lock clients out.
+		var victim *conn
+		for c := range s.conns {
+			if !c.loggedIn.Load() && (victim == nil || c.id < victim.id) {
+				victim = c
+			}
+		}
+		if victim == nil {
+			return nil, errTooManyConnections
+		}
+		s.removeConnLocked(victim)
+		_ = victim.nc.Close()
+		s.log.Debug("closed the oldest unauthenticated connection to make room", "conn", victim.id, "remote", victim.addr)
 	}
 	c := newConn(s, nc)
+	c.ip = ip
 	s.conns[c] = struct{}{}
+	s.perIP[ip]++
 	return c, nil
 }
 
 func (s *Server) removeConn(c *conn) {
 	s.mu.Lock()
-	delete(s.conns, c)
+	s.removeConnLocked(c)
 	s.mu.Unlock()
+}
+
+func (s *Server) removeConnLocked(c *conn) {
+	if _, ok := s.conns[c]; !ok {
+		return
+	}
+	delete(s.conns, c)
+	if s.perIP[c.ip]--; s.perIP[c.ip] <= 0 {
+		delete(s.perIP, c.ip)
+	}
 }
 
 func (s *Server) connList() []*conn {

@@ -65,12 +65,21 @@ func (c *conn) login(h wire.RequestHeader, body []byte) []byte {
 		return c.eviction(h, wire.EvictionIncompatibleProtocol)
 	}
 	s := c.s
+	// A client that failed before waits out its delay first (its connection's later
+	// requests wait behind it; other clients do not).
+	if !sleepOrQuit(s.quit, s.throttle.wait(c.ip)) {
+		return c.eviction(h, wire.EvictionSessionError)
+	}
 	var user store.User
 	ok, pwRejected := false, false
 	if la.HasPassword {
 		u, p := la.Password.Username, la.Password.Password
 		if len(u) >= 3 && len(u) <= 50 && len(p) >= 3 && len(p) <= 100 {
-			got, err := s.st.Authenticate(u, p)
+			var got store.User
+			var err error
+			if !s.hashes.run(s.quit, func() { got, err = s.st.Authenticate(u, p) }) {
+				return c.eviction(h, wire.EvictionSessionError)
+			}
 			switch {
 			case err == nil && got.Status == userActive:
 				user, ok = got, true
@@ -98,11 +107,16 @@ func (c *conn) login(h wire.RequestHeader, body []byte) []byte {
 		user, ok = got, true
 	}
 	if !ok {
+		if d := s.throttle.failed(c.ip); d > 0 {
+			s.log.Info("login failed; delaying the address's next attempt", "conn", c.id, "remote", c.addr, "delay", d)
+		}
 		if pwRejected {
 			return c.eviction(h, wire.EvictionInvalidCredentials)
 		}
 		return c.eviction(h, wire.EvictionMalformedLogin)
 	}
+	s.throttle.succeeded(c.ip)
+	c.loggedIn.Store(true)
 	c.smu.Lock()
 	sess := c.sess
 	if sess == nil {

@@ -208,7 +208,9 @@ func TestConfigValidation(t *testing.T) {
 	}{
 		{"no data dir", server.Config{}, "DataDir"},
 		{"public default creds", server.Config{DataDir: "x", Addr: "0.0.0.0:8090"}, "loopback"},
-		{"half creds", server.Config{DataDir: "x", RootUsername: "admin"}, "together"},
+		{"half creds off loopback", server.Config{DataDir: "x", Addr: "0.0.0.0:0", RootUsername: "admin"}, "loopback"},
+		{"default password off loopback", server.Config{DataDir: "x", Addr: "[::]:0", RootUsername: "admin", RootPassword: "iggy"}, "must not be the default"},
+		{"empty host is every interface", server.Config{DataDir: "x", Addr: ":0"}, "loopback"},
 		{"bad fsync", server.Config{DataDir: "x", Fsync: "sometimes"}, "Fsync"},
 	}
 	for _, tc := range cases {

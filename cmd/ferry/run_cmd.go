@@ -31,6 +31,7 @@ type runFlags struct {
 	dialTimeout  time.Duration
 	printStatus  bool
 	embeddedAddr string
+	initData     bool
 	createTopics bool
 }
 
@@ -61,6 +62,7 @@ FERRY_DATA, FERRY_PROGRESS, FERRY_PARTITIONS, FERRY_LOG_LEVEL).`,
 	fl.StringVar(&f.config, "config", envString(envConfig, ""), "runtime config.toml (default: IGGY_CONNECTORS_CONFIG_PATH, then "+`core/connectors/runtime/config.toml`+") [FERRY_CONFIG]")
 	fl.BoolVar(&f.embedded, "embedded", envBool(envEmbedded, false), "start the embedded Iggy server in this process [FERRY_EMBEDDED]")
 	fl.StringVar(&f.data, "data", envString(envData, ""), "embedded server data directory (default [embedded] data_dir, \"ferry_data\") [FERRY_DATA]")
+	fl.BoolVar(&f.initData, "init", false, "with --embedded: start with an empty data dir even where a server stored data before")
 	fl.StringVar(&f.embeddedAddr, "embedded-addr", "", "embedded server listen address (default [embedded] address, else iggy.address)")
 	fl.DurationVar(&f.progress, "progress", envDuration(envProgress, time.Second), "print progress to stderr every interval; 0 = never [FERRY_PROGRESS]")
 	fl.DurationVar(&f.duration, "duration", 0, "stop gracefully after this long; 0 = run until a signal")
@@ -108,7 +110,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 		if f.embeddedAddr != "" {
 			rc.Embedded.Address = f.embeddedAddr
 		}
-		srv, err = embeddedServer(ctx, rc, f.data, log)
+		srv, err = embeddedServer(ctx, rc, f.data, f.initData, log)
 		if err != nil {
 			return err
 		}

@@ -18,6 +18,8 @@ func newServerCmd() *cobra.Command {
 	var (
 		addr, data, fsync, user, pass, logLevel string
 		fsyncInterval                           time.Duration
+		limits                                  server.Config
+		initDir                                 bool
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -27,7 +29,9 @@ func newServerCmd() *cobra.Command {
 Flags fall back to environment variables: FERRY_SERVER_ADDR, FERRY_SERVER_DATA,
 FERRY_SERVER_FSYNC, FERRY_ROOT_USERNAME (or IGGY_ROOT_USERNAME) and
 FERRY_ROOT_PASSWORD (or IGGY_ROOT_PASSWORD). The root credentials default to
-iggy/iggy on a loopback address only and apply on the first boot of a data dir.`,
+iggy/iggy on a loopback address only; off loopback the server refuses to start
+without an explicit password other than "iggy". Credentials given on a data dir
+that already has a root user replace that user's username and password.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl := cmd.Flags()
 			envDefault := func(flag string, dst *string, keys ...string) {
@@ -54,6 +58,10 @@ iggy/iggy on a loopback address only and apply on the first boot of a data dir.`
 			return runServer(cmd.Context(), server.Config{
 				Addr: addr, DataDir: data, Fsync: fsync, FsyncInterval: fsyncInterval,
 				RootUsername: user, RootPassword: pass, Logger: logger,
+				MaxConnections: limits.MaxConnections, MaxConnectionsPerIP: limits.MaxConnectionsPerIP,
+				LoginTimeout: limits.LoginTimeout, FrameReadTimeout: limits.FrameReadTimeout,
+				MaxPendingBytes: limits.MaxPendingBytes, MaxConcurrentLogins: limits.MaxConcurrentLogins,
+				InitDataDir: initDir,
 			})
 		},
 	}
@@ -62,8 +70,15 @@ iggy/iggy on a loopback address only and apply on the first boot of a data dir.`
 	f.StringVar(&data, "data", "ferry_data", "data directory (env FERRY_SERVER_DATA); the same default as ferry run --embedded")
 	f.StringVar(&fsync, "fsync", server.FsyncAlways, "fsync policy: always|interval (env FERRY_SERVER_FSYNC)")
 	f.DurationVar(&fsyncInterval, "fsync-interval", server.DefaultFsyncInterval, "sync period with --fsync interval")
-	f.StringVar(&user, "root-username", "", "root username on first boot (env FERRY_ROOT_USERNAME, IGGY_ROOT_USERNAME; default iggy on loopback)")
-	f.StringVar(&pass, "root-password", "", "root password on first boot (env FERRY_ROOT_PASSWORD, IGGY_ROOT_PASSWORD; default iggy on loopback)")
+	f.StringVar(&user, "root-username", "", "root username (env FERRY_ROOT_USERNAME, IGGY_ROOT_USERNAME; default iggy)")
+	f.StringVar(&pass, "root-password", "", "root password, replacing an existing root user's (env FERRY_ROOT_PASSWORD, IGGY_ROOT_PASSWORD; default iggy on loopback only)")
+	f.IntVar(&limits.MaxConnections, "max-connections", server.DefaultMaxConnections, "maximum concurrent client connections")
+	f.IntVar(&limits.MaxConnectionsPerIP, "max-connections-per-ip", server.DefaultMaxConnectionsPerIP, "maximum concurrent connections from one client IP address")
+	f.DurationVar(&limits.LoginTimeout, "login-timeout", server.DefaultLoginTimeout, "time a new connection has to log in")
+	f.DurationVar(&limits.FrameReadTimeout, "frame-read-timeout", server.DefaultFrameReadTimeout, "time to finish sending a started request frame")
+	f.Int64Var(&limits.MaxPendingBytes, "max-pending-bytes", server.DefaultMaxPendingBytes, "bytes buffered at most, over all connections, for request frames still arriving")
+	f.IntVar(&limits.MaxConcurrentLogins, "max-concurrent-logins", 0, "password checks run at once (0: half the CPUs, at least 1)")
+	f.BoolVar(&initDir, "init", false, "start with an empty data dir even where a server stored data before (the dir is missing)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug|info|warn|error")
 	return cmd
 }

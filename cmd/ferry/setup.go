@@ -147,7 +147,7 @@ func clientOptions(c config.Iggy, log *slog.Logger) ([]iggy.Opt, error) {
 // [embedded] address (default iggy.address, its first entry if it lists several), data
 // in dataDir, with the [iggy] credentials as root user (applied on the first boot of the
 // data directory).
-func embeddedServer(ctx context.Context, rc *config.Runtime, dataDir string, log *slog.Logger) (*server.Server, error) {
+func embeddedServer(ctx context.Context, rc *config.Runtime, dataDir string, initDir bool, log *slog.Logger) (*server.Server, error) {
 	addr := rc.Embedded.Address
 	if addr == "" {
 		addr, _, _ = strings.Cut(rc.Iggy.Address, ",") // the first seed
@@ -159,12 +159,47 @@ func embeddedServer(ctx context.Context, rc *config.Runtime, dataDir string, log
 	if dataDir == "" {
 		dataDir = "ferry_data"
 	}
-	srv, err := server.Start(ctx, server.Config{Addr: addr, DataDir: dataDir, Logger: log.With("component", "server"),
-		RootUsername: rc.Iggy.Username, RootPassword: rc.Iggy.Password.Reveal()})
+	cfg := server.Config{Addr: addr, DataDir: dataDir, Logger: log.With("component", "server"),
+		RootUsername: rc.Iggy.Username, RootPassword: rc.Iggy.Password.Reveal(), InitDataDir: initDir}
+	if rc.Iggy.DefaultPassword {
+		// The config layer's built-in "iggy" is no choice of the user's: leave it to
+		// the server, which allows it on a loopback address only.
+		cfg.RootPassword = ""
+	}
+	if err := applyEmbeddedLimits(rc.Embedded, &cfg); err != nil {
+		return nil, err
+	}
+	srv, err := server.Start(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("embedded server: %w", err)
 	}
 	return srv, nil
+}
+
+// applyEmbeddedLimits copies the [embedded] connection limits into cfg (0 or ""
+// keeps the server's default).
+func applyEmbeddedLimits(e config.Embedded, cfg *server.Config) error {
+	if e.MaxConnections < 0 || e.MaxConnectionsPerIP < 0 {
+		return errors.New("embedded.max_connections and embedded.max_connections_per_ip must not be negative")
+	}
+	cfg.MaxConnections, cfg.MaxConnectionsPerIP = e.MaxConnections, e.MaxConnectionsPerIP
+	for _, d := range []struct {
+		key, text string
+		dst       *time.Duration
+	}{
+		{"embedded.login_timeout", e.LoginTimeout, &cfg.LoginTimeout},
+		{"embedded.frame_read_timeout", e.FrameReadTimeout, &cfg.FrameReadTimeout},
+	} {
+		if d.text == "" {
+			continue
+		}
+		v, err := sdk.ParseDuration(d.text)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("%s %q: want a positive duration such as \"10s\"", d.key, d.text)
+		}
+		*d.dst = v
+	}
+	return nil
 }
 
 // ensureTopics creates the streams and topics the enabled connectors name when missing

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -174,7 +175,7 @@ const secretPluginConfig = `{"host":"h","Password":"p1","db":{"DSN":"postgres://
 
 const redactedPluginConfig = `{"API_KEY":"***","Password":"***","access_token":"***","apikeys":"***","big":12345678901234567890,` +
 	`"client_secret":"***","connection_string":"***","credentials_file":"***",` +
-	`"db":{"DSN":"***","pool":{"max":5,"passwd":"***"},"replicas":[{"addr":"r1","auth_header":"***"},{"addr":"r2","privateKeyPem":"k","private_key":"***"}]},` +
+	`"db":{"DSN":"***","pool":{"max":5,"passwd":"***"},"replicas":[{"addr":"r1","auth_header":"***"},{"addr":"r2","privateKeyPem":"***","private_key":"***"}]},` +
 	`"host":"h","list":[[{"token":"***"}]]}`
 
 func TestRedactionAtEveryDepth(t *testing.T) {
@@ -246,5 +247,30 @@ func TestRenderPluginConfig(t *testing.T) {
 		if _, _, err := RenderPluginConfig(&Common{PluginConfig: []byte(none)}, "json"); !errors.Is(err, ErrNoPluginConfig) {
 			t.Errorf("plugin_config %q: %v, want ErrNoPluginConfig", none, err)
 		}
+	}
+}
+
+// TestRedactionOfURLAndNestedPasswords is issue 14's redaction defect: dsn,
+// connection_string and nested db.password were shown in full, and a password inside
+// a URL under an innocent key would be too.
+func TestRedactionOfURLAndNestedPasswords(t *testing.T) {
+	c := &Common{PluginConfig: []byte(`{"target":"postgres://app:hunter2@db:5432/x?sslmode=disable",` +
+		`"mirrors":["https://bob:pa%3Ass@m1/p","https://m2/p"],"opts":"host=h user=u password=hunter3 dbname=d",` +
+		`"db":{"password":"hunter4","user":"u","conn":{"dsn":"x","key":"k","primary_key":"id","apiKey":"a"}},"note":"no secret here"}`)}
+	want := `{"db":{"conn":{"apiKey":"***","dsn":"***","key":"***","primary_key":"id"},"password":"***","user":"u"},` +
+		`"mirrors":["https://bob:***@m1/p","https://m2/p"],"note":"no secret here",` +
+		`"opts":"host=h user=u password=*** dbname=d","target":"postgres://app:***@db:5432/x?sslmode=disable"}`
+	got := c.RedactedPluginConfig()
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	s := (&Sink{Common: *c}).String()
+	for _, secret := range []string{"hunter", "pa%3Ass", `"k"`} {
+		if strings.Contains(s, secret) {
+			t.Fatalf("Sink.String shows %s: %s", secret, s)
+		}
+	}
+	if got := RedactString("dial postgres://u:p@h/db failed"); got != "dial postgres://u:***@h/db failed" {
+		t.Fatalf("RedactString: %s", got)
 	}
 }

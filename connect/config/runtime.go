@@ -79,6 +79,10 @@ type Iggy struct {
 	Password Secret  `toml:"password"` // default "iggy"
 	Token    Secret  `toml:"token"`    // personal access token, or "file:<path>"; wins when set
 	TLS      IggyTLS `toml:"tls"`
+	// DefaultPassword is true when password was set by neither the file nor the
+	// environment (so it is the built-in "iggy"). The embedded server must not treat
+	// such a password as chosen: it refuses it off loopback.
+	DefaultPassword bool `toml:"-"`
 }
 
 // IggyTLS is [iggy.tls].
@@ -164,6 +168,11 @@ type Embedded struct {
 	Enabled bool   `toml:"enabled"`  // default false; `ferry run --embedded` turns it on
 	Address string `toml:"address"`  // listen address; "" = iggy.address
 	DataDir string `toml:"data_dir"` // default "ferry_data"
+	// Connection limits of the embedded server; 0 or "" = the server's default.
+	MaxConnections      int    `toml:"max_connections"`        // total
+	MaxConnectionsPerIP int    `toml:"max_connections_per_ip"` // per client IP address
+	LoginTimeout        string `toml:"login_timeout"`          // a new connection's time to log in, e.g. "10s"
+	FrameReadTimeout    string `toml:"frame_read_timeout"`     // time to finish a started frame, e.g. "30s"
 }
 
 // DefaultRuntime returns the defaults of upstream's embedded config.toml (and Ferry's).
@@ -172,6 +181,7 @@ func DefaultRuntime() *Runtime {
 	if err := r.fromRaw(defaultRawRuntime(), &locator{}); err != nil {
 		panic(err) // defaults are constants
 	}
+	r.Iggy.DefaultPassword = true
 	return r
 }
 
@@ -291,6 +301,9 @@ func ParseRuntimeEnv(path string, env []string) (*Runtime, error) {
 	if err := r.fromRaw(raw, loc); err != nil {
 		return nil, err
 	}
+	_, pwFromEnv := loc.env["iggy.password"]
+	pwInFile := loc.idx != nil && loc.idx.has("iggy.password")
+	r.Iggy.DefaultPassword = !pwFromEnv && !pwInFile
 	if err := r.validate(loc); err != nil {
 		return nil, err
 	}

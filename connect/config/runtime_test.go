@@ -219,3 +219,34 @@ func TestRuntimeIggySeeds(t *testing.T) {
 		t.Fatalf("iggy.address = %q", r.Iggy.Address)
 	}
 }
+
+// TestDefaultPasswordMarked: the built-in iggy password is marked as a default, so the
+// embedded server can refuse it off loopback (issue 14).
+func TestDefaultPasswordMarked(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.toml")
+	for _, tc := range []struct {
+		toml string
+		env  []string
+		want bool
+	}{
+		{"[iggy]\naddress = \"0.0.0.0:8090\"\n", nil, true},
+		{"[iggy]\nusername = \"admin\"\n", nil, true},
+		{"[iggy]\npassword = \"iggy\"\n", nil, false},
+		{"", []string{"IGGY_CONNECTORS_IGGY_PASSWORD=pw"}, false},
+	} {
+		if err := os.WriteFile(p, []byte("[connectors]\nconfig_dir = \"c\"\n"+tc.toml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rc, err := ParseRuntimeEnv(p, tc.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rc.Iggy.DefaultPassword != tc.want || rc.Iggy.Password.Reveal() == "" {
+			t.Errorf("%q %v: DefaultPassword %v, want %v", tc.toml, tc.env, rc.Iggy.DefaultPassword, tc.want)
+		}
+	}
+	if !DefaultRuntime().Iggy.DefaultPassword {
+		t.Error("DefaultRuntime: DefaultPassword false")
+	}
+}

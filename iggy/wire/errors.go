@@ -108,6 +108,7 @@ var (
 	ErrInvalidMessageChecksum         = newErr(4027, "InvalidMessageChecksum", classInvalidInput)
 	ErrInvalidMessageTimestampDelta   = newErr(4038, "InvalidMessageTimestampDelta", classInvalidInput)
 	ErrInvalidBatchChecksum           = newErr(4039, "InvalidBatchChecksum", classInvalidInput)
+	ErrCannotSaveMessagesToSegment    = newErr(4006, "CannotSaveMessagesToSegment", 0)
 	ErrUnsupportedOptionKey           = newErr(4041, "UnsupportedOptionKey", classInvalidInput)
 	ErrInvalidOptionValue             = newErr(4042, "InvalidOptionValue", classInvalidInput)
 	ErrInvalidOffset                  = newErr(4100, "InvalidOffset", classInvalidInput)

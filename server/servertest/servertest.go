@@ -76,6 +76,11 @@ func Start(t testing.TB, opts ...Option) *server.Server {
 		RootUsername:       Username,
 		RootPassword:       Password,
 		PasswordIterations: 1000,
+		// Tests log in wrongly on purpose; keep the login throttle's delays short
+		// (WithConfig sets the real schedule where a test is about it).
+		LoginFailureDelay: time.Millisecond,
+		LoginMaxDelay:     10 * time.Millisecond,
+		DiskReserve:       1 << 20,
 	}
 	for _, o := range opts {
 		o(&cfg)

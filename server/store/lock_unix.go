@@ -12,7 +12,7 @@ import (
 // lockDir takes an exclusive flock on path. flock locks belong to the open
 // file description, so a second open in the same process fails as well.
 func lockDir(path string) (io.Closer, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
 	}

@@ -56,10 +56,26 @@ type Options struct {
 	// DefaultPasswordIterations; tests may lower it. Existing hashes keep
 	// the cost they were made with.
 	PasswordIterations int
+	// DiskReserve is the size of the reserve file kept in the data directory and
+	// deleted on the first ENOSPC, so the write in flight and Pebble's own work
+	// still find room while the store turns to refusing writes (fault.go). Default
+	// DefaultDiskReserve with the operating system's file system, none with
+	// Options.FS; negative turns it off.
+	DiskReserve int64
+	// ProbeInterval is how often the data directory is checked to still exist and
+	// be writable. Default DefaultProbeInterval with the operating system's file
+	// system, none with Options.FS; negative turns it off.
+	ProbeInterval time.Duration
 	// Now is the clock that stamps batch timestamps. Default time.Now;
 	// tests pass a fake one to make retention by message_expiry exact.
 	Now func() time.Time
 }
+
+// Defaults of the storage-fault options.
+const (
+	DefaultDiskReserve   = 64 << 20
+	DefaultProbeInterval = time.Second
+)
 
 // Store is an open database. All methods are safe for concurrent use.
 //
@@ -77,6 +93,13 @@ type Store struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
+	dummyOnce sync.Once
+	dummy     string // see dummyHash
+	dir       string
+	reserve   int64
+	readOnly  bool   // opened read-only: the disk was full at start
+	baseFS    vfs.FS // the file system under vfs.OnDiskFull
+	fault     faultState
 
 	mu      sync.RWMutex
 	closed  bool
@@ -114,16 +137,25 @@ func Open(opts Options) (*Store, error) {
 		streams: map[uint32]*streamState{},
 		users:   map[uint32]*userState{},
 		wo:      pebble.Sync,
+		dir:     opts.Dir,
+		fault:   faultState{fatal: make(chan struct{})},
 	}
 	if opts.Fsync == FsyncInterval {
 		s.wo = pebble.NoSync
 	}
-	fs := opts.FS
+	fs, probe := opts.FS, opts.ProbeInterval
+	s.reserve = opts.DiskReserve
 	if fs == nil {
+		if s.reserve == 0 {
+			s.reserve = DefaultDiskReserve
+		}
+		if probe == 0 {
+			probe = DefaultProbeInterval
+		}
 		// Pebble's own LOCK uses fcntl locks, which do not exclude a second
 		// open from the same process under another spelling of the path;
 		// flock on a file of our own does.
-		if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		if err := makePrivate(opts.Dir); err != nil {
 			return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
 		}
 		l, err := lockDir(filepath.Join(opts.Dir, "FERRY.LOCK"))
@@ -131,9 +163,23 @@ func Open(opts Options) (*Store, error) {
 			return nil, fmt.Errorf("store: open %s: %w (%w)", opts.Dir, ErrLocked, err)
 		}
 		s.dirLock = l
-		fs = vfs.Default
+		fs = privateFS{vfs.Default}
 	}
-	po := pebbleOptions(fs, pebbleLogger{s.log})
+	s.baseFS = fs
+	fs = vfs.OnDiskFull(fs, s.onDiskFull)
+	po := pebbleOptions(fs, pebbleLogger{s})
+	po.EventListener = &pebble.EventListener{BackgroundError: func(err error) {
+		if isStorageError(err) {
+			s.setFault(err, false)
+		}
+	}}
+	if err := s.ensureBallast(); err != nil {
+		// No room for the reserve: the disk is full (or read-only). Open read-only,
+		// so the data can still be read; writes are refused until a restart with room.
+		s.log.Error("no room for the disk reserve; opening read-only", "err", err, "reserve", s.reserve)
+		po.ReadOnly, s.readOnly = true, true
+		s.setFault(fmt.Errorf("no room for the %d-byte disk reserve at start: %w", s.reserve, err), false)
+	}
 	db, err := pebble.Open(opts.Dir, po)
 	if err != nil {
 		s.unlockDir()
@@ -148,9 +194,15 @@ func Open(opts Options) (*Store, error) {
 		s.unlockDir()
 		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
 	}
-	if opts.Fsync == FsyncInterval {
+	if opts.Fsync == FsyncInterval && !s.readOnly {
 		s.wg.Add(1)
 		go s.syncLoop(opts.FsyncInterval)
+	}
+	if probe > 0 {
+		if fi, err := os.Stat(opts.Dir); err == nil {
+			s.wg.Add(1)
+			go s.probeLoop(probe, fi)
+		}
 	}
 	return s, nil
 }
@@ -172,7 +224,10 @@ func (s *Store) syncLoop(d time.Duration) {
 		case <-s.stop:
 			return
 		case <-t.C:
-			if err := s.db.LogData(nil, pebble.Sync); err != nil {
+			if s.Fault() != nil {
+				continue // logged once by setFault
+			}
+			if err := s.syncWAL(); err != nil {
 				s.log.Error("periodic WAL sync failed", "err", err)
 			}
 		}
@@ -187,7 +242,7 @@ func (s *Store) Sync() error {
 	if s.closed {
 		return ErrClosed
 	}
-	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+	if err := s.syncWAL(); err != nil {
 		return fmt.Errorf("store: sync: %w", err)
 	}
 	return nil
@@ -207,8 +262,17 @@ func (s *Store) Close() error {
 		close(s.stop)
 		s.wg.Wait()
 		var errs []error
-		if err := s.db.LogData(nil, pebble.Sync); err != nil {
-			errs = append(errs, fmt.Errorf("final sync: %w", err))
+		if s.fatalFault() {
+			// Pebble stopped on a fatal error and holds its locks: closing it would
+			// hang. What it acknowledged is in its log; the next open recovers it.
+			s.unlockDir()
+			s.closeErr = fmt.Errorf("store: close: not closed cleanly after a fatal storage fault: %w", s.Fault())
+			return
+		}
+		if s.Fault() == nil {
+			if err := s.syncWAL(); err != nil {
+				errs = append(errs, fmt.Errorf("final sync: %w", err))
+			}
 		}
 		if err := s.db.Close(); err != nil {
 			errs = append(errs, err)
@@ -223,28 +287,35 @@ func (s *Store) Close() error {
 
 // commit commits b with the store's write options and closes it.
 func (s *Store) commit(b *pebble.Batch, what string) error {
-	defer func() { _ = b.Close() }()
-	if err := b.Commit(s.wo); err != nil {
+	err := s.guarded(func() error {
+		defer func() { _ = b.Close() }()
+		return b.Commit(s.wo)
+	})
+	if err != nil {
 		return fmt.Errorf("store: %s: commit: %w", what, err)
 	}
 	return nil
 }
 
 // pebbleLogger routes Pebble's log through slog.
-type pebbleLogger struct{ l *slog.Logger }
+type pebbleLogger struct{ s *Store }
 
 func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf(format, args...), "source", "pebble")
+	p.s.log.Debug(fmt.Sprintf(format, args...), "source", "pebble")
 }
 
 func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "source", "pebble")
+	if p.s.Fault() != nil {
+		return // a faulted store's retries would repeat the same error many times a second
+	}
+	p.s.log.Error(fmt.Sprintf(format, args...), "source", "pebble")
 }
 
+// Fatalf faults the store for good and parks the calling goroutine forever: Pebble
+// cannot go on, and neither returning nor unwinding its stack is safe (fault.go).
 func (p pebbleLogger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	p.l.Error(msg, "source", "pebble", "fatal", true)
-	panic("pebble fatal: " + msg)
+	p.s.setFault(fmt.Errorf("pebble: %s", fmt.Sprintf(format, args...)), true)
+	select {}
 }
 
 func nowMicros() uint64 { return uint64(time.Now().UnixMicro()) }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // User is a user account. Permissions is an opaque blob the server owns.
@@ -55,6 +56,9 @@ func hashPassword(password string, iters int) (string, error) {
 	return "pbkdf2-sha256$" + strconv.Itoa(iters) + "$" + enc.EncodeToString(salt) + "$" + enc.EncodeToString(dk), nil
 }
 
+// passwordChecks counts the key derivations of checkPassword (tests compare paths).
+var passwordChecks atomic.Int64
+
 func checkPassword(encoded, password string) bool {
 	parts := strings.Split(encoded, "$")
 	if len(parts) != 4 || parts[0] != "pbkdf2-sha256" {
@@ -67,8 +71,20 @@ func checkPassword(encoded, password string) bool {
 	if err != nil || err1 != nil || err2 != nil || iters <= 0 {
 		return false
 	}
+	passwordChecks.Add(1)
 	got, err := pbkdf2.Key(sha256.New, password, salt, iters, len(want))
 	return err == nil && subtle.ConstantTimeCompare(got, want) == 1
+}
+
+// dummyHash returns a hash of a random password at the store's cost, made on
+// first use, for Authenticate's unknown-user path.
+func (s *Store) dummyHash() string {
+	s.dummyOnce.Do(func() {
+		pw := make([]byte, 16)
+		_, _ = rand.Read(pw)
+		s.dummy, _ = hashPassword(string(pw), s.iters)
+	})
+	return s.dummy
 }
 
 // Tokens carry 400 random bits, so a fast hash cannot be brute-forced;
@@ -162,6 +178,55 @@ func (s *Store) EnsureRoot(username, password string) (root User, created bool, 
 	}
 	root, err = s.createUser(username, password, 1, nil, true)
 	return root, err == nil, err
+}
+
+// SetRootCredentials makes username and password the root user's (id 0),
+// which must exist; changed is false when they already were (then nothing is
+// written). Errors: ErrInvalidName, ErrUserExists (another user has the
+// name), ErrUserNotFound, ErrClosed.
+func (s *Store) SetRootCredentials(username, password string) (changed bool, err error) {
+	if err := checkName(username); err != nil {
+		return false, err
+	}
+	s.mu.RLock()
+	u := s.users[0]
+	closed := s.closed
+	var hash, name string
+	if u != nil {
+		hash, name = u.passwordHash, u.Username
+	}
+	s.mu.RUnlock()
+	switch {
+	case closed:
+		return false, ErrClosed
+	case u == nil:
+		return false, fmt.Errorf("root user: %w", ErrUserNotFound)
+	}
+	if name == username && checkPassword(hash, password) {
+		return false, nil
+	}
+	newHash, err := hashPassword(password, s.iters) // slow: outside the lock
+	if err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, err = s.userLocked(0)
+	if err != nil {
+		return false, err
+	}
+	if other, found := s.userByName(username); found && other.ID != 0 {
+		return false, fmt.Errorf("user %q: %w", username, ErrUserExists)
+	}
+	upd := *u
+	upd.Username, upd.passwordHash = username, newHash
+	b := s.db.NewBatch()
+	_ = b.Set(key(kUser, 0), encodeUser(&upd), nil)
+	if err := s.commit(b, "set root credentials"); err != nil {
+		return false, err
+	}
+	u.Username, u.passwordHash = username, newHash
+	return true, nil
 }
 
 // CreateUser creates a user with the lowest free id. Errors:
@@ -300,7 +365,13 @@ func (s *Store) Authenticate(username, password string) (User, error) {
 	if closed {
 		return User{}, ErrClosed
 	}
-	if !ok || !checkPassword(hash, password) {
+	if !ok {
+		// Hash anyway, so an unknown user costs what a wrong password does and user
+		// names cannot be told apart by timing.
+		checkPassword(s.dummyHash(), password)
+		return User{}, fmt.Errorf("user %q: %w", username, ErrInvalidCredentials)
+	}
+	if !checkPassword(hash, password) {
 		return User{}, fmt.Errorf("user %q: %w", username, ErrInvalidCredentials)
 	}
 	return out, nil

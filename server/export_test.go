@@ -1,0 +1,33 @@
+package server
+
+import "time"
+
+// Hooks for the external tests (compiled into tests only).
+
+// HoldHashSlots takes every password-hash slot of s until release is called.
+func HoldHashSlots(s *Server) (release func()) {
+	for range cap(s.hashes.slots) {
+		s.hashes.slots <- struct{}{}
+	}
+	return func() {
+		for range cap(s.hashes.slots) {
+			<-s.hashes.slots
+		}
+	}
+}
+
+// HashPeak is the most password hashes s ever ran at once.
+func HashPeak(s *Server) int64 { return s.hashes.peak.Load() }
+
+// LoginFailures is the count of consecutive failed logins recorded for ip.
+func LoginFailures(s *Server, ip string) int {
+	s.throttle.mu.Lock()
+	defer s.throttle.mu.Unlock()
+	if e := s.throttle.addrs[ip]; e != nil {
+		return e.failures
+	}
+	return 0
+}
+
+// LoginDelay is the delay s imposes after n consecutive failures.
+func LoginDelay(s *Server, n int) time.Duration { return s.throttle.delayAfter(n) }

@@ -1,0 +1,76 @@
+package server_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/server"
+	"github.com/ferryio/ferry/server/servertest"
+)
+
+// TestDataDirDeletedUnderServer is issue 14's vanished-data-dir defect (5 more sends
+// were acknowledged, then a panic): once the probe finds the directory gone, sends
+// answer 4006 CannotSaveMessagesToSegment, polls still serve what was acknowledged,
+// the fault is reported, and Close does not hang.
+func TestDataDirDeletedUnderServer(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	s := servertest.Start(t, servertest.WithDataDir(dir), servertest.WithConfig(func(c *server.Config) {
+		c.StorageProbeInterval = 5 * time.Millisecond
+	}))
+	c := login(t, s)
+	st, tp := setup(t, c, 1)
+	c.send(st, tp, wire.ToPartition(0), "a", "b")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "storage fault", func() bool { return s.StorageFault() != nil })
+	if !strings.Contains(s.StorageFault().Error(), "data directory") {
+		t.Fatalf("fault: %v", s.StorageFault())
+	}
+	body, err := wire.AppendSendMessages(nil, st, tp, wire.ToPartition(0), []wire.SendMessage{{Payload: []byte("c")}}, newClientID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = c.roundTrip(c.header(wire.CodeSendMessages), body)
+	if !errors.Is(err, wire.ErrCannotSaveMessagesToSegment) {
+		t.Fatalf("send into a deleted data dir: %v, want 4006", err)
+	}
+	got := c.poll(wire.PollMessagesRequest{Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: wire.NumericID(1)}, Stream: st, Topic: tp, Partition: wire.PartitionID(0), Strategy: wire.PollOffset(0), Count: 10})
+	if strings.Join(got.payloads, ",") != "a,b" {
+		t.Fatalf("poll while faulted: %v", got.payloads)
+	}
+	c.must(wire.PingRequest{})
+	_ = s.Close(t.Context()) // may report the missing directory; must return
+}
+
+// TestMissingDataDirOnRestart is issue 14's "the restart creates an empty dir with a
+// fresh iggy/iggy root": a data dir a server used before that is missing on restart is
+// an error, unless InitDataDir (--init) asks for an empty start.
+func TestMissingDataDirOnRestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	s := servertest.Start(t, servertest.WithDataDir(dir))
+	c := login(t, s)
+	st, tp := setup(t, c, 1)
+	c.send(st, tp, wire.ToPartition(0), "a")
+	closeServer(t, s)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	_, err := server.Start(t.Context(), server.Config{Addr: "127.0.0.1:0", DataDir: dir, PasswordIterations: 1000})
+	if !errors.Is(err, server.ErrDataDirMissing) || !strings.Contains(err.Error(), "--init") {
+		t.Fatalf("restart on the missing dir: %v, want ErrDataDirMissing naming --init", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused start created the dir: %v", err)
+	}
+	fresh := servertest.Start(t, servertest.WithDataDir(dir), servertest.WithConfig(func(c *server.Config) { c.InitDataDir = true }))
+	c2 := login(t, fresh)
+	if _, found, err := wire.DecodeStreamDetails(c2.must(wire.GetStreamRequest{Stream: st})); found || err != nil {
+		t.Fatalf("the --init start is not empty: found %v, %v", found, err)
+	}
+}
