@@ -18,13 +18,13 @@ import (
 // disabled API returns a no-op. version is Ferry's (versionString). Errors: the API's configuration (a non-loopback http.address
 // without an api_key, CORS, TLS files) or the address cannot be listened on. store may
 // be nil (the configs routes then answer 500).
-func startAPI(ctx context.Context, rc *config.Runtime, rt *connect.Runtime, store httpapi.ConfigStore, version string, log *slog.Logger) (url string, stop func(), err error) {
+func startAPI(ctx context.Context, rc *config.Runtime, rt *connect.Runtime, store httpapi.ConfigStore, version string, health func() error, log *slog.Logger) (url string, stop func(), err error) {
 	if !rc.HTTP.Enabled {
 		log.Info("HTTP API disabled")
 		return "", func() {}, nil
 	}
 	srv, err := httpapi.New(httpapi.Options{Runtime: rt, Configs: store, HTTP: rc.HTTP, Version: version,
-		Started: time.Now(), Logger: log.With("component", "http")})
+		Started: time.Now(), Health: health, Logger: log.With("component", "http")})
 	if err != nil {
 		return "", nil, err
 	}

@@ -45,7 +45,7 @@ func TestStartAPI(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	rc := config.DefaultRuntime()
 	rc.HTTP.Address = "127.0.0.1:0"
-	_, stop, err := startAPI(context.Background(), rc, rt, nil, "0.5.0", log)
+	_, stop, err := startAPI(context.Background(), rc, rt, nil, "0.5.0", nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,13 +79,13 @@ func TestStartAPIDisabledAndRefused(t *testing.T) {
 	rc := config.DefaultRuntime()
 	rc.HTTP.Enabled = false
 	rc.HTTP.Address = "0.0.0.0:1" // not even checked when disabled
-	_, stop, err := startAPI(context.Background(), rc, rt, nil, "", log)
+	_, stop, err := startAPI(context.Background(), rc, rt, nil, "", nil, log)
 	if err != nil || stop == nil {
 		t.Fatalf("disabled: %v", err)
 	}
 	stop()
 	rc.HTTP.Enabled = true
-	if _, _, err := startAPI(context.Background(), rc, rt, nil, "", log); err == nil || !strings.Contains(err.Error(), "http.address") {
+	if _, _, err := startAPI(context.Background(), rc, rt, nil, "", nil, log); err == nil || !strings.Contains(err.Error(), "http.address") {
 		t.Fatalf("non-loopback without api_key: %v", err)
 	}
 }

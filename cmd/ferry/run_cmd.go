@@ -151,7 +151,11 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	if err := rt.Start(ctx); err != nil {
 		return err
 	}
-	apiURL, stopAPI, err := startAPI(ctx, rc, rt, provider, versionString(), log)
+	var health func() error
+	if srv != nil {
+		health = srv.StorageFault
+	}
+	apiURL, stopAPI, err := startAPI(ctx, rc, rt, provider, versionString(), health, log)
 	if err != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.stopTimeout)
 		defer cancel()

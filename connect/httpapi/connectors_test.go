@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,6 +19,18 @@ func TestRootAndHealth(t *testing.T) {
 	}
 	a.do("GET", "/nope", "").want(t, http.StatusNotFound)
 	a.do("POST", "/sinks", "").want(t, http.StatusMethodNotAllowed)
+}
+
+// With a Health hook (the embedded server's storage fault), /health says what is wrong.
+func TestHealthReportsAFault(t *testing.T) {
+	var fault error
+	a := newEnv(t).serve(func(o *Options) { o.Health = func() error { return fault } })
+	a.do("GET", "/health", "").want(t, http.StatusOK)
+	fault = errors.New("storage: disk full: no space left on device")
+	r := a.do("GET", "/health", "").want(t, http.StatusServiceUnavailable)
+	if string(r.body) != `{"reason":"storage: disk full: no space left on device","status":"unhealthy"}` {
+		t.Fatalf("GET /health: %s", r.body)
+	}
 }
 
 func TestListConnectors(t *testing.T) {

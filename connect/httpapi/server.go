@@ -73,6 +73,10 @@ type Options struct {
 	Started time.Time
 	// Logger receives the server's logs; nil = slog.Default().
 	Logger *slog.Logger
+	// Health, when set, is asked by GET /health: an error makes it answer 503
+	// {"status":"unhealthy","reason":…} (`ferry run --embedded` passes the embedded
+	// server's storage fault: a full disk, a read-only or vanished data dir).
+	Health func() error
 }
 
 // Server is the HTTP API. Build it with New; serve it with Serve or ListenAndServe.
@@ -83,6 +87,7 @@ type Server struct {
 	version string
 	started time.Time
 	log     *slog.Logger
+	health  func() error
 	tls     *tls.Config
 	handler http.Handler
 	probe   *probe
@@ -103,7 +108,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: http.address %q is not a loopback address and http.api_key is empty: set an api_key, or listen on 127.0.0.1, ::1 or localhost", opts.HTTP.Address)
 	}
 	s := &Server{rt: opts.Runtime, configs: opts.Configs, cfg: opts.HTTP, version: opts.Version,
-		started: opts.Started, log: opts.Logger, probe: newProbe(procRoot)}
+		started: opts.Started, log: opts.Logger, health: opts.Health, probe: newProbe(procRoot)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -262,6 +267,12 @@ func (s *Server) routes() (mux *http.ServeMux, err error) {
 		_, _ = w.Write([]byte("Connector Runtime API"))
 	})
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		if s.health != nil {
+			if err := s.health(); err != nil {
+				s.writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unhealthy", "reason": err.Error()})
+				return
+			}
+		}
 		s.writeJSON(w, http.StatusOK, map[string]string{"status": "healthy"})
 	})
 	mux.HandleFunc("GET /stats", s.getStats)
