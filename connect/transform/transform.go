@@ -118,7 +118,9 @@ func build(typ string, t *table) (Transform, error) {
 		tr, err = buildFilter(t)
 	case "unwrap_envelope":
 		tr, err = buildUnwrap(t)
-	case "proto_convert", "flat_buffer_convert", "avro_convert":
+	case "avro_convert":
+		tr, err = buildAvroConvert(t)
+	case "proto_convert", "flat_buffer_convert":
 		return nil, t.errorf("", "not supported by Ferry yet (set enabled = false or remove the table)")
 	default:
 		return nil, t.errorf("", "unknown type (want one of %s)", strings.Join(Types, ", "))
