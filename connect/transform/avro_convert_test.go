@@ -75,7 +75,9 @@ func TestAvroConvert(t *testing.T) {
 		{"avro to json with field_mappings", avroTable("avro", "json", withSchema("field_mappings = { name = \"full_name\" }\n")),
 			func(t testing.TB) Payload { return Payload{Format: sdk.SchemaAvro, Bytes: alice30} }, `json {"full_name":"Alice","age":30}`, false},
 		{"avro to json, trailing byte", avroTable("avro", "json", withSchema("")),
-			func(t testing.TB) Payload { return Payload{Format: sdk.SchemaAvro, Bytes: append(append([]byte{}, alice30...), 0)} },
+			func(t testing.TB) Payload {
+				return Payload{Format: sdk.SchemaAvro, Bytes: append(append([]byte{}, alice30...), 0)}
+			},
 			"avro: 1 trailing bytes after the datum (byte 7)", true},
 		{"avro to json, empty", avroTable("avro", "json", withSchema("")),
 			func(t testing.TB) Payload { return Payload{Format: sdk.SchemaAvro} }, "empty avro payload", true},

@@ -115,29 +115,38 @@ func (t *table) fieldMappings() (map[string]string, error) {
 	return m, nil
 }
 
-// options reads a required table of required booleans (conversion_options: upstream's
-// struct has no defaults, so every field must be written).
-func (t *table) options(key string, names ...string) (map[string]bool, error) {
+// options reads a required table of required fields, booleans and unsigned integers
+// (conversion_options: upstream's struct has no defaults, so every field must be written).
+func (t *table) options(key string, bools, uints []string) (map[string]bool, map[string]uint64, error) {
 	sub, ok, err := t.subTable(key)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !ok {
-		return nil, t.errorf(key, "required key missing (upstream has no default: write all of %v)", names)
+		return nil, nil, t.errorf(key, "required key missing (upstream has no default: write all of %v)", append(append([]string{}, bools...), uints...))
 	}
-	out := make(map[string]bool, len(names))
-	for _, n := range names {
+	bs := make(map[string]bool, len(bools))
+	for _, n := range bools {
 		if _, present := sub.m[n]; !present {
-			sub.get(n)
-			return nil, sub.errorf(n, "required key missing")
+			return nil, nil, sub.errorf(n, "required key missing")
 		}
-		b, err := sub.boolean(n, false)
-		if err != nil {
-			return nil, err
+		if bs[n], err = sub.boolean(n, false); err != nil {
+			return nil, nil, err
 		}
-		out[n] = b
 	}
-	return out, sub.unknownKeys()
+	us := make(map[string]uint64, len(uints))
+	for _, n := range uints {
+		v, present := sub.get(n)
+		if !present {
+			return nil, nil, sub.errorf(n, "required key missing")
+		}
+		i, isInt := v.(int64)
+		if !isInt || i < 0 {
+			return nil, nil, sub.errorf(n, "want a non-negative integer, got %s", typeName(v))
+		}
+		us[n] = uint64(i)
+	}
+	return bs, us, sub.unknownKeys()
 }
 
 // renameKeys renames the top-level keys of a JSON object by m, keeping their order (a key

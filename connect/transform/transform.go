@@ -120,7 +120,9 @@ func build(typ string, t *table) (Transform, error) {
 		tr, err = buildUnwrap(t)
 	case "avro_convert":
 		tr, err = buildAvroConvert(t)
-	case "proto_convert", "flat_buffer_convert":
+	case "flat_buffer_convert":
+		tr, err = buildFlatBufferConvert(t)
+	case "proto_convert":
 		return nil, t.errorf("", "not supported by Ferry yet (set enabled = false or remove the table)")
 	default:
 		return nil, t.errorf("", "unknown type (want one of %s)", strings.Join(Types, ", "))
