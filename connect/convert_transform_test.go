@@ -149,3 +149,50 @@ func TestSourceAvroConvert(t *testing.T) {
 		t.Fatalf("bad %+v", bad)
 	}
 }
+
+const fbConvertOpts = "include_paths = [\".\"]\npreserve_unknown_fields = false\n" +
+	"conversion_options = { verify_buffers = true, pretty_json = false, include_metadata = false, buffer_size_hint = 64, strict_mode = false }\n"
+
+// TestSinkFlatBufferConvert: on a json stream, flat_buffer_convert json → flat_buffer hands
+// the sink the FlatBuffer's bytes; a payload that is not an object is its JSON as the root
+// string.
+func TestSinkFlatBufferConvert(t *testing.T) {
+	doc := "[transforms.flat_buffer_convert]\nenabled = true\nsource_format = \"json\"\ntarget_format = \"flat_buffer\"\n" + fbConvertOpts
+	pipe, err := newPayloadPipeline(sdk.SchemaJSON, "", transformsOf(t, doc, "flat_buffer_convert"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := converter{pipe: pipe}
+	var counters Counters
+	out := c.convert([]wire.Message{{Offset: 1, Payload: []byte(`{"a":1}`)}, {Offset: 2, Payload: []byte(`[1, "x"]`)}}, &counters)
+	if len(out) != 2 || len(c.poison) != 0 ||
+		fmt.Sprintf("%x", out[0].Payload) != "0400000002000000080000001000000001000000310000000100000061000000" ||
+		fmt.Sprintf("%x", out[1].Payload) != "04000000070000005b312c2278225d00" {
+		t.Fatalf("out %+v poison %+v", out, c.poison)
+	}
+}
+
+// TestSourceFlatBufferConvert: a source producing flat_buffer into a json stream with
+// flat_buffer_convert flat_buffer → json sends upstream's summary; a 2-byte buffer is
+// rejected at stage transform.
+func TestSourceFlatBufferConvert(t *testing.T) {
+	doc := "[transforms.flat_buffer_convert]\nenabled = true\nsource_format = \"flat_buffer\"\ntarget_format = \"json\"\n" + fbConvertOpts
+	chain, err := buildChain(transformsOf(t, doc, "flat_buffer_convert"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newSourcePipeline(sdk.SchemaJSON, "", chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, bad := p.encode(sdk.SourceBatch{Schema: sdk.SchemaFlatBuffer, Messages: []sdk.ProducedMessage{
+		{Payload: []byte{1, 2, 3, 4}}, {Payload: []byte{1, 2}},
+	}})
+	if len(sent) != 1 || string(sent[0].Payload) != `{"buffer_size":4,"has_root_table":true,"raw_data_base64":"AQIDBA=="}` {
+		t.Fatalf("sent %+v", sent)
+	}
+	if len(bad) != 1 || bad[0].stage != "transform" ||
+		bad[0].err.Error() != "message 1: transform: transform flat_buffer_convert: 2 bytes, a FlatBuffer has at least 4 (verify_buffers)" {
+		t.Fatalf("bad %+v", bad)
+	}
+}

@@ -12,7 +12,7 @@ import (
 
 // FuzzBuild feeds arbitrary transform tables to Build. Invariants: Build never panics; a
 // chain it accepts applies to any JSON payload without panicking and writes valid JSON;
-// ApplyPayload runs it on the payload as json, raw, text and avro bytes without panicking,
+// ApplyPayload runs it on the payload as raw, text, avro and flat_buffer bytes without panicking,
 // and what comes out as json is valid JSON.
 func FuzzBuild(f *testing.F) {
 	f.Add("[transforms.add_fields]\nenabled = true\nfields = [{ key = \"a\", value.static = 1 }]", `{"a":0,"b":[1]}`)
@@ -24,6 +24,10 @@ func FuzzBuild(f *testing.F) {
 	const user = `schema_json = '{"type":"record","name":"U","fields":[{"name":"n","type":"string"},{"name":"a","type":["null","int"]}]}'` + "\n"
 	for _, pair := range [][2]string{{"json", "avro"}, {"text", "avro"}, {"avro", "json"}, {"avro", "text"}, {"avro", "raw"}, {"raw", "avro"}} {
 		f.Add("[transforms.avro_convert]\nenabled = true\nsource_format = \""+pair[0]+"\"\ntarget_format = \""+pair[1]+"\"\n"+opts+user+"field_mappings = { x = \"n\" }", `{"x":"v","a":{"int":3}}`)
+	}
+	const fbOpts = "include_paths = []\npreserve_unknown_fields = false\nconversion_options = { verify_buffers = true, pretty_json = false, include_metadata = false, buffer_size_hint = 8, strict_mode = false }\n"
+	for _, pair := range [][2]string{{"json", "flat_buffer"}, {"flat_buffer", "json"}, {"flat_buffer", "text"}, {"flat_buffer", "raw"}} {
+		f.Add("[transforms.flat_buffer_convert]\nenabled = true\nsource_format = \""+pair[0]+"\"\ntarget_format = \""+pair[1]+"\"\n"+fbOpts+"root_table_name = \"R\"\nfield_mappings = { a = \"b\" }", `{"a":[1,{"c":"\u0000"}],"d":"e"}`)
 	}
 	f.Fuzz(func(t *testing.T, doc, payload string) {
 		var m struct {
@@ -46,7 +50,7 @@ func FuzzBuild(f *testing.F) {
 			return
 		}
 		var a fastjson.Arena
-		for _, f := range []sdk.Schema{sdk.SchemaRaw, sdk.SchemaText, sdk.SchemaAvro} {
+		for _, f := range []sdk.Schema{sdk.SchemaRaw, sdk.SchemaText, sdk.SchemaAvro, sdk.SchemaFlatBuffer} {
 			p, err := c.ApplyPayload(Payload{Format: f, Bytes: []byte(payload)}, &a)
 			if err == nil && p.Format == sdk.SchemaJSON {
 				if out := schema.AppendJSON(nil, p.JSON); fastjson.ValidateBytes(out) != nil {
