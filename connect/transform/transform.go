@@ -1,13 +1,16 @@
 // Package transform builds Iggy's message transforms (add_fields, update_fields,
-// delete_fields, filter_fields, unwrap_envelope) from their connector-file tables and
-// applies them to JSON payloads. It is pure apart from the clock and the random source of
-// the computed values.
+// delete_fields, filter_fields, unwrap_envelope, and the format conversions avro_convert
+// and flat_buffer_convert) from their connector-file tables and applies them to payloads.
+// It is pure apart from the clock and the random source of the computed values, and from
+// reading an avro_convert schema_path when a chain is built.
 //
 // Like upstream, every field transform acts on the top-level keys of a JSON object and
-// passes any other payload unchanged. Two deliberate differences (README, "Differences
-// from Iggy's runtime"): a Chain runs its transforms in the order the file lists them
-// (upstream: a hash map's order), and greater_than/less_than/between match integer
-// literals too (upstream: only floats).
+// passes any other payload unchanged; a conversion may turn a payload into another
+// format, so a chain holding one is run with ApplyPayload on a Payload. Deliberate
+// differences (README, "Differences from Iggy's runtime"): a Chain runs its transforms in
+// the order the file lists them (upstream: a hash map's order), greater_than/less_than/
+// between match integer literals too (upstream: only floats), and a conversion's table is
+// checked when it is read.
 package transform
 
 import (
@@ -46,7 +49,8 @@ type Transform interface {
 	Apply(v *fastjson.Value, a *fastjson.Arena) (*fastjson.Value, error)
 }
 
-// Chain is the enabled transforms of a connector, in file order.
+// Chain is the enabled transforms of a connector, in file order. A chain with a conversion
+// reuses decode buffers: each pipeline builds its own and uses it from one goroutine.
 type Chain struct {
 	ts    []Transform
 	names []string
