@@ -196,3 +196,47 @@ func TestSourceFlatBufferConvert(t *testing.T) {
 		t.Fatalf("bad %+v", bad)
 	}
 }
+
+const protoConvertOpts = "include_paths = []\npreserve_unknown_fields = false\n" +
+	"conversion_options = { validate_messages = true, pretty_json = false, include_metadata = false, type_url_prefix = \"type.googleapis.com\", strict_mode = false }\n"
+
+// TestProtoConvertPipelines: a source producing raw protobuf Any bytes into a json stream,
+// with proto_convert proto → json, sends the Any's JSON; on a proto stream's sink the
+// decoder has already made that JSON, so proto → json fails there (upstream alike) and
+// json → proto hands the sink the JSON text.
+func TestProtoConvertPipelines(t *testing.T) {
+	doc := "[transforms.proto_convert]\nenabled = true\nsource_format = \"proto\"\ntarget_format = \"json\"\n" + protoConvertOpts
+	chain, err := buildChain(transformsOf(t, doc, "proto_convert"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newSourcePipeline(sdk.SchemaJSON, "", chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anyTX := []byte{0x0a, 0x03, 't', '/', 'x', 0x12, 0x02, 0x01, 0x02}
+	sent, bad := p.encode(sdk.SourceBatch{Schema: sdk.SchemaRaw, Messages: []sdk.ProducedMessage{{Payload: anyTX}}})
+	if len(bad) != 0 || len(sent) != 1 || string(sent[0].Payload) != `{"type_url":"t/x","value":"AQI="}` {
+		t.Fatalf("sent %+v bad %+v", sent, bad)
+	}
+
+	pipe, err := newPayloadPipeline(sdk.SchemaProto, "", transformsOf(t, doc, "proto_convert"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := converter{pipe: pipe}
+	var counters Counters
+	if out := c.convert([]wire.Message{{Offset: 3, Payload: anyTX}}, &counters); len(out) != 0 || len(c.poison) != 1 ||
+		c.poison[0].err.Error() != "transform proto_convert: want a proto or raw payload, got json" {
+		t.Fatalf("out %+v poison %+v", out, c.poison)
+	}
+	doc = "[transforms.proto_convert]\nenabled = true\nsource_format = \"json\"\ntarget_format = \"proto\"\n" + protoConvertOpts
+	if pipe, err = newPayloadPipeline(sdk.SchemaProto, "", transformsOf(t, doc, "proto_convert")); err != nil {
+		t.Fatal(err)
+	}
+	c = converter{pipe: pipe}
+	if out := c.convert([]wire.Message{{Offset: 4, Payload: anyTX}}, &counters); len(out) != 1 || len(c.poison) != 0 ||
+		string(out[0].Payload) != `{"type_url":"t/x","value":"AQI="}` {
+		t.Fatalf("out %+v poison %+v", out, c.poison)
+	}
+}

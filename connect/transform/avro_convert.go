@@ -42,7 +42,7 @@ func buildAvroConvert(t *table) (Transform, error) {
 		return nil, err
 	}
 	// Upstream reads these options and uses none of them in avro_convert.
-	if _, _, err := t.options("conversion_options", avroOptions, nil); err != nil {
+	if _, _, err := t.options("conversion_options", avroOptions, nil, nil); err != nil {
 		return nil, err
 	}
 	text, key, err := avroSchemaOf(t)

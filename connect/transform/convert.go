@@ -115,15 +115,16 @@ func (t *table) fieldMappings() (map[string]string, error) {
 	return m, nil
 }
 
-// options reads a required table of required fields, booleans and unsigned integers
-// (conversion_options: upstream's struct has no defaults, so every field must be written).
-func (t *table) options(key string, bools, uints []string) (map[string]bool, map[string]uint64, error) {
+// options reads a required table of required fields: booleans, unsigned integers and
+// strings (conversion_options: upstream's struct has no defaults, so every field must be
+// written). The strings are checked only: no conversion uses one.
+func (t *table) options(key string, bools, uints, strs []string) (map[string]bool, map[string]uint64, error) {
 	sub, ok, err := t.subTable(key)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !ok {
-		return nil, nil, t.errorf(key, "required key missing (upstream has no default: write all of %v)", append(append([]string{}, bools...), uints...))
+		return nil, nil, t.errorf(key, "required key missing (upstream has no default: write all of %v)", append(append(append([]string{}, bools...), uints...), strs...))
 	}
 	bs := make(map[string]bool, len(bools))
 	for _, n := range bools {
@@ -145,6 +146,11 @@ func (t *table) options(key string, bools, uints []string) (map[string]bool, map
 			return nil, nil, sub.errorf(n, "want a non-negative integer, got %s", typeName(v))
 		}
 		us[n] = uint64(i)
+	}
+	for _, n := range strs {
+		if _, _, err := sub.str(n, true); err != nil {
+			return nil, nil, err
+		}
 	}
 	return bs, us, sub.unknownKeys()
 }

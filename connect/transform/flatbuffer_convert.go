@@ -74,7 +74,7 @@ func buildFlatBufferConvert(t *table) (Transform, error) {
 		return nil, t.errorf("preserve_unknown_fields", "want true or false, got %s", typeName(v))
 	}
 	t.get("preserve_unknown_fields")
-	opts, hints, err := t.options("conversion_options", flatBufferBools, flatBufferUints)
+	opts, hints, err := t.options("conversion_options", flatBufferBools, flatBufferUints, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 
 // FuzzBuild feeds arbitrary transform tables to Build. Invariants: Build never panics; a
 // chain it accepts applies to any JSON payload without panicking and writes valid JSON;
-// ApplyPayload runs it on the payload as raw, text, avro and flat_buffer bytes without panicking,
+// ApplyPayload runs it on the payload as raw, text, avro, flat_buffer and proto bytes without panicking,
 // and what comes out as json is valid JSON.
 func FuzzBuild(f *testing.F) {
 	f.Add("[transforms.add_fields]\nenabled = true\nfields = [{ key = \"a\", value.static = 1 }]", `{"a":0,"b":[1]}`)
@@ -28,6 +28,10 @@ func FuzzBuild(f *testing.F) {
 	const fbOpts = "include_paths = []\npreserve_unknown_fields = false\nconversion_options = { verify_buffers = true, pretty_json = false, include_metadata = false, buffer_size_hint = 8, strict_mode = false }\n"
 	for _, pair := range [][2]string{{"json", "flat_buffer"}, {"flat_buffer", "json"}, {"flat_buffer", "text"}, {"flat_buffer", "raw"}} {
 		f.Add("[transforms.flat_buffer_convert]\nenabled = true\nsource_format = \""+pair[0]+"\"\ntarget_format = \""+pair[1]+"\"\n"+fbOpts+"root_table_name = \"R\"\nfield_mappings = { a = \"b\" }", `{"a":[1,{"c":"\u0000"}],"d":"e"}`)
+	}
+	const protoOpts = "include_paths = []\npreserve_unknown_fields = false\nconversion_options = { validate_messages = true, pretty_json = true, include_metadata = true, type_url_prefix = \"p\", strict_mode = false }\n"
+	for _, pair := range [][2]string{{"proto", "json"}, {"proto", "text"}, {"proto", "raw"}, {"json", "proto"}, {"text", "proto"}, {"raw", "proto"}, {"text", "json"}, {"raw", "json"}} {
+		f.Add("[transforms.proto_convert]\nenabled = true\nsource_format = \""+pair[0]+"\"\ntarget_format = \""+pair[1]+"\"\n"+protoOpts+"field_mappings = { a = \"b\" }", "\n\x03t/x\x12\x02\x01\x02")
 	}
 	f.Fuzz(func(t *testing.T, doc, payload string) {
 		var m struct {
@@ -50,7 +54,7 @@ func FuzzBuild(f *testing.F) {
 			return
 		}
 		var a fastjson.Arena
-		for _, f := range []sdk.Schema{sdk.SchemaRaw, sdk.SchemaText, sdk.SchemaAvro, sdk.SchemaFlatBuffer} {
+		for _, f := range []sdk.Schema{sdk.SchemaRaw, sdk.SchemaText, sdk.SchemaAvro, sdk.SchemaFlatBuffer, sdk.SchemaProto} {
 			p, err := c.ApplyPayload(Payload{Format: f, Bytes: []byte(payload)}, &a)
 			if err == nil && p.Format == sdk.SchemaJSON {
 				if out := schema.AppendJSON(nil, p.JSON); fastjson.ValidateBytes(out) != nil {

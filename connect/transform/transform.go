@@ -127,7 +127,7 @@ func build(typ string, t *table) (Transform, error) {
 	case "flat_buffer_convert":
 		tr, err = buildFlatBufferConvert(t)
 	case "proto_convert":
-		return nil, t.errorf("", "not supported by Ferry yet (set enabled = false or remove the table)")
+		tr, err = buildProtoConvert(t)
 	default:
 		return nil, t.errorf("", "unknown type (want one of %s)", strings.Join(Types, ", "))
 	}
