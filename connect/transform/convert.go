@@ -21,7 +21,7 @@ type Payload struct {
 	Bytes  []byte          // every other format
 }
 
-// Converter is a transform that may change a payload's format (avro_convert). Bytes it
+// Converter is a transform that may change a payload's format (the *_convert ones). Bytes it
 // returns are the caller's; JSON values live in the arena or in the converter's decode
 // buffers until its next call.
 type Converter interface {

@@ -148,6 +148,13 @@ func (c *protoConvert) Convert(p Payload, a *fastjson.Arena) (Payload, error) {
 	return Payload{}, fmt.Errorf("proto_convert does not convert %s to %s", c.from, c.to) // refused by build
 }
 
+// parse reads b as JSON when it is JSON; proto text that is not JSON is not an error
+// (upstream keeps it as text).
+func (c *protoConvert) parse(b []byte) (*fastjson.Value, bool) {
+	v, err := c.json.Decode(b)
+	return v, err == nil
+}
+
 func (c *protoConvert) jsonText(v *fastjson.Value) []byte {
 	if c.pretty {
 		return appendPrettyJSON(nil, v, 0)
@@ -200,8 +207,8 @@ func (c *protoConvert) fromProto(p Payload, a *fastjson.Arena) (Payload, error) 
 	case sdk.SchemaJSON:
 		switch p.Format {
 		case sdk.SchemaProto:
-			v, err := c.json.Decode(p.Bytes)
-			if err != nil { // proto text that is not JSON
+			v, isJSON := c.parse(p.Bytes)
+			if !isJSON {
 				o := a.NewObject()
 				o.Set("proto_text", a.NewStringBytes(p.Bytes))
 				o.Set("format", a.NewString("text"))
@@ -270,7 +277,7 @@ func (c *protoConvert) toProto(p Payload) (Payload, error) {
 		if p.Format != sdk.SchemaText {
 			return Payload{}, errPayloadType("text", p.Format)
 		}
-		if v, err := c.json.Decode(p.Bytes); err == nil {
+		if v, isJSON := c.parse(p.Bytes); isJSON {
 			return Payload{Format: sdk.SchemaProto, Bytes: c.jsonText(v)}, nil
 		}
 		return Payload{Format: sdk.SchemaProto, Bytes: p.Bytes}, nil
@@ -283,4 +290,3 @@ func (c *protoConvert) toProto(p Payload) (Payload, error) {
 	}
 	return Payload{Format: sdk.SchemaProto, Bytes: fmt.Appendf(nil, "binary_data: %q", base64.StdEncoding.EncodeToString(p.Bytes))}, nil
 }
-

@@ -30,7 +30,9 @@ func TestProtoConvert(t *testing.T) {
 		return func(testing.TB) Payload { return Payload{Format: f, Bytes: b} }
 	}
 	str := func(f sdk.Schema, s string) func(testing.TB) Payload { return raw(f, []byte(s)...) }
-	js := func(s string) func(testing.TB) Payload { return func(t testing.TB) Payload { return jsonPayload(t, s) } }
+	js := func(s string) func(testing.TB) Payload {
+		return func(t testing.TB) Payload { return jsonPayload(t, s) }
+	}
 	tests := []struct {
 		name, doc string
 		in        func(t testing.TB) Payload

@@ -1,6 +1,6 @@
 // Package transform builds Iggy's message transforms (add_fields, update_fields,
-// delete_fields, filter_fields, unwrap_envelope, and the format conversions avro_convert
-// and flat_buffer_convert) from their connector-file tables and applies them to payloads.
+// delete_fields, filter_fields, unwrap_envelope, and the format conversions avro_convert,
+// flat_buffer_convert and proto_convert) from their connector-file tables and applies them to payloads.
 // It is pure apart from the clock and the random source of the computed values, and from
 // reading an avro_convert schema_path when a chain is built.
 //
