@@ -123,7 +123,7 @@ func (c *avroConvert) Convert(p Payload, a *fastjson.Arena) (Payload, error) {
 		}
 		return Payload{Format: sdk.SchemaJSON, JSON: renameKeys(v, c.mappings, a)}, nil
 	case c.from == sdk.SchemaAvro && (c.to == sdk.SchemaText || c.to == sdk.SchemaRaw):
-		return reformat(p, c.to)
+		return reformat(p, sdk.SchemaAvro, c.to)
 	case c.from == sdk.SchemaRaw && c.to == sdk.SchemaAvro:
 		if p.Format != sdk.SchemaRaw {
 			return Payload{}, fmt.Errorf("want a raw payload, got %s", p.Format)
@@ -155,12 +155,12 @@ func (c *avroConvert) encode(p Payload) (Payload, error) {
 }
 
 // reformat is upstream's convert_format of the Avro and FlatBuffer encoders towards text
-// or raw: binary bytes become base64 text or raw bytes, JSON becomes pretty JSON text or
-// compact JSON bytes, text and raw swap (raw to text must be UTF-8); anything else is
-// unchanged.
-func reformat(p Payload, to sdk.Schema) (Payload, error) {
+// or raw: the encoder's own binary format (binary) becomes base64 text or raw bytes, JSON
+// becomes pretty JSON text or compact JSON bytes, text and raw swap (raw to text must be
+// UTF-8); anything else is unchanged.
+func reformat(p Payload, binary, to sdk.Schema) (Payload, error) {
 	switch p.Format {
-	case sdk.SchemaAvro, sdk.SchemaFlatBuffer:
+	case binary:
 		if to == sdk.SchemaText {
 			return Payload{Format: to, Bytes: base64.StdEncoding.AppendEncode(nil, p.Bytes)}, nil
 		}

@@ -92,6 +92,8 @@ func TestAvroConvert(t *testing.T) {
 			func(t testing.TB) Payload { return Payload{Format: sdk.SchemaRaw, Bytes: []byte("hé")} }, "text hé", false},
 		{"avro to text, raw payload not UTF-8", avroTable("avro", "text", ""),
 			func(t testing.TB) Payload { return Payload{Format: sdk.SchemaRaw, Bytes: []byte{0xff}} }, "raw payload is not UTF-8 text", true},
+		{"avro to text, flat_buffer payload unchanged", avroTable("avro", "text", ""),
+			func(t testing.TB) Payload { return Payload{Format: sdk.SchemaFlatBuffer, Bytes: []byte{1}} }, "flat_buffer \x01", false},
 		{"avro to raw", avroTable("avro", "raw", ""),
 			func(t testing.TB) Payload { return Payload{Format: sdk.SchemaAvro, Bytes: alice30} }, "raw " + string(alice30), false},
 		{"avro to raw, json payload compact", avroTable("avro", "raw", ""),

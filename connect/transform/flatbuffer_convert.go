@@ -99,7 +99,7 @@ func (c *flatBufferConvert) Convert(p Payload, a *fastjson.Arena) (Payload, erro
 	case c.to == sdk.SchemaJSON:
 		return c.summary(p.Bytes, a)
 	}
-	return reformat(p, c.to)
+	return reformat(p, sdk.SchemaFlatBuffer, c.to)
 }
 
 // summary is upstream's FlatBuffer decoder: {"buffer_size", "has_root_table" (always true
