@@ -31,7 +31,8 @@ type payloadPipeline struct {
 }
 
 // newPayloadPipeline returns the pipeline of a stream, or nil when payloads pass as they
-// are: a raw stream (transforms only act on JSON objects, so they change nothing there).
+// are: a raw stream without a format conversion (the field transforms only act on JSON
+// objects, so they change nothing there).
 // avroSchema is the stream's Avro schema (avroSchemaText).
 func newPayloadPipeline(s sdk.Schema, avroSchema string, ts []config.Transform) (*payloadPipeline, error) {
 	chain, err := buildChain(ts)

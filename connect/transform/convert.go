@@ -30,14 +30,7 @@ type Converter interface {
 
 // Converts reports whether c has a format conversion: then the pipelines carry payloads
 // through ApplyPayload, as upstream's Payload values, instead of JSON values only.
-func (c *Chain) Converts() bool {
-	for _, t := range c.ts {
-		if _, ok := t.(Converter); ok {
-			return true
-		}
-	}
-	return false
-}
+func (c *Chain) Converts() bool { return c.converts }
 
 // ApplyPayload runs every transform on p in order: a converter on any payload, a field
 // transform on a json payload (others pass unchanged, as upstream). An error names the

@@ -52,8 +52,9 @@ type Transform interface {
 // Chain is the enabled transforms of a connector, in file order. A chain with a conversion
 // reuses decode buffers: each pipeline builds its own and uses it from one goroutine.
 type Chain struct {
-	ts    []Transform
-	names []string
+	ts       []Transform
+	names    []string
+	converts bool // some transform is a Converter
 }
 
 // Append adds t, named name in its errors, at the end of c: after Build's transforms, a
@@ -61,6 +62,7 @@ type Chain struct {
 func (c *Chain) Append(name string, t Transform) {
 	c.ts = append(c.ts, t)
 	c.names = append(c.names, name)
+	c.converts = c.converts || isConverter(t)
 }
 
 // Len is the number of transforms in c.
@@ -96,8 +98,7 @@ func Build(specs []Spec) (*Chain, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.ts = append(c.ts, t)
-		c.names = append(c.names, s.Type)
+		c.Append(s.Type, t)
 	}
 	return c, nil
 }
