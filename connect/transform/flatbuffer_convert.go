@@ -21,8 +21,11 @@ type flatBufferConvert struct {
 	mappings  map[string]string
 	rootTable string // root_table_name, "" when not set
 	hasRoot   bool
-	verify    bool // conversion_options.verify_buffers
-	sizeHint  int  // conversion_options.buffer_size_hint, the builder's first allocation (capped)
+	verify    bool                 // conversion_options.verify_buffers
+	sizeHint  int                  // conversion_options.buffer_size_hint, the builder's first allocation (capped)
+	builder   *flatbuffers.Builder // reused message to message (a chain is one goroutine's)
+	pos       []flatbuffers.UOffsetT
+	text      []byte
 }
 
 // maxSizeHint caps buffer_size_hint: a hint is not a reason to allocate a gigabyte.
@@ -95,7 +98,10 @@ func (c *flatBufferConvert) Convert(p Payload, a *fastjson.Arena) (Payload, erro
 	case c.from == c.to:
 		return p, nil
 	case c.to == sdk.SchemaFlatBuffer:
-		return Payload{Format: sdk.SchemaFlatBuffer, Bytes: appendGenericFlatBuffer(nil, renameKeys(p.JSON, c.mappings, a), c.sizeHint)}, nil
+		if c.builder == nil {
+			c.builder = flatbuffers.NewBuilder(c.sizeHint)
+		}
+		return Payload{Format: sdk.SchemaFlatBuffer, Bytes: c.build(renameKeys(p.JSON, c.mappings, a))}, nil
 	case c.to == sdk.SchemaJSON:
 		return c.summary(p.Bytes, a)
 	}
@@ -122,37 +128,38 @@ func (c *flatBufferConvert) summary(b []byte, a *fastjson.Arena) (Payload, error
 	return Payload{Format: sdk.SchemaJSON, JSON: renameKeys(o, c.mappings, a)}, nil
 }
 
-// appendGenericFlatBuffer appends the FlatBuffer upstream's encoder builds from a JSON value
-// without a schema (the flatbuffers builder lays it out back to front, so the bytes are
-// the Rust builder's):
+// build returns the FlatBuffer upstream's encoder builds from a JSON value without a
+// schema (the flatbuffers builder lays it out back to front, so the bytes are the Rust
+// builder's):
 //
 //   - an object: one string per key and one per value (a string value as is, any other as
 //     its compact JSON), created in key order, then as the root a vector of u32 holding,
 //     for each pair, the two strings' positions from the end of the buffer (plain numbers,
 //     not offsets: upstream's choice);
 //   - anything else: its compact JSON as the root string.
-func appendGenericFlatBuffer(dst []byte, v *fastjson.Value, sizeHint int) []byte {
-	b := flatbuffers.NewBuilder(sizeHint)
+func (c *flatBufferConvert) build(v *fastjson.Value) []byte {
+	b := c.builder
+	b.Reset()
 	if o := object(v); o != nil {
-		var pos []flatbuffers.UOffsetT
-		var text []byte
+		c.pos = c.pos[:0]
 		o.Visit(func(k []byte, e *fastjson.Value) {
-			pos = append(pos, b.CreateByteString(k))
+			c.pos = append(c.pos, b.CreateByteString(k))
 			if e.Type() == fastjson.TypeString {
 				s, _ := e.StringBytes()
-				pos = append(pos, b.CreateByteString(s))
+				c.pos = append(c.pos, b.CreateByteString(s))
 			} else {
-				text = schema.AppendJSON(text[:0], e)
-				pos = append(pos, b.CreateByteString(text))
+				c.text = schema.AppendJSON(c.text[:0], e)
+				c.pos = append(c.pos, b.CreateByteString(c.text))
 			}
 		})
-		b.StartVector(flatbuffers.SizeUint32, len(pos), flatbuffers.SizeUint32)
-		for i := len(pos) - 1; i >= 0; i-- {
-			b.PrependUint32(uint32(pos[i])) // a number, not an offset (see above)
+		b.StartVector(flatbuffers.SizeUint32, len(c.pos), flatbuffers.SizeUint32)
+		for i := len(c.pos) - 1; i >= 0; i-- {
+			b.PrependUint32(uint32(c.pos[i])) // a number, not an offset (see above)
 		}
-		b.Finish(b.EndVector(len(pos)))
+		b.Finish(b.EndVector(len(c.pos)))
 	} else {
-		b.Finish(b.CreateByteString(schema.AppendJSON(nil, v)))
+		c.text = schema.AppendJSON(c.text[:0], v)
+		b.Finish(b.CreateByteString(c.text))
 	}
-	return append(dst, b.FinishedBytes()...)
+	return append([]byte(nil), b.FinishedBytes()...)
 }

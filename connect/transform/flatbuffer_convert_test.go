@@ -133,3 +133,29 @@ func TestFlatBufferConvertConfigErrors(t *testing.T) {
 		t.Fatalf("schema_path (accepted, unused as upstream): %v", err)
 	}
 }
+
+// TestFlatBufferConvertReusesBuilder: the builder is reused message to message; a small
+// buffer after a larger one is still exactly its own bytes (padding zeroed).
+func TestFlatBufferConvertReusesBuilder(t *testing.T) {
+	c, err := Build(specsFromTOML(t, fbTable("json", "flat_buffer", strings.Replace(fbOpts, "1024", "8", 1)), "flat_buffer_convert"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a fastjson.Arena
+	var first []byte
+	for i, in := range []string{`{"a":1}`, `{"long key ÿ":"` + strings.Repeat("v", 101) + `"}`, `{"a":1}`} {
+		got, err := c.ApplyPayload(jsonPayload(t, in), &a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = got.Bytes
+		}
+		if i == 2 && fmt.Sprintf("%x", got.Bytes) != "0400000002000000080000001000000001000000310000000100000061000000" {
+			t.Fatalf("after a larger buffer: %x", got.Bytes)
+		}
+	}
+	if fmt.Sprintf("%x", first) != "0400000002000000080000001000000001000000310000000100000061000000" {
+		t.Fatalf("first buffer changed by later ones: %x", first)
+	}
+}
