@@ -112,7 +112,7 @@ fields = ["password"]
 // (json → avro, inline schema) run by the runtime over the embedded server into the file
 // sink: each record holds the Avro datum (base64, the file sink's form for bytes that are
 // not JSON); the message the schema refuses is poison, skipped by on_failure, and the
-// stored offset moves past it.
+// stored offset moves past it (after_consuming: stored once the sink has written).
 func TestAvroConvertInFileSink(t *testing.T) {
 	env := newIggyEnv(t)
 	env.topic("users", "events", 1)
@@ -128,6 +128,7 @@ version = 0
 name = "Avro file sink"
 path = "builtin:file"
 on_failure = "skip"
+offset_commit = "after_consuming"
 
 [[streams]]
 stream = "users"
