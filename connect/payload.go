@@ -32,17 +32,18 @@ type payloadPipeline struct {
 }
 
 // newPayloadPipeline returns the pipeline of a stream, or nil when payloads pass as they
-// are: a raw stream (transforms only act on JSON objects, so they change nothing there).
+// are: a raw stream without a format conversion (the field transforms only act on JSON
+// objects, so they change nothing there).
 // avroSchema is the stream's Avro schema (avroSchemaText).
 func newPayloadPipeline(s sdk.Schema, avroSchema string, ts []config.Transform) (*payloadPipeline, error) {
-	if s == sdk.SchemaRaw {
-		return nil, nil
-	}
-	dec, err := schema.NewDecoder(s, avroSchema)
+	chain, err := buildChain(ts)
 	if err != nil {
 		return nil, err
 	}
-	chain, err := buildChain(ts)
+	if s == sdk.SchemaRaw && !chain.Converts() { // a format conversion acts on raw payloads too
+		return nil, nil
+	}
+	dec, err := schema.NewDecoder(s, avroSchema)
 	if err != nil {
 		return nil, err
 	}
@@ -85,6 +86,9 @@ func (p *payloadPipeline) payload(in []byte) ([]byte, string, error) {
 	if err != nil {
 		return nil, stageDecode, err
 	}
+	if p.chain.Converts() {
+		return p.convert(v, in)
+	}
 	if v == nil {
 		return in, "", nil
 	}
@@ -95,6 +99,27 @@ func (p *payloadPipeline) payload(in []byte) ([]byte, string, error) {
 	}
 	start := len(p.buf)
 	p.buf = schema.AppendJSON(p.buf, v)
+	return p.buf[start:len(p.buf):len(p.buf)], "", nil
+}
+
+// convert runs a chain with a format conversion on the decoded payload (upstream's Payload:
+// JSON, or text or raw bytes) and hands the sink the bytes of what comes out: compact JSON
+// for a JSON value, the bytes of any other format.
+func (p *payloadPipeline) convert(v *fastjson.Value, in []byte) ([]byte, string, error) {
+	pl := transform.Payload{Format: sdk.SchemaJSON, JSON: v}
+	if v == nil {
+		pl = transform.Payload{Format: p.dec.Schema(), Bytes: in}
+	}
+	pl, err := p.chain.ApplyPayload(pl, &p.arena)
+	if err != nil {
+		return nil, stageTransform, err
+	}
+	start := len(p.buf)
+	if pl.Format == sdk.SchemaJSON {
+		p.buf = schema.AppendJSON(p.buf, pl.JSON)
+	} else {
+		p.buf = append(p.buf, pl.Bytes...)
+	}
 	return p.buf[start:len(p.buf):len(p.buf)], "", nil
 }
 

@@ -88,6 +88,9 @@ func (p *sourcePipeline) encode(b sdk.SourceBatch) ([]sdk.ProducedMessage, []rej
 }
 
 func (p *sourcePipeline) payload(dec *schema.Decoder, from sdk.Schema, in []byte) ([]byte, string, error) {
+	if p.chain.Converts() {
+		return p.convert(dec, from, in)
+	}
 	var v *fastjson.Value
 	if dec != nil && dec.JSON() {
 		p.arena.Reset()
@@ -111,6 +114,40 @@ func (p *sourcePipeline) payload(dec *schema.Decoder, from sdk.Schema, in []byte
 		return in, "", nil
 	}
 	out, err := p.enc.Encode(nil, from, v, in)
+	if err != nil {
+		return nil, "encode", err
+	}
+	return out, "", nil
+}
+
+// convert runs a chain with a format conversion on what the source produced, read as
+// upstream reads it (Schema::try_into_payload): json parsed, a proto Any as its JSON form
+// (else raw bytes), text checked, raw, flat_buffer and avro as their bytes. What comes out
+// is encoded to the stream's schema as a payload produced in its format.
+func (p *sourcePipeline) convert(dec *schema.Decoder, from sdk.Schema, in []byte) ([]byte, string, error) {
+	p.arena.Reset()
+	pl := transform.Payload{Format: from, Bytes: in}
+	switch from {
+	case sdk.SchemaJSON, sdk.SchemaProto:
+		v, err := dec.Decode(in)
+		switch {
+		case err != nil && from == sdk.SchemaProto:
+			pl.Format = sdk.SchemaRaw // not an Any: raw bytes, as upstream
+		case err != nil:
+			return nil, "encode", err
+		default:
+			pl = transform.Payload{Format: sdk.SchemaJSON, JSON: v}
+		}
+	case sdk.SchemaText:
+		if err := schema.Check(from, in); err != nil {
+			return nil, "encode", err
+		}
+	}
+	pl, err := p.chain.ApplyPayload(pl, &p.arena)
+	if err != nil {
+		return nil, "transform", err
+	}
+	out, err := p.enc.Encode(nil, pl.Format, pl.JSON, pl.Bytes)
 	if err != nil {
 		return nil, "encode", err
 	}

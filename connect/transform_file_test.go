@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ferryio/ferry/connect/config"
@@ -102,6 +103,88 @@ fields = ["password"]
 		`1 {"id":1,"text":"a<b>","message":"hello"}`,
 		`2 {"id":2,"text":"a<b>","message":"hello"}`,
 	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("file holds\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestAvroConvertInFileSink: an upstream-style connector file with [transforms.avro_convert]
+// (json → avro, inline schema) run by the runtime over the embedded server into the file
+// sink: each record holds the Avro datum (base64, the file sink's form for bytes that are
+// not JSON); the message the schema refuses is poison, skipped by on_failure, and the
+// stored offset moves past it (after_consuming: stored once the sink has written).
+func TestAvroConvertInFileSink(t *testing.T) {
+	env := newIggyEnv(t)
+	env.topic("users", "events", 1)
+	payloads := []string{`{"name":"Bob","age":25}`, `{"name":"Bob"}`, `{"age":30,"name":"Alice"}`}
+	env.fill("users", "events", 0, len(payloads), func(i int) []byte { return []byte(payloads[i]) })
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	file := filepath.Join(dir, "avro_sink.toml")
+	doc := fmt.Sprintf(`type = "sink"
+key = "avro_file"
+enabled = true
+version = 0
+name = "Avro file sink"
+path = "builtin:file"
+on_failure = "skip"
+offset_commit = "after_consuming"
+
+[[streams]]
+stream = "users"
+topics = ["events"]
+schema = "json"
+batch_length = 100
+poll_interval = "5ms"
+consumer_group = "avro_file"
+
+[plugin_config]
+path = %q
+
+[transforms.avro_convert]
+enabled = true
+source_format = "json"
+target_format = "avro"
+schema_json = '{"type":"record","name":"User","fields":[{"name":"name","type":"string"},{"name":"age","type":"int"}]}'
+conversion_options = { pretty_json = false, include_metadata = false, strict_mode = false }
+`, out)
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.ParseSinkFile(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := New(Options{Connectors: &config.Connectors{Sinks: []*config.Sink{cfg}}, Client: env.dial(), Builtins: connectors.Registry(), Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "stored 2", func() bool {
+		o, ok := env.stored("avro_file", "users", "events", 0)
+		return ok && o == 2
+	})
+	stopRuntime(t, rt)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		var rec struct {
+			Offset  uint64          `json:"offset"`
+			Payload json.RawMessage `json:"payload"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("record %q: %v", sc.Bytes(), err)
+		}
+		got = append(got, fmt.Sprintf("%d %s", rec.Offset, rec.Payload))
+	}
+	// 06 "Bob" 32 (25) and 0a "Alice" 3c (30), base64.
+	want := []string{`0 "BkJvYjI="`, `2 "CkFsaWNlPA=="`}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("file holds\n%q\nwant\n%q", got, want)
 	}

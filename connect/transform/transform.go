@@ -1,13 +1,16 @@
 // Package transform builds Iggy's message transforms (add_fields, update_fields,
-// delete_fields, filter_fields, unwrap_envelope) from their connector-file tables and
-// applies them to JSON payloads. It is pure apart from the clock and the random source of
-// the computed values.
+// delete_fields, filter_fields, unwrap_envelope, and the format conversions avro_convert,
+// flat_buffer_convert and proto_convert) from their connector-file tables and applies them to payloads.
+// It is pure apart from the clock and the random source of the computed values, and from
+// reading an avro_convert schema_path when a chain is built.
 //
 // Like upstream, every field transform acts on the top-level keys of a JSON object and
-// passes any other payload unchanged. Two deliberate differences (README, "Differences
-// from Iggy's runtime"): a Chain runs its transforms in the order the file lists them
-// (upstream: a hash map's order), and greater_than/less_than/between match integer
-// literals too (upstream: only floats).
+// passes any other payload unchanged; a conversion may turn a payload into another
+// format, so a chain holding one is run with ApplyPayload on a Payload. Deliberate
+// differences (README, "Differences from Iggy's runtime"): a Chain runs its transforms in
+// the order the file lists them (upstream: a hash map's order), greater_than/less_than/
+// between match integer literals too (upstream: only floats), and a conversion's table is
+// checked when it is read.
 package transform
 
 import (
@@ -46,10 +49,12 @@ type Transform interface {
 	Apply(v *fastjson.Value, a *fastjson.Arena) (*fastjson.Value, error)
 }
 
-// Chain is the enabled transforms of a connector, in file order.
+// Chain is the enabled transforms of a connector, in file order. A chain with a conversion
+// reuses decode buffers: each pipeline builds its own and uses it from one goroutine.
 type Chain struct {
-	ts    []Transform
-	names []string
+	ts       []Transform
+	names    []string
+	converts bool // some transform is a Converter
 }
 
 // Append adds t, named name in its errors, at the end of c: after Build's transforms, a
@@ -57,6 +62,7 @@ type Chain struct {
 func (c *Chain) Append(name string, t Transform) {
 	c.ts = append(c.ts, t)
 	c.names = append(c.names, name)
+	c.converts = c.converts || isConverter(t)
 }
 
 // Len is the number of transforms in c.
@@ -92,8 +98,7 @@ func Build(specs []Spec) (*Chain, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.ts = append(c.ts, t)
-		c.names = append(c.names, s.Type)
+		c.Append(s.Type, t)
 	}
 	return c, nil
 }
@@ -118,8 +123,12 @@ func build(typ string, t *table) (Transform, error) {
 		tr, err = buildFilter(t)
 	case "unwrap_envelope":
 		tr, err = buildUnwrap(t)
-	case "proto_convert", "flat_buffer_convert", "avro_convert":
-		return nil, t.errorf("", "not supported by Ferry yet (set enabled = false or remove the table)")
+	case "avro_convert":
+		tr, err = buildAvroConvert(t)
+	case "flat_buffer_convert":
+		tr, err = buildFlatBufferConvert(t)
+	case "proto_convert":
+		tr, err = buildProtoConvert(t)
 	default:
 		return nil, t.errorf("", "unknown type (want one of %s)", strings.Join(Types, ", "))
 	}
