@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -148,5 +149,22 @@ func TestDecodeAvroNested(t *testing.T) {
 	}
 	if got, want := string(AppendJSON(nil, v)), strings.Replace(in, `\u00ff`, "ÿ", 1); got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestEncodeAvroBytesAreCodePoints: in Avro's JSON encoding a bytes or fixed value is a
+// string whose code points 0-255 are the bytes; "\u00ff" is the byte ff, not its UTF-8.
+func TestEncodeAvroBytesAreCodePoints(t *testing.T) {
+	const s = `{"type":"record","name":"R","fields":[{"name":"b","type":"bytes"},{"name":"f","type":{"type":"fixed","name":"F","size":2}}]}`
+	enc, err := NewEncoder(sdk.SchemaAvro, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := enc.Encode(nil, sdk.SchemaJSON, nil, []byte(`{"b":"\u0000\u00ff","f":"\u00ffA"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []byte{0x04, 0x00, 0xff, 0xff, 0x41}; !bytes.Equal(out, want) {
+		t.Fatalf("datum % x, want % x", out, want)
 	}
 }
