@@ -24,7 +24,7 @@ type ProxyFaults struct {
 
 // ProxyStats counts the faults injected so far.
 type ProxyStats struct {
-	Connections, Resets, Stalls int64
+	Connections, Resets, Stalls, Drops int64
 }
 
 // Proxy is a TCP fault proxy: it forwards connections to a target and injects faults.
@@ -38,7 +38,7 @@ type Proxy struct {
 	rng    *rand.Rand
 	closed bool
 
-	conns64, resets, stalls atomic.Int64
+	conns64, resets, stalls, drops atomic.Int64
 	stop                    chan struct{}
 	wg                      sync.WaitGroup
 }
@@ -74,7 +74,7 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Stats returns the faults injected so far.
 func (p *Proxy) Stats() ProxyStats {
-	return ProxyStats{Connections: p.conns64.Load(), Resets: p.resets.Load(), Stalls: p.stalls.Load()}
+	return ProxyStats{Connections: p.conns64.Load(), Resets: p.resets.Load(), Stalls: p.stalls.Load(), Drops: p.drops.Load()}
 }
 
 // DropAll closes every open connection (a dropped network).
@@ -84,6 +84,7 @@ func (p *Proxy) DropAll() {
 	for c := range p.conns {
 		_ = c.client.Close()
 		_ = c.server.Close()
+		p.drops.Add(1)
 	}
 }
 
@@ -131,13 +132,39 @@ func (p *Proxy) victim() *pair {
 	return nil
 }
 
+// ResetAll resets (RST) every open connection.
+func (p *Proxy) ResetAll() {
+	p.mu.Lock()
+	var all []*pair
+	for c := range p.conns {
+		all = append(all, c)
+	}
+	p.mu.Unlock()
+	for _, c := range all {
+		p.resetConn(c)
+	}
+}
+
+// StallAll holds the server's replies on every open connection for d.
+func (p *Proxy) StallAll(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.stallUntil.Store(time.Now().Add(d).UnixNano())
+		p.stalls.Add(1)
+	}
+}
+
 func (p *Proxy) reset() {
 	p.mu.Lock()
 	c := p.victim()
 	p.mu.Unlock()
-	if c == nil {
-		return
+	if c != nil {
+		p.resetConn(c)
 	}
+}
+
+func (p *Proxy) resetConn(c *pair) {
 	if tc, ok := c.client.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0) // close sends RST
 	}

@@ -397,38 +397,44 @@ func runRebalance(ctx context.Context, r *Runner, mode string) Result {
 }
 
 func runFlaky(ctx context.Context, r *Runner, mode string) Result {
-	expected := "through resets, stalls and latency: lost 0; stored offsets at the end"
+	expected := "through dropped connections, resets, stalled replies and latency: lost 0; stored offsets at the end"
 	if !atLeastOnce(mode) {
-		expected = "through resets, stalls and latency: stored offsets at the end (losses allowed)"
+		expected = "through dropped connections, resets, stalled replies and latency: stored offsets at the end (losses allowed)"
 	}
 	f, err := r.newFixture(ctx, "flaky", mode, 2, connector{batch: 50, maxRetries: -1})
 	if err != nil {
 		return broken(expected, err)
 	}
 	px, err := StartProxy(r.addr, ProxyFaults{
-		Latency: time.Millisecond, ResetEvery: 400 * time.Millisecond, StallEvery: 250 * time.Millisecond,
-		Stall: 150 * time.Millisecond, Seed: r.cfg.Seed,
+		Latency: time.Millisecond, ResetEvery: 300 * time.Millisecond, StallEvery: 200 * time.Millisecond,
+		Stall: 100 * time.Millisecond, Seed: r.cfg.Seed,
 	})
 	if err != nil {
 		return broken(expected, err)
 	}
 	defer px.Close()
 	f.addr = px.Addr()
-	if err := f.produce(ctx, 500, nil); err != nil {
-		return broken(expected, err)
-	}
 	p, err := f.start(ctx, nil)
 	if err != nil {
 		return unsupported(expected, err)
 	}
 	defer p.kill()
-	if err := f.waitDone(ctx); err != nil {
-		return broken(expected, err)
+	// Each step injects one fault for sure while data is produced; the periodic seeded
+	// faults come on top.
+	faults := []func(){func() {}, px.DropAll, px.ResetAll, func() { px.StallAll(time.Second) }}
+	for _, fault := range faults {
+		fault()
+		if err := f.produce(ctx, 150, nil); err != nil {
+			return broken(expected, err)
+		}
+		if err := f.waitDone(ctx); err != nil {
+			return broken(expected, err)
+		}
 	}
 	st := px.Stats()
 	t := f.tally()
-	obs := fmt.Sprintf("%d connections reset, %d replies stalled; %s", st.Resets, st.Stalls, t)
-	ok := t.clean() && st.Resets > 0
+	obs := fmt.Sprintf("%d connections: %d dropped, %d reset, %d stalled; %s", st.Connections, st.Drops, st.Resets, st.Stalls, t)
+	ok := t.clean() && st.Resets > 0 && st.Drops > 0
 	if atLeastOnce(mode) {
 		ok = ok && t.lost == 0
 	}
