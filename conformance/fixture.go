@@ -343,6 +343,21 @@ func (f *fixture) waitDone(ctx context.Context) error {
 	return nil
 }
 
+// settle waits until the stored offsets reach the end, then stops the runtime processes
+// with SIGTERM, so that a batch still in consume (after_polling stores before it is
+// consumed) is recorded before the tally.
+func (f *fixture) settle(ctx context.Context, procs ...*proc) error {
+	if err := f.waitDone(ctx); err != nil {
+		return err
+	}
+	for _, p := range procs {
+		if err := p.term(20 * time.Second); err != nil {
+			return fmt.Errorf("stopping the runtime at the end: %w", err)
+		}
+	}
+	return nil
+}
+
 // tally is what the record says about delivery.
 type tally struct {
 	delivered  int // distinct messages recorded

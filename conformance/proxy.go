@@ -39,8 +39,8 @@ type Proxy struct {
 	closed bool
 
 	conns64, resets, stalls, drops atomic.Int64
-	stop                    chan struct{}
-	wg                      sync.WaitGroup
+	stop                           chan struct{}
+	wg                             sync.WaitGroup
 }
 
 type pair struct {

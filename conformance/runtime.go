@@ -68,6 +68,9 @@ func (p *proc) exited() bool {
 
 // kill SIGKILLs the process group and waits for the process.
 func (p *proc) kill() {
+	if p.exited() {
+		return
+	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.done
 }
@@ -75,7 +78,9 @@ func (p *proc) kill() {
 // term sends SIGTERM and waits up to timeout for an exit; it reports whether the process
 // exited cleanly in time (it is SIGKILLed otherwise).
 func (p *proc) term(timeout time.Duration) error {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	if !p.exited() {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	}
 	select {
 	case <-p.done:
 		if p.err != nil {

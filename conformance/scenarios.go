@@ -100,7 +100,7 @@ func runClean(ctx context.Context, r *Runner, mode string) Result {
 	if err := f.produce(ctx, 300, nil); err != nil {
 		return broken(expected, err)
 	}
-	if err := f.waitDone(ctx); err != nil {
+	if err := f.settle(ctx, p); err != nil {
 		return broken(expected, err)
 	}
 	t := f.tally()
@@ -148,7 +148,7 @@ func runFailedBatch(ctx context.Context, r *Runner, mode string) Result {
 		return broken(expected, err)
 	}
 	defer p.kill()
-	if err := f.waitDone(ctx); err != nil {
+	if err := f.settle(ctx, p); err != nil {
 		return broken(expected, err)
 	}
 	resumed := -1
@@ -217,7 +217,7 @@ func runCrash(ctx context.Context, r *Runner, mode string, abort bool) Result {
 		return broken(expected, err)
 	}
 	defer p.kill()
-	if err := f.waitDone(ctx); err != nil {
+	if err := f.settle(ctx, p); err != nil {
 		return broken(expected, err)
 	}
 	t := f.tally()
@@ -250,7 +250,7 @@ func runCommitCodes(ctx context.Context, r *Runner, mode string) Result {
 		return unsupported(expected, err)
 	}
 	defer p.kill()
-	if err := f.waitDone(ctx); err != nil {
+	if err := f.settle(ctx, p); err != nil {
 		return broken(expected, err)
 	}
 	got := map[string]int{}
@@ -321,7 +321,7 @@ func runSigterm(ctx context.Context, r *Runner, mode string) Result {
 		return broken(expected, err)
 	}
 	defer p.kill()
-	if err := f.waitDone(ctx); err != nil {
+	if err := f.settle(ctx, p); err != nil {
 		return broken(expected, err)
 	}
 	t := f.tally()
@@ -351,7 +351,7 @@ func runPoison(ctx context.Context, r *Runner, mode string) Result {
 		return unsupported(expected, err)
 	}
 	defer p.kill()
-	if err := f.waitDone(ctx); err != nil {
+	if err := f.settle(ctx, p); err != nil {
 		return broken(expected, err)
 	}
 	t := f.tally()
@@ -391,6 +391,9 @@ func runRebalance(ctx context.Context, r *Runner, mode string) Result {
 	}
 	if err := step(); err != nil {
 		return broken(expected, err)
+	}
+	if err := b.term(20 * time.Second); err != nil {
+		return broken(expected, fmt.Errorf("second process: %w", err))
 	}
 	t := f.tally()
 	return verdict(expected, t.String(), t.lost == 0 && t.duplicated == 0 && t.clean(), t)
@@ -475,7 +478,7 @@ func runSoak(ctx context.Context, r *Runner, mode string) Result {
 	if err := f.produce(ctx, 50, nil); err != nil {
 		return broken(expected, err)
 	}
-	if err := f.waitDone(ctx); err != nil {
+	if err := f.settle(ctx, p); err != nil {
 		return broken(expected, err)
 	}
 	t := f.tally()
