@@ -144,7 +144,7 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 			return nil, fmt.Errorf("conformance: %w", err)
 		}
 		if !cfg.Keep {
-			defer os.RemoveAll(r.dir)
+			defer func() { _ = os.RemoveAll(r.dir) }()
 		}
 	} else if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("conformance: work dir: %w", err)

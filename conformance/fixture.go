@@ -3,6 +3,7 @@ package conformance
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"os"
@@ -201,7 +202,10 @@ func (f *fixture) start(ctx context.Context, probeOverride map[string]string) (*
 		return f.count('O') > opened || p.exited()
 	})
 	if err == nil && f.count('O') == opened {
-		err = fmt.Errorf("runtime exited (%v) before opening the probe", p.err)
+		err = errors.New("runtime exited with status 0 before opening the probe")
+		if p.err != nil {
+			err = fmt.Errorf("runtime exited (%w) before opening the probe", p.err)
+		}
 	}
 	if err != nil {
 		if !p.exited() {
@@ -254,7 +258,7 @@ func (f *fixture) events() []event {
 	if err != nil {
 		return nil
 	}
-	defer fh.Close()
+	defer func() { _ = fh.Close() }()
 	var out []event
 	sc := bufio.NewScanner(fh)
 	for sc.Scan() {

@@ -84,7 +84,7 @@ func (p *proc) term(timeout time.Duration) error {
 	select {
 	case <-p.done:
 		if p.err != nil {
-			return fmt.Errorf("exited with %v after SIGTERM", p.err)
+			return fmt.Errorf("exited with %w after SIGTERM", p.err)
 		}
 		return nil
 	case <-time.After(timeout):
