@@ -210,19 +210,9 @@ func (r *Runner) buildProbe(ctx context.Context) error {
 func (r *Runner) startServer(ctx context.Context) error {
 	r.addr = r.cfg.Server
 	if r.addr == "" {
-		s, err := server.New(server.Config{
-			Addr: "127.0.0.1:0", DataDir: filepath.Join(r.dir, "server"),
-			RootUsername: r.cfg.Username, RootPassword: r.cfg.Password, PasswordIterations: 1000,
-			Fsync: server.FsyncInterval,
-		})
-		if err != nil {
-			return fmt.Errorf("conformance: embedded server: %w", err)
+		if err := r.startEmbedded(ctx, "127.0.0.1:0"); err != nil {
+			return err
 		}
-		if err := s.Start(ctx); err != nil {
-			return fmt.Errorf("conformance: embedded server: %w", err)
-		}
-		r.server = s
-		r.addr = s.Addr()
 	}
 	c, err := iggy.Dial(ctx, r.addr, iggy.WithCredentials(r.cfg.Username, r.cfg.Password), iggy.WithLogger(r.log))
 	if err != nil {
@@ -231,6 +221,42 @@ func (r *Runner) startServer(ctx context.Context) error {
 	}
 	r.admin = c
 	return nil
+}
+
+// startEmbedded starts the embedded server on addr with the runner's data directory.
+func (r *Runner) startEmbedded(ctx context.Context, addr string) error {
+	s, err := server.New(server.Config{
+		Addr: addr, DataDir: filepath.Join(r.dir, "server"),
+		RootUsername: r.cfg.Username, RootPassword: r.cfg.Password, PasswordIterations: 1000,
+		Fsync: server.FsyncInterval,
+	})
+	if err != nil {
+		return fmt.Errorf("conformance: embedded server: %w", err)
+	}
+	if err := s.Start(ctx); err != nil {
+		return fmt.Errorf("conformance: embedded server: %w", err)
+	}
+	if err := s.Ready(ctx); err != nil {
+		return fmt.Errorf("conformance: embedded server: %w", err)
+	}
+	r.server = s
+	r.addr = s.Addr()
+	return nil
+}
+
+// restartServer closes the embedded server (every connection drops) and starts it again
+// on the same address and data directory.
+func (r *Runner) restartServer(ctx context.Context) error {
+	if r.server == nil {
+		return errors.New("needs the embedded server (not --server)")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := r.server.Close(cctx); err != nil {
+		return fmt.Errorf("conformance: closing the embedded server: %w", err)
+	}
+	r.server = nil
+	return r.startEmbedded(ctx, r.addr)
 }
 
 func (r *Runner) close() {

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"strings"
@@ -40,6 +41,7 @@ var scenarios = []scenario{
 	{"poison", "checklist F: undecodable messages on a json stream never reach the sink; the rest is delivered and committed past", runPoison},
 	{"rebalance", "checklist G: a second runtime process joins the group and the first leaves: no loss, no partition delivered twice", runRebalance},
 	{"flaky-network", "chaos: a TCP fault proxy between runtime and server adds latency, stalls replies and resets connections", runFlaky},
+	{"server-restart", "chaos: the embedded server is closed and started again on the same address while the runtime runs", runServerRestart},
 	{"soak", "chaos: SIGKILL the runtime --soak times at random (seeded) moments while data flows", runSoak},
 }
 
@@ -491,4 +493,44 @@ func runSoak(ctx context.Context, r *Runner, mode string) Result {
 	res := verdict(expected, fmt.Sprintf("%d kills; %s", kills, t), ok, t)
 	res.Kills = kills
 	return res
+}
+
+func runServerRestart(ctx context.Context, r *Runner, mode string) Result {
+	expected := "the runtime reconnects after the server restarts: lost 0, duplicated 0"
+	if !atLeastOnce(mode) {
+		expected = "the runtime reconnects after the server restarts: duplicated 0 (losses allowed)"
+	}
+	if r.server == nil {
+		return unsupported(expected, errors.New("needs the embedded server (not --server)"))
+	}
+	f, err := r.newFixture(ctx, "server-restart", mode, 2, connector{batch: 50, maxRetries: -1})
+	if err != nil {
+		return broken(expected, err)
+	}
+	p, err := f.start(ctx, nil)
+	if err != nil {
+		return unsupported(expected, err)
+	}
+	defer p.kill()
+	if err := f.produce(ctx, 200, nil); err != nil {
+		return broken(expected, err)
+	}
+	if err := f.waitDone(ctx); err != nil {
+		return broken(expected, err)
+	}
+	if err := r.restartServer(ctx); err != nil {
+		return broken(expected, err)
+	}
+	if err := f.produce(ctx, 200, nil); err != nil {
+		return broken(expected, err)
+	}
+	if err := f.settle(ctx, p); err != nil {
+		return broken(expected, err)
+	}
+	t := f.tally()
+	ok := t.clean() && t.duplicated == 0
+	if atLeastOnce(mode) {
+		ok = ok && t.lost == 0
+	}
+	return verdict(expected, "server restarted once; "+t.String(), ok, t)
 }
