@@ -348,11 +348,16 @@ func (f *fixture) waitDone(ctx context.Context) error {
 }
 
 // settle waits until the stored offsets reach the end, then stops the runtime processes
-// with SIGTERM, so that a batch still in consume (after_polling stores before it is
-// consumed) is recorded before the tally.
+// with SIGTERM. In after_polling the offsets are stored at poll, before the batches are
+// consumed (and a runtime may drop polled batches at shutdown), so it first waits until
+// the probe recorded every message or recorded nothing new for a quiet period (a loss
+// the scenario may allow).
 func (f *fixture) settle(ctx context.Context, procs ...*proc) error {
 	if err := f.waitDone(ctx); err != nil {
 		return err
+	}
+	if !atLeastOnce(f.conn.mode) {
+		f.quiesce(ctx)
 	}
 	for _, p := range procs {
 		if err := p.term(20 * time.Second); err != nil {
@@ -360,6 +365,28 @@ func (f *fixture) settle(ctx context.Context, procs ...*proc) error {
 		}
 	}
 	return nil
+}
+
+// quietPeriod is how long after_polling's settle waits for a record that stopped growing.
+const quietPeriod = 2 * time.Second
+
+// quiesce waits until every produced message is recorded or the record file did not grow
+// for quietPeriod.
+func (f *fixture) quiesce(ctx context.Context) {
+	size, since := int64(-1), time.Now()
+	_ = f.wait(ctx, "the record to be complete or quiet", func() bool {
+		if f.tally().lost == 0 {
+			return true
+		}
+		var n int64
+		if st, err := os.Stat(f.record); err == nil {
+			n = st.Size()
+		}
+		if n != size {
+			size, since = n, time.Now()
+		}
+		return time.Since(since) >= quietPeriod
+	})
 }
 
 // tally is what the record says about delivery.
