@@ -161,6 +161,9 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 			continue
 		}
 		for _, mode := range cfg.Modes {
+			if only := onlyMode[sc.name]; only != "" && only != mode {
+				continue
+			}
 			if err := ctx.Err(); err != nil {
 				return results, fmt.Errorf("conformance: %w", err)
 			}

@@ -15,6 +15,9 @@ type scenario struct {
 	run         func(ctx context.Context, r *Runner, mode string) Result
 }
 
+// onlyMode names the scenarios that apply to one mode only; the others run in every mode.
+var onlyMode = map[string]string{"late-commit": SinkControlled}
+
 // ScenarioInfo names a scenario and says what it checks (for --help and the report).
 type ScenarioInfo struct{ Name, About string }
 
@@ -37,6 +40,7 @@ var scenarios = []scenario{
 		return runCrash(ctx, r, mode, true)
 	}},
 	{"commit-codes", "checklist D: commit callback codes: accepted 0, stale -2, out of range -3, foreign partition -1, unknown id -1", runCommitCodes},
+	{"late-commit", "checklist D: sink_controlled stores what the sink committed, not what consume returned: an uncommitted last batch is redelivered after SIGKILL", runLateCommit},
 	{"sigterm-in-flight", "checklist E: SIGTERM while a batch is inside consume: clean exit, nothing lost", runSigterm},
 	{"poison", "checklist F: undecodable messages on a json stream never reach the sink; the rest is delivered and committed past", runPoison},
 	{"rebalance", "checklist G: a second runtime process joins the group and the first leaves: no loss, no partition delivered twice", runRebalance},
@@ -546,4 +550,39 @@ func runServerRestart(ctx context.Context, r *Runner, mode string) Result {
 		ok = ok && t.lost == 0
 	}
 	return verdict(expected, "server restarted once; "+t.String(), ok, t)
+}
+
+func runLateCommit(ctx context.Context, r *Runner, mode string) Result {
+	const expected = "the sink commits each batch when the next one arrives; after SIGKILL the uncommitted last batch (100 messages) is redelivered: lost 0, duplicated 100"
+	f, err := r.newFixture(ctx, "late-commit", mode, 1, connector{batch: 100, maxRetries: -1, probe: map[string]string{"commit": `"late"`}})
+	if err != nil {
+		return broken(expected, err)
+	}
+	if err := f.produce(ctx, 300, nil); err != nil {
+		return broken(expected, err)
+	}
+	p, err := f.start(ctx, nil)
+	if err != nil {
+		return unsupported(expected, err)
+	}
+	var stored int64
+	err = f.wait(ctx, "300 recorded messages and the second batch's commit stored", func() bool {
+		s, err := f.stored(ctx)
+		stored = s[0]
+		return err == nil && f.count('M') == 300 && stored >= 199
+	})
+	p.kill()
+	if err != nil {
+		return broken(expected, err)
+	}
+	p, err = f.start(ctx, map[string]string{"commit": `"immediate"`})
+	if err != nil {
+		return broken(expected, err)
+	}
+	if err := f.settle(ctx, p); err != nil {
+		return broken(expected, err)
+	}
+	t := f.tally()
+	obs := fmt.Sprintf("stored offset %d at the kill; %s", stored, t)
+	return verdict(expected, obs, stored == 199 && t.lost == 0 && t.duplicated == 100 && t.clean(), t)
 }

@@ -38,7 +38,7 @@ func TestConformanceHelpNamesEveryFlagAndScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"--runtime ", "--runtime-env", "--server", "--modes", "--scenarios", "--report", "--soak", "--seed", "--timeout", "--work-dir", "--verbose",
-		"clean", "failed-batch", "sigkill-mid-batch", "plugin-abort", "commit-codes", "sigterm-in-flight", "poison", "rebalance", "flaky-network", "server-restart", "soak"} {
+		"clean", "failed-batch", "sigkill-mid-batch", "plugin-abort", "commit-codes", "late-commit", "sigterm-in-flight", "poison", "rebalance", "flaky-network", "server-restart", "soak"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("--help does not mention %q", s)
 		}

@@ -16,7 +16,9 @@
  *   commit      "none" (default) | "immediate": commit each batch's last offset through
  *               the commit callback once it is recorded | "codes": the same, and on the
  *               first batch also try a stale, an out-of-range, a foreign-partition and an
- *               unknown-id commit, recording each return code
+ *               unknown-id commit, recording each return code | "late": commit each
+ *               batch's last offset only when the next batch of its partition is recorded
+ *               (the last batch is never committed)
  *
  * Record lines (one per event, space separated):
  *   O id                 instance opened          X id        instance closed
@@ -101,7 +103,10 @@ typedef struct inst {
     uint32_t id;
     int fd;
     uint64_t fail_batch, fail_times, failed, calls, sleep_ms;
-    int commit_mode; /* 0 none, 1 immediate, 2 codes */
+    int commit_mode; /* 0 none, 1 immediate, 2 codes, 3 late */
+    uint32_t late_part[64];
+    uint64_t late_off[64];
+    int late_n;
     int codes_done;
     commit_cb commit;
     pthread_mutex_t mu; /* serialises record writes and counters */
@@ -165,7 +170,7 @@ int32_t iggy_sink_open(uint32_t id, const uint8_t *cfg, size_t cfg_len, log_cb l
     in->fail_batch = jnum(c, "fail_batch", 0);
     in->fail_times = jnum(c, "fail_times", 1);
     in->sleep_ms = jnum(c, "sleep_ms", 0);
-    in->commit_mode = strcmp(mode, "immediate") == 0 ? 1 : strcmp(mode, "codes") == 0 ? 2 : 0;
+    in->commit_mode = strcmp(mode, "immediate") == 0 ? 1 : strcmp(mode, "codes") == 0 ? 2 : strcmp(mode, "late") == 0 ? 3 : 0;
     uint64_t at = jnum(c, "abort_at", 0);
     free(c);
     in->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -273,7 +278,18 @@ int32_t iggy_sink_consume(uint32_t id, const uint8_t *tm, size_t tml, const uint
     pthread_mutex_lock(&in->mu);
     int werr = put(in->fd, out, len) || fsync(in->fd);
     free(out);
-    if (!werr && count > 0 && in->commit && has_ids && in->commit_mode) {
+    if (!werr && count > 0 && in->commit && has_ids && in->commit_mode == 3) {
+        int i = 0;
+        while (i < in->late_n && in->late_part[i] != part) i++;
+        if (i < in->late_n) {
+            line(in, "C late %d\n", in->commit(in->id, stream, topic, part, in->late_off[i]));
+            fsync(in->fd);
+        } else if (i < 64) {
+            in->late_part[i] = part;
+            in->late_n++;
+        }
+        if (i < 64) in->late_off[i] = last;
+    } else if (!werr && count > 0 && in->commit && has_ids && in->commit_mode) {
         int32_t rc = in->commit(in->id, stream, topic, part, last);
         line(in, "C ok %d\n", rc);
         if (in->commit_mode == 2 && !in->codes_done) {
