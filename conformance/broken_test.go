@@ -22,7 +22,8 @@ exec "$FERRY_BIN" run --config "$1"
 
 // TestBrokenRuntimeFails proves that the suite catches a runtime that commits on poll while
 // claiming after_consuming and sink_controlled: every scenario whose outcome depends on the
-// offset waiting for the sink fails, with a loss (or, for the commit codes, no callback).
+// offset waiting for the sink fails, with a loss (or, for the commit codes, no callback; for
+// the late commit, an offset stored past what the sink committed).
 // (Scenarios without a crash or a failure are not asserted here: whether a runtime that
 // commits on poll still delivers its last polled batches before a SIGTERM is a race.)
 func TestBrokenRuntimeFails(t *testing.T) {
@@ -37,13 +38,13 @@ func TestBrokenRuntimeFails(t *testing.T) {
 	res := run(t, cfg)
 	cfg = liar
 	cfg.Modes = []string{conformance.SinkControlled}
-	cfg.Scenarios = []string{"commit-codes"}
+	cfg.Scenarios = []string{"commit-codes", "late-commit"}
 	res = append(res, run(t, cfg)...)
 	want := []string{
 		"failed-batch/after_consuming", "failed-batch/sink_controlled",
 		"sigkill-mid-batch/after_consuming", "sigkill-mid-batch/sink_controlled",
 		"sigterm-in-flight/after_consuming", "sigterm-in-flight/sink_controlled",
-		"commit-codes/sink_controlled",
+		"commit-codes/sink_controlled", "late-commit/sink_controlled",
 	}
 	if len(res) != len(want) {
 		t.Fatalf("got %d results, want %d", len(res), len(want))
@@ -57,6 +58,11 @@ func TestBrokenRuntimeFails(t *testing.T) {
 		case r.Scenario == "commit-codes":
 			if !strings.Contains(r.Observed, "callback installed: false") {
 				t.Errorf("%s: observed %q, want no callback installed", k, r.Observed)
+			}
+		case r.Scenario == "late-commit":
+			// Stored at poll: the offset is past the batch the sink never committed.
+			if !strings.HasPrefix(r.Observed, "stored offset 299 at the kill") || r.Duplicated != 0 {
+				t.Errorf("%s: observed %q, want stored offset 299 and no redelivery", k, r.Observed)
 			}
 		case r.Lost == 0:
 			t.Errorf("%s failed without a loss: %s", k, r.Observed)
