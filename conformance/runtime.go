@@ -75,6 +75,9 @@ func (p *proc) kill() {
 	<-p.done
 }
 
+// errNoExit is term's error when the process outlived its timeout.
+var errNoExit = errors.New("did not exit after SIGTERM")
+
 // term sends SIGTERM and waits up to timeout for an exit; it reports whether the process
 // exited cleanly in time (it is SIGKILLed otherwise).
 func (p *proc) term(timeout time.Duration) error {
@@ -89,7 +92,7 @@ func (p *proc) term(timeout time.Duration) error {
 		return nil
 	case <-time.After(timeout):
 		p.kill()
-		return fmt.Errorf("did not exit within %s of SIGTERM", timeout)
+		return fmt.Errorf("%w within %s", errNoExit, timeout)
 	}
 }
 
