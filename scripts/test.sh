@@ -7,6 +7,12 @@ cd "$(dirname "$0")/.."
 echo "--- go test -race ./..."
 go test -race -count=1 -timeout 20m ./...
 
+echo "--- ferry conformance --soak 20 (README \"Delivery conformance\")"
+conf_bin="$(mktemp -d)"
+trap 'rm -rf "$conf_bin"' EXIT
+go build -o "$conf_bin/ferry" ./cmd/ferry
+"$conf_bin/ferry" conformance --soak 20 --seed "${CONFORMANCE_SEED:-1}"
+
 echo "--- fuzz smoke (each target ${FUZZTIME:-3s})"
 bash scripts/fuzz.sh "${FUZZTIME:-3s}"
 

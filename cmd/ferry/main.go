@@ -33,6 +33,7 @@ func run(args []string) int {
 		newBenchCmd(),
 		newVersionCmd(),
 		newStatusCmd(),
+		newConformanceCmd(),
 	)
 	root.SetArgs(args)
 

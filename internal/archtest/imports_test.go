@@ -28,6 +28,9 @@ var forbidden = map[string][]string{
 	// The HTTP API and the metrics read the runtime; the runtime never sees them.
 	"connect/httpapi": {"server", "connectors", "cmd"},
 	"connect/metrics": {"server", "connectors", "cmd", "connect/httpapi"},
+	// The conformance suite judges a runtime from outside: the client, the embedded
+	// server, never the runtime's internals.
+	"conformance": {"connect", "connectors", "sdk", "cmd"},
 }
 
 type pkg struct {

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestConformanceFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--report", "out.txt"}, `--report "out.txt": the name must end in .md or .json`},
+		{[]string{"--runtime-env", "NOEQUALS"}, `--runtime-env "NOEQUALS": want KEY=VALUE`},
+		{[]string{"--runtime", "   "}, `--runtime "   ": not a command`},
+		{[]string{"--soak", "-1"}, "--soak: must be 0 or more"},
+		{[]string{"--modes", "at_once", "--runtime", "/bin/true"}, `conformance: unknown mode "at_once"`},
+		{[]string{"--scenarios", "nope", "--runtime", "/bin/true"}, `conformance: unknown scenario "nope"`},
+	} {
+		cmd := newConformanceCmd()
+		cmd.SetArgs(tc.args)
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		err := cmd.Execute()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want it to contain %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestConformanceHelpNamesEveryFlagAndScenario(t *testing.T) {
+	cmd := newConformanceCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--help"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"--runtime ", "--runtime-env", "--server", "--modes", "--scenarios", "--report", "--soak", "--seed", "--timeout", "--work-dir", "--verbose",
+		"clean", "failed-batch", "sigkill-mid-batch", "plugin-abort", "commit-codes", "late-commit", "sigterm-in-flight", "poison", "rebalance", "flaky-network", "server-restart", "soak"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("--help does not mention %q", s)
+		}
+	}
+}

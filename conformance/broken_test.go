@@ -1,0 +1,94 @@
+package conformance_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ferryio/ferry/conformance"
+)
+
+// liarScript is a fake runtime: it claims every mode but deletes offset_commit from the
+// connector file the suite wrote, then runs Ferry, so every connector really runs
+// after_polling (commit on poll) while the suite expects at-least-once.
+const liarScript = `#!/bin/sh
+dir=$(dirname "$1")
+for f in "$dir"/connectors/*.toml; do
+	sed -i '/^offset_commit = /d' "$f"
+done
+exec "$FERRY_BIN" run --config "$1"
+`
+
+// TestBrokenRuntimeFails proves that the suite catches a runtime that commits on poll while
+// claiming after_consuming and sink_controlled: every scenario whose outcome depends on the
+// offset waiting for the sink fails, with a loss (or, for the commit codes, no callback; for
+// the late commit, an offset stored past what the sink committed).
+// (Scenarios without a crash or a failure are not asserted here: whether a runtime that
+// commits on poll still delivers its last polled batches before a SIGTERM is a race.)
+func TestBrokenRuntimeFails(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "liar.sh")
+	if err := os.WriteFile(script, []byte(liarScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	liar := conformance.Config{Runtime: []string{script, "{config}"}, RuntimeEnv: []string{"FERRY_BIN=" + ferryBin}}
+	cfg := liar
+	cfg.Modes = []string{conformance.AfterConsuming, conformance.SinkControlled}
+	cfg.Scenarios = []string{"failed-batch", "sigkill-mid-batch", "sigterm-in-flight"}
+	res := run(t, cfg)
+	cfg = liar
+	cfg.Modes = []string{conformance.SinkControlled}
+	cfg.Scenarios = []string{"commit-codes", "late-commit"}
+	res = append(res, run(t, cfg)...)
+	want := []string{
+		"failed-batch/after_consuming", "failed-batch/sink_controlled",
+		"sigkill-mid-batch/after_consuming", "sigkill-mid-batch/sink_controlled",
+		"sigterm-in-flight/after_consuming", "sigterm-in-flight/sink_controlled",
+		"commit-codes/sink_controlled", "late-commit/sink_controlled",
+	}
+	if len(res) != len(want) {
+		t.Fatalf("got %d results, want %d", len(res), len(want))
+	}
+	for i, r := range res {
+		k := r.Scenario + "/" + r.Mode
+		if k != want[i] || r.Verdict != conformance.Fail {
+			t.Errorf("result %d: %s %s, want %s fail (observed %s)", i, k, r.Verdict, want[i], r.Observed)
+		}
+		switch {
+		case r.Scenario == "commit-codes":
+			if !strings.Contains(r.Observed, "callback installed: false") {
+				t.Errorf("%s: observed %q, want no callback installed", k, r.Observed)
+			}
+		case r.Scenario == "late-commit":
+			// Stored at poll: the offset is past the batch the sink never committed.
+			if !strings.HasPrefix(r.Observed, "stored offset 299 at the kill") || r.Duplicated != 0 {
+				t.Errorf("%s: observed %q, want stored offset 299 and no redelivery", k, r.Observed)
+			}
+		case r.Lost == 0:
+			t.Errorf("%s failed without a loss: %s", k, r.Observed)
+		}
+	}
+}
+
+// TestUnsupportedMode: a runtime that refuses to start with a mode yields "not supported",
+// not a crash of the suite.
+func TestUnsupportedMode(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "picky.sh")
+	const picky = `#!/bin/sh
+if grep -q '^offset_commit = "sink_controlled"' "$(dirname "$1")"/connectors/*.toml; then
+	echo "unknown field offset_commit" >&2
+	exit 3
+fi
+exec "$FERRY_BIN" run --config "$1"
+`
+	if err := os.WriteFile(script, []byte(picky), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, conformance.Config{
+		Runtime: []string{script, "{config}"}, RuntimeEnv: []string{"FERRY_BIN=" + ferryBin},
+		Modes: []string{conformance.AfterConsuming, conformance.SinkControlled}, Scenarios: []string{"clean"},
+	})
+	if len(res) != 2 || res[0].Verdict != conformance.Pass || res[1].Verdict != conformance.NotSupported {
+		t.Fatalf("results %+v, want clean/after_consuming pass and clean/sink_controlled not supported", res)
+	}
+}

@@ -1,0 +1,61 @@
+package conformance_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferryio/ferry/conformance"
+)
+
+func needCC(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("cc"); err != nil {
+		if _, err := exec.LookPath("gcc"); err != nil {
+			t.Skip("no C compiler: the probe plugin needs cc or gcc")
+		}
+	}
+}
+
+func run(t *testing.T, cfg conformance.Config) []conformance.Result {
+	t.Helper()
+	needCC(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg.WorkDir = t.TempDir()
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	cfg.OnResult = func(r conformance.Result) {
+		t.Logf("%s · %s · %s · %s · %s", r.Scenario, r.Mode, r.Expected, r.Observed, r.Verdict)
+	}
+	res, err := conformance.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func ferryRuntime() []string { return []string{ferryBin, "run", "--config", "{config}"} }
+
+// TestFerryConforms runs every scenario in every mode against Ferry, with a small soak.
+func TestFerryConforms(t *testing.T) {
+	scen := os.Getenv("FERRY_CONFORMANCE_SCENARIOS")
+	var names []string
+	if scen != "" {
+		names = strings.Split(scen, ",")
+	}
+	res := run(t, conformance.Config{Runtime: ferryRuntime(), Soak: 3, Seed: 1, Scenarios: names})
+	// Every scenario in every mode, but late-commit (sink_controlled only).
+	if want := (len(conformance.Scenarios())-1)*len(conformance.AllModes) + 1; len(names) == 0 && len(res) != want {
+		t.Fatalf("got %d results, want %d", len(res), want)
+	}
+	for _, r := range res {
+		if r.Verdict != conformance.Pass {
+			t.Errorf("%s/%s: %s: expected %s; observed %s", r.Scenario, r.Mode, r.Verdict, r.Expected, r.Observed)
+		}
+	}
+}

@@ -1,0 +1,588 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"strings"
+	"time"
+)
+
+// scenario is one named check, run once per mode.
+type scenario struct {
+	name, about string
+	run         func(ctx context.Context, r *Runner, mode string) Result
+}
+
+// onlyMode names the scenarios that apply to one mode only; the others run in every mode.
+var onlyMode = map[string]string{"late-commit": SinkControlled}
+
+// ScenarioInfo names a scenario and says what it checks (for --help and the report).
+type ScenarioInfo struct{ Name, About string }
+
+// Scenarios lists every scenario in the order Run executes them.
+func Scenarios() []ScenarioInfo {
+	out := make([]ScenarioInfo, 0, len(scenarios))
+	for _, s := range scenarios {
+		out = append(out, ScenarioInfo{s.name, s.about})
+	}
+	return out
+}
+
+var scenarios = []scenario{
+	{"clean", "checklist A: a clean run delivers every message exactly once and stores the last offset", runClean},
+	{"failed-batch", "checklist B: consume fails (returns 1) on every retry; after a restart the failed batch is redelivered", runFailedBatch},
+	{"sigkill-mid-batch", "checklist C: the runtime is SIGKILLed while a batch is inside consume", func(ctx context.Context, r *Runner, mode string) Result {
+		return runCrash(ctx, r, mode, false)
+	}},
+	{"plugin-abort", "checklist C: the plugin abort()s inside consume, taking its process down", func(ctx context.Context, r *Runner, mode string) Result {
+		return runCrash(ctx, r, mode, true)
+	}},
+	{"commit-codes", "checklist D: commit callback codes: accepted 0, stale -2, out of range -3, foreign partition -1, unknown id -1", runCommitCodes},
+	{"late-commit", "checklist D: sink_controlled stores what the sink committed, not what consume returned: an uncommitted last batch is redelivered after SIGKILL", runLateCommit},
+	{"sigterm-in-flight", "checklist E: SIGTERM while a batch is inside consume: clean exit, nothing lost", runSigterm},
+	{"poison", "checklist F: undecodable messages on a json stream never reach the sink; the rest is delivered and committed past", runPoison},
+	{"rebalance", "checklist G: a second runtime process joins the group and the first leaves: no loss, no partition delivered twice", runRebalance},
+	{"flaky-network", "chaos: a TCP fault proxy between runtime and server adds latency, stalls replies and resets connections", runFlaky},
+	{"server-restart", "chaos: the embedded server is closed and started again on the same address while the runtime runs", runServerRestart},
+	{"soak", "chaos: SIGKILL the runtime --soak times at random (seeded) moments while data flows", runSoak},
+}
+
+func selectScenarios(names []string) ([]scenario, error) {
+	if len(names) == 0 {
+		return scenarios, nil
+	}
+	var out []scenario
+	for _, n := range names {
+		found := false
+		for _, s := range scenarios {
+			if s.name == n {
+				out, found = append(out, s), true
+			}
+		}
+		if !found {
+			all := make([]string, len(scenarios))
+			for i, s := range scenarios {
+				all[i] = s.name
+			}
+			return nil, fmt.Errorf("conformance: unknown scenario %q (have %s)", n, strings.Join(all, ", "))
+		}
+	}
+	return out, nil
+}
+
+func broken(expected string, err error) Result {
+	return Result{Expected: expected, Observed: err.Error(), Verdict: Fail}
+}
+
+func unsupported(expected string, err error) Result {
+	return Result{Expected: expected, Observed: err.Error(), Verdict: NotSupported}
+}
+
+// verdict turns a condition into a result carrying the tally.
+func verdict(expected, observed string, ok bool, t tally) Result {
+	v := Fail
+	if ok {
+		v = Pass
+	}
+	return Result{Expected: expected, Observed: observed, Verdict: v, Lost: t.lost, Duplicated: t.duplicated}
+}
+
+// clean reports whether nothing wrong was recorded besides loss and duplication.
+func (t tally) clean() bool { return t.poisoned == 0 && t.corrupt == 0 && t.unknown == 0 }
+
+func runClean(ctx context.Context, r *Runner, mode string) Result {
+	const expected = "600 messages on 2 partitions: delivered 600, lost 0, duplicated 0; stored offsets at the end"
+	f, err := r.newFixture(ctx, "clean", mode, 2, connector{batch: 50, maxRetries: -1})
+	if err != nil {
+		return broken(expected, err)
+	}
+	p, err := f.start(ctx, nil)
+	if err != nil {
+		return unsupported(expected, err)
+	}
+	defer p.kill()
+	if err := f.produce(ctx, 300, nil); err != nil {
+		return broken(expected, err)
+	}
+	if err := f.settle(ctx, p); err != nil {
+		return broken(expected, err)
+	}
+	t := f.tally()
+	return verdict(expected, t.String(), t.lost == 0 && t.duplicated == 0 && t.clean(), t)
+}
+
+func runFailedBatch(ctx context.Context, r *Runner, mode string) Result {
+	expected := "the failed batch (offset 50) is redelivered after the restart: resumes at ≤ 50, lost 0"
+	if !atLeastOnce(mode) {
+		expected = "the failed batch may be lost (at-most-once); duplicated 0"
+	}
+	f, err := r.newFixture(ctx, "failed-batch", mode, 1, connector{batch: 50, onFailure: "stop", maxRetries: 2,
+		probe: map[string]string{"fail_batch": "2", "fail_times": "1000000"}})
+	if err != nil {
+		return broken(expected, err)
+	}
+	if err := f.produce(ctx, 300, nil); err != nil {
+		return broken(expected, err)
+	}
+	p, err := f.start(ctx, nil)
+	if err != nil {
+		return unsupported(expected, err)
+	}
+	if err := f.wait(ctx, "a failed consume", func() bool { return f.count('F') > 0 }); err != nil {
+		p.kill()
+		return broken(expected, err)
+	}
+	// Let the runtime exhaust its retries and apply its failure policy; the verdict does
+	// not depend on how long this takes, only on what the restart redelivers.
+	time.Sleep(time.Second)
+	_ = p.term(20 * time.Second)
+	failed := -1
+	fails := 0
+	for _, e := range f.events() {
+		if e.kind == 'F' {
+			fails++
+			if failed < 0 {
+				failed = int(e.off)
+			}
+		}
+	}
+	opens := f.count('O')
+	p, err = f.start(ctx, map[string]string{"fail_batch": "", "fail_times": ""})
+	if err != nil {
+		return broken(expected, err)
+	}
+	defer p.kill()
+	if err := f.settle(ctx, p); err != nil {
+		return broken(expected, err)
+	}
+	resumed := -1
+	o := 0
+	for _, e := range f.events() {
+		if e.kind == 'O' {
+			o++
+		}
+		if e.kind == 'E' && o > opens && resumed < 0 {
+			resumed = int(e.off)
+		}
+	}
+	t := f.tally()
+	obs := fmt.Sprintf("batch at offset %d failed %d times; after the restart delivery resumed at %d; %s", failed, fails, resumed, t)
+	ok := t.clean()
+	if atLeastOnce(mode) {
+		ok = ok && t.lost == 0 && resumed >= 0 && resumed <= failed
+	} else {
+		ok = ok && t.duplicated == 0
+	}
+	return verdict(expected, obs, ok, t)
+}
+
+// runCrash kills the runtime while a batch is in consume: by SIGKILL, or (abort) by the
+// probe calling abort() at message 250.
+func runCrash(ctx context.Context, r *Runner, mode string, abort bool) Result {
+	expected := "lost 0; duplicated ≤ 300 (the batch in consume, one queued, one not yet stored)"
+	if !atLeastOnce(mode) {
+		expected = "duplicated 0 (the batches in flight may be lost)"
+	}
+	pc := map[string]string{"sleep_ms": "300"}
+	if abort {
+		pc = map[string]string{"abort_at": "250", "sleep_ms": "50"}
+	}
+	f, err := r.newFixture(ctx, "crash", mode, 1, connector{batch: 100, maxRetries: -1, probe: pc})
+	if err != nil {
+		return broken(expected, err)
+	}
+	if err := f.produce(ctx, 600, nil); err != nil {
+		return broken(expected, err)
+	}
+	p, err := f.start(ctx, nil)
+	if err != nil {
+		return unsupported(expected, err)
+	}
+	how := "SIGKILL with a batch in consume"
+	if abort {
+		how = "the plugin aborted"
+		if err := f.wait(ctx, "the plugin's abort to end the runtime", p.exited); err != nil {
+			p.kill()
+			return broken(expected, err)
+		}
+	} else {
+		err := f.wait(ctx, "a batch in consume after 200 recorded messages", func() bool {
+			ev := f.events()
+			return f.count('M') >= 200 && len(ev) > 0 && ev[len(ev)-1].kind == 'E'
+		})
+		p.kill()
+		if err != nil {
+			return broken(expected, err)
+		}
+	}
+	before := f.count('M')
+	p, err = f.start(ctx, map[string]string{"sleep_ms": "", "abort_at": ""})
+	if err != nil {
+		return broken(expected, err)
+	}
+	defer p.kill()
+	if err := f.settle(ctx, p); err != nil {
+		return broken(expected, err)
+	}
+	t := f.tally()
+	obs := fmt.Sprintf("%s after %d recorded; %s", how, before, t)
+	ok := t.clean()
+	if atLeastOnce(mode) {
+		ok = ok && t.lost == 0 && t.duplicated <= 300
+	} else {
+		ok = ok && t.duplicated == 0
+	}
+	return verdict(expected, obs, ok, t)
+}
+
+func runCommitCodes(ctx context.Context, r *Runner, mode string) Result {
+	want := map[string]int{"ok": 0, "stale": -2, "range": -3, "foreign": -1, "unknown": -1}
+	order := []string{"ok", "stale", "range", "foreign", "unknown"}
+	expected := "callback installed; ok 0, stale -2, range -3, foreign -1, unknown -1; lost 0"
+	if mode != SinkControlled {
+		expected = "no commit callback installed (the runtime commits by its mode); lost 0"
+	}
+	f, err := r.newFixture(ctx, "commit-codes", mode, 1, connector{batch: 50, maxRetries: -1, probe: map[string]string{"commit": `"codes"`}})
+	if err != nil {
+		return broken(expected, err)
+	}
+	if err := f.produce(ctx, 100, nil); err != nil {
+		return broken(expected, err)
+	}
+	p, err := f.start(ctx, nil)
+	if err != nil {
+		return unsupported(expected, err)
+	}
+	defer p.kill()
+	if err := f.settle(ctx, p); err != nil {
+		return broken(expected, err)
+	}
+	got := map[string]int{}
+	for _, e := range f.events() {
+		if e.kind == 'C' {
+			if _, seen := got[e.name]; !seen {
+				got[e.name] = e.rc
+			}
+		}
+	}
+	t := f.tally()
+	installed := f.count('K') > 0
+	ok := t.clean() && t.lost == 0
+	var parts []string
+	if mode == SinkControlled {
+		ok = ok && installed
+		for _, k := range order {
+			rc, seen := got[k]
+			if !seen {
+				parts = append(parts, k+" never called")
+				ok = false
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %d", k, rc))
+			ok = ok && rc == want[k]
+		}
+	} else {
+		ok = ok && !installed
+	}
+	obs := fmt.Sprintf("callback installed: %v; %s", installed, t)
+	if len(parts) > 0 {
+		obs = fmt.Sprintf("callback installed: %v; %s; %s", installed, strings.Join(parts, ", "), t)
+	}
+	return verdict(expected, obs, ok, t)
+}
+
+func runSigterm(ctx context.Context, r *Runner, mode string) Result {
+	expected := "exit 0 within 20s; lost 0, duplicated 0"
+	if !atLeastOnce(mode) {
+		expected = "exit 0 within 20s; duplicated 0"
+	}
+	f, err := r.newFixture(ctx, "sigterm", mode, 1, connector{batch: 100, maxRetries: -1, probe: map[string]string{"sleep_ms": "400"}})
+	if err != nil {
+		return broken(expected, err)
+	}
+	if err := f.produce(ctx, 500, nil); err != nil {
+		return broken(expected, err)
+	}
+	p, err := f.start(ctx, nil)
+	if err != nil {
+		return unsupported(expected, err)
+	}
+	err = f.wait(ctx, "a batch in consume after 100 recorded messages", func() bool {
+		ev := f.events()
+		return f.count('M') >= 100 && len(ev) > 0 && ev[len(ev)-1].kind == 'E'
+	})
+	if err != nil {
+		p.kill()
+		return broken(expected, err)
+	}
+	exit := "exit 0"
+	termErr := p.term(20 * time.Second)
+	if termErr != nil {
+		exit = termErr.Error()
+	}
+	p, err = f.start(ctx, map[string]string{"sleep_ms": ""})
+	if err != nil {
+		return broken(expected, err)
+	}
+	defer p.kill()
+	if err := f.settle(ctx, p); err != nil {
+		return broken(expected, err)
+	}
+	t := f.tally()
+	ok := termErr == nil && t.clean() && t.duplicated == 0
+	if atLeastOnce(mode) {
+		ok = ok && t.lost == 0
+	}
+	return verdict(expected, exit+"; "+t.String(), ok, t)
+}
+
+func runPoison(ctx context.Context, r *Runner, mode string) Result {
+	const expected = "4 poison messages not delivered; the other 196 delivered once; stored offset at the end"
+	f, err := r.newFixture(ctx, "poison", mode, 1, connector{batch: 50, schema: "json", onFailure: "skip", maxRetries: -1})
+	if err != nil {
+		return broken(expected, err)
+	}
+	if err := f.produce(ctx, 200, func(_ uint32, i int) ([]byte, bool) {
+		if i%50 == 7 {
+			return []byte("not json {"), true
+		}
+		return nil, false
+	}); err != nil {
+		return broken(expected, err)
+	}
+	p, err := f.start(ctx, nil)
+	if err != nil {
+		return unsupported(expected, err)
+	}
+	defer p.kill()
+	if err := f.settle(ctx, p); err != nil {
+		return broken(expected, err)
+	}
+	t := f.tally()
+	return verdict(expected, t.String(), t.lost == 0 && t.duplicated == 0 && t.clean(), t)
+}
+
+func runRebalance(ctx context.Context, r *Runner, mode string) Result {
+	expected := "1200 messages on 4 partitions over two processes: lost 0, duplicated 0"
+	if !atLeastOnce(mode) {
+		expected = "1200 messages on 4 partitions over two processes: duplicated 0 (a revoked or stopped member's polled batches may be lost)"
+	}
+	f, err := r.newFixture(ctx, "rebalance", mode, 4, connector{batch: 20, maxRetries: -1})
+	if err != nil {
+		return broken(expected, err)
+	}
+	a, err := f.start(ctx, nil)
+	if err != nil {
+		return unsupported(expected, err)
+	}
+	defer a.kill()
+	step := func() error {
+		if err := f.produce(ctx, 100, nil); err != nil {
+			return err
+		}
+		if err := f.waitDone(ctx); err != nil {
+			return err
+		}
+		if !atLeastOnce(mode) {
+			f.quiesce(ctx)
+		}
+		return nil
+	}
+	if err := step(); err != nil {
+		return broken(expected, err)
+	}
+	b, err := f.start(ctx, nil)
+	if err != nil {
+		return broken(expected, err)
+	}
+	defer b.kill()
+	if err := step(); err != nil {
+		return broken(expected, err)
+	}
+	if err := a.term(20 * time.Second); err != nil {
+		return broken(expected, fmt.Errorf("first process: %w", err))
+	}
+	if err := step(); err != nil {
+		return broken(expected, err)
+	}
+	if err := b.term(20 * time.Second); err != nil {
+		return broken(expected, fmt.Errorf("second process: %w", err))
+	}
+	t := f.tally()
+	ok := t.duplicated == 0 && t.clean()
+	if atLeastOnce(mode) {
+		ok = ok && t.lost == 0
+	}
+	return verdict(expected, t.String(), ok, t)
+}
+
+func runFlaky(ctx context.Context, r *Runner, mode string) Result {
+	expected := "through dropped connections, resets, stalled replies and latency: lost 0; stored offsets at the end"
+	if !atLeastOnce(mode) {
+		expected = "through dropped connections, resets, stalled replies and latency: stored offsets at the end (losses allowed)"
+	}
+	f, err := r.newFixture(ctx, "flaky", mode, 2, connector{batch: 50, maxRetries: -1})
+	if err != nil {
+		return broken(expected, err)
+	}
+	px, err := StartProxy(r.addr, ProxyFaults{
+		Latency: time.Millisecond, ResetEvery: 300 * time.Millisecond, StallEvery: 200 * time.Millisecond,
+		Stall: 100 * time.Millisecond, Seed: r.cfg.Seed,
+	})
+	if err != nil {
+		return broken(expected, err)
+	}
+	defer px.Close()
+	f.addr = px.Addr()
+	p, err := f.start(ctx, nil)
+	if err != nil {
+		return unsupported(expected, err)
+	}
+	defer p.kill()
+	// Each step injects one fault for sure while data is produced; the periodic seeded
+	// faults come on top.
+	faults := []func(){func() {}, px.DropAll, px.ResetAll, func() { px.StallAll(time.Second) }}
+	for _, fault := range faults {
+		fault()
+		if err := f.produce(ctx, 150, nil); err != nil {
+			return broken(expected, err)
+		}
+		if err := f.waitDone(ctx); err != nil {
+			return broken(expected, err)
+		}
+	}
+	st := px.Stats()
+	t := f.tally()
+	obs := fmt.Sprintf("%d connections: %d dropped, %d reset, %d stalled; %s", st.Connections, st.Drops, st.Resets, st.Stalls, t)
+	ok := t.clean() && st.Resets > 0 && st.Drops > 0
+	if atLeastOnce(mode) {
+		ok = ok && t.lost == 0
+	}
+	return verdict(expected, obs, ok, t)
+}
+
+func runSoak(ctx context.Context, r *Runner, mode string) Result {
+	kills := r.cfg.Soak
+	expected := fmt.Sprintf("%d SIGKILLs while data flows: lost 0", kills)
+	if !atLeastOnce(mode) {
+		expected = fmt.Sprintf("%d SIGKILLs while data flows: duplicated 0 (losses allowed)", kills)
+	}
+	f, err := r.newFixture(ctx, "soak", mode, 2, connector{batch: 20, maxRetries: -1, probe: map[string]string{"sleep_ms": "5"}})
+	if err != nil {
+		return broken(expected, err)
+	}
+	rng := rand.New(rand.NewSource(r.cfg.Seed))
+	p, err := f.start(ctx, nil)
+	if err != nil {
+		return unsupported(expected, err)
+	}
+	for k := 0; k < kills; k++ {
+		// Data flows in four steps per interval; the kill lands at a random moment of it.
+		interval := 100*time.Millisecond + time.Duration(rng.Int63n(int64(300*time.Millisecond)))
+		for s := 0; s < 4; s++ {
+			if err := f.produce(ctx, 10+rng.Intn(20), nil); err != nil {
+				p.kill()
+				return broken(expected, err)
+			}
+			time.Sleep(interval / 4)
+		}
+		p.kill()
+		if p, err = f.start(ctx, nil); err != nil {
+			return broken(expected, fmt.Errorf("restart after kill %d: %w", k+1, err))
+		}
+	}
+	defer p.kill()
+	if err := f.produce(ctx, 50, nil); err != nil {
+		return broken(expected, err)
+	}
+	if err := f.settle(ctx, p); err != nil {
+		return broken(expected, err)
+	}
+	t := f.tally()
+	ok := t.clean()
+	if atLeastOnce(mode) {
+		ok = ok && t.lost == 0
+	} else {
+		ok = ok && t.duplicated == 0
+	}
+	res := verdict(expected, fmt.Sprintf("%d kills; %s", kills, t), ok, t)
+	res.Kills = kills
+	return res
+}
+
+func runServerRestart(ctx context.Context, r *Runner, mode string) Result {
+	expected := "the runtime reconnects after the server restarts: lost 0, duplicated 0"
+	if !atLeastOnce(mode) {
+		expected = "the runtime reconnects after the server restarts: duplicated 0 (losses allowed)"
+	}
+	if r.server == nil {
+		return unsupported(expected, errors.New("needs the embedded server (not --server)"))
+	}
+	f, err := r.newFixture(ctx, "server-restart", mode, 2, connector{batch: 50, maxRetries: -1})
+	if err != nil {
+		return broken(expected, err)
+	}
+	p, err := f.start(ctx, nil)
+	if err != nil {
+		return unsupported(expected, err)
+	}
+	defer p.kill()
+	if err := f.produce(ctx, 200, nil); err != nil {
+		return broken(expected, err)
+	}
+	if err := f.waitDone(ctx); err != nil {
+		return broken(expected, err)
+	}
+	if err := r.restartServer(ctx); err != nil {
+		return broken(expected, err)
+	}
+	if err := f.produce(ctx, 200, nil); err != nil {
+		return broken(expected, err)
+	}
+	if err := f.settle(ctx, p); err != nil {
+		return broken(expected, err)
+	}
+	t := f.tally()
+	ok := t.clean() && t.duplicated == 0
+	if atLeastOnce(mode) {
+		ok = ok && t.lost == 0
+	}
+	return verdict(expected, "server restarted once; "+t.String(), ok, t)
+}
+
+func runLateCommit(ctx context.Context, r *Runner, mode string) Result {
+	const expected = "the sink commits each batch when the next one arrives; after SIGKILL the uncommitted last batch (100 messages) is redelivered: lost 0, duplicated 100"
+	f, err := r.newFixture(ctx, "late-commit", mode, 1, connector{batch: 100, maxRetries: -1, probe: map[string]string{"commit": `"late"`}})
+	if err != nil {
+		return broken(expected, err)
+	}
+	if err := f.produce(ctx, 300, nil); err != nil {
+		return broken(expected, err)
+	}
+	p, err := f.start(ctx, nil)
+	if err != nil {
+		return unsupported(expected, err)
+	}
+	var stored int64
+	err = f.wait(ctx, "300 recorded messages and the second batch's commit stored", func() bool {
+		s, err := f.stored(ctx)
+		stored = s[0]
+		return err == nil && f.count('M') == 300 && stored >= 199
+	})
+	p.kill()
+	if err != nil {
+		return broken(expected, err)
+	}
+	p, err = f.start(ctx, map[string]string{"commit": `"immediate"`})
+	if err != nil {
+		return broken(expected, err)
+	}
+	if err := f.settle(ctx, p); err != nil {
+		return broken(expected, err)
+	}
+	t := f.tally()
+	obs := fmt.Sprintf("stored offset %d at the kill; %s", stored, t)
+	return verdict(expected, obs, stored == 199 && t.lost == 0 && t.duplicated == 100 && t.clean(), t)
+}
