@@ -89,6 +89,16 @@ func (tc *topicConsumer) pollLoop(ctx context.Context) {
 		if pause {
 			tc.log.Debug("partition paused at max_uncommitted", "partition", b.Partition, "max_uncommitted", tc.s.policy.maxUncommitted)
 		}
+		if tc.s.policy.serverStores {
+			// The server stored this batch's offsets with the poll: dropping it at the stop
+			// would lose it, so it is handed over even then (the consume goroutine drains
+			// the channel until it is closed, and delivers such batches until the hard stop).
+			tc.batches <- polledBatch{b, part}
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
 		select {
 		case tc.batches <- polledBatch{b, part}:
 		case <-ctx.Done():
@@ -99,10 +109,14 @@ func (tc *topicConsumer) pollLoop(ctx context.Context) {
 }
 
 // consumeLoop delivers batches until the poll goroutine is done; once the soft stop
-// began it starts no new batch (what is queued is redelivered).
+// began it starts no new batch (what is queued is redelivered), except under after_polling
+// (see below).
 func (tc *topicConsumer) consumeLoop(soft, hard context.Context) {
 	for b := range tc.batches {
-		if soft.Err() == nil {
+		// After the soft stop a queued batch is redelivered later in the modes that store
+		// after delivery; under after_polling the server already stored it, so it is
+		// delivered now, within the hard stop, rather than lost.
+		if soft.Err() == nil || (tc.s.policy.serverStores && hard.Err() == nil) {
 			tc.deliver(hard, b)
 		}
 		b.Release()
