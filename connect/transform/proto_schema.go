@@ -113,8 +113,12 @@ func descriptorBytes(t *table, v any) ([]byte, error) {
 // searched after the include paths. google/protobuf/*.proto (the well-known types) are
 // always importable.
 func compileProto(path string, includes []string) (linker.Files, error) {
-	if _, err := os.Stat(path); err != nil {
+	fi, err := os.Stat(path)
+	if err != nil {
 		return nil, err
+	}
+	if !fi.Mode().IsRegular() { // a device or fifo could be read forever
+		return nil, fmt.Errorf("%s: not a regular file", path)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {

@@ -167,6 +167,8 @@ func TestProtoConvertSchemaConfigErrors(t *testing.T) {
 			"transforms.proto_convert.schema_path: invalid transform: broken.proto:4:1: syntax error"},
 		{"import not under include_paths", doc("include_paths = [\"testdata\"]\nschema_path = \"testdata/proto/shop/order.proto\"\nmessage_type = \"shop.Order\"\n"),
 			"transforms.proto_convert.schema_path: invalid transform: proto/shop/order.proto:8:8: open testdata/shop/money.proto: no such file or directory"},
+		{"schema_path a directory", doc(inc + "schema_path = \"testdata/proto\"\nmessage_type = \"shop.Order\"\n"),
+			"transforms.proto_convert.schema_path: invalid transform: testdata/proto: not a regular file"},
 		{"schema_path not a string", doc(inc + "schema_path = 1\nmessage_type = \"shop.Order\"\n"),
 			"transforms.proto_convert.schema_path: invalid transform: want a string, got an integer"},
 		{"unknown message type", doc(inc + "schema_path = \"testdata/proto/shop/order.proto\"\nmessage_type = \"shop.Nope\"\n"),
