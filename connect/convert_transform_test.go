@@ -2,6 +2,8 @@ package connect
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -238,5 +240,50 @@ func TestProtoConvertPipelines(t *testing.T) {
 	if out := c.convert([]wire.Message{{Offset: 4, Payload: anyTX}}, &counters); len(out) != 1 || len(c.poison) != 0 ||
 		string(out[0].Payload) != `{"type_url":"t/x","value":"AQI="}` {
 		t.Fatalf("out %+v poison %+v", out, c.poison)
+	}
+}
+
+// TestProtoConvertSchemaPipelines: with a schema, a json stream's sink running
+// proto_convert json → proto gets the message's binary form, and JSON that does not fit is
+// poison at stage transform; a source producing that binary as raw bytes into a json
+// stream, with proto → json, sends the message's JSON.
+func TestProtoConvertSchemaPipelines(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "m.proto"), []byte("syntax = \"proto3\";\npackage p;\nmessage M { int64 id = 1; string name = 2; }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keys := fmt.Sprintf("include_paths = [%q]\npreserve_unknown_fields = false\nschema_path = %q\nmessage_type = \"p.M\"\n", dir, filepath.Join(dir, "m.proto")) +
+		"conversion_options = { validate_messages = true, pretty_json = false, include_metadata = false, type_url_prefix = \"type.googleapis.com\", strict_mode = false }\n"
+	doc := "[transforms.proto_convert]\nenabled = true\nsource_format = \"json\"\ntarget_format = \"proto\"\n" + keys
+	pipe, err := newPayloadPipeline(sdk.SchemaJSON, "", transformsOf(t, doc, "proto_convert"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := converter{pipe: pipe}
+	var counters Counters
+	out := c.convert([]wire.Message{
+		{Offset: 5, Payload: []byte(`{"id":7,"name":"Ann"}`)},
+		{Offset: 6, Payload: []byte(`{"id":"x"}`)},
+	}, &counters)
+	if len(out) != 1 || out[0].Offset != 5 || fmt.Sprintf("%x", out[0].Payload) != "08071203416e6e" {
+		t.Fatalf("converted %+v", out)
+	}
+	if len(c.poison) != 1 || c.poison[0].msg.Offset != 6 || c.poison[0].stage != stageTransform ||
+		!strings.HasPrefix(c.poison[0].err.Error(), "transform proto_convert: json payload is not a p.M: ") {
+		t.Fatalf("poison %+v", c.poison)
+	}
+
+	doc = "[transforms.proto_convert]\nenabled = true\nsource_format = \"proto\"\ntarget_format = \"json\"\n" + keys
+	chain, err := buildChain(transformsOf(t, doc, "proto_convert"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newSourcePipeline(sdk.SchemaJSON, "", chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, bad := p.encode(sdk.SourceBatch{Schema: sdk.SchemaRaw, Messages: []sdk.ProducedMessage{{Payload: []byte{0x08, 0x07, 0x12, 0x03, 'A', 'n', 'n'}}}})
+	if len(bad) != 0 || len(sent) != 1 || string(sent[0].Payload) != `{"id":"7","name":"Ann"}` {
+		t.Fatalf("sent %+v bad %+v", sent, bad)
 	}
 }

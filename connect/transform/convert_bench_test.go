@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/valyala/fastjson"
@@ -24,6 +25,8 @@ func BenchmarkConvert(b *testing.B) {
 		{"flat_buffer_to_json", fbTable("flat_buffer", "json", fbOpts), "flat_buffer_convert", Payload{Format: sdk.SchemaFlatBuffer, Bytes: alice30}},
 		{"proto_json_to_proto", protoTable("json", "proto", protoOpts, ""), "proto_convert", Payload{}},
 		{"proto_raw_any_to_json", protoTable("proto", "json", protoOpts, ""), "proto_convert", Payload{Format: sdk.SchemaRaw, Bytes: anyTX}},
+		{"proto_schema_json_to_proto", userProto("json", "proto"), "proto_convert", Payload{}},
+		{"proto_schema_raw_to_json", userProto("proto", "json"), "proto_convert", Payload{Format: sdk.SchemaRaw, Bytes: []byte("\x0a\x05Alice\x10\x1e")}},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
@@ -53,4 +56,10 @@ func BenchmarkConvert(b *testing.B) {
 			}
 		})
 	}
+}
+
+// userProto is proto_convert with testdata/proto/user.proto's User, the benchmark's record.
+func userProto(from, to string) string {
+	return strings.Replace(protoTable(from, to, protoOpts, "schema_path = \"testdata/proto/user.proto\"\nmessage_type = \"User\"\n"),
+		"include_paths = [\".\"]", "include_paths = [\"testdata/proto\"]", 1)
 }

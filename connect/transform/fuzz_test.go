@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"encoding/hex"
 	"testing"
 
 	toml "github.com/pelletier/go-toml/v2"
@@ -33,6 +34,14 @@ func FuzzBuild(f *testing.F) {
 	for _, pair := range [][2]string{{"proto", "json"}, {"proto", "text"}, {"proto", "raw"}, {"json", "proto"}, {"text", "proto"}, {"raw", "proto"}, {"text", "json"}, {"raw", "json"}} {
 		f.Add("[transforms.proto_convert]\nenabled = true\nsource_format = \""+pair[0]+"\"\ntarget_format = \""+pair[1]+"\"\n"+protoOpts+"field_mappings = { a = \"b\" }", "\n\x03t/x\x12\x02\x01\x02")
 	}
+	// With a schema (proto_schema_test.go's shop.Order): JSON to binary and back.
+	const schemaOpts = "include_paths = [\"testdata/proto\"]\npreserve_unknown_fields = false\nconversion_options = { validate_messages = true, pretty_json = false, include_metadata = true, type_url_prefix = \"p\", strict_mode = false }\n" +
+		"schema_path = \"testdata/proto/shop/order.proto\"\nmessage_type = \"shop.Order\"\n"
+	bin, _ := hex.DecodeString(orderHex)
+	for _, seed := range [][3]string{{"json", "proto", orderJSON}, {"text", "proto", orderJSON}, {"proto", "json", string(bin)}} {
+		f.Add("[transforms.proto_convert]\nenabled = true\nsource_format = \""+seed[0]+"\"\ntarget_format = \""+seed[1]+"\"\n"+schemaOpts+"field_mappings = { a = \"id\" }", seed[2])
+	}
+	f.Add("[transforms.proto_convert]\nenabled = true\nsource_format = \"proto\"\ntarget_format = \"json\"\n"+protoOpts+"message_type = \"shop.Order\"\ndescriptor_set = [10, 3, 97, 46, 112]", "\x08\x01")
 	f.Fuzz(func(t *testing.T, doc, payload string) {
 		var m struct {
 			Transforms map[string]any `toml:"transforms"`

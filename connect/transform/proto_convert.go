@@ -13,10 +13,11 @@ import (
 	"github.com/ferryio/ferry/sdk"
 )
 
-// protoConvert is proto_convert without a schema (upstream's "basic conversion"): a proto
-// payload is upstream's Payload::Proto, a string (Format proto, Bytes its text), and a
-// binary protobuf arrives as raw bytes. A schema (schema_path, descriptor_set) is refused:
-// Ferry does not compile .proto files yet.
+// protoConvert is proto_convert. Without a schema it does upstream's "basic conversion": a
+// proto payload is upstream's Payload::Proto, a string (Format proto, Bytes its text), and a
+// binary protobuf arrives as raw bytes. With one (schema_path or descriptor_set, and
+// message_type), JSON → proto writes the message's binary form as raw bytes (upstream's
+// Payload::Raw), and raw bytes → JSON decode it.
 type protoConvert struct {
 	from, to    sdk.Schema
 	mappings    map[string]string
@@ -25,6 +26,7 @@ type protoConvert struct {
 	pretty      bool // conversion_options.pretty_json
 	metadata    bool // conversion_options.include_metadata
 	json        *schema.Decoder
+	schema      *protoSchema // nil without schema_path or descriptor_set
 }
 
 var (
@@ -58,19 +60,20 @@ func buildProtoConvert(t *table) (Transform, error) {
 	if _, _, err = t.str("schema_registry_url", false); err != nil { // read, unused upstream
 		return nil, err
 	}
-	for _, key := range []string{"schema_path", "descriptor_set"} {
-		if _, set := t.get(key); set {
-			return nil, t.errorf(key, "not supported by Ferry yet: proto_convert runs without a schema (remove %s)", key)
-		}
-	}
 	paths, err := t.list("include_paths", true)
 	if err != nil {
 		return nil, err
 	}
+	includes := make([]string, len(paths))
 	for i, p := range paths {
-		if _, isStr := p.(string); !isStr {
+		s, isStr := p.(string)
+		if !isStr {
 			return nil, t.errorf(fmt.Sprintf("include_paths[%d]", i), "want a string, got %s", typeName(p))
 		}
+		includes[i] = s
+	}
+	if c.schema, err = loadProtoSchema(t, includes, c.messageType, c.hasType); err != nil {
+		return nil, err
 	}
 	if err := t.requiredBool("preserve_unknown_fields"); err != nil {
 		return nil, err
@@ -205,6 +208,9 @@ func (c *protoConvert) fromProto(p Payload, a *fastjson.Arena) (Payload, error) 
 	case sdk.SchemaProto:
 		return p, nil
 	case sdk.SchemaJSON:
+		if c.schema != nil && p.Format == sdk.SchemaRaw {
+			return c.decodeWithSchema(p.Bytes, a)
+		}
 		switch p.Format {
 		case sdk.SchemaProto:
 			v, isJSON := c.parse(p.Bytes)
@@ -272,13 +278,13 @@ func (c *protoConvert) toProto(p Payload) (Payload, error) {
 		if p.Format != sdk.SchemaJSON {
 			return Payload{}, errPayloadType("json", p.Format)
 		}
-		return Payload{Format: sdk.SchemaProto, Bytes: c.jsonText(p.JSON)}, nil
+		return c.jsonToProto(p.JSON)
 	case sdk.SchemaText:
 		if p.Format != sdk.SchemaText {
 			return Payload{}, errPayloadType("text", p.Format)
 		}
 		if v, isJSON := c.parse(p.Bytes); isJSON {
-			return Payload{Format: sdk.SchemaProto, Bytes: c.jsonText(v)}, nil
+			return c.jsonToProto(v)
 		}
 		return Payload{Format: sdk.SchemaProto, Bytes: p.Bytes}, nil
 	}
@@ -289,4 +295,43 @@ func (c *protoConvert) toProto(p Payload) (Payload, error) {
 		return Payload{Format: sdk.SchemaProto, Bytes: p.Bytes}, nil
 	}
 	return Payload{Format: sdk.SchemaProto, Bytes: fmt.Appendf(nil, "binary_data: %q", base64.StdEncoding.EncodeToString(p.Bytes))}, nil
+}
+
+// jsonToProto is upstream's json_to_protobuf: with a schema the message's binary form (a raw
+// payload, as upstream), else the JSON's text as proto text. Upstream falls back to the text
+// when its encoder fails; Ferry fails the message instead, so a bad record is not passed on
+// in another shape.
+func (c *protoConvert) jsonToProto(v *fastjson.Value) (Payload, error) {
+	if c.schema == nil {
+		return Payload{Format: sdk.SchemaProto, Bytes: c.jsonText(v)}, nil
+	}
+	b, err := c.schema.encode(schema.AppendJSON(nil, v))
+	if err != nil {
+		return Payload{}, err
+	}
+	return Payload{Format: sdk.SchemaRaw, Bytes: b}, nil
+}
+
+// decodeWithSchema reads raw bytes as the schema's message and gives its JSON, wrapped in
+// data and metadata with include_metadata as for proto text.
+func (c *protoConvert) decodeWithSchema(b []byte, a *fastjson.Arena) (Payload, error) {
+	text, err := c.schema.decode(b)
+	if err != nil {
+		return Payload{}, err
+	}
+	v, err := c.json.Decode(text)
+	if err != nil { // protojson wrote it: a bug, not bad input
+		return Payload{}, fmt.Errorf("decode %s: protojson output is not JSON: %w", c.messageType, err)
+	}
+	if !c.metadata {
+		return Payload{Format: sdk.SchemaJSON, JSON: v}, nil
+	}
+	m := a.NewObject()
+	m.Set("converted_from", a.NewString("protobuf"))
+	m.Set("timestamp", a.NewNumberString(fmt.Sprint(now().UnixMilli())))
+	m.Set("message_type", a.NewString(c.messageType))
+	o := a.NewObject()
+	o.Set("data", v)
+	o.Set("metadata", m)
+	return Payload{Format: sdk.SchemaJSON, JSON: o}, nil
 }

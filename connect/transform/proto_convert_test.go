@@ -109,10 +109,6 @@ func TestProtoConvertConfigErrors(t *testing.T) {
 	tests := []struct{ name, doc, want string }{
 		{"pair not converted", protoTable("json", "avro", protoOpts, ""),
 			"transforms.proto_convert.target_format: invalid transform: proto_convert does not convert json to avro"},
-		{"schema_path", protoTable("json", "proto", protoOpts, "schema_path = \"a.proto\"\n"),
-			"transforms.proto_convert.schema_path: invalid transform: not supported by Ferry yet"},
-		{"descriptor_set", protoTable("json", "proto", protoOpts, "descriptor_set = [1, 2]\n"),
-			"transforms.proto_convert.descriptor_set: invalid transform: not supported by Ferry yet"},
 		{"target_format missing", "[transforms.proto_convert]\nenabled = true\nsource_format = \"json\"\n",
 			"transforms.proto_convert.target_format: invalid transform: required key missing"},
 		{"include_paths missing", "[transforms.proto_convert]\nenabled = true\nsource_format = \"json\"\ntarget_format = \"proto\"\npreserve_unknown_fields = false\n" + protoOpts,

@@ -212,7 +212,7 @@ func TestBuildErrors(t *testing.T) {
 		{"regex", "[transforms.filter_fields]\nenabled = true\npatterns = [{ key_pattern = { regex = \"(\" } }]", "filter_fields", "transforms.filter_fields.patterns[0].key_pattern.regex: invalid transform: error parsing regexp"},
 		{"value pattern", "[transforms.filter_fields]\nenabled = true\npatterns = [{ value_pattern = \"is_int\" }]", "filter_fields", `transforms.filter_fields.patterns[0].value_pattern: invalid transform: unknown pattern "is_int"`},
 		{"between", "[transforms.filter_fields]\nenabled = true\npatterns = [{ value_pattern = { between = [1] } }]", "filter_fields", "transforms.filter_fields.patterns[0].value_pattern.between: invalid transform: want [low, high]"},
-		{"convert", "[transforms.proto_convert]\nenabled = true\nsource_format = \"json\"\ntarget_format = \"proto\"\nschema_path = \"a.proto\"", "proto_convert", "transforms.proto_convert.schema_path: invalid transform: not supported by Ferry yet"},
+		{"convert", "[transforms.proto_convert]\nenabled = true\nsource_format = \"json\"\ntarget_format = \"proto\"\ninclude_paths = []\npreserve_unknown_fields = false\nmessage_type = \"M\"\nschema_path = \"a.proto\"", "proto_convert", "transforms.proto_convert.schema_path: invalid transform: stat a.proto: no such file or directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
