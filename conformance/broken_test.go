@@ -38,13 +38,13 @@ func TestBrokenRuntimeFails(t *testing.T) {
 	res := run(t, cfg)
 	cfg = liar
 	cfg.Modes = []string{conformance.SinkControlled}
-	cfg.Scenarios = []string{"commit-codes", "late-commit"}
+	cfg.Scenarios = []string{"commit-codes", "commit-order", "late-commit"}
 	res = append(res, run(t, cfg)...)
 	want := []string{
 		"failed-batch/after_consuming", "failed-batch/sink_controlled",
 		"sigkill-mid-batch/after_consuming", "sigkill-mid-batch/sink_controlled",
 		"sigterm-in-flight/after_consuming", "sigterm-in-flight/sink_controlled",
-		"commit-codes/sink_controlled", "late-commit/sink_controlled",
+		"commit-codes/sink_controlled", "commit-order/sink_controlled", "late-commit/sink_controlled",
 	}
 	if len(res) != len(want) {
 		t.Fatalf("got %d results, want %d", len(res), len(want))
@@ -58,6 +58,11 @@ func TestBrokenRuntimeFails(t *testing.T) {
 		case r.Scenario == "commit-codes":
 			if !strings.Contains(r.Observed, "callback installed: false") {
 				t.Errorf("%s: observed %q, want no callback installed", k, r.Observed)
+			}
+		case r.Scenario == "commit-order":
+			// No callback: the probe never commits, so no code is recorded.
+			if !strings.HasPrefix(r.Observed, "higher commit codes map[], lower commit codes map[]") {
+				t.Errorf("%s: observed %q, want no commit codes", k, r.Observed)
 			}
 		case r.Scenario == "late-commit":
 			// Stored at poll: the offset is past the batch the sink never committed.
