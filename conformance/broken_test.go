@@ -97,3 +97,24 @@ exec "$FERRY_BIN" run --config "$1"
 		t.Fatalf("results %+v, want clean/after_consuming pass and clean/sink_controlled not supported", res)
 	}
 }
+
+// noHTTPScript is a runtime without the HTTP API: it turns [http] off in the config the
+// suite wrote, then runs Ferry.
+const noHTTPScript = `#!/bin/sh
+sed -i 's/^enabled = true$/enabled = false/' "$1"
+exec "$FERRY_BIN" run --config "$1"
+`
+
+// TestNoHTTPAPINotSupported proves that a runtime without the HTTP API gets "not supported"
+// for stopped-status, not a failure or a crash of the suite.
+func TestNoHTTPAPINotSupported(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "nohttp.sh")
+	if err := os.WriteFile(script, []byte(noHTTPScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, conformance.Config{Runtime: []string{script, "{config}"}, RuntimeEnv: []string{"FERRY_BIN=" + ferryBin},
+		Modes: []string{conformance.AfterConsuming}, Scenarios: []string{"stopped-status"}})
+	if len(res) != 1 || res[0].Verdict != conformance.NotSupported || !strings.Contains(res[0].Observed, "no Iggy-style HTTP API") {
+		t.Fatalf("results %+v, want stopped-status/after_consuming not supported (no Iggy-style HTTP API)", res)
+	}
+}
