@@ -49,6 +49,7 @@ var scenarios = []scenario{
 	{"rebalance", "checklist G: a second runtime process joins the group and the first leaves: no loss, no partition delivered twice", runRebalance},
 	{"flaky-network", "chaos: a TCP fault proxy between runtime and server adds latency, stalls replies and resets connections", runFlaky},
 	{"server-restart", "chaos: the embedded server is closed and started again on the same address while the runtime runs", runServerRestart},
+	{"server-sigkill", "chaos: the server, a child process, is SIGKILLed with batches in flight and restarted on the same address and data directory", runServerSigkill},
 	{"soak", "chaos: SIGKILL the runtime --soak times at random (seeded) moments while data flows", runSoak},
 }
 
