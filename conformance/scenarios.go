@@ -661,17 +661,20 @@ func runCommitAfterStop(ctx context.Context, r *Runner, mode string) Result {
 	defer p.kill()
 	// The runtime stays up (a stopped sink is not the end of the process), so the probe's
 	// thread outlives the close it was started by.
-	rc, closed := 0, false
+	rc, closed, called := 0, false, false
 	err = f.wait(ctx, "the probe's commit after the sink was stopped", func() bool {
 		for _, e := range f.events() {
 			closed = closed || e.kind == 'X'
 			if e.kind == 'C' && e.name == "afterstop" {
-				rc = e.rc
+				rc, called = e.rc, true
 				return true
 			}
 		}
-		return false
+		return p.exited()
 	})
+	if err == nil && !called {
+		err = errors.New("the runtime exited before the probe's commit after the stop")
+	}
 	if err != nil {
 		return broken(expected, fmt.Errorf("%w (sink closed: %v)", err, closed))
 	}
