@@ -118,7 +118,7 @@ func runClean(ctx context.Context, r *Runner, mode string) Result {
 }
 
 func runFailedBatch(ctx context.Context, r *Runner, mode string) Result {
-	expected := "the failed batch (offset 50) is redelivered after the restart: resumes at ≤ 50, lost 0"
+	expected := "the last failed batch is redelivered after the restart: resumes at or before its offset, lost 0"
 	if !atLeastOnce(mode) {
 		expected = "the failed batch may be lost (at-most-once); duplicated 0"
 	}
@@ -142,14 +142,15 @@ func runFailedBatch(ctx context.Context, r *Runner, mode string) Result {
 	// not depend on how long this takes, only on what the restart redelivers.
 	time.Sleep(time.Second)
 	_ = p.term(20 * time.Second)
+	// A runtime that restarts the stopped sink in-process opens a new probe instance, whose
+	// consume calls count from 1 again: its batch 2 (a later one) fails then. The batch the
+	// runtime last failed on is the one that must come again.
 	failed := -1
 	fails := 0
 	for _, e := range f.events() {
 		if e.kind == 'F' {
 			fails++
-			if failed < 0 {
-				failed = int(e.off)
-			}
+			failed = int(e.off)
 		}
 	}
 	opens := f.count('O')
@@ -172,7 +173,7 @@ func runFailedBatch(ctx context.Context, r *Runner, mode string) Result {
 		}
 	}
 	t := f.tally()
-	obs := fmt.Sprintf("batch at offset %d failed %d times; after the restart delivery resumed at %d; %s", failed, fails, resumed, t)
+	obs := fmt.Sprintf("%d failed consumes, the last at offset %d; after the restart delivery resumed at %d; %s", fails, failed, resumed, t)
 	ok := t.clean()
 	if atLeastOnce(mode) {
 		ok = ok && t.lost == 0 && resumed >= 0 && resumed <= failed
