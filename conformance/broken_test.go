@@ -38,13 +38,13 @@ func TestBrokenRuntimeFails(t *testing.T) {
 	res := run(t, cfg)
 	cfg = liar
 	cfg.Modes = []string{conformance.SinkControlled}
-	cfg.Scenarios = []string{"commit-codes", "late-commit"}
+	cfg.Scenarios = []string{"commit-codes", "commit-order", "late-commit"}
 	res = append(res, run(t, cfg)...)
 	want := []string{
 		"failed-batch/after_consuming", "failed-batch/sink_controlled",
 		"sigkill-mid-batch/after_consuming", "sigkill-mid-batch/sink_controlled",
 		"sigterm-in-flight/after_consuming", "sigterm-in-flight/sink_controlled",
-		"commit-codes/sink_controlled", "late-commit/sink_controlled",
+		"commit-codes/sink_controlled", "commit-order/sink_controlled", "late-commit/sink_controlled",
 	}
 	if len(res) != len(want) {
 		t.Fatalf("got %d results, want %d", len(res), len(want))
@@ -58,6 +58,11 @@ func TestBrokenRuntimeFails(t *testing.T) {
 		case r.Scenario == "commit-codes":
 			if !strings.Contains(r.Observed, "callback installed: false") {
 				t.Errorf("%s: observed %q, want no callback installed", k, r.Observed)
+			}
+		case r.Scenario == "commit-order":
+			// No callback: the probe never commits, so no code is recorded.
+			if !strings.HasPrefix(r.Observed, "higher commit codes map[], lower commit codes map[]") {
+				t.Errorf("%s: observed %q, want no commit codes", k, r.Observed)
 			}
 		case r.Scenario == "late-commit":
 			// Stored at poll: the offset is past the batch the sink never committed.
@@ -90,5 +95,26 @@ exec "$FERRY_BIN" run --config "$1"
 	})
 	if len(res) != 2 || res[0].Verdict != conformance.Pass || res[1].Verdict != conformance.NotSupported {
 		t.Fatalf("results %+v, want clean/after_consuming pass and clean/sink_controlled not supported", res)
+	}
+}
+
+// noHTTPScript is a runtime without the HTTP API: it turns [http] off in the config the
+// suite wrote, then runs Ferry.
+const noHTTPScript = `#!/bin/sh
+sed -i 's/^enabled = true$/enabled = false/' "$1"
+exec "$FERRY_BIN" run --config "$1"
+`
+
+// TestNoHTTPAPINotSupported proves that a runtime without the HTTP API gets "not supported"
+// for stopped-status, not a failure or a crash of the suite.
+func TestNoHTTPAPINotSupported(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "nohttp.sh")
+	if err := os.WriteFile(script, []byte(noHTTPScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, conformance.Config{Runtime: []string{script, "{config}"}, RuntimeEnv: []string{"FERRY_BIN=" + ferryBin},
+		Modes: []string{conformance.AfterConsuming}, Scenarios: []string{"stopped-status"}})
+	if len(res) != 1 || res[0].Verdict != conformance.NotSupported || !strings.Contains(res[0].Observed, "no Iggy-style HTTP API") {
+		t.Fatalf("results %+v, want stopped-status/after_consuming not supported (no Iggy-style HTTP API)", res)
 	}
 }

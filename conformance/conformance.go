@@ -77,6 +77,11 @@ type Config struct {
 	// Server is the address of an Iggy server with root credentials iggy/iggy; empty
 	// starts an embedded one.
 	Server string
+	// ServerCommand runs an Iggy-compatible server as a child process for
+	// server-sigkill ("{addr}" and "{data}" replaced by its address and data directory;
+	// root credentials iggy/iggy); empty makes that scenario "not supported". ferry
+	// conformance uses this binary's `server --addr {addr} --data {data}`.
+	ServerCommand []string
 	// Username and Password for Server (default iggy/iggy).
 	Username, Password string
 	// Modes are the commit modes to check (default AllModes).

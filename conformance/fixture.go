@@ -43,6 +43,7 @@ type fixture struct {
 	poison     map[pkey]bool   // messages the runtime must not deliver
 	next       map[uint32]uint64
 	instances  int
+	http       string // "" = [http] off; else the runtime's HTTP API address, metrics on
 }
 
 type pkey struct {
@@ -127,10 +128,12 @@ path = %q
 [connectors]
 config_type = "local"
 config_dir = %q
-
-[http]
-enabled = false
 `, f.addr, f.r.cfg.Username, f.r.cfg.Password, filepath.Join(dir, "state"), cdir)
+	if f.http == "" {
+		cfg += "\n[http]\nenabled = false\n"
+	} else {
+		cfg += fmt.Sprintf("\n[http]\nenabled = true\naddress = %q\n\n[http.metrics]\nenabled = true\nendpoint = \"/metrics\"\n", f.http)
+	}
 	path := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return "", err

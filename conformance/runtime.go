@@ -31,22 +31,33 @@ func (r *Runner) startRuntime(configPath, logPath string) (*proc, error) {
 	for i, a := range r.cfg.Runtime {
 		args[i] = expand(a, configPath)
 	}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Dir = filepath.Dir(configPath)
-	cmd.Env = os.Environ()
-	for _, e := range r.cfg.RuntimeEnv {
-		cmd.Env = append(cmd.Env, expand(e, configPath))
+	env := make([]string, len(r.cfg.RuntimeEnv))
+	for i, e := range r.cfg.RuntimeEnv {
+		env[i] = expand(e, configPath)
 	}
+	p, err := startProcess(args, env, filepath.Dir(configPath), logPath)
+	if err != nil {
+		return nil, fmt.Errorf("conformance: start runtime: %w", err)
+	}
+	return p, nil
+}
+
+// startProcess starts args in dir with env added to this process's environment, in its
+// own process group; its output goes to logPath.
+func startProcess(args, env []string, dir, logPath string) (*proc, error) {
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("conformance: runtime log: %w", err)
+		return nil, fmt.Errorf("log: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = f, f
 	// Own process group, so that a wrapper script and what it starts die together.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("conformance: start runtime %q: %w", args, err)
+		return nil, fmt.Errorf("%q: %w", args, err)
 	}
 	p := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {

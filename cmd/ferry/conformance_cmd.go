@@ -110,7 +110,7 @@ func runConformance(cmd *cobra.Command, f conformanceFlags) error {
 	}
 	out := cmd.OutOrStdout()
 	results, err := conformance.Run(cmd.Context(), conformance.Config{
-		Runtime: runtime, RuntimeEnv: f.runtimeEnv, Server: f.server, Modes: f.modes, Scenarios: f.scenarios,
+		Runtime: runtime, RuntimeEnv: f.runtimeEnv, Server: f.server, ServerCommand: serverCommand(), Modes: f.modes, Scenarios: f.scenarios,
 		Soak: f.soak, Seed: f.seed, Timeout: f.timeout, WorkDir: f.workDir, Keep: f.workDir != "", Logger: log,
 		OnResult: func(r conformance.Result) { fmt.Fprintln(out, conformance.Line(r)) },
 	})
@@ -136,4 +136,15 @@ func runConformance(cmd *cobra.Command, f conformanceFlags) error {
 		return errors.New("conformance: some scenarios failed")
 	}
 	return nil
+}
+
+// serverCommand is this binary's embedded server, run as a child process by the
+// server-sigkill scenario; nil (the scenario is "not supported") when the binary cannot
+// be located.
+func serverCommand() []string {
+	self, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return []string{self, "server", "--addr", "{addr}", "--data", "{data}"}
 }

@@ -18,7 +18,11 @@
  *               first batch also try a stale, an out-of-range, a foreign-partition and an
  *               unknown-id commit, recording each return code | "late": commit each
  *               batch's last offset only when the next batch of its partition is recorded
- *               (the last batch is never committed)
+ *               (the last batch is never committed) | "order": commit each batch's last
+ *               offset, then its first (lower) one, recording both codes | "afterstop":
+ *               "immediate", and close starts a thread that keeps the callback and calls it
+ *               again with the last committed offset every 5ms (up to 5s) until the code
+ *               is neither 0 nor -2 (the instance is gone), recording that code
  *
  * Record lines (one per event, space separated):
  *   O id                 instance opened          X id        instance closed
@@ -26,7 +30,8 @@
  *   E p first count      consume entered with a batch of partition p
  *   F p first            consume returned 1 (fail_batch)
  *   M p offset hash      one message recorded (hash: FNV-1a 64 of the payload, hex)
- *   C kind rc            commit callback return code (kind: ok, stale, range, foreign, unknown)
+ *   C kind rc            commit callback return code (kind: ok, stale, range, foreign, unknown,
+ *                        high, low, afterstop)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -103,7 +108,10 @@ typedef struct inst {
     uint32_t id;
     int fd;
     uint64_t fail_batch, fail_times, failed, calls, sleep_ms;
-    int commit_mode; /* 0 none, 1 immediate, 2 codes, 3 late */
+    int commit_mode; /* 0 none, 1 immediate, 2 codes, 3 late, 4 order, 5 afterstop */
+    int committed;   /* a commit was accepted: the fields below name it */
+    uint32_t c_stream, c_topic, c_part;
+    uint64_t c_off;
     uint32_t late_part[64];
     uint64_t late_off[64];
     int late_n;
@@ -170,7 +178,8 @@ int32_t iggy_sink_open(uint32_t id, const uint8_t *cfg, size_t cfg_len, log_cb l
     in->fail_batch = jnum(c, "fail_batch", 0);
     in->fail_times = jnum(c, "fail_times", 1);
     in->sleep_ms = jnum(c, "sleep_ms", 0);
-    in->commit_mode = strcmp(mode, "immediate") == 0 ? 1 : strcmp(mode, "codes") == 0 ? 2 : strcmp(mode, "late") == 0 ? 3 : 0;
+    in->commit_mode = strcmp(mode, "immediate") == 0 ? 1 : strcmp(mode, "codes") == 0 ? 2 : strcmp(mode, "late") == 0 ? 3
+                     : strcmp(mode, "order") == 0 ? 4 : strcmp(mode, "afterstop") == 0 ? 5 : 0;
     uint64_t at = jnum(c, "abort_at", 0);
     free(c);
     in->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -289,9 +298,17 @@ int32_t iggy_sink_consume(uint32_t id, const uint8_t *tm, size_t tml, const uint
             in->late_n++;
         }
         if (i < 64) in->late_off[i] = last;
+    } else if (!werr && count > 0 && in->commit && has_ids && in->commit_mode == 4) {
+        line(in, "C high %d\n", in->commit(in->id, stream, topic, part, last));
+        if (count >= 2) line(in, "C low %d\n", in->commit(in->id, stream, topic, part, first));
+        fsync(in->fd);
     } else if (!werr && count > 0 && in->commit && has_ids && in->commit_mode) {
         int32_t rc = in->commit(in->id, stream, topic, part, last);
         line(in, "C ok %d\n", rc);
+        if (rc == 0) {
+            in->committed = 1;
+            in->c_stream = stream, in->c_topic = topic, in->c_part = part, in->c_off = last;
+        }
         if (in->commit_mode == 2 && !in->codes_done) {
             in->codes_done = 1;
             line(in, "C stale %d\n", in->commit(in->id, stream, topic, part, last));
@@ -305,6 +322,32 @@ int32_t iggy_sink_consume(uint32_t id, const uint8_t *tm, size_t tml, const uint
     return werr ? 1 : 0;
 }
 
+/* afterstop: what the thread started by close keeps of the instance. */
+typedef struct {
+    commit_cb cb;
+    uint32_t id, stream, topic, part;
+    uint64_t off;
+    int fd;
+} afterstop;
+
+static void *afterstop_run(void *arg) {
+    afterstop *a = arg;
+    int32_t rc = 0;
+    for (int i = 0; i < 1000; i++) {
+        rc = a->cb(a->id, a->stream, a->topic, a->part, a->off);
+        if (rc != 0 && rc != -2) break;
+        struct timespec ts = {0, 5000000L};
+        nanosleep(&ts, NULL);
+    }
+    char b[64];
+    int n = snprintf(b, sizeof b, "C afterstop %d\n", rc);
+    if (n > 0) put(a->fd, b, (size_t)n);
+    fsync(a->fd);
+    close(a->fd);
+    free(a);
+    return NULL;
+}
+
 int32_t iggy_sink_close(uint32_t id) {
     pthread_mutex_lock(&reg_mu);
     inst **pp = &reg;
@@ -315,6 +358,19 @@ int32_t iggy_sink_close(uint32_t id) {
     if (!in) return -1;
     line(in, "X %u\n", id);
     fsync(in->fd);
+    if (in->commit_mode == 5 && in->commit && in->committed) {
+        afterstop *a = malloc(sizeof *a);
+        pthread_t t;
+        if (a) {
+            *a = (afterstop){in->commit, in->id, in->c_stream, in->c_topic, in->c_part, in->c_off, dup(in->fd)};
+            if (a->fd < 0 || pthread_create(&t, NULL, afterstop_run, a) != 0) {
+                if (a->fd >= 0) close(a->fd);
+                free(a);
+            } else {
+                pthread_detach(t);
+            }
+        }
+    }
     close(in->fd);
     pthread_mutex_destroy(&in->mu);
     free(in);
