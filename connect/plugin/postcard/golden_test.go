@@ -37,7 +37,7 @@ const (
 	hexProd   = "02 01 00 00 00 00 01 01 01 04 61 77 3d 3d 01 04 64 67 3d 3d 02 68 69 01 04 81 a1 61 01"
 )
 
-// Every worked example of iggy-connectors.md §2.3.
+// Every worked example of the postcard layouts of Iggy's connector ABI: exact bytes.
 func TestGoldenTopicMetadata(t *testing.T) {
 	upstream := unhex(t, "06 6f 72 64 65 72 73 06 65 76 65 6e 74 73")
 	tm := sdk.TopicMetadata{Stream: "orders", Topic: "events", StreamID: 3, TopicID: 300}
