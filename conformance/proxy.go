@@ -39,6 +39,7 @@ type Proxy struct {
 	closed bool
 
 	conns64, resets, stalls, drops atomic.Int64
+	down                           atomic.Bool
 	stop                           chan struct{}
 	wg                             sync.WaitGroup
 }
@@ -85,6 +86,15 @@ func (p *Proxy) DropAll() {
 		_ = c.client.Close()
 		_ = c.server.Close()
 		p.drops.Add(1)
+	}
+}
+
+// SetDown takes the server away (true) — every open connection is dropped and new ones
+// are closed as soon as they are accepted — or brings it back (false).
+func (p *Proxy) SetDown(down bool) {
+	p.down.Store(down)
+	if down {
+		p.DropAll()
 	}
 }
 
@@ -190,6 +200,11 @@ func (p *Proxy) accept() {
 		cc, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		if p.down.Load() {
+			_ = cc.Close()
+			p.drops.Add(1)
+			continue
 		}
 		sc, err := net.Dial("tcp", p.target)
 		if err != nil {
