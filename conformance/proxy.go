@@ -165,6 +165,15 @@ func (p *Proxy) StallAll(d time.Duration) {
 	}
 }
 
+// Release ends every stall now.
+func (p *Proxy) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.stallUntil.Store(0)
+	}
+}
+
 func (p *Proxy) reset() {
 	p.mu.Lock()
 	c := p.victim()
@@ -248,8 +257,9 @@ func (p *Proxy) pipe(c *pair, dst, src net.Conn, reply bool) {
 					return
 				}
 			}
-			if reply {
-				if until := time.Unix(0, c.stallUntil.Load()); time.Now().Before(until) && !p.sleep(time.Until(until)) {
+			// A stall is checked every few milliseconds, so that Release ends it at once.
+			for reply && time.Now().Before(time.Unix(0, c.stallUntil.Load())) {
+				if !p.sleep(5 * time.Millisecond) {
 					return
 				}
 			}

@@ -26,11 +26,12 @@ import (
 const SourceMode = "source"
 
 // sourceScenarios run once, in SourceMode, whatever modes were asked for.
-var sourceScenarios = map[string]bool{"source-clean": true, "source-sigkill": true, "source-poison": true, "source-outage": true}
+var sourceScenarios = map[string]bool{"source-clean": true, "source-sigkill": true, "source-poison": true, "source-outage": true, "source-late-result": true}
 
 // sourceConnector is what a source scenario's connector file says.
 type sourceConnector struct {
 	total, batch, poisonEvery, intervalMS int
+	resultTimeoutMS                       int    // 0 = the probe's default (30 s, the SDK's)
 	onFailure                             string // "" = the runtime's default
 }
 
@@ -87,6 +88,9 @@ func (f *sourceFixture) writeConfig() (string, error) {
 	fmt.Fprintf(&b, "\n[[streams]]\nstream = %q\ntopic = %q\nschema = \"json\"\nbatch_length = 1000\nlinger_time = \"5ms\"\n", f.stream, f.topic)
 	fmt.Fprintf(&b, "\n[plugin_config]\nbatch = %d\ninterval_ms = %d\npoison_every = %d\nrecord = %q\ntotal = %d\n",
 		c.batch, c.intervalMS, c.poisonEvery, f.record, c.total)
+	if c.resultTimeoutMS > 0 {
+		fmt.Fprintf(&b, "result_timeout_ms = %d\n", c.resultTimeoutMS)
+	}
 	if err := os.WriteFile(filepath.Join(cdir, "source.toml"), []byte(b.String()), 0o644); err != nil {
 		return "", err
 	}
@@ -598,4 +602,52 @@ func runSourceOutage(ctx context.Context, r *Runner, _ string) Result {
 	obs := fmt.Sprintf("%s; the unsent batch %d: %s; %s", exit, unsent, fate, t)
 	ok := !errors.Is(termErr, errNoExit) && fate != "ACKed" && t.clean() && t.lost == 0
 	return sourceResult(expected, obs, ok, t)
+}
+
+func runSourceLateResult(ctx context.Context, r *Runner, _ string) Result {
+	const expected = "a batch's send is held past the probe's result timeout (1 s here, 30 s in the SDK): the probe NACKs and resends it, the runtime's late ACK is refused (-1) and ignored; the source produces to the end: lost 0, duplicated 20 (that batch stored twice)"
+	px, err := StartProxy(r.addr, ProxyFaults{Seed: r.cfg.Seed})
+	if err != nil {
+		return broken(expected, err)
+	}
+	defer px.Close()
+	f, err := r.newSourceFixture(ctx, "source-late-result", sourceConnector{total: 200, batch: 20, intervalMS: 50, resultTimeoutMS: 1000})
+	if err != nil {
+		return broken(expected, err)
+	}
+	f.addr = px.Addr()
+	p, err := f.start(ctx)
+	if err != nil {
+		return unsupported(expected, err)
+	}
+	defer p.kill()
+	if err := f.wait(ctx, "3 ACKs", func() bool { return f.count('A') >= 3 }); err != nil {
+		return broken(expected, err)
+	}
+	// Hold every reply until the probe gave up on a batch, then let them through: the
+	// runtime's send of that batch completes after the probe's timeout, whatever the speed.
+	px.StallAll(time.Hour)
+	err = f.wait(ctx, "the probe's result timeout", func() bool {
+		for _, e := range f.events() {
+			if e.kind == 'N' && e.why == "timeout" {
+				return true
+			}
+		}
+		return false
+	})
+	px.Release()
+	if err != nil {
+		return broken(expected, err)
+	}
+	if err := f.waitProduced(ctx); err != nil {
+		return broken(expected, err)
+	}
+	_ = p.term(20 * time.Second)
+	t, err := f.tally(ctx)
+	if err != nil {
+		return broken(expected, err)
+	}
+	ok := t.lost == 0 && t.duplicated == 20 && t.refused == 1 && t.nacks["timeout"] == 1 && t.closed == 0 &&
+		!t.stopped && t.poisoned == 0 && t.unknown == 0 && t.early == 0
+	return sourceResult(expected, t.String(), ok, t)
 }

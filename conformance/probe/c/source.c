@@ -5,7 +5,7 @@
  *
  * Self-contained like probe.c (the suite compiles it from an embedded copy). It behaves like
  * the official SDK's source loop: one batch in flight; the runtime's result, a failed send
- * callback or 30 s without a result decide it; a NACK resends the same messages after
+ * callback or 30 s (result_timeout_ms) without a result decide it; a NACK resends the same messages after
  * 100 ms × 2^(n-1) (at most 5 s); the 5th NACK in a row stops the loop for good.
  *
  * plugin_config (flat JSON, every field optional but "record"):
@@ -14,6 +14,8 @@
  *   batch         messages per batch (default 50)
  *   poison_every  K: sequence numbers n with n % K == K-1 get a payload that is not JSON
  *   interval_ms   pause after every ACKed batch (default 0)
+ *   result_timeout_ms  how long to wait for a batch's result before the NACK (default 30000,
+ *                 the SDK's)
  *
  * Payloads: {"seq":N} (schema json); a poison one is `not json N`. No ids: the runtime (or
  * the Iggy client) assigns them.
@@ -108,7 +110,7 @@ static void wbytes(wr *w, const void *p, size_t n) {
 typedef struct inst {
     uint32_t id;
     int fd;
-    uint64_t total, batch, poison_every, interval_ms;
+    uint64_t total, batch, poison_every, interval_ms, result_timeout_ms;
     uint64_t next;      /* the next sequence number to produce (advanced by ACKs) */
     uint64_t batch_ids; /* batch ids handed out so far */
     uint64_t pending;   /* the batch id waiting for its result; 0 = none */
@@ -159,9 +161,8 @@ static uint64_t now_us(void) {
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-/* wait_ms waits on the instance's condition variable until ms have passed or the
- * instance is stopping; it returns the stop flag. Called with in->mu held. */
-static int wait_ms(inst *in, uint64_t ms) {
+/* deadline is the CLOCK_REALTIME moment ms from now (condition variables wait on it). */
+static struct timespec deadline(uint64_t ms) {
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
     dl.tv_sec += (time_t)(ms / 1000);
@@ -170,6 +171,13 @@ static int wait_ms(inst *in, uint64_t ms) {
         dl.tv_sec++;
         dl.tv_nsec -= 1000000000L;
     }
+    return dl;
+}
+
+/* wait_ms waits on the instance's condition variable until ms have passed or the
+ * instance is stopping; it returns the stop flag. Called with in->mu held. */
+static int wait_ms(inst *in, uint64_t ms) {
+    struct timespec dl = deadline(ms);
     while (!in->stop && pthread_cond_timedwait(&in->cv, &in->mu, &dl) != ETIMEDOUT) {}
     return in->stop;
 }
@@ -197,6 +205,7 @@ int32_t iggy_source_open(uint32_t id, const uint8_t *cfg, size_t cfg_len, const 
     in->batch = jnum(c, "batch", 50);
     in->poison_every = jnum(c, "poison_every", 0);
     in->interval_ms = jnum(c, "interval_ms", 0);
+    in->result_timeout_ms = jnum(c, "result_timeout_ms", 30000);
     free(c);
     if (in->batch == 0) in->batch = 1;
     if (state && state_len == 8) {
@@ -270,9 +279,7 @@ static void *run(void *arg) {
         line(in, "B %u %llu %d\n", in->id, (unsigned long long)bid, rc);
         const char *why = "callback";
         if (rc == 0) {
-            struct timespec dl;
-            clock_gettime(CLOCK_REALTIME, &dl);
-            dl.tv_sec += 30;
+            struct timespec dl = deadline(in->result_timeout_ms);
             while (in->result < 0 && !in->stop && pthread_cond_timedwait(&in->cv, &in->mu, &dl) != ETIMEDOUT) {}
             why = in->result == 1 ? "runtime" : in->result == 0 ? "" : in->stop ? "close" : "timeout";
         }
