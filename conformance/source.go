@@ -456,13 +456,17 @@ func runSourceClean(ctx context.Context, r *Runner, _ string) Result {
 	return sourceResult(expected, obs, ok, t)
 }
 
-// sourceKills is how many times source-sigkill SIGKILLs the runtime.
-const sourceKills = 5
+// minSourceKills is how many times source-sigkill SIGKILLs the runtime at least (--soak
+// raises it).
+const minSourceKills = 5
 
 func runSourceSigkill(ctx context.Context, r *Runner, _ string) Result {
 	const batch = 20
-	expected := fmt.Sprintf("%d SIGKILLs while the source produces 2000 messages: lost 0, duplicated ≤ %d (one unsaved batch per kill), no batch ACKed before Iggy stored it", sourceKills, sourceKills*batch)
-	f, err := r.newSourceFixture(ctx, "source-sigkill", sourceConnector{total: 2000, batch: batch, intervalMS: 2})
+	kills := max(minSourceKills, r.cfg.Soak)
+	// Each kill waits for at most 12 more ACKs: enough batches that the data outlasts them.
+	total := batch * (14*kills + 10)
+	expected := fmt.Sprintf("%d SIGKILLs while the source produces %d messages: lost 0, duplicated ≤ %d (one unsaved batch per kill), no batch ACKed before Iggy stored it", kills, total, kills*batch)
+	f, err := r.newSourceFixture(ctx, "source-sigkill", sourceConnector{total: total, batch: batch, intervalMS: 2})
 	if err != nil {
 		return broken(expected, err)
 	}
@@ -471,7 +475,7 @@ func runSourceSigkill(ctx context.Context, r *Runner, _ string) Result {
 	if err != nil {
 		return unsupported(expected, err)
 	}
-	for k := 0; k < sourceKills; k++ {
+	for k := 0; k < kills; k++ {
 		// The kill lands a seeded number of ACKs into this run, plus a seeded pause: with a
 		// batch being sent, saved or acknowledged.
 		target := f.count('A') + 3 + rng.Intn(10)
@@ -497,8 +501,10 @@ func runSourceSigkill(ctx context.Context, r *Runner, _ string) Result {
 	if err != nil {
 		return broken(expected, err)
 	}
-	ok := t.clean() && t.lost == 0 && t.duplicated <= sourceKills*batch
-	return sourceResult(expected, fmt.Sprintf("%d kills; %s", sourceKills, t), ok, t)
+	ok := t.clean() && t.lost == 0 && t.duplicated <= kills*batch
+	res := sourceResult(expected, fmt.Sprintf("%d kills; %s", kills, t), ok, t)
+	res.Kills = kills
+	return res
 }
 
 func runSourcePoison(ctx context.Context, r *Runner, _ string) Result {
