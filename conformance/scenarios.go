@@ -50,6 +50,7 @@ var scenarios = []scenario{
 	{"flaky-network", "chaos: a TCP fault proxy between runtime and server adds latency, stalls replies and resets connections", runFlaky},
 	{"server-restart", "chaos: the embedded server is closed and started again on the same address while the runtime runs", runServerRestart},
 	{"server-sigkill", "chaos: the server, a child process, is SIGKILLed with batches in flight and restarted on the same address and data directory", runServerSigkill},
+	{"postgres-soak", "chaos: the PostgreSQL sink (--postgres) into a table of its own while the runtime is SIGKILLed --soak times, at held offset stores, blocked writes and random moments: exactly once", runPostgresSoak},
 	{"soak", "chaos: SIGKILL the runtime --soak times at random (seeded) moments while data flows", runSoak},
 }
 
