@@ -49,7 +49,9 @@ from what a probe sink plugin recorded (compiled on the fly with the system's C 
 cc, gcc or $CC) and from the consumer group's offsets stored in the server. It prints
 scenario · mode · expected · observed · verdict per line, and exits 1 when any verdict is
 "fail". A runtime that refuses a mode (exits before opening the plugin) gets "not
-supported".
+supported". postgres-soak (with --soak N and --postgres URL) runs a PostgreSQL sink
+(--postgres-plugin, default builtin:postgres) into a table of its own and judges from the
+table: every message exactly once.
 
 Scenarios:
 ` + list.String(),
