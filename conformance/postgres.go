@@ -22,19 +22,21 @@ import (
 
 // postgres-soak runs a PostgreSQL sink (Config.PostgresPlugin, default Ferry's
 // builtin:postgres) into a table of its own while the runtime is SIGKILLed Config.Soak
-// times, and judges from the table only: one row per produced (partition, offset).
+// times, and judges from the table only: one row per produced (partition, offset). The
+// suite creates the table in the official sink's layout without its primary key on id, so
+// the table accepts a second row of a message: exactly once has to come from the sink.
 //
 // The kills cycle through three moments, two of them forced rather than hoped for:
-//   - held store: the runtime's Iggy connections go through a storeGate that holds its
-//     next StoreConsumerOffset request; a runtime stores an offset only after its batch is
-//     in the table, so at the kill the table has rows the group's stored offset does not
-//     cover (what a sink that trusts Iggy's offset writes again). Modes that store
-//     explicitly only: under after_polling the poll stores, and this kill is a random one.
+//   - a random (seeded) moment while data flows;
 //   - blocked write: the suite holds an EXCLUSIVE lock on the table until the sink's write
 //     waits on it, and kills then: the transaction dies with the process (under
-//     after_polling the offset is already stored, so a sink that trusts Iggy loses the
-//     batch).
-//   - a random (seeded) moment while data flows.
+//     after_polling the poll already stored the batch's offset, so a sink that trusts
+//     Iggy's offset loses the batch);
+//   - held store: the runtime's Iggy connections go through a storeGate, which holds its
+//     next StoreConsumerOffset request; in the modes that store after delivery the batch is
+//     in the table by then, so at the kill the table has rows the group's stored offset
+//     does not cover (a sink that trusts Iggy's offset writes them again). Under
+//     after_polling the poll stores, and this kill is a random one.
 
 // pgKillKinds name the kill moments, in their cycle order.
 var pgKillKinds = []string{"random", "blocked write", "held store"}
@@ -478,6 +480,7 @@ type storeGate struct {
 	armed  chan struct{} // non-nil while armed; closed when a store is held
 	conns  map[net.Conn]net.Conn
 	held   [][2]net.Conn // client and server side of each held connection
+	closed bool
 	wg     sync.WaitGroup
 }
 
@@ -517,6 +520,7 @@ func (g *storeGate) drop() {
 func (g *storeGate) close() {
 	_ = g.ln.Close()
 	g.mu.Lock()
+	g.closed = true
 	for c, sc := range g.conns {
 		_ = c.Close()
 		_ = sc.Close()
@@ -538,6 +542,12 @@ func (g *storeGate) accept() {
 			continue
 		}
 		g.mu.Lock()
+		if g.closed {
+			g.mu.Unlock()
+			_ = cc.Close()
+			_ = sc.Close()
+			return
+		}
 		g.conns[cc] = sc
 		g.mu.Unlock()
 		g.wg.Add(2)

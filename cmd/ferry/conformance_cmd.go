@@ -111,6 +111,12 @@ func runConformance(cmd *cobra.Command, f conformanceFlags) error {
 	if f.soak < 0 {
 		return errors.New("--soak: must be 0 or more")
 	}
+	if f.postgres != "" && f.soak == 0 {
+		return errors.New("--postgres: postgres-soak needs --soak N (the number of SIGKILLs per mode)")
+	}
+	if f.pgPlugin == "" {
+		return errors.New("--postgres-plugin: must name the PostgreSQL sink plugin (default builtin:postgres)")
+	}
 	log := slog.New(slog.DiscardHandler)
 	if f.verbose {
 		log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
