@@ -88,8 +88,16 @@ type Config struct {
 	Modes []string
 	// Scenarios restricts the run to these scenario names (default all of Scenarios()).
 	Scenarios []string
-	// Soak is the number of SIGKILLs of the soak scenario per mode; 0 skips it.
+	// Soak is the number of SIGKILLs of the soak and postgres-soak scenarios per mode; 0
+	// skips them.
 	Soak int
+	// Postgres is the URL of a PostgreSQL database for postgres-soak (the suite creates
+	// one table per run there and drops it); empty makes that scenario "not supported".
+	Postgres string
+	// PostgresPlugin is the connector file's path for the PostgreSQL sink (default
+	// builtin:postgres, Ferry's; another runtime's PostgreSQL sink plugin takes the same
+	// official plugin_config keys).
+	PostgresPlugin string
 	// Seed makes the chaos (proxy faults, soak kill moments) repeatable.
 	Seed int64
 	// WorkDir receives config files, records and runtime logs (default a temp dir,
@@ -163,7 +171,7 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 	}
 	defer r.close()
 	for _, sc := range selected {
-		if sc.name == "soak" && cfg.Soak <= 0 {
+		if (sc.name == "soak" || sc.name == "postgres-soak") && cfg.Soak <= 0 {
 			continue
 		}
 		modes := cfg.Modes

@@ -25,6 +25,10 @@ type connector struct {
 	onFailure  string // "" = the runtime's default
 	maxRetries int    // -1 = no [retry] table
 	probe      map[string]string
+	// plugin and pluginConfig replace the probe and its plugin_config (postgres-soak's
+	// PostgreSQL sink); pluginConfig values are TOML.
+	plugin       string
+	pluginConfig map[string]string
 }
 
 // fixture is one scenario run: its own stream, connector key (so consumer group) and files.
@@ -123,7 +127,11 @@ func (f *fixture) writeConfig(probeOverride map[string]string) (string, error) {
 	}
 	c := f.conn
 	var b strings.Builder
-	fmt.Fprintf(&b, "type = \"sink\"\nkey = %q\nenabled = true\nversion = 0\nname = \"conformance probe\"\npath = %q\n", f.key, f.r.probe)
+	plugin := f.r.probe
+	if c.plugin != "" {
+		plugin = c.plugin
+	}
+	fmt.Fprintf(&b, "type = \"sink\"\nkey = %q\nenabled = true\nversion = 0\nname = \"conformance probe\"\npath = %q\n", f.key, plugin)
 	if c.mode != AfterPolling { // after_polling is every runtime's default: no Ferry field
 		fmt.Fprintf(&b, "offset_commit = %q\n", c.mode)
 	}
@@ -148,6 +156,9 @@ func (f *fixture) writeConfig(probeOverride map[string]string) (string, error) {
 	}
 	for k, v := range c.probe {
 		pc[k] = v
+	}
+	if c.pluginConfig != nil {
+		pc = c.pluginConfig
 	}
 	for k, v := range probeOverride {
 		if v == "" {

@@ -11,7 +11,12 @@ echo "--- ferry conformance --soak 20 (README \"Delivery conformance\")"
 conf_bin="$(mktemp -d)"
 trap 'rm -rf "$conf_bin"' EXIT
 go build -o "$conf_bin/ferry" ./cmd/ferry
-"$conf_bin/ferry" conformance --soak 20 --seed "${CONFORMANCE_SEED:-1}"
+# postgres-soak runs when FERRY_POSTGRES_URL is set (CI sets it), "not supported" otherwise.
+pg_args=()
+if [ -n "${FERRY_POSTGRES_URL:-}" ]; then
+  pg_args=(--postgres "$FERRY_POSTGRES_URL")
+fi
+"$conf_bin/ferry" conformance --soak 20 --seed "${CONFORMANCE_SEED:-1}" "${pg_args[@]}"
 
 echo "--- fuzz smoke (each target ${FUZZTIME:-3s})"
 bash scripts/fuzz.sh "${FUZZTIME:-3s}"

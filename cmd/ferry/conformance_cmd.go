@@ -23,6 +23,8 @@ type conformanceFlags struct {
 	scenarios  []string
 	report     string
 	soak       int
+	postgres   string
+	pgPlugin   string
 	seed       int64
 	timeout    time.Duration
 	workDir    string
@@ -49,12 +51,15 @@ scenarios load a probe source instead (Iggy's batch-result source ABI), run once
 the mode "source", and judge from its record and from the topic read back. It prints
 scenario · mode · expected · observed · verdict per line, and exits 1 when any verdict is
 "fail". A runtime that refuses a mode (exits before opening the plugin) gets "not
-supported".
+supported". postgres-soak (with --soak N and --postgres URL) runs a PostgreSQL sink
+(--postgres-plugin, default builtin:postgres) into a table of its own and judges from the
+table: every message exactly once.
 
 Scenarios:
 ` + list.String(),
 		Example: `  ferry conformance
   ferry conformance --soak 20 --report report.md
+  ferry conformance --soak 20 --scenarios postgres-soak --postgres postgres://user@localhost:5432/db
   ferry conformance --modes after_polling --runtime-env IGGY_CONNECTORS_CONFIG_PATH={config} --runtime /path/to/iggy-connectors`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runConformance(cmd, f) },
@@ -67,6 +72,8 @@ Scenarios:
 	fl.StringSliceVar(&f.scenarios, "scenarios", nil, "run only these scenarios (default all)")
 	fl.StringVar(&f.report, "report", "", "also write the results to this file: Markdown for .md, JSON for .json")
 	fl.IntVar(&f.soak, "soak", 0, "SIGKILL the runtime this many times at random moments in the soak scenario, per mode (0 skips the soak)")
+	fl.StringVar(&f.postgres, "postgres", "", "PostgreSQL URL for the postgres-soak scenario (a table of its own per run, dropped at the end; without it the scenario is \"not supported\")")
+	fl.StringVar(&f.pgPlugin, "postgres-plugin", "builtin:postgres", "path of the PostgreSQL sink plugin in the connector file of postgres-soak (another runtime: its PostgreSQL sink plugin, which takes the official sink's plugin_config keys)")
 	fl.Int64Var(&f.seed, "seed", 1, "seed of the random kill moments and proxy faults (the same seed repeats the same chaos)")
 	fl.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on each wait of a scenario (a runtime that stalls fails the scenario after it)")
 	fl.StringVar(&f.workDir, "work-dir", "", "keep config files, probe records and runtime logs in this directory (default: a temporary directory, removed)")
@@ -106,6 +113,12 @@ func runConformance(cmd *cobra.Command, f conformanceFlags) error {
 	if f.soak < 0 {
 		return errors.New("--soak: must be 0 or more")
 	}
+	if f.postgres != "" && f.soak == 0 {
+		return errors.New("--postgres: postgres-soak needs --soak N (the number of SIGKILLs per mode)")
+	}
+	if f.pgPlugin == "" {
+		return errors.New("--postgres-plugin: must name the PostgreSQL sink plugin (default builtin:postgres)")
+	}
 	log := slog.New(slog.DiscardHandler)
 	if f.verbose {
 		log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
@@ -113,7 +126,7 @@ func runConformance(cmd *cobra.Command, f conformanceFlags) error {
 	out := cmd.OutOrStdout()
 	results, err := conformance.Run(cmd.Context(), conformance.Config{
 		Runtime: runtime, RuntimeEnv: f.runtimeEnv, Server: f.server, ServerCommand: serverCommand(), Modes: f.modes, Scenarios: f.scenarios,
-		Soak: f.soak, Seed: f.seed, Timeout: f.timeout, WorkDir: f.workDir, Keep: f.workDir != "", Logger: log,
+		Soak: f.soak, Postgres: f.postgres, PostgresPlugin: f.pgPlugin, Seed: f.seed, Timeout: f.timeout, WorkDir: f.workDir, Keep: f.workDir != "", Logger: log,
 		OnResult: func(r conformance.Result) { fmt.Fprintln(out, conformance.Line(r)) },
 	})
 	if err != nil {

@@ -15,6 +15,8 @@ func TestConformanceFlagErrors(t *testing.T) {
 		{[]string{"--runtime-env", "NOEQUALS"}, `--runtime-env "NOEQUALS": want KEY=VALUE`},
 		{[]string{"--runtime", "   "}, `--runtime "   ": not a command`},
 		{[]string{"--soak", "-1"}, "--soak: must be 0 or more"},
+		{[]string{"--postgres", "postgres://localhost/db"}, "--postgres: postgres-soak needs --soak N"},
+		{[]string{"--postgres-plugin", ""}, "--postgres-plugin: must name the PostgreSQL sink plugin"},
 		{[]string{"--modes", "at_once", "--runtime", "/bin/true"}, `conformance: unknown mode "at_once"`},
 		{[]string{"--scenarios", "nope", "--runtime", "/bin/true"}, `conformance: unknown scenario "nope"`},
 	} {
@@ -38,7 +40,7 @@ func TestConformanceHelpNamesEveryFlagAndScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"--runtime ", "--runtime-env", "--server", "--modes", "--scenarios", "--report", "--soak", "--seed", "--timeout", "--work-dir", "--verbose",
-		"clean", "failed-batch", "sigkill-mid-batch", "plugin-abort", "commit-codes", "late-commit", "sigterm-in-flight", "poison", "rebalance", "flaky-network", "server-restart", "soak"} {
+		"--postgres ", "--postgres-plugin", "postgres-soak", "clean", "failed-batch", "sigkill-mid-batch", "plugin-abort", "commit-codes", "late-commit", "sigterm-in-flight", "poison", "rebalance", "flaky-network", "server-restart", "soak"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("--help does not mention %q", s)
 		}
