@@ -54,10 +54,8 @@ func (c *childServer) start(ctx context.Context) (*iggy.Client, error) {
 }
 
 func runServerSigkill(ctx context.Context, r *Runner, mode string) Result {
-	expected := "the server is SIGKILLed with batches in flight and restarted on its address and data: lost 0"
-	if !atLeastOnce(mode) {
-		expected = "the server is SIGKILLed with batches in flight and restarted on its address and data: delivered only what was produced (losses allowed)"
-	}
+	expected := promise(mode, "the server is SIGKILLed with batches in flight and restarted on its address and data: lost 0",
+		"the server is SIGKILLed with batches in flight and restarted on its address and data: delivered only what was produced (losses allowed)")
 	if len(r.cfg.ServerCommand) == 0 {
 		return unsupported(expected, errors.New("no server command to run a server as a child process"))
 	}
@@ -79,16 +77,10 @@ func runServerSigkill(ctx context.Context, r *Runner, mode string) Result {
 		_ = sr.admin.Close()
 		srv.proc.kill()
 	}()
-	f, err := sr.newFixture(ctx, "server-sigkill", mode, 2, connector{batch: 20, maxRetries: -1, probe: map[string]string{"sleep_ms": "20"}})
+	f, p, err := sr.begin(ctx, "server-sigkill", mode, setup{partitions: 2, before: 200,
+		conn: connector{batch: 20, maxRetries: -1, probe: map[string]string{"sleep_ms": "20"}}})
 	if err != nil {
-		return broken(expected, err)
-	}
-	if err := f.produce(ctx, 200, nil); err != nil {
-		return broken(expected, err)
-	}
-	p, err := f.start(ctx, nil)
-	if err != nil {
-		return unsupported(expected, err)
+		return outcome(expected, err)
 	}
 	defer p.kill()
 	if err := f.wait(ctx, "100 recorded messages", func() bool { return f.count('M') >= 100 }); err != nil {
@@ -103,14 +95,7 @@ func runServerSigkill(ctx context.Context, r *Runner, mode string) Result {
 	if err := f.produce(ctx, 200, nil); err != nil {
 		return broken(expected, err)
 	}
-	if err := f.settle(ctx, p); err != nil {
-		return broken(expected, err)
-	}
-	t := f.tally()
-	obs := fmt.Sprintf("server SIGKILLed after %d recorded, restarted; %s", before, t)
-	ok := t.clean()
-	if atLeastOnce(mode) {
-		ok = ok && t.lost == 0
-	}
-	return verdict(expected, obs, ok, t)
+	return f.finish(ctx, expected, func(t tally) (string, bool) {
+		return fmt.Sprintf("server SIGKILLed after %d recorded, restarted; %s", before, t), t.clean() && noLoss(mode, t)
+	}, p)
 }
