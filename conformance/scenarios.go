@@ -237,8 +237,12 @@ func runCommitCodes(ctx context.Context, r *Runner, mode string) Result {
 					ok = false
 					continue
 				}
+				if rc != want[k] {
+					parts = append(parts, fmt.Sprintf("%s %d (want %d)", k, rc, want[k]))
+					ok = false
+					continue
+				}
 				parts = append(parts, fmt.Sprintf("%s %d", k, rc))
-				ok = ok && rc == want[k]
 			}
 		} else {
 			ok = ok && !installed

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/iggy/wire"
 )
 
 // childServer is an Iggy-compatible server run as a child process (Config.ServerCommand),
@@ -74,7 +75,9 @@ func runServerSigkill(ctx context.Context, r *Runner, mode string) Result {
 	sr.addr, sr.admin, sr.server = addr, admin, nil
 	defer func() {
 		r.seq = sr.seq
-		_ = sr.admin.Close()
+		if sr.admin != nil { // nil when the restart failed
+			_ = sr.admin.Close()
+		}
 		srv.proc.kill()
 	}()
 	f, p, err := sr.begin(ctx, "server-sigkill", mode, setup{partitions: 2, before: 200,
@@ -92,10 +95,48 @@ func runServerSigkill(ctx context.Context, r *Runner, mode string) Result {
 	if sr.admin, err = srv.start(ctx); err != nil {
 		return broken(expected, fmt.Errorf("restart after SIGKILL: %w", err))
 	}
+	// A server that lost messages it had acknowledged cannot have them redelivered: the
+	// run fails and says so, instead of counting them as the runtime's loss.
+	lost, held, err := f.serverLoss(ctx)
+	if err != nil {
+		return broken(expected, fmt.Errorf("after the restart: %w", err))
+	}
+	if lost > 0 {
+		return Result{Expected: expected, Verdict: Fail, Observed: fmt.Sprintf(
+			"server SIGKILLed after %d recorded, restarted; the server lost %d acknowledged messages (%s)", before, lost, held)}
+	}
 	if err := f.produce(ctx, 200, nil); err != nil {
 		return broken(expected, err)
 	}
 	return f.finish(ctx, expected, func(t tally) (string, bool) {
 		return fmt.Sprintf("server SIGKILLed after %d recorded, restarted; %s", before, t), t.clean() && noLoss(mode, t)
 	}, p)
+}
+
+// serverLoss compares what the server holds per partition with what the fixture produced
+// (every produce was acknowledged): lost is the number of acknowledged messages missing,
+// held says per partition how many it holds of how many produced. A missing stream or
+// topic holds none.
+func (f *fixture) serverLoss(ctx context.Context) (lost uint64, held string, err error) {
+	have := map[uint32]uint64{}
+	t, err := f.r.admin.GetTopic(ctx, iggy.Name(f.stream), iggy.Name(f.topic))
+	switch {
+	case errors.Is(err, wire.ErrStreamIDNotFound) || errors.Is(err, wire.ErrTopicIDNotFound):
+	case err != nil:
+		return 0, "", fmt.Errorf("get topic %s/%s: %w", f.stream, f.topic, err)
+	default:
+		for _, p := range t.Partitions {
+			if p.MessagesCount > 0 {
+				have[p.ID] = p.CurrentOffset + 1
+			}
+		}
+	}
+	var parts []string
+	for p := uint32(0); p < f.partitions; p++ {
+		if f.next[p] > have[p] {
+			lost += f.next[p] - have[p]
+		}
+		parts = append(parts, fmt.Sprintf("partition %d holds %d of %d", p, have[p], f.next[p]))
+	}
+	return lost, strings.Join(parts, ", "), nil
 }
