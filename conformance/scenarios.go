@@ -46,10 +46,10 @@ var scenarios = []scenario{
 	{"stopped-status", "status and metrics: on_failure = stop stops the sink; the HTTP API (Iggy's §4.7 shape) reports it in error with last_error, the metrics count its error", runStoppedStatus},
 	{"sigterm-in-flight", "checklist E: SIGTERM while a batch is inside consume: clean exit, nothing lost", runSigterm},
 	{"poison", "checklist F: undecodable messages on a json stream never reach the sink; the rest is delivered and committed past", runPoison},
-	{"rebalance", "checklist G: a second runtime process joins the group and the first leaves: no loss, no partition delivered twice", runRebalance},
+	{"rebalance", "checklist E, G: a second runtime process joins the group and the first leaves: no loss, nothing delivered twice, no partition delivered by the first after it moved", runRebalance},
 	{"flaky-network", "chaos: a TCP fault proxy between runtime and server adds latency, stalls replies and resets connections", runFlaky},
 	{"server-restart", "chaos: the embedded server is closed and started again on the same address while the runtime runs", runServerRestart},
-	{"server-sigkill", "chaos: the server, a child process, is SIGKILLed with batches in flight and restarted on the same address and data directory", runServerSigkill},
+	{"server-sigkill", "chaos: the server, a child process, is SIGKILLed with batches in flight and restarted on the same address and data directory (a server that lost acknowledged messages fails it, named)", runServerSigkill},
 	{"soak", "chaos: SIGKILL the runtime --soak times at random (seeded) moments while data flows", runSoak},
 }
 
