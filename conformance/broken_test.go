@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -132,7 +133,7 @@ func cc(t *testing.T, src string) string {
 		compiler = "gcc"
 	}
 	so := filepath.Join(t.TempDir(), strings.TrimSuffix(src, ".c")+".so")
-	out, err := exec.Command(compiler, "-std=gnu11", "-O2", "-Wall", "-shared", "-fPIC", "-o", so, filepath.Join("testdata", src), "-ldl").CombinedOutput()
+	out, err := exec.Command(compiler, "-std=gnu11", "-O2", "-Wall", "-shared", "-fPIC", "-pthread", "-o", so, filepath.Join("testdata", src), "-ldl").CombinedOutput()
 	if err != nil {
 		t.Fatalf("compiling %s: %v\n%s", src, err, out)
 	}
@@ -227,5 +228,48 @@ func TestBrokenServerLosesData(t *testing.T) {
 	want := regexp.MustCompile(`^server SIGKILLed after [0-9]+ recorded, restarted; the server lost 400 acknowledged messages \(partition 0 holds 0 of 200, partition 1 holds 0 of 200\)$`)
 	if len(res) != 1 || res[0].Verdict != conformance.Fail || !want.MatchString(res[0].Observed) {
 		t.Fatalf("results %+v, want server-sigkill fail observing %s", res, want)
+	}
+}
+
+// lateDeliveryScript is a fake runtime whose first process keeps delivering partitions
+// after the rebalance moved them away: in the first instance (rt1) it points the connector
+// file's path at testdata/latedelivery.c's wrapper ($LIAR_PLUGIN), which acknowledges each
+// batch at once but hands it to the probe only once another process recorded its
+// partition (or at close). Later instances run the probe as it is.
+const lateDeliveryScript = `#!/bin/sh
+dir=$(dirname "$1")
+case "$dir" in
+*/rt1)
+	for f in "$dir"/connectors/*.toml; do
+		LIAR_REAL_PLUGIN=$(sed -n 's/^path = "\(.*\)"$/\1/p' "$f")
+		sed -i "s|^path = .*|path = \"$LIAR_PLUGIN\"|" "$f"
+	done
+	export LIAR_REAL_PLUGIN
+	;;
+esac
+exec "$FERRY_BIN" run --config "$1"
+`
+
+// TestBrokenRebalanceFails proves that rebalance fails a runtime whose first process
+// delivers partitions after they moved to the second: every message is still delivered
+// once, so only the per-process check sees it.
+func TestBrokenRebalanceFails(t *testing.T) {
+	so := cc(t, "latedelivery.c")
+	script := filepath.Join(t.TempDir(), "latedelivery.sh")
+	if err := os.WriteFile(script, []byte(lateDeliveryScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, conformance.Config{Runtime: []string{script, "{config}"},
+		RuntimeEnv: []string{"FERRY_BIN=" + ferryBin, "LIAR_PLUGIN=" + so},
+		Modes:      []string{conformance.AfterConsuming}, Scenarios: []string{"rebalance"}})
+	// The two partitions that moved when the second process joined come late from the
+	// first: its 100 held messages of each, and whatever of the next 100 it polled before
+	// the revocation completed (timing), so the message count is bounded, not fixed.
+	want := regexp.MustCompile(`^4 partitions moved to the other process; 2 of them delivered by a process they had moved away from \(([0-9]+) messages\); delivered 1200, lost 0, duplicated 0$`)
+	if len(res) != 1 || res[0].Verdict != conformance.Fail || !want.MatchString(res[0].Observed) {
+		t.Fatalf("results %+v, want rebalance fail observing %s", res, want)
+	}
+	if n, _ := strconv.Atoi(want.FindStringSubmatch(res[0].Observed)[1]); n < 200 || n > 400 {
+		t.Errorf("%d messages delivered after their partition moved, want 200 to 400 (two partitions' held 100, and up to 100 more each)", n)
 	}
 }

@@ -344,7 +344,7 @@ func runRebalance(ctx context.Context, r *Runner, mode string) Result {
 	}
 	t := f.tally()
 	h := f.handovers()
-	obs := fmt.Sprintf("%d partitions moved to the other process, %d messages delivered by a process after its partition moved away; %s", h.moved, h.revoked, t)
+	obs := fmt.Sprintf("%d partitions moved to the other process; %d of them delivered by a process they had moved away from (%d messages); %s", h.moved, h.revokedParts, h.revoked, t)
 	ok := h.moved == int(f.partitions) && t.duplicated == 0 && t.clean()
 	if atLeastOnce(mode) {
 		ok = ok && h.revoked == 0 && t.lost == 0
@@ -355,43 +355,51 @@ func runRebalance(ctx context.Context, r *Runner, mode string) Result {
 // handoverCount is what the record says about partitions moving between processes.
 type handoverCount struct {
 	moved   int // partitions whose messages were recorded by more than one process
-	revoked int // messages recorded by a process after a partition it delivered moved away
+	revoked int // messages recorded by a process after its partition moved to another
+	// revokedParts is the number of partitions with such messages.
+	revokedParts int
 }
 
 // handovers walks the record in file order: the probe appends each batch with one write
 // before consume returns, so the order is the order of deliveries, and each message names
-// the process that got it. The rule: once another process delivered a partition, a
-// process that delivered it before never delivers it again. Iggy's cooperative rebalance
-// keeps a revoked partition "pending revocation" with its old member until the group's
-// stored offset covers every offset served to that member (or a timeout), and only then
-// serves it to the new one; under after_consuming and sink_controlled the offset is stored
-// only after the delivery, so every delivery by the old member comes before the new
-// member's first, and one after it is a delivery of a revoked partition. (Under
-// after_polling the offset is stored at poll, so the hand-over can complete while a batch
-// the old member polled is still on its way to the sink: the scenario reports such late
-// deliveries there but does not hold them against the mode.) In runRebalance partitions
-// only move from the first process to the second (it joins, then the first leaves), so
-// every partition moves exactly once.
+// the process that got it. In runRebalance a partition only ever moves from the first
+// process to the second (it joins, then the first leaves), so a process's first message of
+// a partition makes it the partition's owner, and the rule is: once a partition's
+// messages came from a new process, the process it moved from delivers none of it again.
+// That is Iggy's cooperative rebalance: it keeps a revoked partition "pending revocation"
+// with its old member until the group's stored offset covers every offset served to that
+// member (or a timeout), and only then serves it to the new one, and the old member must
+// stop delivering it. Under after_consuming and sink_controlled the offset is stored only
+// after the delivery, so each delivery by the old member comes before the new member's
+// first; one after it delivers a revoked partition. (Under after_polling the offset is
+// stored at poll, so the hand-over can complete while a batch the old member polled is
+// still on its way to the sink: the scenario reports such late deliveries but does not
+// hold them against that mode.)
 func (f *fixture) handovers() handoverCount {
 	var h handoverCount
-	last := map[uint32]int{}          // partition → the process that delivered it last
-	left := map[uint32]map[int]bool{} // partition → the processes it moved away from
+	owner := map[uint32]int{}         // partition → the last process to deliver it first
+	seen := map[uint32]map[int]bool{} // partition → the processes that delivered it
+	bad := map[uint32]bool{}          // partitions delivered after they moved away
 	for _, e := range f.events() {
 		if e.kind != 'M' {
 			continue
 		}
-		if prev, seen := last[e.p]; seen && prev != e.pid {
-			if left[e.p] == nil {
+		switch {
+		case seen[e.p] == nil:
+			seen[e.p] = map[int]bool{e.pid: true}
+			owner[e.p] = e.pid
+		case !seen[e.p][e.pid]:
+			if len(seen[e.p]) == 1 {
 				h.moved++
-				left[e.p] = map[int]bool{}
 			}
-			left[e.p][prev] = true
-		}
-		if left[e.p][e.pid] {
+			seen[e.p][e.pid] = true
+			owner[e.p] = e.pid
+		case owner[e.p] != e.pid:
 			h.revoked++
+			bad[e.p] = true
 		}
-		last[e.p] = e.pid
 	}
+	h.revokedParts = len(bad)
 	return h
 }
 
