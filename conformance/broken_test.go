@@ -273,3 +273,71 @@ func TestBrokenRebalanceFails(t *testing.T) {
 		t.Errorf("%d messages delivered after their partition moved, want 200 to 400 (two partitions' held 100, and up to 100 more each)", n)
 	}
 }
+
+// strictScript is a runtime that rejects a source batch with a message it cannot encode
+// as a whole, as Iggy's runtime does: it removes on_failure from the source's connector
+// file, so Ferry applies its default (stop) to the batch instead of skipping the message.
+const strictScript = `#!/bin/sh
+dir=$(dirname "$1")
+sed -i '/^on_failure = /d' "$dir"/connectors/source.toml
+exec "$FERRY_BIN" run --config "$1"
+`
+
+// TestSourcePoisonBatchRejectedFails proves that source-poison fails a runtime that NACKs
+// the whole batch of a poison message: the good messages of that batch are not stored and
+// the runtime NACKed it (and stopped the source).
+func TestSourcePoisonBatchRejectedFails(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "strict.sh")
+	if err := os.WriteFile(script, []byte(strictScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, conformance.Config{Runtime: []string{script, "{config}"}, RuntimeEnv: []string{"FERRY_BIN=" + ferryBin},
+		Scenarios: []string{"source-poison"}})
+	if len(res) != 1 || res[0].Mode != conformance.SourceMode || res[0].Verdict != conformance.Fail {
+		t.Fatalf("results %+v, want one source-poison failure", res)
+	}
+	// The first batch (0..49) holds poison 24 and 49: the runtime NACKs it and stops the
+	// source, so nothing is stored (all 192 good messages lost) and the probe was closed
+	// before it was done.
+	if r := res[0]; r.Lost != 192 || !strings.HasPrefix(r.Observed, "topic: stored 0, lost 192") || !strings.Contains(r.Observed, "NACKs (runtime 1)") || !strings.Contains(r.Observed, "closed 1 times before it produced everything") {
+		t.Fatalf("observed %q (lost %d), want stored 0, lost 192, one runtime NACK, closed once", r.Observed, r.Lost)
+	}
+}
+
+// earlyAckScript is a runtime that ACKs a source's batches before sending them: it points
+// the source's connector file at testdata/early_ack.c (built by the test), which ACKs each
+// batch to the real probe source as it is handed over.
+const earlyAckScript = `#!/bin/sh
+f="$(dirname "$1")/connectors/source.toml"
+real=$(sed -n 's/^path = "\(.*\)"$/\1/p' "$f")
+sed -i "s|^path = .*|path = \"$EARLY_ACK_LIB\"|" "$f"
+FERRY_REAL_SOURCE="$real" exec "$FERRY_BIN" run --config "$1"
+`
+
+// TestSourceEarlyAckFails proves that source-clean catches a runtime that ACKs a batch
+// before Iggy stored it: every one of the 12 ACKs came before its messages were appended.
+func TestSourceEarlyAckFails(t *testing.T) {
+	needCC(t)
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "early_ack.so")
+	if out, err := exec.Command("cc", "-std=gnu11", "-O2", "-Wall", "-shared", "-fPIC", "-o", lib, "testdata/early_ack.c", "-ldl").CombinedOutput(); err != nil {
+		t.Fatalf("build early_ack.so: %v\n%s", err, out)
+	}
+	script := filepath.Join(dir, "early.sh")
+	if err := os.WriteFile(script, []byte(earlyAckScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, conformance.Config{Runtime: []string{script, "{config}"},
+		RuntimeEnv: []string{"FERRY_BIN=" + ferryBin, "EARLY_ACK_LIB=" + lib}, Scenarios: []string{"source-clean"}})
+	if len(res) != 1 || res[0].Verdict != conformance.Fail {
+		t.Fatalf("results %+v, want one source-clean failure", res)
+	}
+	// The runtime's one-slot hand-over refuses a batch the probe sends before the runtime
+	// took the last one (the probe counts a callback NACK and resends): how often depends
+	// on scheduling, so the NACKs are not asserted; the ACKs and the early ones are.
+	obs := res[0].Observed
+	if !strings.HasPrefix(obs, "topic: stored 600, lost 0, duplicated 0; probe: 12 ACKs, ") ||
+		!strings.HasSuffix(obs, ", 0 results refused, 12 batches ACKed before Iggy stored them; restarted at 600") {
+		t.Fatalf("observed %q, want 600 stored, 12 ACKs, all 12 ACKed before Iggy stored them", obs)
+	}
+}

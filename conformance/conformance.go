@@ -108,14 +108,15 @@ type Config struct {
 
 // Runner runs scenarios; one per Run.
 type Runner struct {
-	cfg    Config
-	dir    string
-	probe  string // path of the compiled probe
-	addr   string // server address
-	admin  *iggy.Client
-	log    *slog.Logger
-	seq    int
-	server *server.Server
+	cfg         Config
+	dir         string
+	probe       string // path of the compiled probe sink
+	sourceProbe string // path of the compiled probe source
+	addr        string // server address
+	admin       *iggy.Client
+	log         *slog.Logger
+	seq         int
+	server      *server.Server
 }
 
 // Run executes the selected scenarios in every selected mode and returns the results in
@@ -165,7 +166,11 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 		if sc.name == "soak" && cfg.Soak <= 0 {
 			continue
 		}
-		for _, mode := range cfg.Modes {
+		modes := cfg.Modes
+		if sourceScenarios[sc.name] {
+			modes = []string{SourceMode}
+		}
+		for _, mode := range modes {
 			if only := onlyMode[sc.name]; only != "" && only != mode {
 				continue
 			}
@@ -186,7 +191,8 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 	return results, nil
 }
 
-// buildProbe compiles the embedded probe.c into dir/probe.so.
+// buildProbe compiles the embedded probe sink and probe source into dir/probe.so and
+// dir/probe_source.so.
 func (r *Runner) buildProbe(ctx context.Context) error {
 	cc := r.cfg.CC
 	if cc == "" {
@@ -203,14 +209,21 @@ func (r *Runner) buildProbe(ctx context.Context) error {
 	if cc == "" {
 		return errors.New("conformance: no C compiler (cc or gcc, or set $CC): the probe plugin is built on the fly")
 	}
-	src := filepath.Join(r.dir, "probe.c")
-	if err := os.WriteFile(src, probe.Source, 0o644); err != nil {
-		return fmt.Errorf("conformance: %w", err)
-	}
 	r.probe = filepath.Join(r.dir, "probe.so")
-	out, err := exec.CommandContext(ctx, cc, "-std=gnu11", "-O2", "-Wall", "-shared", "-fPIC", "-pthread", "-o", r.probe, src).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("conformance: compiling the probe plugin with %s: %w\n%s", cc, err, out)
+	r.sourceProbe = filepath.Join(r.dir, "probe_source.so")
+	for _, p := range []struct {
+		name string
+		src  []byte
+		out  string
+	}{{"probe.c", probe.Source, r.probe}, {"source.c", probe.SourcePlugin, r.sourceProbe}} {
+		src := filepath.Join(r.dir, p.name)
+		if err := os.WriteFile(src, p.src, 0o644); err != nil {
+			return fmt.Errorf("conformance: %w", err)
+		}
+		out, err := exec.CommandContext(ctx, cc, "-std=gnu11", "-O2", "-Wall", "-shared", "-fPIC", "-pthread", "-o", p.out, src).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("conformance: compiling the probe plugin %s with %s: %w\n%s", p.name, cc, err, out)
+		}
 	}
 	return nil
 }

@@ -118,25 +118,8 @@ func (f *fixture) writeConfig(probeOverride map[string]string) (string, error) {
 	if err := os.MkdirAll(cdir, 0o755); err != nil {
 		return "", err
 	}
-	cfg := fmt.Sprintf(`[iggy]
-address = %q
-username = %q
-password = %q
-
-[state]
-path = %q
-
-[connectors]
-config_type = "local"
-config_dir = %q
-`, f.addr, f.r.cfg.Username, f.r.cfg.Password, filepath.Join(dir, "state"), cdir)
-	if f.http == "" {
-		cfg += "\n[http]\nenabled = false\n"
-	} else {
-		cfg += fmt.Sprintf("\n[http]\nenabled = true\naddress = %q\n\n[http.metrics]\nenabled = true\nendpoint = \"/metrics\"\n", f.http)
-	}
-	path := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+	path, err := f.r.writeRuntimeConfig(dir, filepath.Join(dir, "state"), cdir, f.addr, f.http)
+	if err != nil {
 		return "", err
 	}
 	c := f.conn
@@ -184,6 +167,34 @@ config_dir = %q
 		fmt.Fprintf(&b, "%s = %s\n", k, pc[k])
 	}
 	if err := os.WriteFile(filepath.Join(cdir, "probe.toml"), []byte(b.String()), 0o644); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// writeRuntimeConfig writes dir/config.toml: the runtime's Iggy address and credentials, its
+// state directory (a source's cursor lives there), connectors read from cdir, and the HTTP API on httpAddr (with metrics)
+// or off when httpAddr is empty.
+func (r *Runner) writeRuntimeConfig(dir, stateDir, cdir, addr, httpAddr string) (string, error) {
+	cfg := fmt.Sprintf(`[iggy]
+address = %q
+username = %q
+password = %q
+
+[state]
+path = %q
+
+[connectors]
+config_type = "local"
+config_dir = %q
+`, addr, r.cfg.Username, r.cfg.Password, stateDir, cdir)
+	if httpAddr == "" {
+		cfg += "\n[http]\nenabled = false\n"
+	} else {
+		cfg += fmt.Sprintf("\n[http]\nenabled = true\naddress = %q\n\n[http.metrics]\nenabled = true\nendpoint = \"/metrics\"\n", httpAddr)
+	}
+	path := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return "", err
 	}
 	return path, nil

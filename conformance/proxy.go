@@ -39,6 +39,7 @@ type Proxy struct {
 	closed bool
 
 	conns64, resets, stalls, drops atomic.Int64
+	down                           atomic.Bool
 	stop                           chan struct{}
 	wg                             sync.WaitGroup
 }
@@ -85,6 +86,15 @@ func (p *Proxy) DropAll() {
 		_ = c.client.Close()
 		_ = c.server.Close()
 		p.drops.Add(1)
+	}
+}
+
+// SetDown takes the server away (true) — every open connection is dropped and new ones
+// are closed as soon as they are accepted — or brings it back (false).
+func (p *Proxy) SetDown(down bool) {
+	p.down.Store(down)
+	if down {
+		p.DropAll()
 	}
 }
 
@@ -155,6 +165,15 @@ func (p *Proxy) StallAll(d time.Duration) {
 	}
 }
 
+// Release ends every stall now.
+func (p *Proxy) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.stallUntil.Store(0)
+	}
+}
+
 func (p *Proxy) reset() {
 	p.mu.Lock()
 	c := p.victim()
@@ -190,6 +209,11 @@ func (p *Proxy) accept() {
 		cc, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		if p.down.Load() {
+			_ = cc.Close()
+			p.drops.Add(1)
+			continue
 		}
 		sc, err := net.Dial("tcp", p.target)
 		if err != nil {
@@ -233,8 +257,9 @@ func (p *Proxy) pipe(c *pair, dst, src net.Conn, reply bool) {
 					return
 				}
 			}
-			if reply {
-				if until := time.Unix(0, c.stallUntil.Load()); time.Now().Before(until) && !p.sleep(time.Until(until)) {
+			// A stall is checked every few milliseconds, so that Release ends it at once.
+			for reply && time.Now().Before(time.Unix(0, c.stallUntil.Load())) {
+				if !p.sleep(5 * time.Millisecond) {
 					return
 				}
 			}

@@ -50,6 +50,11 @@ var scenarios = []scenario{
 	{"flaky-network", "chaos: a TCP fault proxy between runtime and server adds latency, stalls replies and resets connections", runFlaky},
 	{"server-restart", "chaos: the embedded server is closed and started again on the same address while the runtime runs", runServerRestart},
 	{"server-sigkill", "chaos: the server, a child process, is SIGKILLed with batches in flight and restarted on the same address and data directory (a server that lost acknowledged messages fails it, named)", runServerSigkill},
+	{"source-clean", "checklist F: the probe source's batches are stored once each, in order, ACKed only after Iggy stored them, and its state saved", runSourceClean},
+	{"source-sigkill", "checklist F: the runtime is SIGKILLed 5 times (or --soak times) while the probe source produces; it resumes from the saved state", runSourceSigkill},
+	{"source-poison", "checklist F: messages a source produced that are not JSON are skipped one by one (on_failure = skip), not NACKed with their batch", runSourcePoison},
+	{"source-outage", "checklist F: Iggy goes away with a batch unsent and the runtime is stopped: that batch is not ACKed, nothing is lost", runSourceOutage},
+	{"source-late-result", "checklist F: the probe gives up on a batch whose send is held past its result timeout; the runtime's late ACK is refused (-1) and ignored, nothing is lost", runSourceLateResult},
 	{"soak", "chaos: SIGKILL the runtime --soak times at random (seeded) moments while data flows", runSoak},
 }
 

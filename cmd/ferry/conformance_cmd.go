@@ -40,11 +40,13 @@ func newConformanceCmd() *cobra.Command {
 		Short: "Check a connectors runtime's delivery guarantees with black-box scenarios",
 		Long: `Conformance runs the delivery conformance suite against a connectors runtime: any
 program that reads Iggy's runtime config file and connector files and loads Iggy's native
-sink plugins (Ferry by default, or Iggy's own runtime). For each scenario and commit mode it
+plugins (Ferry by default, or Iggy's own runtime). For each scenario and commit mode it
 writes the config files, starts the runtime as a child process, produces messages with
 Ferry's client, crashes, stops or disturbs the runtime as the scenario says, and judges
 from what a probe sink plugin recorded (compiled on the fly with the system's C compiler:
-cc, gcc or $CC) and from the consumer group's offsets stored in the server. It prints
+cc, gcc or $CC) and from the consumer group's offsets stored in the server. The source-*
+scenarios load a probe source instead (Iggy's batch-result source ABI), run once each with
+the mode "source", and judge from its record and from the topic read back. It prints
 scenario · mode · expected · observed · verdict per line, and exits 1 when any verdict is
 "fail". A runtime that refuses a mode (exits before opening the plugin) gets "not
 supported".

@@ -1,11 +1,16 @@
-// Package probe holds the source of the conformance suite's probe sink plugin (c/probe.c),
-// embedded so that `ferry conformance` can compile it with the system's C compiler
-// wherever it runs.
+// Package probe holds the sources of the conformance suite's probe plugins — the sink
+// (c/probe.c) and the source (c/source.c) — embedded so that `ferry conformance` can
+// compile them with the system's C compiler wherever it runs.
 package probe
 
 import _ "embed"
 
-// Source is c/probe.c.
+// Source is c/probe.c, the probe sink.
 //
 //go:embed c/probe.c
 var Source []byte
+
+// SourcePlugin is c/source.c, the probe source.
+//
+//go:embed c/source.c
+var SourcePlugin []byte

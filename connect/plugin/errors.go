@@ -27,6 +27,10 @@ var (
 	// ErrPluginRejected: the export returned -1 — the plugin could not decode its input
 	// (config, postcard buffers) or does not know the instance id.
 	ErrPluginRejected = errors.New("plugin rejected the call (undecodable input or unknown instance)")
+	// ErrResultRefused: iggy_source_batch_result returned -1 — the plugin has no such batch
+	// pending (it gave up on it after its own result timeout, 30 s in the official SDK, or
+	// the instance is gone); it produces those messages again.
+	ErrResultRefused = errors.New("plugin refused the batch result: no such batch pending (it gave up on the batch after its own timeout, or the instance is gone)")
 	// ErrUnexpectedCode: any other return code.
 	ErrUnexpectedCode = errors.New("plugin returned an unexpected code")
 	// ErrClosed: the instance is not open (never opened, closing or closed).
@@ -63,12 +67,16 @@ func (e *CallError) Error() string {
 	return fmt.Sprintf("plugin %s: %s(id %d) returned %d: %v", e.Path, e.Op, e.ID, e.Code, e.Unwrap())
 }
 
-// Unwrap maps the code: 1 → ErrPluginFailed, -1 → ErrPluginRejected, else ErrUnexpectedCode.
+// Unwrap maps the code: 1 → ErrPluginFailed, -1 → ErrPluginRejected (ErrResultRefused
+// for iggy_source_batch_result), else ErrUnexpectedCode.
 func (e *CallError) Unwrap() error {
 	switch e.Code {
 	case 1:
 		return ErrPluginFailed
 	case -1:
+		if e.Op == SymSourceBatchResult {
+			return ErrResultRefused
+		}
 		return ErrPluginRejected
 	}
 	return ErrUnexpectedCode

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -162,5 +163,29 @@ func TestG3SourceNoAck(t *testing.T) {
 		if err := ack(context.Background(), nil); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestBatchResultRefused: a result the plugin has no pending batch for (here a batch id it
+// never handed out, as after its own timeout) is refused with -1, reported as
+// ErrResultRefused rather than as an undecodable call. The conformance suite's probe source
+// behaves like the official SDK's loop.
+func TestBatchResultRefused(t *testing.T) {
+	lib := mustLib(t, buildC(t, "probe_source", "../../conformance/probe/c/source.c"))
+	record := filepath.Join(t.TempDir(), "record.txt")
+	s := openSource(t, lib, sdk.SourceEnv{Key: "p", Config: []byte(`{"record":"` + record + `","total":4,"batch":2}`)})
+	b, ack := read(t, s)
+	if got := payloads(b); !reflect.DeepEqual(got, []string{`{"seq":0}`, `{"seq":1}`}) || !reflect.DeepEqual(b.State, le64(2)) {
+		t.Fatalf("first batch %q state %v", got, b.State)
+	}
+	err := callErr(lib, SymSourceBatchResult, s.ID(), callBatchResult(lib.srcBatchResult, s.ID(), 99, 0))
+	if !errors.Is(err, ErrResultRefused) || errors.Is(err, ErrPluginRejected) {
+		t.Fatalf("result for batch 99: %v, want ErrResultRefused", err)
+	}
+	if err := ack(context.Background(), nil); err != nil {
+		t.Fatalf("ack of the pending batch: %v", err)
+	}
+	if b, _ = read(t, s); !reflect.DeepEqual(payloads(b), []string{`{"seq":2}`, `{"seq":3}`}) {
+		t.Fatalf("second batch %q", payloads(b))
 	}
 }
