@@ -7,6 +7,8 @@ import (
 	"math/rand"
 	"strings"
 	"time"
+
+	"github.com/ferryio/ferry/iggy"
 )
 
 // scenario is one named check, run once per mode.
@@ -335,6 +337,12 @@ func runRebalance(ctx context.Context, r *Runner, mode string) Result {
 		return broken(expected, err)
 	}
 	defer b.kill()
+	// Produce again only once the server shares the partitions out between the two
+	// members: then the moved partitions' next messages go to the second process while the
+	// first still runs, and a hand-over really happens under load.
+	if err := f.wait(ctx, "the group to share the partitions between two members", func() bool { return f.shared(ctx, 2) }); err != nil {
+		return broken(expected, err)
+	}
 	if err := step(); err != nil {
 		return broken(expected, err)
 	}
@@ -355,6 +363,21 @@ func runRebalance(ctx context.Context, r *Runner, mode string) Result {
 		ok = ok && h.revoked == 0 && t.lost == 0
 	}
 	return verdict(expected, obs, ok, t)
+}
+
+// shared reports whether the server shows the group with n members that hold every
+// partition between them, as evenly as can be (counts differing by at most one).
+func (f *fixture) shared(ctx context.Context, n int) bool {
+	g, err := f.r.admin.GetConsumerGroup(ctx, iggy.Name(f.stream), iggy.Name(f.topic), iggy.Name(f.group()))
+	if err != nil || len(g.Members) != n {
+		return false
+	}
+	total, least, most := 0, int(f.partitions), 0
+	for _, m := range g.Members {
+		total += len(m.Partitions)
+		least, most = min(least, len(m.Partitions)), max(most, len(m.Partitions))
+	}
+	return total == int(f.partitions) && most-least <= 1
 }
 
 // handoverCount is what the record says about partitions moving between processes.
