@@ -140,6 +140,18 @@ func cc(t *testing.T, src string) string {
 	return so
 }
 
+// wrapped is the Config of a fake runtime: script (run with the config path, $FERRY_BIN
+// and $LIAR_PLUGIN set) puts the wrapper plugin built from testdata/src in front of the probe.
+func wrapped(t *testing.T, src, script string) conformance.Config {
+	t.Helper()
+	so := cc(t, src)
+	path := filepath.Join(t.TempDir(), strings.TrimSuffix(src, ".c")+".sh")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return conformance.Config{Runtime: []string{path, "{config}"}, RuntimeEnv: []string{"FERRY_BIN=" + ferryBin, "LIAR_PLUGIN=" + so}}
+}
+
 // liarCommitScript is a fake runtime whose commit callback accepts what it must refuse:
 // it points the connector file's path at testdata/liarcommit.c's wrapper ($LIAR_PLUGIN),
 // which loads the real probe and turns every negative code of Ferry's callback into 0.
@@ -157,14 +169,9 @@ exec "$FERRY_BIN" run --config "$1"
 // callback returns 0 where it must refuse: commit-codes names every wrong code and
 // commit-after-stop sees 0 from a stopped sink's callback.
 func TestBrokenCommitCallbackFails(t *testing.T) {
-	so := cc(t, "liarcommit.c")
-	script := filepath.Join(t.TempDir(), "liarcommit.sh")
-	if err := os.WriteFile(script, []byte(liarCommitScript), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	res := run(t, conformance.Config{Runtime: []string{script, "{config}"},
-		RuntimeEnv: []string{"FERRY_BIN=" + ferryBin, "LIAR_PLUGIN=" + so},
-		Modes:      []string{conformance.SinkControlled}, Scenarios: []string{"commit-codes", "commit-after-stop"}})
+	cfg := wrapped(t, "liarcommit.c", liarCommitScript)
+	cfg.Modes, cfg.Scenarios = []string{conformance.SinkControlled}, []string{"commit-codes", "commit-after-stop"}
+	res := run(t, cfg)
 	if len(res) != 2 {
 		t.Fatalf("got %d results, want 2: %+v", len(res), res)
 	}
@@ -254,14 +261,9 @@ exec "$FERRY_BIN" run --config "$1"
 // delivers partitions after they moved to the second: every message is still delivered
 // once, so only the per-process check sees it.
 func TestBrokenRebalanceFails(t *testing.T) {
-	so := cc(t, "latedelivery.c")
-	script := filepath.Join(t.TempDir(), "latedelivery.sh")
-	if err := os.WriteFile(script, []byte(lateDeliveryScript), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	res := run(t, conformance.Config{Runtime: []string{script, "{config}"},
-		RuntimeEnv: []string{"FERRY_BIN=" + ferryBin, "LIAR_PLUGIN=" + so},
-		Modes:      []string{conformance.AfterConsuming}, Scenarios: []string{"rebalance"}})
+	cfg := wrapped(t, "latedelivery.c", lateDeliveryScript)
+	cfg.Modes, cfg.Scenarios = []string{conformance.AfterConsuming}, []string{"rebalance"}
+	res := run(t, cfg)
 	// The two partitions that moved when the second process joined come late from the
 	// first: its 100 held messages of each, and whatever of the next 100 it polled before
 	// the revocation completed (timing), so the message count is bounded, not fixed.
