@@ -1,11 +1,15 @@
 package conformance_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferryio/ferry/conformance"
 )
@@ -117,6 +121,158 @@ func TestNoHTTPAPINotSupported(t *testing.T) {
 		Modes: []string{conformance.AfterConsuming}, Scenarios: []string{"stopped-status"}})
 	if len(res) != 1 || res[0].Verdict != conformance.NotSupported || !strings.Contains(res[0].Observed, "no Iggy-style HTTP API") {
 		t.Fatalf("results %+v, want stopped-status/after_consuming not supported (no Iggy-style HTTP API)", res)
+	}
+}
+
+// cc compiles the C file src of testdata into a shared library in a temp dir.
+func cc(t *testing.T, src string) string {
+	t.Helper()
+	needCC(t)
+	compiler := "cc"
+	if _, err := exec.LookPath(compiler); err != nil {
+		compiler = "gcc"
+	}
+	so := filepath.Join(t.TempDir(), strings.TrimSuffix(src, ".c")+".so")
+	out, err := exec.Command(compiler, "-std=gnu11", "-O2", "-Wall", "-shared", "-fPIC", "-pthread", "-o", so, filepath.Join("testdata", src), "-ldl").CombinedOutput()
+	if err != nil {
+		t.Fatalf("compiling %s: %v\n%s", src, err, out)
+	}
+	return so
+}
+
+// wrapped is the Config of a fake runtime: script (run with the config path, $FERRY_BIN
+// and $LIAR_PLUGIN set) puts the wrapper plugin built from testdata/src in front of the probe.
+func wrapped(t *testing.T, src, script string) conformance.Config {
+	t.Helper()
+	so := cc(t, src)
+	path := filepath.Join(t.TempDir(), strings.TrimSuffix(src, ".c")+".sh")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return conformance.Config{Runtime: []string{path, "{config}"}, RuntimeEnv: []string{"FERRY_BIN=" + ferryBin, "LIAR_PLUGIN=" + so}}
+}
+
+// liarCommitScript is a fake runtime whose commit callback accepts what it must refuse:
+// it points the connector file's path at testdata/liarcommit.c's wrapper ($LIAR_PLUGIN),
+// which loads the real probe and turns every negative code of Ferry's callback into 0.
+const liarCommitScript = `#!/bin/sh
+dir=$(dirname "$1")
+for f in "$dir"/connectors/*.toml; do
+	LIAR_REAL_PLUGIN=$(sed -n 's/^path = "\(.*\)"$/\1/p' "$f")
+	sed -i "s|^path = .*|path = \"$LIAR_PLUGIN\"|" "$f"
+done
+export LIAR_REAL_PLUGIN
+exec "$FERRY_BIN" run --config "$1"
+`
+
+// TestBrokenCommitCallbackFails proves that the suite fails a runtime whose commit
+// callback returns 0 where it must refuse: commit-codes names every wrong code and
+// commit-after-stop sees 0 from a stopped sink's callback.
+func TestBrokenCommitCallbackFails(t *testing.T) {
+	cfg := wrapped(t, "liarcommit.c", liarCommitScript)
+	cfg.Modes, cfg.Scenarios = []string{conformance.SinkControlled}, []string{"commit-codes", "commit-after-stop"}
+	res := run(t, cfg)
+	if len(res) != 2 {
+		t.Fatalf("got %d results, want 2: %+v", len(res), res)
+	}
+	for _, r := range res {
+		if r.Verdict != conformance.Fail {
+			t.Errorf("%s: %s, want fail (observed %s)", r.Scenario, r.Verdict, r.Observed)
+		}
+	}
+	const codes = "callback installed: true; ok 0, stale 0 (want -2), range 0 (want -3), foreign 0 (want -1), unknown 0 (want -1); delivered 100, lost 0, duplicated 0"
+	if res[0].Scenario != "commit-codes" || res[0].Observed != codes {
+		t.Errorf("%s observed %q, want commit-codes %q", res[0].Scenario, res[0].Observed, codes)
+	}
+	afterStop := regexp.MustCompile(`^failed [1-9][0-9]* times, closed; commit after the stop returned 0$`)
+	if res[1].Scenario != "commit-after-stop" || !afterStop.MatchString(res[1].Observed) {
+		t.Errorf("%s observed %q, want commit-after-stop matching %s", res[1].Scenario, res[1].Observed, afterStop)
+	}
+}
+
+// TestBrokenHTTPStatusFails proves that the suite fails a runtime whose HTTP API reports a
+// stopped sink as running without last_error (testdata/lyingapi.py: a reverse proxy on
+// the suite's [http] address in front of Ferry's real API, which it moves to another
+// port). The metrics are passed through unchanged, so the observed text shows them true
+// and the status false.
+func TestBrokenHTTPStatusFails(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3: the lying HTTP API is a Python script")
+	}
+	script, err := filepath.Abs(filepath.Join("testdata", "lyingapi.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, conformance.Config{Runtime: []string{"python3", script, "{config}"}, RuntimeEnv: []string{"FERRY_BIN=" + ferryBin},
+		Modes: []string{conformance.AfterConsuming}, Scenarios: []string{"stopped-status"}, Timeout: 15 * time.Second})
+	want := regexp.MustCompile(`^status "running"; metrics: errors [1-9][0-9]*, sinks running 0; timed out after 15s waiting for the HTTP API to show the sink stopped$`)
+	if len(res) != 1 || res[0].Verdict != conformance.Fail || !want.MatchString(res[0].Observed) {
+		t.Fatalf("results %+v, want stopped-status fail observing %s", res, want)
+	}
+}
+
+// lossyServerScript is a server command that loses acknowledged data: it runs `ferry
+// server`, and when started again on the same data directory (after the SIGKILL) it wipes
+// that directory first and tells Ferry's server, which refuses a data directory that
+// vanished, to begin empty (--init).
+const lossyServerScript = `#!/bin/sh
+init=
+if [ -e "$2.started" ]; then rm -rf "$2"; init=--init; fi
+touch "$2.started"
+exec %q server --addr "$1" --data "$2" $init
+`
+
+// TestBrokenServerLosesData proves that server-sigkill does not blame the runtime for a
+// server that lost acknowledged messages in the kill: it fails and says how many the
+// server lost (all 200 acknowledged per partition).
+func TestBrokenServerLosesData(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "lossy-server.sh")
+	if err := os.WriteFile(script, []byte(fmt.Sprintf(lossyServerScript, ferryBin)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, conformance.Config{Runtime: ferryRuntime(), ServerCommand: []string{script, "{addr}", "{data}"},
+		Modes: []string{conformance.AfterConsuming}, Scenarios: []string{"server-sigkill"}})
+	want := regexp.MustCompile(`^server SIGKILLed after [0-9]+ recorded, restarted; the server lost 400 acknowledged messages \(partition 0 holds 0 of 200, partition 1 holds 0 of 200\)$`)
+	if len(res) != 1 || res[0].Verdict != conformance.Fail || !want.MatchString(res[0].Observed) {
+		t.Fatalf("results %+v, want server-sigkill fail observing %s", res, want)
+	}
+}
+
+// lateDeliveryScript is a fake runtime whose first process keeps delivering partitions
+// after the rebalance moved them away: in the first instance (rt1) it points the connector
+// file's path at testdata/latedelivery.c's wrapper ($LIAR_PLUGIN), which acknowledges each
+// batch at once but hands it to the probe only once another process recorded its
+// partition (or at close). Later instances run the probe as it is.
+const lateDeliveryScript = `#!/bin/sh
+dir=$(dirname "$1")
+case "$dir" in
+*/rt1)
+	for f in "$dir"/connectors/*.toml; do
+		LIAR_REAL_PLUGIN=$(sed -n 's/^path = "\(.*\)"$/\1/p' "$f")
+		sed -i "s|^path = .*|path = \"$LIAR_PLUGIN\"|" "$f"
+	done
+	export LIAR_REAL_PLUGIN
+	;;
+esac
+exec "$FERRY_BIN" run --config "$1"
+`
+
+// TestBrokenRebalanceFails proves that rebalance fails a runtime whose first process
+// delivers partitions after they moved to the second: every message is still delivered
+// once, so only the per-process check sees it.
+func TestBrokenRebalanceFails(t *testing.T) {
+	cfg := wrapped(t, "latedelivery.c", lateDeliveryScript)
+	cfg.Modes, cfg.Scenarios = []string{conformance.AfterConsuming}, []string{"rebalance"}
+	res := run(t, cfg)
+	// The two partitions that moved when the second process joined come late from the
+	// first: its 100 held messages of each, and whatever of the next 100 it polled before
+	// the revocation completed (timing), so the message count is bounded, not fixed.
+	want := regexp.MustCompile(`^4 partitions moved to the other process; 2 of them delivered by a process they had moved away from \(([0-9]+) messages\); delivered 1200, lost 0, duplicated 0$`)
+	if len(res) != 1 || res[0].Verdict != conformance.Fail || !want.MatchString(res[0].Observed) {
+		t.Fatalf("results %+v, want rebalance fail observing %s", res, want)
+	}
+	if n, _ := strconv.Atoi(want.FindStringSubmatch(res[0].Observed)[1]); n < 200 || n > 400 {
+		t.Errorf("%d messages delivered after their partition moved, want 200 to 400 (two partitions' held 100, and up to 100 more each)", n)
 	}
 }
 

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -274,18 +275,19 @@ type event struct {
 	hash  uint64
 	name  string
 	rc    int
+	pid   int // 'M' and 'O': the recording process (0 in a record without pids)
 }
 
 // events parses the record file; an unterminated last line (a write cut by a kill) is
 // ignored.
 func (f *fixture) events() []event {
-	fh, err := os.Open(f.record)
+	b, err := os.ReadFile(f.record)
 	if err != nil {
 		return nil
 	}
-	defer func() { _ = fh.Close() }()
+	b = b[:bytes.LastIndexByte(b, '\n')+1]
 	var out []event
-	sc := bufio.NewScanner(fh)
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
 		if len(fs) == 0 || len(fs[0]) != 1 {
@@ -301,11 +303,13 @@ func (f *fixture) events() []event {
 		}
 		switch e.kind {
 		case 'M':
-			if len(fs) != 4 {
+			if len(fs) != 4 && len(fs) != 5 {
 				continue
 			}
-			e.p, e.off = uint32(num(1)), num(2)
+			e.p, e.off, e.pid = uint32(num(1)), num(2), int(num(4))
 			e.hash, _ = strconv.ParseUint(fs[3], 16, 64)
+		case 'O':
+			e.pid = int(num(2))
 		case 'E':
 			e.p, e.off, e.count = uint32(num(1)), num(2), num(3)
 		case 'F':

@@ -111,20 +111,10 @@ func (f *fixture) sinkMetrics(ctx context.Context) (sinkMetrics, error) {
 
 func runStoppedStatus(ctx context.Context, r *Runner, mode string) Result {
 	const expected = `consume fails, on_failure = stop stops the sink: GET /sinks/{key} status "error" (or "stopped") with last_error; /metrics: iggy_connector_errors_total ≥ 1 for the sink, iggy_connectors_sinks_running 0`
-	f, err := r.newFixture(ctx, "stopped-status", mode, 1, connector{batch: 50, onFailure: "stop", maxRetries: 0,
-		probe: map[string]string{"fail_batch": "1", "fail_times": "1000000"}})
+	f, p, err := r.begin(ctx, "stopped-status", mode, setup{partitions: 1, before: 50, http: true, conn: connector{batch: 50, onFailure: "stop", maxRetries: 0,
+		probe: map[string]string{"fail_batch": "1", "fail_times": "1000000"}}})
 	if err != nil {
-		return broken(expected, err)
-	}
-	if f.http, err = freeLoopback(); err != nil {
-		return broken(expected, err)
-	}
-	if err := f.produce(ctx, 50, nil); err != nil {
-		return broken(expected, err)
-	}
-	p, err := f.start(ctx, nil)
-	if err != nil {
-		return unsupported(expected, err)
+		return outcome(expected, err)
 	}
 	defer p.kill()
 	if err := f.wait(ctx, "a failed consume", func() bool { return f.count('F') > 0 }); err != nil {

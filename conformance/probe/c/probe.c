@@ -24,12 +24,13 @@
  *               again with the last committed offset every 5ms (up to 5s) until the code
  *               is neither 0 nor -2 (the instance is gone), recording that code
  *
- * Record lines (one per event, space separated):
- *   O id                 instance opened          X id        instance closed
+ * Record lines (one per event, space separated; pid is the recording process's, so that
+ * a record shared by several runtime processes says which one got each message):
+ *   O id pid             instance opened          X id        instance closed
  *   K                    commit callback installed
  *   E p first count      consume entered with a batch of partition p
  *   F p first            consume returned 1 (fail_batch)
- *   M p offset hash      one message recorded (hash: FNV-1a 64 of the payload, hex)
+ *   M p offset hash pid  one message recorded (hash: FNV-1a 64 of the payload, hex)
  *   C kind rc            commit callback return code (kind: ok, stale, range, foreign, unknown,
  *                        high, low, afterstop)
  */
@@ -107,6 +108,7 @@ static int jstr(const char *cfg, const char *key, char *out, size_t cap) {
 typedef struct inst {
     uint32_t id;
     int fd;
+    int pid;
     uint64_t fail_batch, fail_times, failed, calls, sleep_ms;
     int commit_mode; /* 0 none, 1 immediate, 2 codes, 3 late, 4 order, 5 afterstop */
     int committed;   /* a commit was accepted: the fields below name it */
@@ -188,7 +190,8 @@ int32_t iggy_sink_open(uint32_t id, const uint8_t *cfg, size_t cfg_len, log_cb l
         return 1;
     }
     pthread_mutex_init(&in->mu, NULL);
-    line(in, "O %u\n", id);
+    in->pid = (int)getpid();
+    line(in, "O %u %d\n", id, in->pid);
     fsync(in->fd);
     pthread_mutex_lock(&reg_mu);
     if (at) abort_at = at;
@@ -262,7 +265,7 @@ int32_t iggy_sink_consume(uint32_t id, const uint8_t *tm, size_t tml, const uint
     pthread_mutex_unlock(&reg_mu);
     if (die) abort();
 
-    size_t cap = (size_t)count * 48 + 1, len = 0;
+    size_t cap = (size_t)count * 80 + 1, len = 0;
     char *out = malloc(cap);
     if (!out) return 1;
     uint64_t last = 0;
@@ -275,8 +278,8 @@ int32_t iggy_sink_consume(uint32_t id, const uint8_t *tm, size_t tml, const uint
         bytes(&b, &n);  /* headers */
         const uint8_t *pl = bytes(&b, &n);
         if (b.err) break;
-        int k = snprintf(out + len, cap - len, "M %u %llu %016llx\n", part, (unsigned long long)off,
-                         (unsigned long long)fnv(pl, n));
+        int k = snprintf(out + len, cap - len, "M %u %llu %016llx %d\n", part, (unsigned long long)off,
+                         (unsigned long long)fnv(pl, n), in->pid);
         if (k > 0) len += (size_t)k;
         last = off;
     }
