@@ -30,8 +30,8 @@ const apiStartLimit = 10 * time.Second
 // errNoAPI marks an HTTP API that is off or not shaped like Iggy's runtime's (§4.7).
 var errNoAPI = errors.New("no Iggy-style HTTP API")
 
-// sinkInfo is the part of GET /sinks/{key} the scenario judges.
-type sinkInfo struct {
+// connectorInfo is the part of GET /sinks/{key} and GET /sources/{key} the scenarios judge.
+type connectorInfo struct {
 	Key       string `json:"key"`
 	Status    string `json:"status"`
 	LastError *struct {
@@ -55,31 +55,41 @@ func httpGet(ctx context.Context, url string) (int, []byte, error) {
 	return resp.StatusCode, b, err
 }
 
-func (f *fixture) sinkInfo(ctx context.Context) (sinkInfo, error) {
-	var si sinkInfo
-	code, b, err := httpGet(ctx, "http://"+f.http+"/sinks/"+f.key)
-	if err != nil {
-		return si, fmt.Errorf("%w: GET /sinks/%s: %w", errNoAPI, f.key, err)
-	}
-	if code != http.StatusOK {
-		return si, fmt.Errorf("%w: GET /sinks/%s: HTTP %d", errNoAPI, f.key, code)
-	}
-	if err := json.Unmarshal(b, &si); err != nil || si.Key != f.key || si.Status == "" {
-		return si, fmt.Errorf("%w: GET /sinks/%s: not a SinkInfo: %.200s", errNoAPI, f.key, b)
-	}
-	return si, nil
+// apiWatch reads one connector's status and the metrics from a runtime's HTTP API.
+type apiWatch struct {
+	addr    string // the API's address
+	kind    string // "sinks" or "sources", the route and the running gauge
+	key     string
+	waitFor func(ctx context.Context, what string, cond func() bool) error
 }
 
-// sinkMetrics reads the metrics endpoint: the sink's errors counter and the runtime's
-// running sinks gauge (-1 = absent). served is false when the endpoint answers 404.
-type sinkMetrics struct {
+func (w apiWatch) info(ctx context.Context) (connectorInfo, error) {
+	var ci connectorInfo
+	route := "/" + w.kind + "/" + w.key
+	code, b, err := httpGet(ctx, "http://"+w.addr+route)
+	if err != nil {
+		return ci, fmt.Errorf("%w: GET %s: %w", errNoAPI, route, err)
+	}
+	if code != http.StatusOK {
+		return ci, fmt.Errorf("%w: GET %s: HTTP %d", errNoAPI, route, code)
+	}
+	if err := json.Unmarshal(b, &ci); err != nil || ci.Key != w.key || ci.Status == "" {
+		return ci, fmt.Errorf("%w: GET %s: not a connector's info: %.200s", errNoAPI, route, b)
+	}
+	return ci, nil
+}
+
+// apiMetrics is what the metrics endpoint says: the connector's errors counter and the
+// runtime's running gauge of its kind (-1 = absent). served is false when the endpoint
+// answers 404.
+type apiMetrics struct {
 	served          bool
 	errors, running float64
 }
 
-func (f *fixture) sinkMetrics(ctx context.Context) (sinkMetrics, error) {
-	m := sinkMetrics{errors: -1, running: -1}
-	code, b, err := httpGet(ctx, "http://"+f.http+"/metrics")
+func (w apiWatch) metrics(ctx context.Context) (apiMetrics, error) {
+	m := apiMetrics{errors: -1, running: -1}
+	code, b, err := httpGet(ctx, "http://"+w.addr+"/metrics")
 	if err != nil {
 		return m, fmt.Errorf("GET /metrics: %w", err)
 	}
@@ -100,13 +110,58 @@ func (f *fixture) sinkMetrics(ctx context.Context) (sinkMetrics, error) {
 			continue
 		}
 		switch {
-		case fs[0] == "iggy_connectors_sinks_running":
+		case fs[0] == "iggy_connectors_"+w.kind+"_running":
 			m.running = v
-		case strings.HasPrefix(fs[0], "iggy_connector_errors_total{") && strings.Contains(fs[0], `connector_key="`+f.key+`"`):
+		case strings.HasPrefix(fs[0], "iggy_connector_errors_total{") && strings.Contains(fs[0], `connector_key="`+w.key+`"`):
 			m.errors = v
 		}
 	}
 	return m, nil
+}
+
+// stopped waits until one reading shows the connector stopped: status "error" or
+// "stopped" with a last_error, and, when metrics are served, its errors counted and none of
+// its kind running. The API must answer with a connector's info within apiStartLimit;
+// unsupported is set when it does not (off, or shaped unlike Iggy's). observed describes
+// the last reading; err says why it never showed the connector stopped.
+func (w apiWatch) stopped(ctx context.Context) (observed string, unsupported, err error) {
+	ci, apiErr := w.info(ctx)
+	for deadline := time.Now().Add(apiStartLimit); apiErr != nil; ci, apiErr = w.info(ctx) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return "", apiErr, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A runtime that restarts a stopped connector shows it running again for a moment:
+	// wait for one reading in which both the status and the metrics show it stopped.
+	var m apiMetrics
+	noun := strings.TrimSuffix(w.kind, "s")
+	err = w.waitFor(ctx, "the HTTP API to show the "+noun+" stopped", func() bool {
+		if ci, apiErr = w.info(ctx); apiErr != nil {
+			return false
+		}
+		if m, apiErr = w.metrics(ctx); apiErr != nil {
+			return false
+		}
+		stopped := (ci.Status == "error" || ci.Status == "stopped") && ci.LastError != nil && ci.LastError.Message != ""
+		return stopped && (!m.served || m.errors >= 1 && m.running == 0)
+	})
+	if err != nil && apiErr != nil {
+		err = fmt.Errorf("%w (last reading: %w)", err, apiErr)
+	}
+	obs := fmt.Sprintf("status %q", ci.Status)
+	if ci.LastError != nil {
+		obs += fmt.Sprintf(", last_error %q", oneLine(ci.LastError.Message))
+	}
+	if m.served {
+		obs += fmt.Sprintf("; metrics: errors %g, %s running %g", m.errors, w.kind, m.running)
+	} else {
+		obs += "; metrics endpoint not served"
+	}
+	if err != nil {
+		obs += "; " + err.Error()
+	}
+	return obs, nil, err
 }
 
 func runStoppedStatus(ctx context.Context, r *Runner, mode string) Result {
@@ -120,44 +175,11 @@ func runStoppedStatus(ctx context.Context, r *Runner, mode string) Result {
 	if err := f.wait(ctx, "a failed consume", func() bool { return f.count('F') > 0 }); err != nil {
 		return broken(expected, err)
 	}
-	// The API must answer with a SinkInfo soon after the probe was opened; a runtime whose
-	// API is off or shaped differently gets "not supported".
-	si, apiErr := f.sinkInfo(ctx)
-	for deadline := time.Now().Add(apiStartLimit); apiErr != nil; si, apiErr = f.sinkInfo(ctx) {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return unsupported(expected, apiErr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	// A runtime that restarts a stopped sink shows it running again for a moment: wait for
-	// one reading in which both the status and the metrics show it stopped.
-	var m sinkMetrics
-	err = f.wait(ctx, "the HTTP API to show the sink stopped", func() bool {
-		if si, apiErr = f.sinkInfo(ctx); apiErr != nil {
-			return false
-		}
-		if m, apiErr = f.sinkMetrics(ctx); apiErr != nil {
-			return false
-		}
-		stopped := (si.Status == "error" || si.Status == "stopped") && si.LastError != nil && si.LastError.Message != ""
-		return stopped && (!m.served || m.errors >= 1 && m.running == 0)
-	})
-	if err != nil && apiErr != nil {
-		err = fmt.Errorf("%w (last reading: %w)", err, apiErr)
+	obs, noAPI, err := apiWatch{addr: f.http, kind: "sinks", key: f.key, waitFor: f.wait}.stopped(ctx)
+	if noAPI != nil {
+		return unsupported(expected, noAPI)
 	}
 	_ = p.term(20 * time.Second)
 	t := f.tally()
-	obs := fmt.Sprintf("status %q", si.Status)
-	if si.LastError != nil {
-		obs += fmt.Sprintf(", last_error %q", oneLine(si.LastError.Message))
-	}
-	if m.served {
-		obs += fmt.Sprintf("; metrics: errors %g, sinks running %g", m.errors, m.running)
-	} else {
-		obs += "; metrics endpoint not served"
-	}
-	if err != nil {
-		obs += "; " + err.Error()
-	}
 	return verdict(expected, obs, err == nil && t.clean(), t)
 }

@@ -29,7 +29,9 @@ import (
 // The kills cycle through three moments, two of them forced rather than hoped for:
 //   - a random (seeded) moment while data flows;
 //   - blocked write: the suite holds an EXCLUSIVE lock on the table until the sink's write
-//     waits on it, and kills then: the transaction dies with the process (under
+//     waits on it, kills then and ends the waiting sessions before it releases the lock
+//     (else an autocommit INSERT of the dead process still lands): the write dies with the
+//     process (under
 //     after_polling the poll already stored the batch's offset, so a sink that trusts
 //     Iggy's offset loses the batch);
 //   - held store: the runtime's Iggy connections go through a storeGate, which holds its
@@ -134,6 +136,17 @@ func (s *pgSoak) lockWaiters(ctx context.Context) int {
 		return 0
 	}
 	return n
+}
+
+// terminateWaiters ends the sessions waiting for a lock on the table and waits until none
+// is left.
+func (s *pgSoak) terminateWaiters(ctx context.Context) error {
+	_, err := s.db.Exec(ctx, `SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+		WHERE c.relname = $1 AND NOT l.granted`, s.table)
+	if err != nil {
+		return fmt.Errorf("end the dead runtime's sessions waiting on %s: %w", s.table, err)
+	}
+	return s.f.wait(ctx, "the dead runtime's sessions to end", func() bool { return s.lockWaiters(ctx) == 0 })
 }
 
 // pgTableLayout is the official PostgreSQL sink's table (what its auto_create_table makes,
@@ -403,6 +416,12 @@ func (s *pgSoak) killAtBlockedWrite(ctx context.Context, p *proc) (past bool, er
 	written, err2 := s.maxWritten(ctx)
 	p.kill()
 	if err := errors.Join(err1, err2); err != nil {
+		return false, err
+	}
+	// A statement the dead runtime left waiting on the lock would still run once the lock
+	// is released (PostgreSQL notices the closed socket only after it; an autocommit INSERT
+	// then lands): end those sessions first, as a crash of the runtime's machine would.
+	if err := s.terminateWaiters(ctx); err != nil {
 		return false, err
 	}
 	for q := uint32(0); q < f.partitions; q++ {

@@ -56,6 +56,7 @@ var scenarios = []scenario{
 	{"source-sigkill", "checklist F: the runtime is SIGKILLed 5 times (or --soak times) while the probe source produces; it resumes from the saved state", runSourceSigkill},
 	{"source-poison", "checklist F: messages a source produced that are not JSON are skipped one by one (on_failure = skip), not NACKed with their batch", runSourcePoison},
 	{"source-outage", "checklist F: Iggy goes away with a batch unsent and the runtime is stopped: that batch is not ACKed, nothing is lost", runSourceOutage},
+	{"source-stopped-status", "checklist F, G: on_failure = stop and a batch with a message that is not JSON: the source is stopped, and the HTTP API reports it in error with last_error, the metrics count its error", runSourceStoppedStatus},
 	{"source-late-result", "checklist F: the probe gives up on a batch whose send is held past its result timeout; the runtime's late ACK is refused (-1) and ignored, nothing is lost", runSourceLateResult},
 	{"postgres-soak", "chaos: the PostgreSQL sink (--postgres) into a table of its own while the runtime is SIGKILLed --soak times, at held offset stores, blocked writes and random moments: exactly once", runPostgresSoak},
 	{"soak", "chaos: SIGKILL the runtime --soak times at random (seeded) moments while data flows", runSoak},

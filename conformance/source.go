@@ -26,7 +26,7 @@ import (
 const SourceMode = "source"
 
 // sourceScenarios run once, in SourceMode, whatever modes were asked for.
-var sourceScenarios = map[string]bool{"source-clean": true, "source-sigkill": true, "source-poison": true, "source-outage": true, "source-late-result": true}
+var sourceScenarios = map[string]bool{"source-clean": true, "source-sigkill": true, "source-poison": true, "source-outage": true, "source-late-result": true, "source-stopped-status": true}
 
 // sourceConnector is what a source scenario's connector file says.
 type sourceConnector struct {
@@ -48,6 +48,7 @@ type sourceFixture struct {
 	addr      string
 	conn      sourceConnector
 	instances int
+	http      string // "" = [http] off; else the runtime's HTTP API address, metrics on
 }
 
 func (r *Runner) newSourceFixture(ctx context.Context, scenario string, c sourceConnector) (*sourceFixture, error) {
@@ -75,7 +76,7 @@ func (f *sourceFixture) writeConfig() (string, error) {
 	if err := os.MkdirAll(cdir, 0o755); err != nil {
 		return "", err
 	}
-	path, err := f.r.writeRuntimeConfig(dir, f.state, cdir, f.addr, "")
+	path, err := f.r.writeRuntimeConfig(dir, f.state, cdir, f.addr, f.http)
 	if err != nil {
 		return "", err
 	}
@@ -656,4 +657,49 @@ func runSourceLateResult(ctx context.Context, r *Runner, _ string) Result {
 	ok := t.lost == 0 && t.duplicated == 20 && t.refused == 1 && t.nacks["timeout"] == 1 && t.closed == 0 &&
 		!t.stopped && t.poisoned == 0 && t.unknown == 0 && t.early == 0
 	return sourceResult(expected, t.String(), ok, t)
+}
+
+func runSourceStoppedStatus(ctx context.Context, r *Runner, _ string) Result {
+	const expected = `on_failure = stop, the first batch holds a message that is not JSON: the batch is NACKed, nothing of it stored; GET /sources/{key} status "error" (or "stopped") with last_error; /metrics: iggy_connector_errors_total ≥ 1 for the source, iggy_connectors_sources_running 0`
+	f, err := r.newSourceFixture(ctx, "source-stopped-status", sourceConnector{total: 100, batch: 50, poisonEvery: 25, onFailure: "stop"})
+	if err != nil {
+		return broken(expected, err)
+	}
+	if f.http, err = freeLoopback(); err != nil {
+		return broken(expected, err)
+	}
+	p, err := f.start(ctx)
+	if err != nil {
+		return unsupported(expected, err)
+	}
+	defer p.kill()
+	if err := f.wait(ctx, "the runtime's NACK of the first batch", func() bool {
+		for _, e := range f.events() {
+			if e.kind == 'N' || e.kind == 'A' {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		return broken(expected, err)
+	}
+	obs, noAPI, err := apiWatch{addr: f.http, kind: "sources", key: f.key, waitFor: f.wait}.stopped(ctx)
+	if noAPI != nil {
+		return unsupported(expected, noAPI)
+	}
+	_ = p.term(20 * time.Second)
+	t, terr := f.tally(ctx)
+	if terr != nil {
+		return broken(expected, terr)
+	}
+	first := ""
+	for _, e := range f.events() {
+		if e.kind == 'N' || e.kind == 'A' {
+			first = map[byte]string{'A': "ACKed", 'N': "NACKed (" + e.why + ")"}[e.kind]
+			break
+		}
+	}
+	obs = fmt.Sprintf("the first batch %s; %d stored; %s", first, t.stored, obs)
+	ok := err == nil && first == "NACKed (runtime)" && t.stored == 0 && t.poisoned == 0 && t.unknown == 0
+	return sourceResult(expected, obs, ok, sourceTally{})
 }
