@@ -152,10 +152,11 @@ func wrapped(t *testing.T, src, script string) conformance.Config {
 	return conformance.Config{Runtime: []string{path, "{config}"}, RuntimeEnv: []string{"FERRY_BIN=" + ferryBin, "LIAR_PLUGIN=" + so}}
 }
 
-// liarCommitScript is a fake runtime whose commit callback accepts what it must refuse:
-// it points the connector file's path at testdata/liarcommit.c's wrapper ($LIAR_PLUGIN),
-// which loads the real probe and turns every negative code of Ferry's callback into 0.
-const liarCommitScript = `#!/bin/sh
+// wrapperScript is a fake runtime that puts a wrapper plugin in front of the probe: it
+// points every connector file's path at $LIAR_PLUGIN (built by wrapped), which loads the
+// real probe named by $LIAR_REAL_PLUGIN and breaks one promise of the runtime's (see each
+// testdata/*.c), then runs Ferry.
+const wrapperScript = `#!/bin/sh
 dir=$(dirname "$1")
 for f in "$dir"/connectors/*.toml; do
 	LIAR_REAL_PLUGIN=$(sed -n 's/^path = "\(.*\)"$/\1/p' "$f")
@@ -169,7 +170,7 @@ exec "$FERRY_BIN" run --config "$1"
 // callback returns 0 where it must refuse: commit-codes names every wrong code and
 // commit-after-stop sees 0 from a stopped sink's callback.
 func TestBrokenCommitCallbackFails(t *testing.T) {
-	cfg := wrapped(t, "liarcommit.c", liarCommitScript)
+	cfg := wrapped(t, "liarcommit.c", wrapperScript)
 	cfg.Modes, cfg.Scenarios = []string{conformance.SinkControlled}, []string{"commit-codes", "commit-after-stop"}
 	res := run(t, cfg)
 	if len(res) != 2 {
@@ -306,31 +307,13 @@ func TestSourcePoisonBatchRejectedFails(t *testing.T) {
 	}
 }
 
-// earlyAckScript is a runtime that ACKs a source's batches before sending them: it points
-// the source's connector file at testdata/early_ack.c (built by the test), which ACKs each
-// batch to the real probe source as it is handed over.
-const earlyAckScript = `#!/bin/sh
-f="$(dirname "$1")/connectors/source.toml"
-real=$(sed -n 's/^path = "\(.*\)"$/\1/p' "$f")
-sed -i "s|^path = .*|path = \"$EARLY_ACK_LIB\"|" "$f"
-FERRY_REAL_SOURCE="$real" exec "$FERRY_BIN" run --config "$1"
-`
-
 // TestSourceEarlyAckFails proves that source-clean catches a runtime that ACKs a batch
-// before Iggy stored it: every one of the 12 ACKs came before its messages were appended.
+// before Iggy stored it (testdata/early_ack.c ACKs each batch to the probe source as it is
+// handed over): every one of the 12 ACKs came before its messages were appended.
 func TestSourceEarlyAckFails(t *testing.T) {
-	needCC(t)
-	dir := t.TempDir()
-	lib := filepath.Join(dir, "early_ack.so")
-	if out, err := exec.Command("cc", "-std=gnu11", "-O2", "-Wall", "-shared", "-fPIC", "-o", lib, "testdata/early_ack.c", "-ldl").CombinedOutput(); err != nil {
-		t.Fatalf("build early_ack.so: %v\n%s", err, out)
-	}
-	script := filepath.Join(dir, "early.sh")
-	if err := os.WriteFile(script, []byte(earlyAckScript), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	res := run(t, conformance.Config{Runtime: []string{script, "{config}"},
-		RuntimeEnv: []string{"FERRY_BIN=" + ferryBin, "EARLY_ACK_LIB=" + lib}, Scenarios: []string{"source-clean"}})
+	cfg := wrapped(t, "early_ack.c", wrapperScript)
+	cfg.Scenarios = []string{"source-clean"}
+	res := run(t, cfg)
 	if len(res) != 1 || res[0].Verdict != conformance.Fail {
 		t.Fatalf("results %+v, want one source-clean failure", res)
 	}

@@ -217,6 +217,9 @@ func (r *Runner) buildProbe(ctx context.Context) error {
 	if cc == "" {
 		return errors.New("conformance: no C compiler (cc or gcc, or set $CC): the probe plugin is built on the fly")
 	}
+	if err := os.WriteFile(filepath.Join(r.dir, "probe_json.h"), probe.JSONHeader, 0o644); err != nil {
+		return fmt.Errorf("conformance: %w", err)
+	}
 	r.probe = filepath.Join(r.dir, "probe.so")
 	r.sourceProbe = filepath.Join(r.dir, "probe_source.so")
 	for _, p := range []struct {

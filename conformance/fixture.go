@@ -250,12 +250,18 @@ func oneLine(s string) string {
 	return s
 }
 
-// wait polls cond every 20ms until it holds, ctx ends or the runner's timeout passes.
+// wait is the runner's wait (Runner.wait).
 func (f *fixture) wait(ctx context.Context, what string, cond func() bool) error {
-	deadline := time.Now().Add(f.r.cfg.Timeout)
+	return f.r.wait(ctx, what, cond)
+}
+
+// wait polls cond every 20ms until it holds, ctx ends or the runner's timeout passes (a
+// safety net: every scenario waits for an event, never for a length of time).
+func (r *Runner) wait(ctx context.Context, what string, cond func() bool) error {
+	deadline := time.Now().Add(r.cfg.Timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s waiting for %s", f.r.cfg.Timeout, what)
+			return fmt.Errorf("timed out after %s waiting for %s", r.cfg.Timeout, what)
 		}
 		select {
 		case <-ctx.Done():

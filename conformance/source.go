@@ -125,7 +125,7 @@ func (f *sourceFixture) start(ctx context.Context) (*proc, error) {
 }
 
 func (f *sourceFixture) wait(ctx context.Context, what string, cond func() bool) error {
-	return (&fixture{r: f.r}).wait(ctx, what, cond)
+	return f.r.wait(ctx, what, cond)
 }
 
 // sourceEvent is one line of the probe source's record file.
@@ -414,15 +414,48 @@ func (t sourceTally) clean() bool {
 	return t.poisoned == 0 && t.unknown == 0 && t.refused == 0 && t.early == 0 && !t.stopped
 }
 
-func runSourceClean(ctx context.Context, r *Runner, _ string) Result {
-	const expected = "600 messages in 12 batches: each stored once, in order; 12 ACKs, each after Iggy stored the batch; no NACK; a restart resumes at 600 (the state was saved)"
-	f, err := r.newSourceFixture(ctx, "source-clean", sourceConnector{total: 600, batch: 50})
+// beginSource is a source scenario's prologue: a fixture whose runtime reaches Iggy at
+// addr ("" = the server's address) with its HTTP API on a free loopback port when http is
+// set, and one runtime instance started. Its error goes to outcome (a runtime that did not
+// start is "not supported"). The caller kills the process.
+func (r *Runner) beginSource(ctx context.Context, scenario string, c sourceConnector, addr string, http bool) (*sourceFixture, *proc, error) {
+	f, err := r.newSourceFixture(ctx, scenario, c)
 	if err != nil {
-		return broken(expected, err)
+		return nil, nil, err
+	}
+	if addr != "" {
+		f.addr = addr
+	}
+	if http {
+		if f.http, err = freeLoopback(); err != nil {
+			return nil, nil, err
+		}
 	}
 	p, err := f.start(ctx)
 	if err != nil {
-		return unsupported(expected, err)
+		return nil, nil, notStarted{err}
+	}
+	return f, p, nil
+}
+
+// runToEnd is a source scenario's epilogue: wait until the probe produced everything,
+// stop the runtime with SIGTERM and tally. Only a runtime that does not stop in time is an
+// error; its exit status is not judged here.
+func (f *sourceFixture) runToEnd(ctx context.Context, p *proc) (sourceTally, error) {
+	if err := f.waitProduced(ctx); err != nil {
+		return sourceTally{}, err
+	}
+	if err := p.term(20 * time.Second); errors.Is(err, errNoExit) {
+		return sourceTally{}, err
+	}
+	return f.tally(ctx)
+}
+
+func runSourceClean(ctx context.Context, r *Runner, _ string) Result {
+	const expected = "600 messages in 12 batches: each stored once, in order; 12 ACKs, each after Iggy stored the batch; no NACK; a restart resumes at 600 (the state was saved)"
+	f, p, err := r.beginSource(ctx, "source-clean", sourceConnector{total: 600, batch: 50}, "", false)
+	if err != nil {
+		return outcome(expected, err)
 	}
 	defer p.kill()
 	if err := f.waitProduced(ctx); err != nil {
@@ -441,13 +474,7 @@ func runSourceClean(ctx context.Context, r *Runner, _ string) Result {
 			resumed = int64(e.at)
 		}
 	}
-	if err := f.waitProduced(ctx); err != nil {
-		return broken(expected, err)
-	}
-	if err := p.term(20 * time.Second); err != nil {
-		return broken(expected, err)
-	}
-	t, err := f.tally(ctx)
+	t, err := f.runToEnd(ctx, p)
 	if err != nil {
 		return broken(expected, err)
 	}
@@ -467,14 +494,10 @@ func runSourceSigkill(ctx context.Context, r *Runner, _ string) Result {
 	// Each kill waits for at most 12 more ACKs: enough batches that the data outlasts them.
 	total := batch * (14*kills + 10)
 	expected := fmt.Sprintf("%d SIGKILLs while the source produces %d messages: lost 0, duplicated ≤ %d (one unsaved batch per kill), no batch ACKed before Iggy stored it", kills, total, kills*batch)
-	f, err := r.newSourceFixture(ctx, "source-sigkill", sourceConnector{total: total, batch: batch, intervalMS: 2})
-	if err != nil {
-		return broken(expected, err)
-	}
 	rng := rand.New(rand.NewSource(r.cfg.Seed))
-	p, err := f.start(ctx)
+	f, p, err := r.beginSource(ctx, "source-sigkill", sourceConnector{total: total, batch: batch, intervalMS: 2}, "", false)
 	if err != nil {
-		return unsupported(expected, err)
+		return outcome(expected, err)
 	}
 	for k := 0; k < kills; k++ {
 		// The kill lands a seeded number of ACKs into this run, plus a seeded pause: with a
@@ -492,13 +515,7 @@ func runSourceSigkill(ctx context.Context, r *Runner, _ string) Result {
 		}
 	}
 	defer p.kill()
-	if err := f.waitProduced(ctx); err != nil {
-		return broken(expected, err)
-	}
-	if err := p.term(20 * time.Second); err != nil {
-		return broken(expected, err)
-	}
-	t, err := f.tally(ctx)
+	t, err := f.runToEnd(ctx, p)
 	if err != nil {
 		return broken(expected, err)
 	}
@@ -510,20 +527,12 @@ func runSourceSigkill(ctx context.Context, r *Runner, _ string) Result {
 
 func runSourcePoison(ctx context.Context, r *Runner, _ string) Result {
 	const expected = "on_failure = skip: the 8 of 200 messages that are not JSON are skipped one by one; the other 192 stored once; the 4 batches ACKed, no NACK, the source keeps running"
-	f, err := r.newSourceFixture(ctx, "source-poison", sourceConnector{total: 200, batch: 50, poisonEvery: 25, onFailure: "skip"})
+	f, p, err := r.beginSource(ctx, "source-poison", sourceConnector{total: 200, batch: 50, poisonEvery: 25, onFailure: "skip"}, "", false)
 	if err != nil {
-		return broken(expected, err)
-	}
-	p, err := f.start(ctx)
-	if err != nil {
-		return unsupported(expected, err)
+		return outcome(expected, err)
 	}
 	defer p.kill()
-	if err := f.waitProduced(ctx); err != nil {
-		return broken(expected, err)
-	}
-	_ = p.term(20 * time.Second)
-	t, err := f.tally(ctx)
+	t, err := f.runToEnd(ctx, p)
 	if err != nil {
 		return broken(expected, err)
 	}
@@ -540,14 +549,9 @@ func runSourceOutage(ctx context.Context, r *Runner, _ string) Result {
 	defer px.Close()
 	// The probe pauses 300 ms after each ACK, so the proxy usually goes down between two
 	// batches and the next one is handed over after it (see below).
-	f, err := r.newSourceFixture(ctx, "source-outage", sourceConnector{total: 200, batch: 20, intervalMS: 300})
+	f, p, err := r.beginSource(ctx, "source-outage", sourceConnector{total: 200, batch: 20, intervalMS: 300}, px.Addr(), false)
 	if err != nil {
-		return broken(expected, err)
-	}
-	f.addr = px.Addr()
-	p, err := f.start(ctx)
-	if err != nil {
-		return unsupported(expected, err)
+		return outcome(expected, err)
 	}
 	defer p.kill()
 	if err := f.wait(ctx, "3 ACKs", func() bool { return f.count('A') >= 3 }); err != nil {
@@ -598,11 +602,7 @@ func runSourceOutage(ctx context.Context, r *Runner, _ string) Result {
 		return broken(expected, err)
 	}
 	defer p.kill()
-	if err := f.waitProduced(ctx); err != nil {
-		return broken(expected, err)
-	}
-	_ = p.term(20 * time.Second)
-	t, err := f.tally(ctx)
+	t, err := f.runToEnd(ctx, p)
 	if err != nil {
 		return broken(expected, err)
 	}
@@ -618,14 +618,9 @@ func runSourceLateResult(ctx context.Context, r *Runner, _ string) Result {
 		return broken(expected, err)
 	}
 	defer px.Close()
-	f, err := r.newSourceFixture(ctx, "source-late-result", sourceConnector{total: 200, batch: 20, intervalMS: 50, resultTimeoutMS: 1000})
+	f, p, err := r.beginSource(ctx, "source-late-result", sourceConnector{total: 200, batch: 20, intervalMS: 50, resultTimeoutMS: 1000}, px.Addr(), false)
 	if err != nil {
-		return broken(expected, err)
-	}
-	f.addr = px.Addr()
-	p, err := f.start(ctx)
-	if err != nil {
-		return unsupported(expected, err)
+		return outcome(expected, err)
 	}
 	defer p.kill()
 	if err := f.wait(ctx, "3 ACKs", func() bool { return f.count('A') >= 3 }); err != nil {
@@ -646,11 +641,7 @@ func runSourceLateResult(ctx context.Context, r *Runner, _ string) Result {
 	if err != nil {
 		return broken(expected, err)
 	}
-	if err := f.waitProduced(ctx); err != nil {
-		return broken(expected, err)
-	}
-	_ = p.term(20 * time.Second)
-	t, err := f.tally(ctx)
+	t, err := f.runToEnd(ctx, p)
 	if err != nil {
 		return broken(expected, err)
 	}
@@ -661,16 +652,9 @@ func runSourceLateResult(ctx context.Context, r *Runner, _ string) Result {
 
 func runSourceStoppedStatus(ctx context.Context, r *Runner, _ string) Result {
 	const expected = `on_failure = stop, the first batch holds a message that is not JSON: the batch is NACKed, nothing of it stored; GET /sources/{key} status "error" (or "stopped") with last_error; /metrics: iggy_connector_errors_total ≥ 1 for the source, iggy_connectors_sources_running 0`
-	f, err := r.newSourceFixture(ctx, "source-stopped-status", sourceConnector{total: 100, batch: 50, poisonEvery: 25, onFailure: "stop"})
+	f, p, err := r.beginSource(ctx, "source-stopped-status", sourceConnector{total: 100, batch: 50, poisonEvery: 25, onFailure: "stop"}, "", true)
 	if err != nil {
-		return broken(expected, err)
-	}
-	if f.http, err = freeLoopback(); err != nil {
-		return broken(expected, err)
-	}
-	p, err := f.start(ctx)
-	if err != nil {
-		return unsupported(expected, err)
+		return outcome(expected, err)
 	}
 	defer p.kill()
 	if err := f.wait(ctx, "the runtime's NACK of the first batch", func() bool {

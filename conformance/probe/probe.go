@@ -14,3 +14,8 @@ var Source []byte
 //
 //go:embed c/source.c
 var SourcePlugin []byte
+
+// JSONHeader is c/probe_json.h, included by both (written beside them before compiling).
+//
+//go:embed c/probe_json.h
+var JSONHeader []byte

@@ -1,5 +1,5 @@
 /* early_ack.c — a broken "runtime" for the suite's own tests: a shared library that stands
- * between the runtime and the probe source (FERRY_REAL_SOURCE names the real one) and ACKs
+ * between the runtime and the probe source (LIAR_REAL_PLUGIN names the real one) and ACKs
  * every batch to the probe as it is handed over, before the runtime has even seen it;
  * the runtime's own results are swallowed. source-clean must catch the early ACKs. */
 #define _GNU_SOURCE
@@ -19,7 +19,7 @@ static send_cb runtime_send; /* one source instance at a time in these tests */
 
 static int load(void) {
     if (real) return 0;
-    const char *path = getenv("FERRY_REAL_SOURCE");
+    const char *path = getenv("LIAR_REAL_PLUGIN");
     if (!path || !(real = dlopen(path, RTLD_NOW | RTLD_LOCAL))) return -1;
     r_open = (int32_t (*)(uint32_t, const uint8_t *, size_t, const uint8_t *, size_t, log_cb))dlsym(real, "iggy_source_open");
     r_handle = (int32_t (*)(uint32_t, send_cb))dlsym(real, "iggy_source_handle_v2");

@@ -49,29 +49,7 @@
 typedef void (*log_cb)(uint8_t, const uint8_t *, size_t, const uint8_t *, size_t);
 typedef int32_t (*send_cb)(uint32_t, uint64_t, const uint8_t *, size_t);
 
-/* ---- flat JSON lookup: "key":value ---- */
-static const char *jfind(const char *cfg, const char *key) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(cfg, pat);
-    return p ? p + strlen(pat) : NULL;
-}
-static uint64_t jnum(const char *cfg, const char *key, uint64_t def) {
-    const char *p = jfind(cfg, key);
-    return p ? strtoull(p, NULL, 10) : def;
-}
-static int jstr(const char *cfg, const char *key, char *out, size_t cap) {
-    const char *p = jfind(cfg, key);
-    if (!p || *p != '"') return 0;
-    p++;
-    size_t i = 0;
-    for (; *p && *p != '"' && i + 1 < cap; p++) {
-        if (*p == '\\' && p[1]) p++;
-        out[i++] = *p;
-    }
-    out[i] = 0;
-    return 1;
-}
+#include "probe_json.h"
 
 /* ---- postcard writing ---- */
 typedef struct {
