@@ -114,14 +114,7 @@ func TestSinkAvroStreamAvroConvert(t *testing.T) {
 // avro → json: the datum reaches Iggy as its JSON; a datum that does not decode is rejected
 // at stage transform. Producing json into an avro stream with json → avro sends the datum.
 func TestSourceAvroConvert(t *testing.T) {
-	chain, err := buildChain(transformsOf(t, avroConvertDoc("avro", "json"), "avro_convert"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := newSourcePipeline(sdk.SchemaJSON, "", chain)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := sourcePipelineWith(t, avroConvertDoc("avro", "json"), "avro_convert", sdk.SchemaJSON, "")
 	sent, bad := p.encode(sdk.SourceBatch{Schema: sdk.SchemaAvro, Messages: []sdk.ProducedMessage{
 		{Payload: []byte{0x0a, 'A', 'l', 'i', 'c', 'e', 0x3c}},
 		{Payload: []byte{0x0a, 'A'}},
@@ -133,13 +126,7 @@ func TestSourceAvroConvert(t *testing.T) {
 		t.Fatalf("bad %+v", bad)
 	}
 
-	chain, err = buildChain(transformsOf(t, avroConvertDoc("json", "avro"), "avro_convert"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, err = newSourcePipeline(sdk.SchemaAvro, convUserSchema, chain); err != nil {
-		t.Fatal(err)
-	}
+	p = sourcePipelineWith(t, avroConvertDoc("json", "avro"), "avro_convert", sdk.SchemaAvro, convUserSchema)
 	sent, bad = p.encode(sdk.SourceBatch{Schema: sdk.SchemaJSON, Messages: []sdk.ProducedMessage{
 		{Payload: []byte(`{"name":"Bob","age":25}`)},
 		{Payload: []byte(`{"name":`)},
@@ -179,14 +166,7 @@ func TestSinkFlatBufferConvert(t *testing.T) {
 // rejected at stage transform.
 func TestSourceFlatBufferConvert(t *testing.T) {
 	doc := "[transforms.flat_buffer_convert]\nenabled = true\nsource_format = \"flat_buffer\"\ntarget_format = \"json\"\n" + fbConvertOpts
-	chain, err := buildChain(transformsOf(t, doc, "flat_buffer_convert"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := newSourcePipeline(sdk.SchemaJSON, "", chain)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := sourcePipelineWith(t, doc, "flat_buffer_convert", sdk.SchemaJSON, "")
 	sent, bad := p.encode(sdk.SourceBatch{Schema: sdk.SchemaFlatBuffer, Messages: []sdk.ProducedMessage{
 		{Payload: []byte{1, 2, 3, 4}}, {Payload: []byte{1, 2}},
 	}})
@@ -208,14 +188,7 @@ const protoConvertOpts = "include_paths = []\npreserve_unknown_fields = false\n"
 // json → proto hands the sink the JSON text.
 func TestProtoConvertPipelines(t *testing.T) {
 	doc := "[transforms.proto_convert]\nenabled = true\nsource_format = \"proto\"\ntarget_format = \"json\"\n" + protoConvertOpts
-	chain, err := buildChain(transformsOf(t, doc, "proto_convert"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := newSourcePipeline(sdk.SchemaJSON, "", chain)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := sourcePipelineWith(t, doc, "proto_convert", sdk.SchemaJSON, "")
 	anyTX := []byte{0x0a, 0x03, 't', '/', 'x', 0x12, 0x02, 0x01, 0x02}
 	sent, bad := p.encode(sdk.SourceBatch{Schema: sdk.SchemaRaw, Messages: []sdk.ProducedMessage{{Payload: anyTX}}})
 	if len(bad) != 0 || len(sent) != 1 || string(sent[0].Payload) != `{"type_url":"t/x","value":"AQI="}` {
@@ -274,16 +247,24 @@ func TestProtoConvertSchemaPipelines(t *testing.T) {
 	}
 
 	doc = "[transforms.proto_convert]\nenabled = true\nsource_format = \"proto\"\ntarget_format = \"json\"\n" + keys
-	chain, err := buildChain(transformsOf(t, doc, "proto_convert"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := newSourcePipeline(sdk.SchemaJSON, "", chain)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := sourcePipelineWith(t, doc, "proto_convert", sdk.SchemaJSON, "")
 	sent, bad := p.encode(sdk.SourceBatch{Schema: sdk.SchemaRaw, Messages: []sdk.ProducedMessage{{Payload: []byte{0x08, 0x07, 0x12, 0x03, 'A', 'n', 'n'}}}})
 	if len(bad) != 0 || len(sent) != 1 || string(sent[0].Payload) != `{"id":"7","name":"Ann"}` {
 		t.Fatalf("sent %+v bad %+v", sent, bad)
 	}
+}
+
+// sourcePipelineWith builds the source pipeline of a stream in schema to (avro: its Avro
+// schema) with the one transform named name of the connector-file text doc.
+func sourcePipelineWith(t *testing.T, doc, name string, to sdk.Schema, avro string) *sourcePipeline {
+	t.Helper()
+	chain, err := buildChain(transformsOf(t, doc, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newSourcePipeline(to, avro, chain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -61,20 +61,7 @@ value.static = "again"
 enabled = true
 fields = ["password"]
 `, out)
-	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.ParseSinkFile(file, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := New(Options{Connectors: &config.Connectors{Sinks: []*config.Sink{cfg}}, Client: env.dial(), Builtins: connectors.Registry(), Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	rt := startSinkFile(t, env, file, doc)
 	waitFor(t, "stored 2", func() bool {
 		o, ok := env.stored("file_sink_connector", "example_stream", "example_topic", 0)
 		return ok && o == 2
@@ -148,20 +135,7 @@ target_format = "avro"
 schema_json = '{"type":"record","name":"User","fields":[{"name":"name","type":"string"},{"name":"age","type":"int"}]}'
 conversion_options = { pretty_json = false, include_metadata = false, strict_mode = false }
 `, out)
-	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.ParseSinkFile(file, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := New(Options{Connectors: &config.Connectors{Sinks: []*config.Sink{cfg}}, Client: env.dial(), Builtins: connectors.Registry(), Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	rt := startSinkFile(t, env, file, doc)
 	waitFor(t, "stored 2", func() bool {
 		o, ok := env.stored("avro_file", "users", "events", 0)
 		return ok && o == 2
@@ -188,4 +162,25 @@ conversion_options = { pretty_json = false, include_metadata = false, strict_mod
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("file holds\n%q\nwant\n%q", got, want)
 	}
+}
+
+// startSinkFile writes doc to file, parses it as a connector file, as `ferry run` would, and
+// starts a runtime with that sink against env's server.
+func startSinkFile(t *testing.T, env *iggyEnv, file, doc string) *Runtime {
+	t.Helper()
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.ParseSinkFile(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := New(Options{Connectors: &config.Connectors{Sinks: []*config.Sink{cfg}}, Client: env.dial(), Builtins: connectors.Registry(), Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return rt
 }

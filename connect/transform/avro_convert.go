@@ -29,11 +29,7 @@ type avroConvert struct {
 var avroOptions = []string{"pretty_json", "include_metadata", "strict_mode"}
 
 func buildAvroConvert(t *table) (Transform, error) {
-	from, err := t.format("source_format")
-	if err != nil {
-		return nil, err
-	}
-	to, err := t.format("target_format")
+	from, to, err := t.formats()
 	if err != nil {
 		return nil, err
 	}

@@ -86,6 +86,17 @@ func (t *table) format(key string) (sdk.Schema, error) {
 	return f, nil
 }
 
+// formats reads the source_format and target_format of a conversion.
+func (t *table) formats() (from, to sdk.Schema, err error) {
+	if from, err = t.format("source_format"); err != nil {
+		return "", "", err
+	}
+	if to, err = t.format("target_format"); err != nil {
+		return "", "", err
+	}
+	return from, to, nil
+}
+
 // fieldMappings reads the optional field_mappings table (old key = "new key").
 func (t *table) fieldMappings() (map[string]string, error) {
 	sub, ok, err := t.subTable("field_mappings")

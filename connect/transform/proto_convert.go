@@ -35,11 +35,7 @@ var (
 )
 
 func buildProtoConvert(t *table) (Transform, error) {
-	from, err := t.format("source_format")
-	if err != nil {
-		return nil, err
-	}
-	to, err := t.format("target_format")
+	from, to, err := t.formats()
 	if err != nil {
 		return nil, err
 	}

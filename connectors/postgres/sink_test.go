@@ -14,27 +14,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ferryio/ferry/internal/pgtest"
 	"github.com/ferryio/ferry/sdk"
 )
 
-// testDB connects to FERRY_POSTGRES_URL (scripts/postgres.sh start). Unset: the test is
-// skipped; set but unreachable: the test fails.
+// testDB connects to FERRY_POSTGRES_URL (pgtest.Connect) and holds off the restart test.
 func testDB(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
-	url := os.Getenv("FERRY_POSTGRES_URL")
-	if url == "" {
-		t.Skip("FERRY_POSTGRES_URL is not set: run `eval \"$(bash scripts/postgres.sh start)\"` for the PostgreSQL tests")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, url)
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		t.Fatalf("FERRY_POSTGRES_URL is set but PostgreSQL is unreachable: %v", err)
-	}
-	t.Cleanup(pool.Close)
+	pool, url := pgtest.Connect(t)
 	holdRestarts(t)
 	return pool, url
 }

@@ -31,6 +31,8 @@ var forbidden = map[string][]string{
 	// The conformance suite judges a runtime from outside: the client, the embedded
 	// server, never the runtime's internals.
 	"conformance": {"connect", "connectors", "sdk", "cmd"},
+	// A test helper for PostgreSQL knows pgx only.
+	"internal/pgtest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 }
 
 type pkg struct {

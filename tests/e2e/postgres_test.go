@@ -21,6 +21,7 @@ import (
 
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/pgtest"
 )
 
 // Parameters of the exactly-once PostgreSQL tests.
@@ -32,26 +33,8 @@ const (
 	pgBatch        = 1000 // the sink's batch_length
 )
 
-// pgDB connects to FERRY_POSTGRES_URL (scripts/postgres.sh start): skipped when unset,
-// failed when set and unreachable.
-func pgDB(t *testing.T) (*pgxpool.Pool, string) {
-	t.Helper()
-	url := os.Getenv("FERRY_POSTGRES_URL")
-	if url == "" {
-		t.Skip("FERRY_POSTGRES_URL is not set: run `eval \"$(bash scripts/postgres.sh start)\"` for the PostgreSQL tests")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	db, err := pgxpool.New(ctx, url)
-	if err == nil {
-		err = db.Ping(ctx)
-	}
-	if err != nil {
-		t.Fatalf("FERRY_POSTGRES_URL is set but PostgreSQL is unreachable: %v", err)
-	}
-	t.Cleanup(db.Close)
-	return db, url
-}
+// pgDB connects to FERRY_POSTGRES_URL (pgtest.Connect).
+func pgDB(t *testing.T) (*pgxpool.Pool, string) { return pgtest.Connect(t) }
 
 // pgCount runs a count query, retrying while PostgreSQL restarts; -1 if it never answers.
 func pgCount(db *pgxpool.Pool, q string) int64 {
