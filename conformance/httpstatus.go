@@ -27,7 +27,7 @@ func freeLoopback() (string, error) {
 // (a safety net: Ferry serves it before it starts connectors).
 const apiStartLimit = 10 * time.Second
 
-// errNoAPI marks an HTTP API that is off or not shaped like Iggy's runtime's (§4.7).
+// errNoAPI marks an HTTP API that is off or not shaped like Iggy's runtime's (docs/http-api.md).
 var errNoAPI = errors.New("no Iggy-style HTTP API")
 
 // connectorInfo is the part of GET /sinks/{key} and GET /sources/{key} the scenarios judge.

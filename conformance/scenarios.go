@@ -45,7 +45,7 @@ var scenarios = []scenario{
 	{"late-commit", "checklist D: sink_controlled stores what the sink committed, not what consume returned: an uncommitted last batch is redelivered after SIGKILL", runLateCommit},
 	{"commit-order", "checklist D: the sink commits each batch's last offset, then its first (lower) one: 0 then stale -2, and the stored offset never goes backwards", runCommitOrder},
 	{"commit-after-stop", "checklist D: the sink keeps its commit callback and calls it after the runtime stopped it (on_failure = stop): -1", runCommitAfterStop},
-	{"stopped-status", "status and metrics: on_failure = stop stops the sink; the HTTP API (Iggy's §4.7 shape) reports it in error with last_error, the metrics count its error", runStoppedStatus},
+	{"stopped-status", "status and metrics: on_failure = stop stops the sink; the HTTP API (Iggy's runtime API shape) reports it in error with last_error, the metrics count its error", runStoppedStatus},
 	{"sigterm-in-flight", "checklist E: SIGTERM while a batch is inside consume: clean exit, nothing lost", runSigterm},
 	{"poison", "checklist F: undecodable messages on a json stream never reach the sink; the rest is delivered and committed past", runPoison},
 	{"rebalance", "checklist E, G: a second runtime process joins the group and the first leaves: no loss, nothing delivered twice, no partition delivered by the first after it moved", runRebalance},

@@ -58,7 +58,7 @@
  *   - the version string: static, NUL-terminated, owned by the plugin, never freed.
  *   No buffer is NUL-terminated except the version string.
  *
- * POSTCARD LAYOUTS (postcard 1.1, serde field order; see reference §2)
+ * POSTCARD LAYOUTS (postcard 1.1, serde field order)
  *   varint: unsigned LEB128, least significant group first; usize/lengths are u64 varints.
  *   String / Vec<u8>: varint length + bytes.   Option<T>: 0x00 | 0x01 T.
  *   Schema (unit enum, varint index): 0 json, 1 raw, 2 text, 3 proto, 4 flat_buffer, 5 avro.

@@ -4,7 +4,7 @@
 //
 // # What it promises
 //
-//   - The server semantics of the protocol reference (§1, §2, §6): framing, login and
+//   - The server semantics of Iggy's binary protocol: framing, login and
 //     sessions, 0-based ids, offsets, polling strategies, auto-commit, consumer groups
 //     with cooperative join and full rebalance, heartbeat eviction and the error code of
 //     every failure, so official Iggy SDKs work unchanged against it.

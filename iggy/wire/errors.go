@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// ServerError is one Iggy error code (§1.9 of the protocol reference). The package holds
+// ServerError is one Iggy error code. The package holds
 // one value per known code (ErrStreamIDNotFound, …); [CodeError] returns it for a code
 // read from a reply status or a result section. errors.Is matches two ServerErrors by
 // Code, and matches an [ErrorClass] (ErrNotFound, ErrAlreadyExists, ErrInvalidInput,

@@ -10,7 +10,7 @@ package wire
 
 import "encoding/binary"
 
-// Topic option keys (values: see §4.3 of the reference).
+// Topic option keys (their values are strings, as Iggy defines them).
 const (
 	OptCompressionAlgorithm         = "compression_algorithm"
 	OptMessageExpiry                = "message_expiry"

@@ -5,7 +5,7 @@ import (
 	"sync"
 )
 
-// Limits of the Iggy id spaces (reference §6.1).
+// Limits of the Iggy id spaces.
 const (
 	MaxStreams           = 1 << 20
 	MaxTopicsPerStream   = 4096
@@ -67,7 +67,7 @@ type PartitionKey struct {
 // ConsumerKind is the kind byte of an Iggy consumer.
 type ConsumerKind uint8
 
-// Consumer kinds (reference §3.3).
+// Consumer kinds, as the wire protocol numbers them.
 const (
 	KindConsumer ConsumerKind = 1
 	KindGroup    ConsumerKind = 2

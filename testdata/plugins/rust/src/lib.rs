@@ -1,6 +1,6 @@
 //! Test-only Iggy connector plugin for Ferry's golden tests.
 //!
-//! The boundary structs below are written from the reference (iggy-connectors.md §2) with the
+//! The boundary structs below are written from the postcard layouts in include/iggy_connector.h with the
 //! UPSTREAM field order and WITHOUT Ferry's extension fields (TopicMetadata has only the two
 //! names). Decoding uses `postcard::from_bytes`, as the official SDK does, so this proves that
 //! a plugin built against the old layout decodes Ferry's extended buffers.
