@@ -7,9 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -168,11 +169,7 @@ func (f *fixture) writeConfig(probeOverride map[string]string) (string, error) {
 			pc[k] = v
 		}
 	}
-	keys := make([]string, 0, len(pc))
-	for k := range pc {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(pc))
 	b.WriteString("\n[plugin_config]\n")
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%s = %s\n", k, pc[k])

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/ferryio/ferry/connect/config"
@@ -67,23 +66,7 @@ fields = ["password"]
 		return ok && o == 2
 	})
 	stopRuntime(t, rt)
-	f, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var got []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var rec struct {
-			Offset  uint64          `json:"offset"`
-			Payload json.RawMessage `json:"payload"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatalf("record %q: %v", sc.Bytes(), err)
-		}
-		got = append(got, fmt.Sprintf("%d %s", rec.Offset, rec.Payload))
-	}
+	got := fileRecords(t, out)
 	// add_fields runs first (file order): password is set, then deleted.
 	want := []string{
 		`0 {"id":0,"text":"a<b>","message":"hello"}`,
@@ -141,22 +124,7 @@ conversion_options = { pretty_json = false, include_metadata = false, strict_mod
 		return ok && o == 2
 	})
 	stopRuntime(t, rt)
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	sc := bufio.NewScanner(strings.NewReader(string(b)))
-	for sc.Scan() {
-		var rec struct {
-			Offset  uint64          `json:"offset"`
-			Payload json.RawMessage `json:"payload"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatalf("record %q: %v", sc.Bytes(), err)
-		}
-		got = append(got, fmt.Sprintf("%d %s", rec.Offset, rec.Payload))
-	}
+	got := fileRecords(t, out)
 	// 06 "Bob" 32 (25) and 0a "Alice" 3c (30), base64.
 	want := []string{`0 "BkJvYjI="`, `2 "CkFsaWNlPA=="`}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -183,4 +151,30 @@ func startSinkFile(t *testing.T, env *iggyEnv, file, doc string) *Runtime {
 		t.Fatal(err)
 	}
 	return rt
+}
+
+// fileRecords reads the file sink's output: one "offset payload" string per record.
+func fileRecords(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var got []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var rec struct {
+			Offset  uint64          `json:"offset"`
+			Payload json.RawMessage `json:"payload"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("record %q: %v", sc.Bytes(), err)
+		}
+		got = append(got, fmt.Sprintf("%d %s", rec.Offset, rec.Payload))
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

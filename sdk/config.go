@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -83,11 +84,7 @@ func (s ConfigSpec) Validate(raw []byte) []error {
 		return []error{err}
 	}
 	var errs []error
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(obj))
 	for _, k := range keys {
 		f, ok := s.Field(k)
 		if !ok {

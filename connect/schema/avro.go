@@ -3,9 +3,10 @@ package schema
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -194,11 +195,7 @@ func (a *avroCodec) appendValue(dst []byte, v any, s any) ([]byte, error) {
 			return append(dst, ']'), nil
 		case "map":
 			m, _ := v.(map[string]any)
-			keys := make([]string, 0, len(m))
-			for k := range m {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
+			keys := slices.Sorted(maps.Keys(m))
 			dst = append(dst, '{')
 			for i, k := range keys {
 				if i > 0 {

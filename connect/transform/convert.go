@@ -3,7 +3,8 @@ package transform
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/valyala/fastjson"
 
@@ -103,11 +104,7 @@ func (t *table) fieldMappings() (map[string]string, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
-	keys := make([]string, 0, len(sub.m))
-	for k := range sub.m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys) // the first bad key is the same one every time
+	keys := slices.Sorted(maps.Keys(sub.m)) // the first bad key is the same one every time
 	m := make(map[string]string, len(keys))
 	for _, k := range keys {
 		s, _, err := sub.str(k, true)

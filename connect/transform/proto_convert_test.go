@@ -87,20 +87,7 @@ func TestProtoConvert(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var a fastjson.Arena
-			got, err := c.ApplyPayload(tt.in(t), &a)
-			if tt.wantErr {
-				if err == nil || !strings.HasPrefix(err.Error(), "transform proto_convert: "+tt.want) {
-					t.Fatalf("got %q, %v; want the error %q", render(got), err, tt.want)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r := render(got); r != tt.want {
-				t.Fatalf("got  %q\nwant %q", r, tt.want)
-			}
+			checkProtoApply(t, c, tt.in(t), tt.want, tt.wantErr)
 		})
 	}
 }
@@ -136,5 +123,25 @@ func TestProtoConvertConfigErrors(t *testing.T) {
 	}
 	if _, err := Build(specsFromTOML(t, protoTable("json", "proto", protoOpts, "schema_registry_url = \"http://r\"\n"), "proto_convert")); err != nil {
 		t.Fatalf("schema_registry_url (read, unused as upstream): %v", err)
+	}
+}
+
+// checkProtoApply applies c to in: with wantErr the error must start with
+// "transform proto_convert: " + want, else the rendered result must be want.
+func checkProtoApply(t *testing.T, c *Chain, in Payload, want string, wantErr bool) {
+	t.Helper()
+	var a fastjson.Arena
+	got, err := c.ApplyPayload(in, &a)
+	if wantErr {
+		if err == nil || !strings.HasPrefix(err.Error(), "transform proto_convert: "+want) {
+			t.Fatalf("got %q, %v; want the error %q", render(got), err, want)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := render(got); r != want {
+		t.Fatalf("got  %q\nwant %q", r, want)
 	}
 }

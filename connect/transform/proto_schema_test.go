@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/bufbuild/protocompile"
-	"github.com/valyala/fastjson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -137,20 +136,7 @@ func TestProtoConvertSchema(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var a fastjson.Arena
-			got, err := c.ApplyPayload(tt.in, &a)
-			if tt.wantErr {
-				if err == nil || !strings.HasPrefix(err.Error(), "transform proto_convert: "+tt.want) {
-					t.Fatalf("got %q, %v; want the error %q", render(got), err, tt.want)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r := render(got); r != tt.want {
-				t.Fatalf("got  %q\nwant %q", r, tt.want)
-			}
+			checkProtoApply(t, c, tt.in, tt.want, tt.wantErr)
 		})
 	}
 }
