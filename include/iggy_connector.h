@@ -10,8 +10,8 @@
  *
  *   Sink (all four required):
  *     iggy_sink_open, iggy_sink_consume, iggy_sink_close, iggy_sink_version
- *   Sink, optional Ferry extension:
- *     iggy_sink_set_commit_callback
+ *   Sink, optional Ferry extensions:
+ *     iggy_sink_set_commit_callback, iggy_sink_set_topic_ids
  *   Source (required): iggy_source_open, iggy_source_close, iggy_source_version, and either
  *     G4: iggy_source_handle_v2 + iggy_source_batch_result   (preferred, ACK/NACK per batch)
  *     G3: iggy_source_handle                                 (fire and forget, no ACK)
@@ -105,6 +105,20 @@
  *     -2  stale: offset at or below the offset already committed
  *     -3  out of range: offset beyond what was delivered to this sink on that partition
  *     -4  any other error
+ *
+ * FERRY EXTENSION 3: topic ids by name (optional)
+ *   int32_t iggy_sink_set_topic_ids(uint32_t plugin_id, const uint8_t *stream,
+ *                                   size_t stream_len, const uint8_t *topic, size_t topic_len,
+ *                                   uint32_t stream_id, uint32_t topic_id);
+ *     A plugin built with Iggy's SDK gets TopicMetadata decoded to the two names and never
+ *     sees the ids of EXTENSION 1, which the commit callback needs. When the library exports
+ *     this symbol, Ferry calls it once per (instance, stream, topic), from the consuming
+ *     thread, right before the first iggy_sink_consume of that topic (again after a reopen:
+ *     the new instance id is told again). The names are UTF-8, not NUL-terminated, valid
+ *     during the call only. Return 0 when stored; any other value fails that batch as an
+ *     iggy_sink_consume returning it would, and the next batch of the topic tells it again.
+ *     Ferry's Rust crate ferry-commit (rust/ferry-commit) exports it, with the commit
+ *     callback, in one macro.
  * ---------------------------------------------------------------------------------------
  */
 #ifndef IGGY_CONNECTOR_H
@@ -182,6 +196,11 @@ const char *iggy_sink_version(void);
 /* Optional, Ferry extension. 0 stored, -1 unknown id. */
 int32_t iggy_sink_set_commit_callback(uint32_t plugin_id, iggy_commit_cb cb);
 
+/* Optional, Ferry extension 3. 0 stored; anything else fails the batch. */
+int32_t iggy_sink_set_topic_ids(uint32_t plugin_id, const uint8_t *stream, size_t stream_len,
+                                const uint8_t *topic, size_t topic_len, uint32_t stream_id,
+                                uint32_t topic_id);
+
 /* ---- source ---- */
 
 /* state: saved state bytes, or NULL when there is none. */
@@ -212,6 +231,8 @@ typedef int32_t (*iggy_sink_consume_fn)(uint32_t, const uint8_t *, size_t, const
 typedef int32_t (*iggy_close_fn)(uint32_t);
 typedef const char *(*iggy_version_fn)(void);
 typedef int32_t (*iggy_sink_set_commit_callback_fn)(uint32_t, iggy_commit_cb);
+typedef int32_t (*iggy_sink_set_topic_ids_fn)(uint32_t, const uint8_t *, size_t,
+                                              const uint8_t *, size_t, uint32_t, uint32_t);
 typedef int32_t (*iggy_source_open_fn)(uint32_t, const uint8_t *, size_t, const uint8_t *,
                                        size_t, iggy_log_cb);
 typedef int32_t (*iggy_source_handle_v2_fn)(uint32_t, iggy_send_cb_v2);

@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 echo "--- go test -race ./..."
 go test -race -count=1 -timeout 20m ./...
 
+echo "--- cargo test rust/ferry-commit (the commit crate for Rust plugins)"
+cargo test --quiet --locked --manifest-path rust/ferry-commit/Cargo.toml
+
 echo "--- ferry conformance --soak 20 (README \"Delivery conformance\")"
 conf_bin="$(mktemp -d)"
 trap 'rm -rf "$conf_bin"' EXIT

@@ -20,6 +20,7 @@ const (
 	SymSinkClose         = "iggy_sink_close"
 	SymSinkVersion       = "iggy_sink_version"
 	SymSinkSetCommit     = "iggy_sink_set_commit_callback"
+	SymSinkSetTopicIDs   = "iggy_sink_set_topic_ids"
 	SymSourceOpen        = "iggy_source_open"
 	SymSourceClose       = "iggy_source_close"
 	SymSourceVersion     = "iggy_source_version"
@@ -47,6 +48,7 @@ type Library struct {
 	slot uint32 // log trampoline; 0 = shared/unattributed
 
 	sinkOpen, sinkConsume, sinkClose, sinkVersion, sinkSetCommit          unsafe.Pointer
+	sinkSetTopicIDs                                                       unsafe.Pointer
 	srcOpen, srcClose, srcVersion, srcHandleV2, srcBatchResult, srcHandle unsafe.Pointer
 	sinkMissing, sourceMissing                                            []string
 	gen                                                                   Generation
@@ -145,6 +147,7 @@ func resolve(path string, h unsafe.Pointer) *Library {
 	lib.sinkClose = sym(SymSinkClose, &sinkMissing)
 	lib.sinkVersion = sym(SymSinkVersion, &sinkMissing)
 	lib.sinkSetCommit = sym(SymSinkSetCommit, nil)
+	lib.sinkSetTopicIDs = sym(SymSinkSetTopicIDs, nil)
 	lib.srcOpen = sym(SymSourceOpen, &srcMissing)
 	lib.srcClose = sym(SymSourceClose, &srcMissing)
 	lib.srcVersion = sym(SymSourceVersion, &srcMissing)

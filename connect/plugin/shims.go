@@ -72,6 +72,10 @@ static const char *ferry_call_version(void *fn) { return ((iggy_version_fn)fn)()
 static int32_t ferry_call_set_commit(void *fn, uint32_t id) {
 	return ((iggy_sink_set_commit_callback_fn)fn)(id, ferry_commit_cb);
 }
+static int32_t ferry_call_set_topic_ids(void *fn, uint32_t id, const uint8_t *s, size_t sn,
+		const uint8_t *t, size_t tn, uint32_t sid, uint32_t tid) {
+	return ((iggy_sink_set_topic_ids_fn)fn)(id, s, sn, t, tn, sid, tid);
+}
 static int32_t ferry_call_source_open(void *fn, uint32_t id, const uint8_t *cfg, size_t n,
 		const uint8_t *st, size_t stn, uint32_t slot) {
 	return ((iggy_source_open_fn)fn)(id, cfg, n, st, stn, ferry_log_cb(slot));
@@ -150,6 +154,12 @@ func callClose(fn unsafe.Pointer, id uint32) int32 {
 
 func callSetCommit(fn unsafe.Pointer, id uint32) int32 {
 	return int32(C.ferry_call_set_commit(fn, C.uint32_t(id)))
+}
+
+func callSetTopicIDs(fn unsafe.Pointer, id uint32, stream, topic string, streamID, topicID uint32) int32 {
+	sp, sn := cbuf([]byte(stream))
+	tp, tn := cbuf([]byte(topic))
+	return int32(C.ferry_call_set_topic_ids(fn, C.uint32_t(id), sp, sn, tp, tn, C.uint32_t(streamID), C.uint32_t(topicID)))
 }
 
 // callSourceOpen passes state as NULL when it is nil, and as a non-NULL pointer otherwise

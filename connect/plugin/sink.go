@@ -118,15 +118,25 @@ func (s *Sink) leave() {
 	s.mu.Unlock()
 }
 
-func (s *Sink) topicBuf(t sdk.TopicMetadata) *topicBuf {
+// topicBuf returns the buffers of topic t, made at its first batch. A library that exports
+// iggy_sink_set_topic_ids is told t's names and ids then, before that batch, so a plugin that
+// only sees the names (one built with Iggy's SDK) can address the commit callback; if the
+// plugin refuses them the buffers are not kept and the next batch tells it again.
+func (s *Sink) topicBuf(id uint32, t sdk.TopicMetadata) (*topicBuf, error) {
 	s.bufMu.Lock()
 	defer s.bufMu.Unlock()
 	b, ok := s.bufs[t]
 	if !ok {
+		if s.lib.sinkSetTopicIDs != nil {
+			code := callSetTopicIDs(s.lib.sinkSetTopicIDs, id, t.Stream, t.Topic, t.StreamID, t.TopicID)
+			if err := callErr(s.lib, SymSinkSetTopicIDs, id, code); err != nil {
+				return nil, fmt.Errorf("plugin %s: topic %s/%s: %w", s.lib.path, t.Stream, t.Topic, err)
+			}
+		}
 		b = &topicBuf{topicMeta: postcard.AppendTopicMetadata(nil, t)}
 		s.bufs[t] = b
 	}
-	return b
+	return b, nil
 }
 
 // Consume encodes the batch (TopicMetadata with Ferry's appended stream/topic ids,
@@ -145,7 +155,10 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 		return fmt.Errorf("plugin %s: consume: %w", s.lib.path, err)
 	}
 	defer s.leave()
-	b := s.topicBuf(topic)
+	b, err := s.topicBuf(id, topic)
+	if err != nil {
+		return err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.meta, err = postcard.AppendMessagesMetadata(b.meta[:0], meta); err != nil {

@@ -199,11 +199,19 @@ func readLines(t *testing.T, path string) (lines []string, torn string) {
 //   - the final stored offset is M−1.
 func TestNativeCommittingSinkSurvivesSIGKILL(t *testing.T) {
 	lib := filepath.Join(nativePlugins(t), "committing_sink.so")
+	committingSinkSurvivesSIGKILL(t, lib, "", fmt.Sprintf(" writes to %%s, fsync every %d ms", nativeFlushMs))
+}
+
+// committingSinkSurvivesSIGKILL is the body of TestNativeCommittingSinkSurvivesSIGKILL for
+// any plugin with the C committing sink's config ({"path", "flush_interval_ms"}) and
+// behaviour. extraConfig is appended to its [plugin_config]; openLine (with %s for the
+// output path) is a fragment of the log line the plugin writes at open.
+func committingSinkSurvivesSIGKILL(t *testing.T, lib, extraConfig, openLine string) {
 	dir := t.TempDir()
 	conns := filepath.Join(dir, "connectors")
 	out := filepath.Join(dir, "out.log")
 	writeFile(t, filepath.Join(conns, "source.toml"), randomSource("s", "t", nativeMessages, nativeRate, nativeBatch))
-	writeFile(t, filepath.Join(conns, "sink.toml"), committingSink(lib, "s", "t", "sink_controlled", out, nativeBatch, nativeMaxUncommitted, nativeFlushMs))
+	writeFile(t, filepath.Join(conns, "sink.toml"), committingSink(lib, "s", "t", "sink_controlled", out, nativeBatch, nativeMaxUncommitted, nativeFlushMs)+extraConfig)
 	cfg := runtimeConfig(t, dir, conns)
 	data := filepath.Join(dir, "data")
 
@@ -226,7 +234,7 @@ func TestNativeCommittingSinkSurvivesSIGKILL(t *testing.T) {
 		return live >= nativeKillAtStored
 	})
 	first.kill()
-	if want := fmt.Sprintf(" writes to %s, fsync every %d ms", out, nativeFlushMs); !strings.Contains(first.out.String(), want) {
+	if want := fmt.Sprintf(openLine, out); !strings.Contains(first.out.String(), want) {
 		t.Fatalf("first run: the plugin's open log line is missing")
 	}
 	lines, torn := readLines(t, out)

@@ -6,7 +6,8 @@
 //! a plugin built against the old layout decodes Ferry's extended buffers.
 //!
 //! Sink: config {"out": "<file>", "fail_consume": false}. Every consume appends one JSON line
-//! to `out` describing exactly what was decoded. Source (G4): config {"count": N}; produces N
+//! to `out` describing exactly what was decoded. A config with "path" instead opens the
+//! committing sink of committing.rs (sink_controlled through the ferry-commit crate). Source (G4): config {"count": N}; produces N
 //! single-message batches, state = next counter as 8 LE bytes.
 
 use std::collections::{BTreeMap, HashMap};
@@ -20,6 +21,10 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+
+mod committing;
+
+ferry_commit::export_commit_symbols!();
 
 // ---- boundary types (upstream layout) ----
 
@@ -111,10 +116,10 @@ pub struct ProducedMessages {
 
 // ---- C types ----
 
-type LogCb = extern "C" fn(u8, *const u8, usize, *const u8, usize);
+pub(crate) type LogCb = extern "C" fn(u8, *const u8, usize, *const u8, usize);
 type SendCbV2 = extern "C" fn(u32, u64, *const u8, usize) -> i32;
 
-fn slice<'a>(p: *const u8, n: usize) -> &'a [u8] {
+pub(crate) fn slice<'a>(p: *const u8, n: usize) -> &'a [u8] {
     if n == 0 {
         &[]
     } else {
@@ -122,7 +127,7 @@ fn slice<'a>(p: *const u8, n: usize) -> &'a [u8] {
     }
 }
 
-fn log(cb: LogCb, level: u8, msg: &str) {
+pub(crate) fn log(cb: LogCb, level: u8, msg: &str) {
     let target = "ferry_test_plugin";
     cb(level, target.as_ptr(), target.len(), msg.as_ptr(), msg.len());
 }
@@ -143,7 +148,18 @@ fn sinks() -> &'static Mutex<HashMap<u32, SinkConfig>> {
 
 #[no_mangle]
 pub extern "C" fn iggy_sink_open(id: u32, cfg: *const u8, cfg_len: usize, log_cb: LogCb) -> i32 {
-    let cfg: SinkConfig = match serde_json::from_slice(slice(cfg, cfg_len)) {
+    let raw = slice(cfg, cfg_len);
+    if serde_json::from_slice::<Value>(raw).is_ok_and(|v| v.get("path").is_some()) {
+        return match serde_json::from_slice::<committing::Config>(raw) {
+            Ok(c) if !sinks().lock().unwrap().contains_key(&id) => committing::open(id, c, log_cb),
+            Ok(_) => -1,
+            Err(e) => {
+                log(log_cb, 4, &format!("bad config: {e}"));
+                -1
+            }
+        };
+    }
+    let cfg: SinkConfig = match serde_json::from_slice(raw) {
         Ok(c) => c,
         Err(e) => {
             log(log_cb, 4, &format!("bad config: {e}"));
@@ -151,7 +167,7 @@ pub extern "C" fn iggy_sink_open(id: u32, cfg: *const u8, cfg_len: usize, log_cb
         }
     };
     let mut m = sinks().lock().unwrap();
-    if m.contains_key(&id) {
+    if m.contains_key(&id) || committing::is_open(id) {
         return -1;
     }
     m.insert(id, cfg);
@@ -211,6 +227,9 @@ pub extern "C" fn iggy_sink_consume(
     ms: *const u8,
     msl: usize,
 ) -> i32 {
+    if committing::is_open(id) {
+        return committing::consume(id, slice(tm, tml), slice(mm, mml), slice(ms, msl));
+    }
     let m = sinks().lock().unwrap();
     let Some(cfg) = m.get(&id) else { return -1 };
     let (line, code) = match decode_all(slice(tm, tml), slice(mm, mml), slice(ms, msl)) {
@@ -232,6 +251,9 @@ pub extern "C" fn iggy_sink_consume(
 
 #[no_mangle]
 pub extern "C" fn iggy_sink_close(id: u32) -> i32 {
+    if committing::is_open(id) {
+        return committing::close(id);
+    }
     match sinks().lock().unwrap().remove(&id) {
         Some(_) => 0,
         None => -1,
