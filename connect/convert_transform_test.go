@@ -60,7 +60,7 @@ func TestSinkAvroConvert(t *testing.T) {
 	if got := c.poison[0].cause().Error(); got != cause {
 		t.Fatalf("cause %q", got)
 	}
-	dl := poisonDeadLetter(sdk.TopicMetadata{Stream: "s", Topic: "t"}, 0, c.poison[0])
+	dl := deadLetters(poisonFailure(sdk.TopicMetadata{Stream: "s", Topic: "t"}, 0, c.poison[:1]))[0]
 	hs := map[string]string{}
 	for _, h := range dl.Headers {
 		hs[string(h.Key.Value)] = string(h.Value.Value)

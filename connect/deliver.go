@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
-	"unicode/utf8"
 
-	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -32,25 +31,6 @@ func callSafely(fn func() error) (err error) {
 	return fn()
 }
 
-// Dead-letter header keys (string keys). ferry-error and the stream/topic names are strings,
-// ferry-source-partition a uint32 and ferry-source-offset a uint64 header value.
-const (
-	HeaderError           = "ferry-error"
-	HeaderSourceStream    = "ferry-source-stream"
-	HeaderSourceTopic     = "ferry-source-topic"
-	HeaderSourcePartition = "ferry-source-partition"
-	HeaderSourceOffset    = "ferry-source-offset"
-	// HeaderStage names where a message was rejected: decode or transform (a sink's
-	// poison message), consume (a batch the sink failed, or a message it rejected), encode,
-	// transform or send (a source's).
-	HeaderStage = "ferry-stage"
-	// HeaderSource is the key of the source connector whose message was rejected.
-	HeaderSource = "ferry-source"
-)
-
-// maxHeaderValue is Iggy's limit on one header value.
-const maxHeaderValue = 255
-
 // batchResult is what became of one batch.
 type batchResult int
 
@@ -65,147 +45,201 @@ func (r batchResult) String() string {
 	return [...]string{"delivered", "resolved", "stop", "abandoned"}[r]
 }
 
-// batchProcessor hands batches to a sink and applies retries and the failure policy. It
-// knows nothing about offsets or Iggy: the topic consumer feeds it decoded batches and
-// marks the offsets done as the commit policy says (commitPolicy.resolves).
+// batchProcessor delivers batches to a sink under the connector's two policies: it calls
+// Consume with retries (steered by the sdk's errors), hands whatever fails for good to the
+// failure policy, and says which offsets the runtime itself marks done as the commit
+// policy says. It knows nothing about Iggy or the partition table: the topic consumer
+// applies the settlement it returns.
 type batchProcessor struct {
 	sink     sdk.Sink
-	policy   config.FailurePolicy
-	backoff  Backoff  // Attempts = max_retries + 1
-	dlq      producer // required for FailureDeadLetter
+	commit   commitPolicy
+	failure  *failurePolicy
 	counters *Counters
 	log      *slog.Logger
+	wait     func(context.Context, time.Duration) bool // nil: sleep; tests see the waits
 }
 
-// process delivers one non-empty batch of one partition. ctx is the hard-stop context:
-// when it ends, waits are abandoned and the batch is not committed.
+// settlement is what became of one polled batch: its result, the error that stops the sink
+// (batchStop) or abandoned it (batchAbandoned), and the spans of offsets the runtime marks
+// done itself (the rest is the sink's to commit, or the server's under after_polling).
+type settlement struct {
+	result  batchResult
+	err     error
+	resolve []span
+}
+
+// deliver delivers one polled batch, offsets all.first..all.last, of which msgs are the
+// converted messages for the sink and poison the ones that failed decode or a transform
+// (docs/architecture.md, "When messages fail"). Poison is handled first, each message alone:
+// under stop the messages before the first of them are delivered and the sink stops;
+// under skip and dead_letter they are skipped or dead-lettered (confirmed before anything
+// else is delivered, so no commit can pass them unrecorded), then the rest is delivered.
+// ctx is the hard-stop context.
+func (p *batchProcessor) deliver(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, all span, msgs []sdk.ConsumedMessage, poison []poisoned) settlement {
+	part := meta.Partition.PartitionID
+	if len(poison) > 0 {
+		for _, m := range poison {
+			p.log.Warn("message failed "+m.stage, "partition", part, "offset", m.msg.Offset, "error", m.err)
+		}
+		switch v, err := p.failure.apply(ctx, poisonFailure(topic, part, poison)); v {
+		case unsent:
+			return settlement{result: batchAbandoned, err: err}
+		case mustStop:
+			// Deliver what comes before the first of them, resolve that, then stop.
+			bad := poison[0].msg.Offset
+			k := 0
+			for k < len(msgs) && msgs[k].Offset < bad {
+				k++
+			}
+			st := settlement{result: batchStop, err: fmt.Errorf("partition %d: stopping the sink (on_failure = stop): %w", part, err)}
+			if k > 0 {
+				res, perr := p.process(ctx, topic, meta, msgs[:k])
+				switch {
+				case res == batchAbandoned || res == batchStop:
+					return settlement{result: res, err: perr}
+				case p.commit.resolves(res):
+					st.resolve = []span{{all.first, bad - 1}}
+				}
+			}
+			return st
+		}
+	}
+	res := batchResolved // nothing left for the sink: resolved like a skipped batch
+	var err error
+	if len(msgs) > 0 {
+		res, err = p.process(ctx, topic, meta, msgs)
+	}
+	st := settlement{result: res, err: err}
+	switch {
+	case res == batchAbandoned || res == batchStop:
+	case p.commit.resolves(res):
+		st.resolve = []span{all}
+	case res == batchDelivered && p.commit.sinkCommits:
+		// The sink commits what it saw; the poisoned offsets are the runtime's to resolve
+		// (they wait until everything before them is done).
+		for _, m := range poison {
+			st.resolve = append(st.resolve, span{m.msg.Offset, m.msg.Offset})
+		}
+	}
+	return st
+}
+
+// process delivers one non-empty batch of one partition: Consume with retries, then the
+// failure policy for a batch that failed for good or the messages the sink rejected.
+// ctx is the hard-stop context: when it ends, waits are abandoned and the batch is not
+// committed.
 func (p *batchProcessor) process(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) (batchResult, error) {
-	first, last := msgs[0].Offset, msgs[len(msgs)-1].Offset
 	part := meta.Partition.PartitionID
 	start := time.Now()
 	defer p.counters.ConsumeTime.since(start)
-	var rej *sdk.RejectedMessages
-	err := retry(ctx, p.backoff, func(attempt int) error {
-		if attempt > 1 {
-			p.counters.Retries.Add(1)
-		}
-		err := callSafely(func() error { return p.sink.Consume(ctx, topic, meta, msgs) })
-		if rej = rejectedOf(err); rej != nil {
-			return nil //nolint:nilerr // final, not retried: the rest is written (rejected.go)
-		}
-		if err != nil && ctx.Err() == nil {
-			p.counters.ConsumeErrors.Add(1)
-		}
-		return err
-	}, func(attempt int, err error, wait time.Duration) {
-		p.log.Warn("consume failed; retrying", "partition", part, "attempt", attempt, "of", p.backoff.Attempts, "backoff", wait, "error", err)
-	})
-	if err == nil && rej != nil {
-		return p.rejected(ctx, topic, part, msgs, rej)
-	}
-	if err == nil {
+	rej, err := p.consume(ctx, topic, meta, msgs)
+	var f failure
+	switch {
+	case err == nil && rej == nil:
 		p.counters.Delivered.Add(uint64(len(msgs)))
 		return batchDelivered, nil
-	}
-	if ctx.Err() != nil {
-		return batchAbandoned, fmt.Errorf("%w: %w", ErrAbandoned, err)
-	}
-	p.counters.FailedBatches.Add(1)
-	attrs := []any{"stream", topic.Stream, "topic", topic.Topic, "partition", part,
-		"first_offset", first, "last_offset", last, "messages", len(msgs), "error", err}
-	switch p.policy {
-	case config.FailureSkip:
-		p.counters.Skipped.Add(uint64(len(msgs)))
-		p.log.Warn("batch failed after retries; skipped (on_failure = skip)", attrs...)
-	case config.FailureDeadLetter:
-		if derr := p.deadLetter(ctx, topic, part, msgs, err); derr != nil {
-			return batchAbandoned, derr
+	case err == nil:
+		// Written except the rejected messages: a rejection is final, never retried (a retry
+		// would find the batch written and report success, losing them).
+		var refused []sdk.ConsumedMessage
+		for _, m := range msgs {
+			if _, ok := slices.BinarySearch(rej.Offsets, m.Offset); ok {
+				refused = append(refused, m)
+			}
 		}
-		p.counters.DeadLettered.Add(uint64(len(msgs)))
-		p.log.Warn("batch failed after retries; sent to the dead-letter topic", attrs...)
+		p.counters.Delivered.Add(uint64(len(msgs) - len(refused)))
+		cause := rej.Err
+		if cause == nil {
+			cause = errors.New("rejected by the target")
+		}
+		f = sinkFailure("messages rejected by the target", stageConsume, cause, topic, part, refused)
+		f.attrs = append(f.attrs, "offsets", rej.Offsets)
+		cause = rej // under stop, the sink stops on the rejection itself
+		f.cause = cause
+	case ctx.Err() != nil:
+		return batchAbandoned, fmt.Errorf("%w: %w", ErrAbandoned, err)
 	default:
-		p.log.Error("batch failed after retries; stopping the sink (on_failure = stop)", attrs...)
-		return batchStop, fmt.Errorf("partition %d offsets %d..%d: %w", part, first, last, err)
+		p.counters.FailedBatches.Add(1)
+		what := "batch failed after retries"
+		if errors.Is(err, sdk.ErrPermanent) {
+			what = "batch failed with a permanent error"
+		}
+		f = sinkFailure(what, stageConsume, err, topic, part, msgs)
+	}
+	switch v, ferr := p.failure.apply(ctx, f); v {
+	case unsent:
+		return batchAbandoned, ferr
+	case mustStop:
+		return batchStop, fmt.Errorf("partition %d offsets %d..%d: %w", part, msgs[0].Offset, msgs[len(msgs)-1].Offset, ferr)
 	}
 	return batchResolved, nil
 }
 
-// deadLetter sends the batch to the dead-letter topic, retrying with backoff until Iggy
-// confirms it or ctx ends (then the batch is abandoned, not committed).
-func (p *batchProcessor) deadLetter(ctx context.Context, topic sdk.TopicMetadata, partition uint32, msgs []sdk.ConsumedMessage, cause error) error {
-	return p.sendDeadLetters(ctx, deadLetterMessages(topic, partition, msgs, cause, stageConsume))
+// consume calls Consume until it succeeds, the sink rejects messages (returned, not
+// retried), the error is sdk.Permanent, the connector's max_retries is exhausted, or ctx
+// ends. The sink's errors steer the retries: an sdk.BackOffError waits what it asks, and
+// sdk.ErrNotConnected reconnects (sdk.Reconnector); neither counts toward max_retries.
+func (p *batchProcessor) consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) (*sdk.RejectedMessages, error) {
+	part := meta.Partition.PartitionID
+	b := p.failure.consume
+	failed := 0
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			p.counters.Retries.Add(1)
+		}
+		err := callSafely(func() error { return p.sink.Consume(ctx, topic, meta, msgs) })
+		if err == nil {
+			return nil, nil
+		}
+		if rej := rejectedOf(err); rej != nil {
+			return rej, nil
+		}
+		if ctx.Err() != nil {
+			return nil, stopped(ctx.Err(), err)
+		}
+		p.counters.ConsumeErrors.Add(1)
+		var wait time.Duration
+		switch how, asked := steer(err); how {
+		case steerPermanent:
+			return nil, err
+		case steerBackOff:
+			if wait = asked; wait <= 0 {
+				wait = b.Delay(failed + 1)
+			}
+			p.log.Warn("consume asked to back off", "partition", part, "attempt", attempt, "backoff", wait, "error", err)
+		case steerReconnect:
+			p.log.Warn("sink not connected; reconnecting", "partition", part, "attempt", attempt, "error", err)
+			if rerr := reconnect(ctx, p.sink, b, p.log); rerr != nil {
+				return nil, stopped(ctx.Err(), err)
+			}
+			continue
+		default:
+			failed++
+			if b.Attempts > 0 && uint32(failed) >= b.Attempts {
+				return nil, err
+			}
+			wait = b.Delay(failed)
+			p.log.Warn("consume failed; retrying", "partition", part, "attempt", failed, "of", b.Attempts, "backoff", wait, "error", err)
+		}
+		if !p.sleep(ctx, wait) {
+			return nil, stopped(ctx.Err(), err)
+		}
+	}
 }
 
-// sendDeadLetters sends out to the dead-letter topic as deadLetter does.
-func (p *batchProcessor) sendDeadLetters(ctx context.Context, out []sdk.ProducedMessage) error {
-	if p.dlq == nil {
-		return errors.New("dead_letter: no dead-letter producer")
+// sleep waits d or until ctx ends (a test hook replaces it to see the waits).
+func (p *batchProcessor) sleep(ctx context.Context, d time.Duration) bool {
+	if p.wait != nil {
+		return p.wait(ctx, d)
 	}
-	forever := Backoff{Initial: p.backoff.Initial, Max: p.backoff.Max}
-	err := retry(ctx, forever, func(int) error { return p.dlq.send(ctx, out) }, func(attempt int, err error, wait time.Duration) {
-		p.log.Warn("dead-letter send failed; retrying", "attempt", attempt, "backoff", wait, "error", err)
-	})
-	if err != nil {
-		return fmt.Errorf("%w: dead-letter send: %w", ErrAbandoned, err)
+	return sleep(ctx, d)
+}
+
+// rejectedOf returns the sdk.RejectedMessages err carries, or nil.
+func rejectedOf(err error) *sdk.RejectedMessages {
+	var rej *sdk.RejectedMessages
+	if errors.As(err, &rej) {
+		return rej
 	}
 	return nil
-}
-
-// deadLetterMessages copies a failed batch into messages for the dead-letter topic: the
-// payload and user headers, plus the ferry-* headers (which replace same-named originals).
-// The message id is left zero so Iggy assigns a new one.
-func deadLetterMessages(topic sdk.TopicMetadata, partition uint32, msgs []sdk.ConsumedMessage, cause error, stage string) []sdk.ProducedMessage {
-	errText := truncateUTF8(cause.Error(), maxHeaderValue)
-	if errText == "" {
-		errText = "unknown error"
-	}
-	fixed := []sdk.Header{
-		{Key: sdk.String(HeaderError), Value: sdk.String(errText)},
-		{Key: sdk.String(HeaderSourceStream), Value: sdk.String(topic.Stream)},
-		{Key: sdk.String(HeaderSourceTopic), Value: sdk.String(topic.Topic)},
-		{Key: sdk.String(HeaderSourcePartition), Value: uint32Field(partition)},
-		{Key: sdk.String(HeaderStage), Value: sdk.String(stage)},
-	}
-	out := make([]sdk.ProducedMessage, len(msgs))
-	for i, m := range msgs {
-		hs := make([]sdk.Header, 0, len(m.Headers)+len(fixed)+1)
-		for _, h := range m.Headers {
-			if h.Key.Kind == sdk.HeaderString && isFerryHeader(string(h.Key.Value)) {
-				continue
-			}
-			hs = append(hs, sdk.Header{Key: cloneField(h.Key), Value: cloneField(h.Value)})
-		}
-		hs = append(hs, fixed...)
-		hs = append(hs, sdk.Header{Key: sdk.String(HeaderSourceOffset), Value: sdk.Uint64(m.Offset)})
-		out[i] = sdk.ProducedMessage{Headers: hs, Payload: append([]byte(nil), m.Payload...)}
-	}
-	return out
-}
-
-func isFerryHeader(k string) bool {
-	switch k {
-	case HeaderError, HeaderSourceStream, HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset, HeaderStage:
-		return true
-	}
-	return false
-}
-
-func uint32Field(v uint32) sdk.HeaderField {
-	return sdk.HeaderField{Kind: sdk.HeaderUint32, Value: []byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)}}
-}
-
-func cloneField(f sdk.HeaderField) sdk.HeaderField {
-	return sdk.HeaderField{Kind: f.Kind, Value: append([]byte(nil), f.Value...)}
-}
-
-// truncateUTF8 cuts s to at most n bytes without splitting a rune.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
 }

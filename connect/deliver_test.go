@@ -66,6 +66,14 @@ func testBatch(first uint64, n int) []sdk.ConsumedMessage {
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// testProcessor is the batch processor a sink runner with cfg would make, around sink,
+// with dlq as its dead-letter producer (nil for none).
+func testProcessor(cfg *config.Sink, sink sdk.Sink, dlq producer, c *Counters) *batchProcessor {
+	p := &batchProcessor{sink: sink, commit: policyFor(cfg), failure: sinkFailurePolicy(cfg, c, quietLog), counters: c, log: quietLog}
+	p.failure.dlq = dlq
+	return p
+}
+
 func TestProcessFailurePolicies(t *testing.T) {
 	topic := sdk.TopicMetadata{Stream: "orders", Topic: "created", StreamID: 1, TopicID: 2}
 	meta := sdk.MessagesMetadata{Partition: sdk.Partition{StreamID: 1, TopicID: 2, PartitionID: 3}}
@@ -95,11 +103,10 @@ func TestProcessFailurePolicies(t *testing.T) {
 			c := new(Counters)
 			sink := &scriptSink{fails: tc.fails, panics: tc.panics}
 			dlq := &recordingDLQ{fail: 1}
-			p := &batchProcessor{sink: sink, policy: tc.policy,
-				backoff: Backoff{Initial: time.Microsecond, Max: time.Microsecond, Attempts: 4},
-				dlq:     dlq, counters: c, log: quietLog}
 			cfg := testSinkConfig(tc.mode, tc.policy)
+			cfg.Retry = config.Retry{MaxRetries: 3, InitialBackoff: time.Microsecond, MaxBackoff: time.Microsecond}
 			pol := policyFor(cfg)
+			p := testProcessor(cfg, sink, dlq, c)
 			tbl := newTestTable(pol, c)
 			tbl.change(nil, []uint32{3})
 			part, _ := tbl.polled(3, 0, 9, 9)
@@ -173,8 +180,9 @@ func checkDeadLetter(t *testing.T, m sdk.ProducedMessage, offset uint64) {
 // abandoned: not counted as failed, not committed.
 func TestProcessAbandonedAtHardStop(t *testing.T) {
 	c := new(Counters)
-	p := &batchProcessor{sink: &scriptSink{fails: 99}, policy: config.FailureSkip,
-		backoff: Backoff{Initial: time.Hour, Max: time.Hour, Attempts: 4}, counters: c, log: quietLog}
+	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureSkip)
+	cfg.Retry = config.Retry{MaxRetries: 3, InitialBackoff: time.Hour, MaxBackoff: time.Hour}
+	p := testProcessor(cfg, &scriptSink{fails: 99}, nil, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	res, err := p.process(ctx, sdk.TopicMetadata{}, sdk.MessagesMetadata{}, testBatch(0, 10))

@@ -43,10 +43,10 @@
 //     [Options] and the adapter over the iggy client (backend.go is its interface).
 //   - sink_runner.go (one sink connector), sink_topic.go (one stream × topic of it),
 //     partitions.go and stores.go (the partition table and its store loop), policy.go,
-//     deliver.go (Consume with retries, on_failure, dead letters), convert.go (wire
-//     messages to sdk messages), payload.go (decode by schema, transforms, re-encode;
-//     connect/schema, connect/transform), poison.go (a message that failed them, per
-//     on_failure).
+//     deliver.go (a batch: poison, Consume with retries the sdk's errors steer, its
+//     settlement), failure.go (the failure policy: on_failure, dead letters, for sinks and
+//     sources), convert.go (wire messages to sdk messages), payload.go (decode by schema,
+//     transforms, re-encode; connect/schema, connect/transform).
 //   - source.go, source_payload.go (encode to the stream schema, transforms, per-message
 //     failures), state.go: sources.
 //   - lifecycle.go, retry.go: the stop signalling and the retry helper every runner uses.

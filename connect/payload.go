@@ -124,7 +124,7 @@ func (p *payloadPipeline) convert(v *fastjson.Value, in []byte) ([]byte, string,
 }
 
 // poisoned is a message that failed decode or a transform: it never reaches the sink and
-// is handled by on_failure alone (poison.go).
+// is handled by on_failure alone (batchProcessor.deliver, failure.go).
 type poisoned struct {
 	msg   sdk.ConsumedMessage // as polled (payload and headers alias the poll buffer)
 	stage string

@@ -52,7 +52,7 @@ func TestConvertPoison(t *testing.T) {
 	if s := counters.Snapshot(); s.Decoded != 3 || s.DecodeErrors != 1 || s.TransformErrors != 1 {
 		t.Fatalf("counters %+v", s)
 	}
-	dl := poisonDeadLetter(sdk.TopicMetadata{Stream: "s", Topic: "t"}, 0, c.poison[1])
+	dl := deadLetters(poisonFailure(sdk.TopicMetadata{Stream: "s", Topic: "t"}, 0, c.poison))[1]
 	hs := map[string]string{}
 	for _, h := range dl.Headers {
 		hs[string(h.Key.Value)] = string(h.Value.Value)

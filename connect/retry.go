@@ -2,13 +2,18 @@ package connect
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/ferryio/ferry/sdk"
 )
 
 // Backoff is capped exponential backoff. Attempts are counted from 1 (the first call);
 // the wait after the n-th failed attempt is Initial·2^(n−1), at most Max. So the first
-// retry waits Initial, not twice it (Iggy issue #4104). Every retry in the package —
+// retry waits Initial, not twice it (upstream's runtime doubles before its first retry).
+// Every retry in the package —
 // retry below, the store loop's per-partition backoff — uses this one convention.
 type Backoff struct {
 	Initial time.Duration // must be > 0 (values ≤ 0 mean 1ms)
@@ -79,4 +84,54 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// steering is what a connector's error asks of the loop that retries it (the sdk's
+// steering errors): retry with the connector's backoff (counted), give up at once, wait
+// what it asks (not counted), or reconnect first (not counted).
+type steering int
+
+const (
+	steerRetry steering = iota
+	steerPermanent
+	steerBackOff
+	steerReconnect
+)
+
+// steer reads err's steering and, for steerBackOff, the wait it asks (≤ 0: the loop's own
+// backoff).
+func steer(err error) (steering, time.Duration) {
+	var bo *sdk.BackOffError
+	switch {
+	case errors.Is(err, sdk.ErrPermanent):
+		return steerPermanent, 0
+	case errors.As(err, &bo):
+		return steerBackOff, bo.Wait
+	case errors.Is(err, sdk.ErrNotConnected):
+		return steerReconnect, 0
+	}
+	return steerRetry, 0
+}
+
+// reconnect re-establishes a connector's connection after it returned sdk.ErrNotConnected:
+// it calls conn's Reconnect (when conn is an sdk.Reconnector) with backoff b until it
+// succeeds, or, for a connector without one, waits one backoff step. It returns an error
+// only when ctx ended.
+func reconnect(ctx context.Context, conn any, b Backoff, log *slog.Logger) error {
+	r, ok := conn.(sdk.Reconnector)
+	if !ok {
+		if !sleep(ctx, b.Delay(1)) {
+			return ctx.Err()
+		}
+		return nil
+	}
+	err := retry(ctx, Backoff{Initial: b.Initial, Max: b.Max}, func(int) error {
+		return callSafely(func() error { return r.Reconnect(ctx) })
+	}, func(attempt int, err error, wait time.Duration) {
+		log.Warn("reconnect failed; retrying", "attempt", attempt, "backoff", wait, "error", err)
+	})
+	if err == nil {
+		log.Info("reconnected")
+	}
+	return err
 }

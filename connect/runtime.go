@@ -42,10 +42,10 @@ type connector interface {
 // errPermanent marks failures a restart cannot fix: an unknown built-in, a file that is
 // not a plugin, a missing symbol (the library is loaded once per process), a plugin
 // without the commit callback asked to run sink_controlled. permanentErrors lists the
-// plugin loader's (native.go adds them).
+// plugin loader's (native.go adds them) and a connector's own sdk.Permanent errors.
 var (
 	errPermanent    = errors.New("a restart cannot fix this")
-	permanentErrors = []error{errPermanent}
+	permanentErrors = []error{errPermanent, sdk.ErrPermanent}
 )
 
 func permanent(err error) bool {

@@ -39,8 +39,7 @@ type topicKey struct{ stream, topic uint32 }
 func newSinkRunner(cfg *config.Sink, instance uint32, sink sdk.Sink, be backend, log *slog.Logger) *sinkRunner {
 	s := &sinkRunner{cfg: cfg, instance: instance, policy: policyFor(cfg), sink: sink, be: be}
 	s.init("sink", cfg.ShutdownTimeout, log.With("sink", cfg.Key, "instance", instance))
-	s.proc = &batchProcessor{sink: sink, policy: cfg.OnFailure,
-		backoff:  Backoff{Initial: cfg.Retry.InitialBackoff, Max: cfg.Retry.MaxBackoff, Attempts: cfg.Retry.MaxRetries + 1},
+	s.proc = &batchProcessor{sink: sink, commit: s.policy, failure: sinkFailurePolicy(cfg, &s.counters, s.log),
 		counters: &s.counters, log: s.log}
 	return s
 }
@@ -99,7 +98,7 @@ func (s *sinkRunner) connect(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("dead-letter producer %s/%s: %w", s.cfg.DeadLetter.Stream, s.cfg.DeadLetter.Topic, err)
 		}
-		s.dlq, s.proc.dlq = dlq, dlq
+		s.dlq, s.proc.failure.dlq = dlq, dlq
 	}
 	for _, st := range s.cfg.Streams {
 		group := st.ConsumerGroup

@@ -137,18 +137,14 @@ func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch) {
 		CurrentOffset: b.CurrentOffset,
 		Schema:        tc.schema,
 	}
-	if len(tc.conv.poison) > 0 {
-		tc.deliverPoisoned(ctx, b, meta, msgs, tc.conv.poison)
-		return
+	st := tc.s.proc.deliver(ctx, tc.topic, meta, span{first, last}, msgs, tc.conv.poison)
+	for _, r := range st.resolve {
+		tc.table.resolve(b.part, r.first, r.last)
 	}
-	res, err := tc.s.proc.process(ctx, tc.topic, meta, msgs)
-	if res == batchAbandoned {
+	switch st.result {
+	case batchAbandoned:
 		tc.abandoned.Store(true)
-	}
-	if tc.s.policy.resolves(res) {
-		tc.table.resolve(b.part, first, last)
-	}
-	if res == batchStop {
-		tc.s.fail(err)
+	case batchStop:
+		tc.s.fail(st.err)
 	}
 }

@@ -64,6 +64,7 @@ type sourceRunner struct {
 	state    *stateFile
 	prod     producer
 	dlq      producer // on_failure = dead_letter
+	failure  *failurePolicy
 	pipe     *sourcePipeline
 	counters sourceCounters
 	instance uint32
@@ -72,6 +73,10 @@ type sourceRunner struct {
 func newSourceRunner(cfg *config.Source, instance uint32, src sdk.Source, prods producers, stateDir string, log *slog.Logger) *sourceRunner {
 	s := &sourceRunner{cfg: cfg, src: src, prods: prods, state: newStateFile(stateDir, cfg.Key), instance: instance}
 	s.init("source", sourceShutdownTimeout, log.With("source", cfg.Key, "instance", instance))
+	s.failure = sourceFailurePolicy(cfg, &s.counters, func(err error) {
+		s.counters.sendErrors.Add(1)
+		s.status.fail(fmt.Errorf("dead-letter send: %w", err))
+	}, s.log)
 	if n := len(cfg.Streams); n > 0 {
 		s.stream = cfg.Streams[n-1]
 	}
@@ -133,6 +138,7 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 			closeProducers()
 			return fmt.Errorf("dead-letter producer %s/%s: %w", dl.Stream, dl.Topic, err)
 		}
+		s.failure.dlq = s.dlq
 	}
 	env := sdk.SourceEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, State: state, Logger: s.log}
 	if err := callSafely(func() error { return s.src.Open(ctx, env) }); err != nil {
@@ -209,24 +215,16 @@ func (s *sourceRunner) loop() error {
 			ack   sdk.AckFunc
 			end   error // the source's ErrEndOfInput: not retried
 		)
-		err := retry(soft, sourceBackoff, func(int) error {
-			return callSafely(func() (err error) {
-				batch, ack, err = s.src.Read(soft)
-				if errors.Is(err, sdk.ErrEndOfInput) {
-					end, err = err, nil
-				}
-				return err
-			})
-		}, func(attempt int, err error, wait time.Duration) {
-			s.status.fail(fmt.Errorf("read: %w", err))
-			s.log.Warn("source read failed; retrying", "error", err, "attempt", attempt, "backoff", wait)
-		})
+		err := s.read(soft, &batch, &ack)
+		if errors.Is(err, sdk.ErrEndOfInput) {
+			end, err = err, nil
+		}
 		switch {
 		case end != nil:
 			return end
 		case soft.Err() != nil:
 			return nil //nolint:nilerr // stopping (a read cut short by the stop is not a failure)
-		case err != nil: // unreachable: reads are retried until the stop
+		case err != nil: // a permanent error: the source stops with it
 			return err
 		}
 		if ack == nil {
@@ -239,6 +237,46 @@ func (s *sourceRunner) loop() error {
 		}
 	}
 	return nil
+}
+
+// read calls Read until it returns a batch, the end of input, a permanent error (the
+// source stops with it) or the stop. Other errors steer the retries as the sdk says: a
+// BackOffError waits what it asks, ErrNotConnected reconnects, anything else waits
+// sourceBackoff; reads are retried until the stop.
+func (s *sourceRunner) read(soft context.Context, batch *sdk.SourceBatch, ack *sdk.AckFunc) error {
+	failed := 0
+	for attempt := 1; ; attempt++ {
+		err := callSafely(func() (err error) {
+			*batch, *ack, err = s.src.Read(soft)
+			return err
+		})
+		if err == nil || errors.Is(err, sdk.ErrEndOfInput) || soft.Err() != nil {
+			return err
+		}
+		s.status.fail(fmt.Errorf("read: %w", err))
+		var wait time.Duration
+		switch how, asked := steer(err); how {
+		case steerPermanent:
+			return fmt.Errorf("read: %w", err)
+		case steerReconnect:
+			s.log.Warn("source not connected; reconnecting", "error", err, "attempt", attempt)
+			if reconnect(soft, s.src, sourceBackoff, s.log) != nil {
+				return nil
+			}
+			continue
+		case steerBackOff:
+			if wait = asked; wait <= 0 {
+				wait = sourceBackoff.Delay(failed + 1)
+			}
+		default:
+			failed++
+			wait = sourceBackoff.Delay(failed)
+		}
+		s.log.Warn("source read failed; retrying", "error", err, "attempt", attempt, "backoff", wait)
+		if !sleep(soft, wait) {
+			return nil
+		}
+	}
 }
 
 // handle sends, saves and acks one batch. It returns false when the runtime stopped
@@ -311,23 +349,21 @@ func (s *sourceRunner) rejectMessages(batch sdk.SourceBatch, ack sdk.AckFunc, ba
 		}
 		s.log.Warn("source message rejected ("+m.stage+"); on_failure = "+string(s.cfg.OnFailure), "error", m.err)
 	}
-	switch s.cfg.OnFailure {
-	case config.FailureSkip:
-		s.counters.skipped.Add(uint64(len(bad)))
-		return true, nil
-	case config.FailureDeadLetter:
-		out := make([]sdk.ProducedMessage, 0, len(bad))
-		for _, m := range bad {
-			out = append(out, sourceDeadLetters(s.cfg.Key, m.stage, []sdk.ProducedMessage{m.msg}, m.err)...)
-		}
-		if err := s.retry("dead-letter send", &s.counters.sendErrors, func() error { return s.dlq.send(s.life.hard, out) }); err != nil {
-			s.ack(ack, fmt.Errorf("%w: %w", errStopping, err))
-			return false, nil
-		}
-		s.counters.deadLetter.Add(uint64(len(bad)))
-		return true, nil
+	if s.cfg.OnFailure == config.FailureStop {
+		return s.reject(batch, ack, bad[0].stage, bad[0].err)
 	}
-	return s.reject(batch, ack, bad[0].stage, bad[0].err)
+	msgs := make([]sdk.ProducedMessage, len(bad))
+	each := make([]messageFailure, len(bad))
+	for i, m := range bad {
+		msgs[i], each[i] = m.msg, messageFailure{m.stage, m.err}
+	}
+	f := sourceFailure(fmt.Sprintf("%d source message(s) rejected", len(bad)), bad[0].stage, bad[0].err, s.cfg.Key, msgs)
+	f.each = each
+	if v, err := s.failure.apply(s.life.hard, f); v == unsent {
+		s.ack(ack, fmt.Errorf("%w: %w", errStopping, err))
+		return false, nil
+	}
+	return true, nil
 }
 
 // errRejected marks a send Iggy refused on every attempt.
@@ -357,50 +393,17 @@ func (b backoffStop) Unwrap() error { return b.err }
 // reject applies on_failure to a rejected batch. ok is false when the runtime stopped
 // first; stop is the error that stops the source (on_failure = stop).
 func (s *sourceRunner) reject(batch sdk.SourceBatch, ack sdk.AckFunc, stage string, cause error) (ok bool, stop error) {
-	n := uint64(len(batch.Messages))
 	s.counters.rejected.Add(1)
 	cause = fmt.Errorf("batch rejected (%s): %w", stage, cause)
-	switch s.cfg.OnFailure {
-	case config.FailureSkip:
-		s.counters.skipped.Add(n)
-		s.log.Warn("source batch rejected; skipped (on_failure = skip)", "error", cause, "messages", n)
-		return true, nil
-	case config.FailureDeadLetter:
-		out := sourceDeadLetters(s.cfg.Key, stage, batch.Messages, cause)
-		if err := s.retry("dead-letter send", &s.counters.sendErrors, func() error { return s.dlq.send(s.life.hard, out) }); err != nil {
-			s.ack(ack, fmt.Errorf("%w: %w", errStopping, err))
-			return false, nil
-		}
-		s.counters.deadLetter.Add(n)
-		s.log.Warn("source batch rejected; sent to the dead-letter topic", "error", cause, "messages", n,
-			"dead_letter", s.cfg.DeadLetter.Stream+"/"+s.cfg.DeadLetter.Topic)
-		return true, nil
-	default:
-		s.log.Error("source batch rejected; stopping the source (on_failure = stop)", "error", cause, "messages", n)
-		s.ack(ack, cause)
-		return true, cause
+	switch v, err := s.failure.apply(s.life.hard, sourceFailure("source batch rejected", stage, cause, s.cfg.Key, batch.Messages)); v {
+	case unsent:
+		s.ack(ack, fmt.Errorf("%w: %w", errStopping, err))
+		return false, nil
+	case mustStop:
+		s.ack(ack, err)
+		return true, err
 	}
-}
-
-// sourceDeadLetters copies a rejected source batch for the dead-letter topic: payload and
-// headers as the source produced them, plus ferry-error, ferry-stage and ferry-source.
-func sourceDeadLetters(key, stage string, msgs []sdk.ProducedMessage, cause error) []sdk.ProducedMessage {
-	errText := truncateUTF8(cause.Error(), maxHeaderValue)
-	out := make([]sdk.ProducedMessage, len(msgs))
-	for i, m := range msgs {
-		hs := make([]sdk.Header, 0, len(m.Headers)+3)
-		for _, h := range m.Headers {
-			if h.Key.Kind == sdk.HeaderString && (isFerryHeader(string(h.Key.Value)) || string(h.Key.Value) == HeaderStage || string(h.Key.Value) == HeaderSource) {
-				continue
-			}
-			hs = append(hs, h)
-		}
-		hs = append(hs, sdk.Header{Key: sdk.String(HeaderError), Value: sdk.String(errText)},
-			sdk.Header{Key: sdk.String(HeaderStage), Value: sdk.String(stage)},
-			sdk.Header{Key: sdk.String(HeaderSource), Value: sdk.String(key)})
-		out[i] = sdk.ProducedMessage{ID: m.ID, Headers: hs, Payload: m.Payload}
-	}
-	return out
+	return true, nil
 }
 
 // retry runs op until it succeeds, waiting sourceBackoff between attempts: the batch in

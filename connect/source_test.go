@@ -30,7 +30,9 @@ type seqSource struct {
 	inFlight bool
 	acks     []error
 	closed   bool
-	readErrs int // fail the next n Reads
+	readErrs int   // fail the next n Reads…
+	readErr  error // …with this error ("source hiccup" when nil)
+	reads    int   // Read calls
 }
 
 func (s *seqSource) Open(_ context.Context, env sdk.SourceEnv) error {
@@ -49,8 +51,12 @@ func (s *seqSource) Read(ctx context.Context) (sdk.SourceBatch, sdk.AckFunc, err
 	if s.inFlight {
 		s.t.Error("Read called while a batch was in flight")
 	}
+	s.reads++
 	if s.readErrs > 0 {
 		s.readErrs--
+		if s.readErr != nil {
+			return sdk.SourceBatch{}, nil, s.readErr
+		}
 		return sdk.SourceBatch{}, nil, errors.New("source hiccup")
 	}
 	if s.next >= s.total {

@@ -7,13 +7,9 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // FieldType is the JSON shape a plugin_config field must have.
@@ -29,9 +25,9 @@ const (
 	TypeDuration FieldType = "duration" // a string ParseDuration accepts ("1s", "250ms")
 	TypeStrings  FieldType = "string list"
 	TypeTables   FieldType = "table list" // an array of objects ([[plugin_config.x]])
-	// TypeOutputPath is a string naming a file the connector writes (creating missing
-	// directories): the nearest existing directory on its path must be writable, and an
-	// existing file must be a writable regular file.
+	// TypeOutputPath is a non-empty string naming a file the connector writes (creating
+	// missing directories). The sdk checks only its shape; `ferry check` also checks on
+	// disk that the connector could write it (connect/config.CheckOutputPaths).
 	TypeOutputPath FieldType = "output path"
 )
 
@@ -76,8 +72,8 @@ func (e *FieldError) Error() string { return fmt.Sprintf("plugin_config.%s: %s",
 
 // Validate checks raw (plugin_config as JSON; empty or "null" = none) against the spec:
 // unknown keys, values of the wrong type, missing required keys. It returns every problem
-// found, in key order; nil when the config is valid. Output paths are checked on disk
-// (nothing is created).
+// found, in key order; nil when the config is valid. It does no I/O: output paths are
+// checked for their shape only.
 func (s ConfigSpec) Validate(raw []byte) []error {
 	obj, err := configObject(raw)
 	if err != nil {
@@ -236,8 +232,8 @@ func checkType(t FieldType, v json.RawMessage) string {
 		if !ok {
 			return want()
 		}
-		if err := CheckOutputPath(s); err != nil {
-			return err.Error()
+		if s == "" {
+			return "empty path"
 		}
 	default:
 		return fmt.Sprintf("spec has unknown type %q", t)
@@ -261,45 +257,6 @@ func describe(x any) string {
 		return "a table"
 	}
 	return fmt.Sprintf("%T", x)
-}
-
-// CheckOutputPath says whether a connector could create (with its missing directories) or
-// append to the file at path, without creating anything: an empty path, a path through a
-// regular file, an unwritable directory, or an existing path that is not a writable regular
-// file is an error.
-func CheckOutputPath(path string) error {
-	if path == "" {
-		return errors.New("empty path")
-	}
-	if st, err := os.Stat(path); err == nil {
-		if !st.Mode().IsRegular() {
-			return fmt.Errorf("%s exists and is not a regular file", path)
-		}
-		if err := unix.Access(path, unix.W_OK); err != nil {
-			return fmt.Errorf("%s is not writable: %w", path, err)
-		}
-		return nil
-	} else if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.ENOTDIR) {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	// The connector creates missing directories: the nearest one that exists must be a
-	// writable directory.
-	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
-		st, err := os.Stat(dir)
-		if (errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR)) && filepath.Dir(dir) != dir {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("directory %s of %s: %w", dir, path, err)
-		}
-		if !st.IsDir() {
-			return fmt.Errorf("%s is not a directory (in the path of %s)", dir, path)
-		}
-		if err := unix.Access(dir, unix.W_OK); err != nil {
-			return fmt.Errorf("directory %s of %s is not writable: %w", dir, path, err)
-		}
-		return nil
-	}
 }
 
 func article(t FieldType) string {

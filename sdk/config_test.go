@@ -2,8 +2,6 @@ package sdk
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -76,36 +74,6 @@ func TestConfigSpecDecodeAppliesDefaults(t *testing.T) {
 func TestConfigSpecAnyFields(t *testing.T) {
 	if errs := (ConfigSpec{AnyFields: true}).Validate([]byte(`{"whatever":[1,2]}`)); errs != nil {
 		t.Fatalf("errs = %v", errs)
-	}
-}
-
-func TestCheckOutputPath(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "f")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ok := []string{filepath.Join(dir, "new.jsonl"), file, filepath.Join(dir, "a", "b", "new.jsonl")}
-	for _, p := range ok {
-		if err := CheckOutputPath(p); err != nil {
-			t.Errorf("CheckOutputPath(%s) = %v", p, err)
-		}
-	}
-	bad := map[string]string{
-		"":                            "empty path",
-		filepath.Join(file, "x"):      file + " is not a directory (in the path of " + filepath.Join(file, "x") + ")",
-		filepath.Join(file, "y", "z"): file + " is not a directory (in the path of " + filepath.Join(file, "y", "z") + ")",
-		dir:                           dir + " exists and is not a regular file",
-	}
-	for p, want := range bad {
-		if err := CheckOutputPath(p); err == nil || err.Error() != want {
-			t.Errorf("CheckOutputPath(%q) = %v, want %q", p, err, want)
-		}
-	}
-	for _, p := range []string{filepath.Join(dir, "new.jsonl"), filepath.Join(dir, "a")} {
-		if _, err := os.Stat(p); !os.IsNotExist(err) {
-			t.Fatalf("CheckOutputPath created %s: %v", p, err)
-		}
 	}
 }
 

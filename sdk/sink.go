@@ -81,8 +81,10 @@ type Sink interface {
 	Open(ctx context.Context, env SinkEnv) error
 	// Consume writes one batch. A nil return means the batch is handled: in after_consuming
 	// mode the runtime then stores the batch's last offset. An error makes the runtime retry
-	// the same batch with backoff and then apply the connector's on_failure policy. ctx is
-	// cancelled when the runtime stops the sink hard.
+	// the same batch with backoff and then apply the connector's on_failure policy; the
+	// error can steer that: [Permanent] (no retry), [BackOff] (wait this long, uncounted),
+	// [ErrNotConnected] (reconnect, uncounted; see [Reconnector]), [RejectedMessages]
+	// (written except these). ctx is cancelled when the runtime stops the sink hard.
 	Consume(ctx context.Context, topic TopicMetadata, meta MessagesMetadata, msgs []ConsumedMessage) error
 	// Close flushes and releases the sink. It may still call the Committer. ctx bounds the
 	// time Close may take.

@@ -127,7 +127,7 @@ func checkSink(reg *sdk.Registry, s *config.Sink) error {
 // checkPluginConfig validates a built-in connector's plugin_config against its spec, as its
 // Open would; every problem is named with the connector's file.
 func checkPluginConfig(spec sdk.ConfigSpec, c *config.Common) error {
-	errs := spec.Validate(c.PluginConfig)
+	errs := append(spec.Validate(c.PluginConfig), config.CheckOutputPaths(spec, c.PluginConfig)...)
 	if len(errs) == 0 {
 		return nil
 	}

@@ -109,3 +109,21 @@ func allowedBelow(rule, dep string) bool {
 func within(rel, prefix string) bool {
 	return rel == prefix || strings.HasPrefix(rel, prefix+"/")
 }
+
+// TestSDKDoesNoIO: the sdk is types and contracts; the standard packages that reach the
+// file system, the network or the OS are not among its direct imports (checks on disk live
+// in connect/config).
+func TestSDKDoesNoIO(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{join .Imports \"\\n\"}}", module+"/sdk").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	banned := []string{"os", "os/exec", "net", "net/http", "syscall", "io/fs", "path/filepath", "golang.org/x/sys/unix"}
+	for _, imp := range strings.Fields(string(out)) {
+		for _, b := range banned {
+			if imp == b {
+				t.Errorf("sdk imports %s: the sdk must do no I/O", imp)
+			}
+		}
+	}
+}
