@@ -258,7 +258,7 @@ func (c *Client) dialLogin(ctx context.Context, addr string) (*conn, error) {
 	return cn, nil
 }
 
-// login registers cn with a new client id (§2.2) on the calling goroutine.
+// login registers cn with a new client id on the calling goroutine.
 func (c *Client) login(ctx context.Context, cn *conn) error {
 	var id [16]byte
 	for {

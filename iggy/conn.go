@@ -3,7 +3,7 @@ package iggy
 // One connection, two owners. A conn is a logged-in TCP (or TLS) connection served by
 // a writer goroutine (run) and a reader goroutine (readLoop). The writer takes one call
 // at a time from an unbuffered channel, marks it pending, writes its frame and waits
-// for the reader to deliver the reply: the protocol is lock-step (§1.8). A queued
+// for the reader to deliver the reply: the protocol is lock-step. A queued
 // caller never has bytes on the wire, so it can give up without harm. The reader also
 // notices a connection the server closed, or an Eviction it pushed, while idle, so the
 // next request goes to a new connection instead of failing.
@@ -320,7 +320,7 @@ func (c *conn) discard(cl *call, h wire.RequestHeader) {
 }
 
 // mismatch reports a reply that does not echo the request number and operation of
-// the request it answers (§1.5, §1.8): the stream is desynchronised. The operation may
+// the request it answers: the stream is desynchronised. The operation may
 // also be the request's committed form (CreateTopic answered as
 // CreateTopicWithAssignments: wire.Operation.AnsweredBy), which a real server sends.
 func mismatch(r wire.ReplyHeader, h wire.RequestHeader) error {

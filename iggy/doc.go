@@ -9,8 +9,8 @@
 //     use: plain requests are spread over a small pool of connections (WithPoolSize),
 //     each Consumer has its own, so polls and commits of different consumers never
 //     wait for each other.
-//   - One request in flight per connection (lock-step, §1.8 of the protocol
-//     reference); the reply must echo the request number and the operation — or the
+//   - One request in flight per connection (lock-step: the server answers one request
+//     at a time, in order); the reply must echo the request number and the operation — or the
 //     internal form a real server commits it as (CreateTopic → 64, CreatePartitions →
 //     65, DeleteSegments → 68: wire.Operation.AnsweredBy) — or the connection is dropped.
 //     Each connection has one writer and one reader goroutine; a failure kills the

@@ -142,7 +142,7 @@ func TestConsumerGroupJoinLeave(t *testing.T) {
 	}
 	sa, _ = a.SyncConsumerGroup(ctx, sID, tID, gid)
 	sb, _ := b.SyncConsumerGroup(ctx, sID, tID, gid)
-	// Cooperative join (§6.6): A keeps [0,1], B gets [3,2].
+	// Cooperative join: A keeps [0,1], B gets [3,2].
 	if !slices.Equal(sa.Partitions, []uint32{0, 1}) || !slices.Equal(sb.Partitions, []uint32{3, 2}) {
 		t.Fatalf("after join: a %v b %v", sa.Partitions, sb.Partitions)
 	}

@@ -225,7 +225,7 @@ func (c *conn) eviction(h wire.RequestHeader, reason wire.EvictionReason) []byte
 	return wire.AppendEvictionHeader(nil, eh)
 }
 
-// nonReplicated dispatches operation 2 by the command code at offset 196 (§1.4).
+// nonReplicated dispatches operation 2 by the command code at offset 196.
 func (c *conn) nonReplicated(h wire.RequestHeader, body []byte) []byte {
 	code := h.Code
 	switch code {
@@ -296,7 +296,7 @@ func (c *conn) partitionOp(sess *session, h wire.RequestHeader, body []byte) []b
 	return wire.AppendStatusReply(nil, h, wire.ErrInvalidCommand.Code)
 }
 
-// metadata handles ops 128–149 through the session's reply cache (§2.3).
+// metadata handles ops 128–149 through the session's reply cache.
 func (c *conn) metadata(sess *session, h wire.RequestHeader, body []byte) []byte {
 	if cached, ok := sess.cached(h.Request); ok {
 		return cached

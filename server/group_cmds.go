@@ -7,7 +7,7 @@ import (
 	"github.com/ferryio/ferry/server/store"
 )
 
-// Consumer-group commands (§4.7).
+// Consumer-group commands.
 
 func (s *Server) groupDetails(t store.Topic, g store.Group) wire.GroupDetails {
 	members := s.groups.members(groupKey{t.StreamID, t.ID, g.ID})
@@ -114,7 +114,7 @@ func (s *Server) getGroups(h wire.RequestHeader, body []byte) []byte {
 }
 
 // syncGroup answers the caller's assignment; the member is the request header's client
-// id (§4.7). Any failure is an empty body ("not a member").
+// id. Any failure is an empty body ("not a member").
 func (s *Server) syncGroup(h wire.RequestHeader, body []byte) []byte {
 	req, err := wire.DecodeSyncConsumerGroupRequest(body)
 	if err != nil {

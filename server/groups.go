@@ -9,7 +9,7 @@ import (
 	"github.com/ferryio/ferry/server/store"
 )
 
-// Consumer-group membership and assignment (§6.6), kept in memory: definitions and
+// Consumer-group membership and assignment, kept in memory: definitions and
 // offsets live in the store, memberships end with the server (as upstream).
 
 type groupKey struct{ stream, topic, group uint32 }

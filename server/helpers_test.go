@@ -81,7 +81,8 @@ func (c *tclient) loginRaw(body []byte) (wire.LoginReply, error) {
 	return lr, err
 }
 
-// header builds the header for code with the §2.3 numbering rules.
+// header builds the header for code: request numbers count up from 1 per session, the
+// login being 0.
 func (c *tclient) header(code wire.Code) wire.RequestHeader {
 	h := wire.RequestHeader{Client: c.client, Session: c.session, Operation: code.Operation(), Request: c.counter}
 	if h.Operation == wire.OpNonReplicated {

@@ -7,7 +7,7 @@ import (
 	"github.com/ferryio/ferry/server/store"
 )
 
-// SendMessages (§5.3) and PollMessages (§5.4, §6.3–§6.5).
+// SendMessages and PollMessages.
 
 func (s *Server) send(h wire.RequestHeader, body []byte) []byte {
 	req, err := wire.DecodeSendMessagesRequest(body)
@@ -73,7 +73,7 @@ func emptyPoll(h wire.RequestHeader, partition uint32, current uint64) []byte {
 	return wire.AppendOKReply(nil, h, wire.PollReply{PartitionID: partition, CurrentOffset: current}.Append(nil))
 }
 
-// consumerID maps a Consumer to the id its offsets are stored under (§6.4): kind 1
+// consumerID maps a Consumer to the id its offsets are stored under: kind 1
 // numeric id as is, string id XXH32(name); kind 2 resolves the group.
 func consumerID(c wire.Consumer) uint32 {
 	if c.ID.Kind == wire.IDNumeric {

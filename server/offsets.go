@@ -5,7 +5,7 @@ import (
 	"github.com/ferryio/ferry/server/store"
 )
 
-// Consumer offsets (§4.6).
+// Consumer offsets.
 
 // offsetTarget resolves the partition and consumer of an offset request. forWrite
 // applies the Store/Delete rules: the partition must be given and, for a group, owned

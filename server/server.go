@@ -505,8 +505,8 @@ func (s *Server) connList() []*conn {
 	return out
 }
 
-// maintenanceLoop evicts stale consumer-group members (§2.5) and completes pending
-// partition revocations whose timeout passed (§6.6).
+// maintenanceLoop evicts stale consumer-group members and completes pending
+// partition revocations whose timeout passed.
 func (s *Server) maintenanceLoop() {
 	tick := min(s.cfg.HeartbeatInterval, s.cfg.RebalancingTimeout) / 5
 	tick = max(tick, 5*time.Millisecond)

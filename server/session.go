@@ -9,7 +9,7 @@ import (
 	"github.com/ferryio/ferry/server/store"
 )
 
-// replyCacheSize is how many metadata replies a session keeps for replays (§2.3).
+// replyCacheSize is how many metadata replies a session keeps for replays.
 const replyCacheSize = 5
 
 // session is one login: a client id bound to a connection and a user.
@@ -55,7 +55,7 @@ func (s *session) remember(request uint64, frame []byte) {
 	s.next = (s.next + 1) % replyCacheSize
 }
 
-// login implements login-register (§2.2).
+// login implements login-register.
 func (c *conn) login(h wire.RequestHeader, body []byte) []byte {
 	la, err := wire.DecodeLogin(body)
 	if err != nil {
@@ -136,7 +136,7 @@ func (c *conn) login(h wire.RequestHeader, body []byte) []byte {
 // userActive is the store's status byte of an active user.
 const userActive = 1
 
-// logout ends the bound session (§2.6); without one it just succeeds.
+// logout ends the bound session; without one it just succeeds.
 func (c *conn) logout(h wire.RequestHeader) []byte {
 	c.smu.Lock()
 	sess := c.sess
@@ -156,7 +156,7 @@ func (s *Server) endSession(sess *session) {
 	s.groups.removeClient(sess.client)
 }
 
-// evictStale ends sess (if still bound) and pushes Eviction 13 (§2.5). The socket stays
+// evictStale ends sess (if still bound) and pushes Eviction 13. The socket stays
 // open, as upstream; the client must reconnect.
 func (c *conn) evictStale(sess *session) {
 	c.smu.Lock()

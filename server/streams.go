@@ -5,7 +5,7 @@ import (
 	"github.com/ferryio/ferry/server/store"
 )
 
-// Streams (§4.2). Metadata ops run under Server.meta.
+// Streams. Metadata ops run under Server.meta.
 
 func (s *Server) streamResponse(st store.Stream) (wire.StreamResponse, error) {
 	topics, err := s.st.Topics(st.ID)

@@ -11,7 +11,7 @@ import (
 	"github.com/ferryio/ferry/server/store"
 )
 
-// System commands (§4.1) and personal access tokens (§4.8).
+// System commands and personal access tokens.
 
 func (c *conn) getMe(h wire.RequestHeader, sess *session) []byte {
 	return wire.AppendOKReply(nil, h, wire.ClientDetails{

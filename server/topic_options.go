@@ -11,7 +11,7 @@ import (
 	"github.com/ferryio/ferry/iggy/wire"
 )
 
-// Topic option rules (§4.3).
+// Topic option rules.
 const (
 	defaultSegmentSize   = 1 << 30
 	minSegmentSize       = 1 << 20

@@ -7,7 +7,7 @@ import (
 	"github.com/ferryio/ferry/server/store"
 )
 
-// Topics (§4.3) and partitions (§4.4).
+// Topics and partitions.
 
 func (s *Server) topicHeader(t store.Topic) (wire.TopicHeader, error) {
 	tot, err := s.st.TopicTotals(t.StreamID, t.ID)

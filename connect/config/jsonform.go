@@ -7,7 +7,7 @@ import (
 )
 
 // SinkConfigJSON is a sink config in the JSON form of the HTTP API: the keys of Iggy's
-// SinkConfig (with offset_commit, from upstream PR #3954) followed by Ferry's keys, which
+// SinkConfig (with offset_commit, which upstream added later) followed by Ferry's keys, which
 // upstream clients ignore. Build it with [SinkJSON]; [LocalProvider.CreateSink] accepts it as
 // a request body. The API adds "active" by embedding it.
 //

@@ -1,6 +1,6 @@
 package wire
 
-// Message batches (§5). One layout everywhere (send body, storage, poll reply): a 256-byte
+// Message batches. One layout everywhere (send body, storage, poll reply): a 256-byte
 // batch header, then frames; a frame is a 48-byte frame header, the payload, then the user
 // headers block. Checksums are XXH3-64: a frame's over its bytes [8, end), the batch's over
 // header bytes 0..40 and 48..52 followed by every frame's 8 checksum bytes.
@@ -46,7 +46,7 @@ const (
 	fhReserved  = 40
 )
 
-// BatchHeader is the 256-byte header of a batch (§5.1); bytes 52..256 are reserved zero.
+// BatchHeader is the 256-byte header of a batch; bytes 52..256 are reserved zero.
 type BatchHeader struct {
 	PartitionID     uint64 // stamped by the server; producer sends 0
 	BaseOffset      uint64 // stamped by the server: offset of the first frame
@@ -96,7 +96,7 @@ func getBatchHeader(b []byte) BatchHeader {
 	}
 }
 
-// FrameHeader is the 48-byte header of one message frame (§5.2); bytes 40..48 are
+// FrameHeader is the 48-byte header of one message frame; bytes 40..48 are
 // reserved zero.
 type FrameHeader struct {
 	Checksum       uint64 // XXH3-64 over frame bytes [8, end)

@@ -21,7 +21,7 @@
 // # Layout
 //
 //   - frame.go: the 256-byte headers (Request, Reply, Eviction), frame size checks and
-//     request header validation; reply.go: the client's reply algorithm (§1.8) in one
+//     request header validation; reply.go: the client's reply algorithm in one
 //     call and the server's reply builders.
 //   - requests.go: the Request interface and DecodeRequest (code → decoder).
 //   - ops.go: operations, command codes, which codes are replicated, the result section.

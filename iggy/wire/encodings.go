@@ -14,7 +14,7 @@ const (
 	IDString  IDKind = 2
 )
 
-// Identifier names a stream, topic, consumer group, consumer or user (§3.2):
+// Identifier names a stream, topic, consumer group, consumer or user:
 // [kind u8][len u8][value]. Numeric ids are the server-assigned 0-based ids; string ids
 // match names exactly.
 type Identifier struct {
@@ -73,7 +73,7 @@ const (
 	ConsumerGroup  ConsumerKind = 2 // a consumer group
 )
 
-// Consumer is [kind u8][Identifier] (§3.3).
+// Consumer is [kind u8][Identifier].
 type Consumer struct {
 	Kind ConsumerKind
 	ID   Identifier
@@ -93,7 +93,7 @@ func (r *Reader) Consumer() Consumer {
 	return Consumer{Kind: k, ID: r.Identifier()}
 }
 
-// OptionalPartition is the fixed 5-byte [flag u8][partition_id u32] (§3.4).
+// OptionalPartition is the fixed 5-byte [flag u8][partition_id u32].
 type OptionalPartition struct {
 	Set bool
 	ID  uint32
@@ -122,7 +122,7 @@ func (r *Reader) OptionalPartition() OptionalPartition {
 // PartitioningKind is the kind byte of a Partitioning.
 type PartitioningKind uint8
 
-// Partitioning kinds (§3.5).
+// Partitioning kinds.
 const (
 	PartitioningBalanced    PartitioningKind = 1
 	PartitioningPartitionID PartitioningKind = 2
@@ -184,7 +184,7 @@ func (r *Reader) Partitioning() Partitioning {
 // PollingKind is the kind byte of a PollingStrategy.
 type PollingKind uint8
 
-// Polling strategy kinds (§3.6).
+// Polling strategy kinds.
 const (
 	PollingOffset    PollingKind = 1
 	PollingTimestamp PollingKind = 2
@@ -228,7 +228,7 @@ func (r *Reader) PollingStrategy() PollingStrategy {
 	return PollingStrategy{Kind: k, Value: v}
 }
 
-// AckLevel is the acknowledgement byte of Store/DeleteConsumerOffset (§3.7).
+// AckLevel is the acknowledgement byte of Store/DeleteConsumerOffset.
 type AckLevel uint8
 
 // Ack levels. A single node treats them alike.

@@ -211,7 +211,7 @@ var (
 	// ErrUnexpectedCommand: a header is valid but not of the kind being decoded (e.g. a
 	// Reply where a Request was expected).
 	ErrUnexpectedCommand error = &codecError{"wire: unexpected header command", ErrMalformed}
-	// ErrInvalidRequestHeader: a request header breaks a rule of §1.3. Upstream drops such
+	// ErrInvalidRequestHeader: a request header breaks a rule of ValidateRequestHeader. Upstream drops such
 	// a request silently (no reply, connection kept).
 	ErrInvalidRequestHeader error = &codecError{"wire: invalid request header", ErrMalformed}
 )

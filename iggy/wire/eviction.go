@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// EvictionReason is the reason byte (offset 255) of an Eviction header (§1.6).
+// EvictionReason is the reason byte (offset 255) of an Eviction header.
 type EvictionReason uint8
 
 // Eviction reasons.
@@ -35,7 +35,7 @@ var evictionNames = [...]string{
 	"UserInactive", "SessionError", "StaleClient", "IncompatibleProtocol", "MalformedLogin",
 }
 
-// evictionCodes maps each reason to the error a client reports (§1.6 table).
+// evictionCodes maps each reason to the error a client reports.
 var evictionCodes = [...]*ServerError{
 	ErrUnauthenticated, ErrUnauthenticated, ErrInvalidCommand, ErrInvalidCommand,
 	ErrInvalidCommand, ErrInvalidCommand, ErrInvalidCommand, ErrUnauthenticated,
@@ -54,7 +54,7 @@ func (r EvictionReason) String() string {
 	return "EvictionReason(" + strconv.Itoa(int(r)) + ")"
 }
 
-// Error returns the error a client maps r to (§1.6): 1/7/8/11/12 → 40, 2–6 → 3,
+// Error returns the error a client maps r to: 1/7/8/11/12 → 40, 2–6 → 3,
 // 9 → 42, 10 → 53, 13 → 30, 14 → 14003, 15 → 4; 0 and values > 15 → 40.
 func (r EvictionReason) Error() *ServerError {
 	if int(r) < len(evictionCodes) {
@@ -65,7 +65,7 @@ func (r EvictionReason) Error() *ServerError {
 
 // EvictionError is what a client returns when it receives an Eviction. It unwraps to the
 // mapped *ServerError, so errors.Is(err, ErrStaleClient) works. Every Eviction is
-// connection-terminal for the client (§1.6).
+// connection-terminal for the client.
 type EvictionError struct {
 	Reason EvictionReason
 	// ServerMax and ServerMin are the accepted protocol window (reason 14 only).

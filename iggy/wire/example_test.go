@@ -8,7 +8,7 @@ import (
 )
 
 // A client frames a request, and a server answers it; the client decodes the answer
-// with the §1.8 algorithm.
+// with the reply-decoding algorithm (DecodeReplyFrame).
 func Example_requestReply() {
 	// Client: CreateStream is a replicated op (128) with session and request > 0.
 	h := wire.RequestHeader{Client: wire.Uint128{Lo: 42}, Session: 7, Request: 1}

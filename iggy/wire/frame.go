@@ -7,7 +7,7 @@ import (
 	"github.com/zeebo/xxh3"
 )
 
-// Frame sizes (§1.1). Every frame is a 256-byte header followed by size-256 body bytes.
+// Frame sizes. Every frame is a 256-byte header followed by size-256 body bytes.
 const (
 	HeaderSize   = 256
 	MaxFrameSize = 64 << 20 // 64 MiB, header included
@@ -114,7 +114,7 @@ func appendHeader(dst []byte, cmd Command, bodyLen int) ([]byte, []byte) {
 	return dst, h
 }
 
-// RequestHeader is the client → server header (§1.3). Fields not listed are zero on the
+// RequestHeader is the client → server header. Fields not listed are zero on the
 // wire (checksums, cluster, view, release, replica, user_id, reserved).
 type RequestHeader struct {
 	Client ClientID
@@ -122,7 +122,7 @@ type RequestHeader struct {
 	// [StampRequestChecksum] and [VerifyRequestChecksum].
 	RequestChecksum Uint128
 	Timestamp       uint64 // informational; SDKs send 0
-	Request         uint64 // request number (§2.3)
+	Request         uint64 // request number
 	Operation       Operation
 	Session         uint64
 	// Code is the command code; written (and read) only when Operation is OpNonReplicated.
@@ -180,7 +180,7 @@ func DecodeRequestHeader(hdr []byte) (RequestHeader, error) {
 	return h, nil
 }
 
-// ValidateRequestHeader applies the header rules of §1.3: client ≠ 0; a known operation;
+// ValidateRequestHeader applies the request header rules: client ≠ 0; a known operation;
 // Register needs session = 0 and request = 0; any operation other than Register and
 // NonReplicated needs session > 0 and request > 0. A failure wraps ErrInvalidRequestHeader:
 // upstream drops such a request with no reply (our server may do the same or answer).
@@ -215,7 +215,7 @@ func VerifyRequestChecksum(h RequestHeader, body []byte) error {
 	return fmt.Errorf("wire: request checksum mismatch: %w", ErrInvalidFormat)
 }
 
-// ReplyHeader is the server → client header (§1.5). Only Request, Operation and Status
+// ReplyHeader is the server → client header. Only Request, Operation and Status
 // matter to a client; a server must echo Request and Operation exactly.
 type ReplyHeader struct {
 	RequestChecksum Uint128 // echo
@@ -270,7 +270,7 @@ func DecodeReplyHeader(hdr []byte) (ReplyHeader, error) {
 	}, nil
 }
 
-// EvictionHeader is the session-terminal server → client header (§1.6); it has no body.
+// EvictionHeader is the session-terminal server → client header; it has no body.
 type EvictionHeader struct {
 	Client ClientID // must be non-zero when sent
 	// ServerMax and ServerMin are the packed accepted protocol versions, reason 14 only.

@@ -20,7 +20,8 @@ func unhex(t testing.TB, s string) []byte {
 	return b
 }
 
-// TestHashVectors checks XXH3 (zeebo/xxh3) and our XXH32 against §1.10.
+// TestHashVectors checks XXH3 (zeebo/xxh3) and our XXH32 against the published test
+// vectors of both hashes.
 func TestHashVectors(t *testing.T) {
 	if got := xxh3.Hash(nil); got != 0x2d06800538d394c2 {
 		t.Errorf("XXH3(\"\") = %#x", got)
@@ -75,7 +76,7 @@ func TestProtocolVersion(t *testing.T) {
 	}
 }
 
-// TestLoginGolden is the 31-byte password login body of §2.2.
+// TestLoginGolden is a 31-byte password login body captured from a real client.
 func TestLoginGolden(t *testing.T) {
 	want := unhex(t, "00 2c 00 00 06 67 6f 2d 73 64 6b 05 30 2e 31 2e 30 04 69 67 67 79 04 69 67 67 79 00 00 00 00")
 	req := LoginPasswordRequest{
@@ -98,7 +99,7 @@ func TestLoginGolden(t *testing.T) {
 	if a.HasToken {
 		t.Fatalf("PAT shape decoded: %+v", a.Token)
 	}
-	// An empty password decodes as both shapes (§2.2 step 3).
+	// An empty password decodes as both shapes: the server tries the password shape first.
 	empty := LoginPasswordRequest{Client: req.Client, PasswordCredentials: PasswordCredentials{Username: "iggy"}}.Append(nil)
 	a, err = DecodeLogin(empty)
 	if err != nil || !a.HasPassword || !a.HasToken || a.Token.Token != "iggy" {
@@ -118,7 +119,7 @@ func TestLoginGolden(t *testing.T) {
 	}
 }
 
-// TestSendGolden is the worked example of §5.3.
+// TestSendGolden is a SendMessages body worked out byte by byte.
 func TestSendGolden(t *testing.T) {
 	wantFrame := unhex(t, `8e5ca59edbbdbfb9 01000000000000000000000000000000 00000000 00000000 00000000 05000000
 		0000000000000000 68656c6c6f`)
@@ -170,7 +171,7 @@ func TestSendGolden(t *testing.T) {
 	}
 }
 
-// TestResultSectionGolden is the duplicate-stream example of §1.7.
+// TestResultSectionGolden is the reply to creating a stream that already exists.
 func TestResultSectionGolden(t *testing.T) {
 	want := unhex(t, "01 00 00 00 | 00 00 00 00 | F4 03 00 00")
 	if got := AppendResultError(nil, 1012); !bytes.Equal(got, want) {

@@ -1,6 +1,6 @@
 package wire
 
-// Consumer groups (§4.7). Every body is [stream Id][topic Id] plus:
+// Consumer groups. Every body is [stream Id][topic Id] plus:
 //   - GetConsumerGroup (600, op 2): [group Id] → GroupDetails; empty = not found.
 //   - GetConsumerGroups (601, op 2): nothing → GroupHeader repeated to the end.
 //   - CreateConsumerGroup (602, op 139): [name Name] → GroupDetails (no members).

@@ -1,6 +1,6 @@
 package wire
 
-// Login and logout (§2.2, §2.6).
+// Login and logout.
 //   - Login sends operation Register (1) with session 0 and request 0; codes 40 (password)
 //     and 45 (PAT) never appear on the wire and the body shape is not tagged: a server
 //     decodes the ClientVersionInfo prefix, then tries the password shape, then the PAT
@@ -67,7 +67,7 @@ func DecodeTokenShape(rest []byte) (TokenCredentials, error) {
 	return c, finishLenient(&r, "login token shape")
 }
 
-// LoginAttempt is a login body decoded the way the server must (§2.2): the prefix, then
+// LoginAttempt is a login body decoded the way the server must: the prefix, then
 // each shape that decodes. Both shapes may decode (e.g. an empty password); the server
 // then verifies the password first and, if that fails, lets the PAT verdict win.
 type LoginAttempt struct {

@@ -1,6 +1,6 @@
 package wire
 
-// Consumer offsets (§4.6).
+// Consumer offsets.
 //   - GetConsumerOffset (120, op 2): [Consumer][stream Id][topic Id][opt partition] →
 //     ConsumerOffsetInfo (20 B); an empty payload means "no stored offset" (also for an
 //     unknown stream/topic/group or an undecodable body). An absent partition means 0.

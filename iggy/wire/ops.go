@@ -11,7 +11,7 @@ import (
 // OpNonReplicated plus a command code at offset 196.
 type Operation uint8
 
-// Operation values (§1.4).
+// Operation values.
 const (
 	OpReserved      Operation = 0
 	OpRegister      Operation = 1 // login, codes 40 and 45
@@ -69,7 +69,7 @@ func (o Operation) IsMetadata() bool { return o >= 128 && o <= 149 }
 // IsPartition reports whether o is a partition-plane operation (160–162).
 func (o Operation) IsPartition() bool { return o >= 160 && o <= 162 }
 
-// IsResultFramed reports whether a reply echoing op starts with a result section (§1.7):
+// IsResultFramed reports whether a reply echoing op starts with a result section:
 // metadata ops 128–149 except 138, the internal ops 64–68 (upstream counts them as
 // metadata: a committed CreateTopicWithAssignments reply is framed like CreateTopic's),
 // Store/DeleteConsumerOffset (161, 162) and Register. For Register the section is
@@ -146,7 +146,7 @@ func (o Operation) String() string {
 	return "Operation(" + strconv.Itoa(int(o)) + ")"
 }
 
-// Code is a u32 command code (§1.4 registry).
+// Code is a u32 command code; the constants below are the registry of every code.
 type Code uint32
 
 // Command codes.
@@ -307,7 +307,7 @@ func DecodeResultSection(body []byte) (code uint32, payload []byte, err error) {
 	return code, body[r.Offset():], nil
 }
 
-// ReplyPayload applies steps 3–5 of the client's reply-decoding algorithm (§1.8) to a
+// ReplyPayload applies steps 3–5 of the client's reply-decoding algorithm to a
 // Reply: a non-zero status becomes its [CodeError]; for a result-framed operation (or a
 // Register with a non-empty body) a non-zero first result becomes its CodeError; otherwise
 // it returns the command payload (a sub-slice of body).

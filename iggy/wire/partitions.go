@@ -1,6 +1,6 @@
 package wire
 
-// Partitions (§4.4).
+// Partitions.
 //   - CreatePartitions (402, op 136): [stream Id][topic Id][partitions_count u32] → ∅.
 //     New ids continue from max+1. S:2015 if the count is 0 or > 1000.
 //   - DeletePartitions (403, op 137): same body → ∅; removes the highest ids.

@@ -1,6 +1,6 @@
 package wire
 
-// Personal access tokens (§4.8).
+// Personal access tokens.
 //   - CreatePersonalAccessToken (42, op 146): [name Name][expiry u64] (a duration in µs
 //     from creation; 0 and u64::MAX = never) → RawToken ([token Name]), shown once.
 //   - DeletePersonalAccessToken (43, op 147): [name Name] → ∅ (R:20 not found).

@@ -1,6 +1,6 @@
 package wire
 
-// PollMessages (code 100, operation 2; §5.4).
+// PollMessages (code 100, operation 2).
 // Request: [Consumer][stream Id][topic Id][opt partition][strategy kind u8 + value u64]
 // [count u32][auto_commit u8]; trailing bytes are ignored; auto_commit is any non-zero.
 // Reply (not result-framed, ≥ 16 bytes when status is 0): [partition_id u32]

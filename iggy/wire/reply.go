@@ -1,6 +1,6 @@
 package wire
 
-// Whole-reply helpers: the client's decoding algorithm of §1.8 in one call, and the
+// Whole-reply helpers: the client's reply-decoding algorithm in one call, and the
 // server's three reply shapes (success, status denial, committed rejection).
 
 import "fmt"
@@ -15,7 +15,7 @@ func (h RequestHeader) CommandCode() Code {
 	return h.Operation.Code()
 }
 
-// DecodeReplyFrame applies the client's reply algorithm (§1.8) to one frame given as its
+// DecodeReplyFrame applies the client's reply algorithm to one frame given as its
 // 256-byte header and its body: an Eviction becomes an *EvictionError; a command other
 // than Reply is ErrUnexpectedCommand; a non-zero status or a rejecting result section
 // becomes the code's error ([CodeError]); otherwise it returns the header and the command

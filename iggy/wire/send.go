@@ -1,6 +1,6 @@
 package wire
 
-// SendMessages (code 101, operation 160, not result-framed; §5.3).
+// SendMessages (code 101, operation 160, not result-framed).
 // Body: [metadata_length u32][stream Id][topic Id][Partitioning][messages_count u32]
 // [batch] where metadata_length covers the four fields after it and the batch runs to the
 // end of the body. The server decodes the metadata (undecodable ⇒ S:20 upstream), then

@@ -1,6 +1,6 @@
 package wire
 
-// Streams (§4.2).
+// Streams.
 //   - GetStream (200, op 2): [stream Id] → StreamDetails; an empty payload means not found.
 //   - GetStreams (201, op 2): ∅ → StreamResponse repeated to the end (empty = none).
 //   - CreateStream (202, op 128): [name Name][options TLV to end] → StreamResponse.

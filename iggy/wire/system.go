@@ -1,6 +1,6 @@
 package wire
 
-// System commands (§4.1), all sent with OpNonReplicated:
+// System commands, all sent with OpNonReplicated:
 //   - Ping (1): empty body, empty reply; the only command allowed before login.
 //   - GetMe (20): empty body, reply ClientDetails.
 //   - GetStats (10): empty body, reply Stats (108 fixed bytes, then variable).
@@ -150,7 +150,7 @@ func DecodeClientDetails(p []byte) (ClientDetails, error) {
 	return c, finish(&r, "ClientDetails")
 }
 
-// Stats is the GetStats reply (§4.1). CPU values are percentages, memory and disk values
+// Stats is the GetStats reply. CPU values are percentages, memory and disk values
 // bytes, RunTime and StartTime µs, ServerSemver major·1e6+minor·1e3+patch (0 = absent).
 type Stats struct {
 	ProcessID           uint32

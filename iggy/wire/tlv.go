@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// HeaderKind is the kind byte of one TLV (§3.8): the type of a user-header key or value,
+// HeaderKind is the kind byte of one TLV: the type of a user-header key or value,
 // or of an option.
 type HeaderKind uint8
 
@@ -243,7 +243,7 @@ func DecodeKVs(block []byte, dst []KV) ([]KV, error) {
 	return dst, nil
 }
 
-// Limits of an options block (§3.8).
+// Limits of an options block.
 const (
 	MaxOptionPairs = 1024
 	MaxOptionBytes = 100_000

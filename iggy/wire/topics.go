@@ -1,6 +1,6 @@
 package wire
 
-// Topics (§4.3).
+// Topics.
 //   - GetTopic (300, op 2): [stream Id][topic Id] → TopicDetails; empty = not found.
 //   - GetTopics (301, op 2): [stream Id] → [count u32] + TopicHeader × count.
 //   - CreateTopic (302, op 132): [stream Id][partitions_count u32][name Name][options TLV

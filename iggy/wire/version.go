@@ -2,7 +2,7 @@ package wire
 
 import "fmt"
 
-// Protocol versions, packed as major<<20 | minor<<10 | patch (§2.1).
+// Protocol versions, packed as major<<20 | minor<<10 | patch.
 const (
 	// ProtocolVersion is the version this codec speaks: 0.11.0 = 11264 (0x2C00).
 	ProtocolVersion uint32 = 11 << 10 // major 0, minor 11, patch 0
@@ -30,7 +30,7 @@ func FormatVersion(v uint32) string {
 // serverMax with the patch zeroed.
 func MinAcceptedVersion(serverMax uint32) uint32 { return serverMax &^ 0x3FF }
 
-// VersionAccepted is the server's gate (§2.1): a client version is accepted iff it is at
+// VersionAccepted is the server's gate: a client version is accepted iff it is at
 // least MinAcceptedVersion(serverMax) and has the same major.minor (any patch).
 func VersionAccepted(client, serverMax uint32) bool {
 	return client >= MinAcceptedVersion(serverMax) && client>>10 <= serverMax>>10
