@@ -16,8 +16,9 @@ import (
 )
 
 // SinkPluginLoader opens the native sink plugin library at path (already resolved with
-// config.ResolvePluginPath) and returns a factory of sink instances over it. cmd/ferry
-// wires it to connect/plugin, so this package needs no cgo. A plugin instance opened with a
+// config.ResolvePluginPath) and returns a factory of sink instances over it. The runtime
+// only sees this function type; native.go (the one file of this package that imports the
+// cgo package connect/plugin) provides NativeSinkLoader. A plugin instance opened with a
 // Committer (sink_controlled) must refuse to open when the library lacks
 // iggy_sink_set_commit_callback.
 type SinkPluginLoader func(path string) (sdk.SinkFactory, error)

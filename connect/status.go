@@ -193,28 +193,6 @@ type Histogram struct {
 	Sum    time.Duration
 }
 
-// Quantile returns the upper bound of the bucket holding quantile q (0 < q ≤ 1), or -1
-// with no observations; an observation above the highest bound reports that bound's
-// double.
-func (h Histogram) Quantile(q float64) time.Duration {
-	if h.Count == 0 {
-		return -1
-	}
-	rank := uint64(q*float64(h.Count) + 0.5)
-	rank = max(rank, 1)
-	var seen uint64
-	for i, c := range h.Counts {
-		seen += c
-		if seen >= rank {
-			if i < len(h.Bounds) {
-				return h.Bounds[i]
-			}
-			break
-		}
-	}
-	return 2 * h.Bounds[len(h.Bounds)-1]
-}
-
 func (c *Counters) reject(err error) {
 	switch {
 	case errors.Is(err, sdk.ErrCommitUnknownPartition):

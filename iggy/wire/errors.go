@@ -145,12 +145,6 @@ var errorsByCode = func() map[uint32]*ServerError {
 	return m
 }()
 
-// LookupError returns the known error value for code.
-func LookupError(code uint32) (*ServerError, bool) {
-	e, ok := errorsByCode[code]
-	return e, ok
-}
-
 // CodeError returns the error for a non-zero status or result code: the package's value
 // for a known code, otherwise a new *ServerError named "Unknown". It returns nil for 0.
 func CodeError(code uint32) error {

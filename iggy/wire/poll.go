@@ -79,10 +79,6 @@ type Message struct {
 // entries alias the poll reply body.
 func (m Message) Headers(dst []KV) ([]KV, error) { return DecodeKVs(m.RawHeaders, dst) }
 
-// HeaderReader returns a lazy reader over m.RawHeaders with the typed rules; it
-// allocates nothing.
-func (m Message) HeaderReader() KVReader { return NewKVReader(m.RawHeaders, true) }
-
 // DecodePollReply decodes a poll reply body, appending its messages to msgs[:0] and
 // returning the grown slice; it allocates nothing when msgs has capacity for them. It
 // checks the layout the SDKs check (batch_length ≥ 256 and within the body, zero reserved

@@ -34,15 +34,6 @@ func SchemaFromIndex(i uint32) (sdk.Schema, error) {
 	return schemas[i], nil
 }
 
-// AppendSchema appends the variant index of s.
-func AppendSchema(dst []byte, s sdk.Schema) ([]byte, error) {
-	i, err := SchemaIndex(s)
-	if err != nil {
-		return dst, err
-	}
-	return AppendUvarint(dst, uint64(i)), nil
-}
-
 // Schema reads a Schema variant.
 func (r *Reader) Schema() sdk.Schema {
 	i := r.U32()
