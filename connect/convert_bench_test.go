@@ -21,7 +21,7 @@ func benchWireBatch(n int, payload func(i int) []byte) []wire.Message {
 
 // BenchmarkConvertRaw is the converter on a raw stream without transforms (the zero-copy
 // path: payloads alias the poll buffer), one op = one batch of 1000 messages of 100 bytes.
-// Compare it with the same benchmark on the previous commit (README, "Performance").
+// Compare it with the same benchmark on the previous commit (docs/benchmarks.md).
 func BenchmarkConvertRaw(b *testing.B) {
 	payload := make([]byte, 100)
 	ms := benchWireBatch(1000, func(int) []byte { return payload })

@@ -5,7 +5,7 @@
 //
 // # What it promises
 //
-//   - Commit modes as commitPolicy decides them (policy.go; the README's table):
+//   - Commit modes as commitPolicy decides them (policy.go; the table of docs/delivery.md):
 //     after_polling (the server stores with each poll; at-most-once), after_consuming (a
 //     batch is done once Consume returned nil for all of it) and sink_controlled (the sink
 //     says which offsets are done through an [sdk.Committer]); both at-least-once.

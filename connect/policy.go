@@ -8,7 +8,7 @@ import (
 
 // commitPolicy is what a sink's offset_commit mode means, decided once from its config
 // (policyFor): the rest of the runtime asks it questions and never looks at the mode.
-// The README's table of commit modes is this type:
+// The table of commit modes in docs/delivery.md is this type:
 //
 //	mode              serverStores  resolveOnSuccess  sinkCommits  guarantee
 //	after_polling     yes           -                 -            at-most-once

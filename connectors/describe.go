@@ -65,7 +65,7 @@ func WriteText(w io.Writer, reg *sdk.Registry) error {
 	return tw.Flush()
 }
 
-// WriteMarkdown prints the README's table of built-in connectors.
+// WriteMarkdown prints docs/connectors.md's table of built-in connectors.
 func WriteMarkdown(w io.Writer, reg *sdk.Registry) error {
 	var b strings.Builder
 	b.WriteString("| connector | field | type | default | meaning |\n|---|---|---|---|---|\n")

@@ -15,10 +15,10 @@ import (
 	"github.com/ferryio/ferry/sdk"
 )
 
-// The README's connector table is `ferry connectors --markdown`; regenerate it with
+// docs/connectors.md's connector table is `ferry connectors --markdown`; regenerate it with
 // `go run ./cmd/ferry connectors --markdown` when this fails.
 func TestREADMEConnectorTableIsCurrent(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/connectors.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,14 +26,14 @@ func TestREADMEConnectorTableIsCurrent(t *testing.T) {
 	s := string(readme)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no %q … %q block", begin, end)
+		t.Fatalf("docs/connectors.md has no %q … %q block", begin, end)
 	}
 	var want bytes.Buffer
 	if err := WriteMarkdown(&want, Registry()); err != nil {
 		t.Fatal(err)
 	}
 	if got := s[i+len(begin) : j]; got != want.String() {
-		t.Fatalf("README connector table is out of date; want:\n%s\ngot:\n%s", want.String(), got)
+		t.Fatalf("docs/connectors.md connector table is out of date; want:\n%s\ngot:\n%s", want.String(), got)
 	}
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces every figure of the README's "Benchmarks" section in one run, side by side.
+# Reproduces every figure of docs/benchmarks.md in one run, side by side.
 # Usage: scripts/bench.sh [outfile]   (default bench.txt). Takes about 5 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command (README "Tests"): Go tests with the race detector, a short run
+# The project's test command (README "Tests", docs/testing.md): Go tests with the race detector, a short run
 # of every fuzz target, and the official Iggy Python SDK against the embedded server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +10,7 @@ go test -race -count=1 -timeout 20m ./...
 echo "--- cargo test rust/ferry-commit (the commit crate for Rust plugins)"
 cargo test --quiet --locked --manifest-path rust/ferry-commit/Cargo.toml
 
-echo "--- ferry conformance --soak 20 (README \"Delivery conformance\")"
+echo "--- ferry conformance --soak 20 (docs/conformance.md)"
 conf_bin="$(mktemp -d)"
 trap 'rm -rf "$conf_bin"' EXIT
 go build -o "$conf_bin/ferry" ./cmd/ferry

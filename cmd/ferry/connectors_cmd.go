@@ -14,7 +14,7 @@ func newConnectorsCmd() *cobra.Command {
 		Long: `Connectors prints every built-in connector (path = "builtin:NAME") with each
 plugin_config field: its name, type, default ("required" when it has none and must be
 given) and meaning. These are the specs the connectors decode their config with and
-ferry check validates against. --markdown prints the README's table.`,
+ferry check validates against. --markdown prints the table of docs/connectors.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if markdown {
@@ -23,6 +23,6 @@ ferry check validates against. --markdown prints the README's table.`,
 			return connectors.WriteText(cmd.OutOrStdout(), connectors.Registry())
 		},
 	}
-	cmd.Flags().BoolVar(&markdown, "markdown", false, "print a Markdown table (the README's)")
+	cmd.Flags().BoolVar(&markdown, "markdown", false, "print a Markdown table (docs/connectors.md's)")
 	return cmd
 }

@@ -276,7 +276,7 @@ func TestSinkJSONCreateRoundTrip(t *testing.T) {
 	want := *orig
 	want.File, want.Version = got.File, 0
 	// A JSON body's transforms are an object, whose order the body cannot keep: they come
-	// back in type order (README, "Differences from Iggy's runtime").
+	// back in type order (docs/iggy-compatibility.md, "Differences from Iggy's runtime").
 	want.Transforms = slices.Clone(want.Transforms)
 	slices.SortFunc(want.Transforms, func(a, b Transform) int { return strings.Compare(a.Type, b.Type) })
 	if !reflect.DeepEqual(got, &want) {
@@ -302,7 +302,7 @@ func TestSourceJSONCreateRoundTrip(t *testing.T) {
 	want := *orig
 	want.File, want.Version = got.File, 0
 	// A JSON body's transforms are an object, whose order the body cannot keep: they come
-	// back in type order (README, "Differences from Iggy's runtime").
+	// back in type order (docs/iggy-compatibility.md, "Differences from Iggy's runtime").
 	want.Transforms = slices.Clone(want.Transforms)
 	slices.SortFunc(want.Transforms, func(a, b Transform) int { return strings.Compare(a.Type, b.Type) })
 	if !reflect.DeepEqual(got, &want) {

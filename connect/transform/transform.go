@@ -7,7 +7,7 @@
 // Like upstream, every field transform acts on the top-level keys of a JSON object and
 // passes any other payload unchanged; a conversion may turn a payload into another
 // format, so a chain holding one is run with ApplyPayload on a Payload. Deliberate
-// differences (README, "Differences from Iggy's runtime"): a Chain runs its transforms in
+// differences (docs/iggy-compatibility.md, "Differences from Iggy's runtime"): a Chain runs its transforms in
 // the order the file lists them (upstream: a hash map's order), greater_than/less_than/
 // between match integer literals too (upstream: only floats), and a conversion's table is
 // checked when it is read.

@@ -371,7 +371,7 @@ func TestPostgresPoisonRowToDeadLetter(t *testing.T) {
 	}
 }
 
-// TestPostgresExample runs the README's PostgreSQL example as written (examples/postgres,
+// TestPostgresExample runs docs/postgres.md's example as written (examples/postgres,
 // the connection string from the environment override) until it is idle: the 100,000
 // random events are in iggy_messages, once each.
 func TestPostgresExample(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package postcard encodes and decodes the postcard byte layouts that cross Iggy's native
-// connector ABI (the layouts Iggy's connector SDK writes; README "Native plugins"): varints, strings, byte vectors, Option,
+// connector ABI (the layouts Iggy's connector SDK writes; docs/plugins.md): varints, strings, byte vectors, Option,
 // the Schema enum, TopicMetadata (with Ferry's appended stream_id/topic_id), MessagesMetadata,
 // RawMessages/RawMessage (headers as a nested blob), the header map, ProducedMessages/
 // ProducedMessage and ConnectorState.
