@@ -3,6 +3,7 @@ package connect
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -114,6 +115,7 @@ func (e *iggyEnv) runtime(cfgs []*config.Sink, sinks map[string]sdk.Sink) *Runti
 		reg.AddSink(name, func() sdk.Sink { return s })
 	}
 	for _, c := range cfgs {
+		fitInFlight(c, sinks[strings.TrimPrefix(c.Path, "builtin:")])
 		if err := c.Validate(); err != nil {
 			e.t.Fatal(err)
 		}
@@ -123,6 +125,14 @@ func (e *iggyEnv) runtime(cfgs []*config.Sink, sinks map[string]sdk.Sink) *Runti
 		e.t.Fatal(err)
 	}
 	return rt
+}
+
+// fitInFlight keeps FERRY_TEST_MAX_IN_FLIGHT to the sinks that accept concurrent calls;
+// the others would be refused, as they should (TestMaxInFlightRefusedWithoutCapability).
+func fitInFlight(c *config.Sink, sink sdk.Sink) {
+	if _, ok := sink.(sdk.ConcurrentSink); !ok && c.MaxInFlight == testMaxInFlight() {
+		c.MaxInFlight = 1
+	}
 }
 
 // start builds and starts a Runtime running one sink (its config's builtin name is "rec").

@@ -3,6 +3,8 @@ package connect
 import (
 	"context"
 	"errors"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -88,6 +90,10 @@ func (s *recSink) Close(context.Context) error {
 	return nil
 }
 
+// MaxInFlight makes recSink an sdk.ConcurrentSink (its state is under mu), so every
+// pipeline test also runs with max_in_flight > 1 (FERRY_TEST_MAX_IN_FLIGHT).
+func (s *recSink) MaxInFlight() int { return sdk.MaxConcurrentUnlimited }
+
 func (s *recSink) got(p uint32) []uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -110,7 +116,17 @@ func testSinkConfig(mode config.CommitMode, policy config.FailurePolicy) *config
 		DeadLetter:      config.DeadLetter{Stream: "dlq", Topic: "dead"},
 		Commit:          config.CommitSettings{Interval: 5 * time.Millisecond, Delay: 5 * time.Millisecond, MaxUncommitted: 10000},
 		ShutdownTimeout: 5 * time.Second,
+		MaxInFlight:     testMaxInFlight(),
 	}
+}
+
+// testMaxInFlight is max_in_flight for the test configs: FERRY_TEST_MAX_IN_FLIGHT, else 1.
+// scripts/test.sh runs this package's tests once more with 4.
+func testMaxInFlight() uint32 {
+	if v, err := strconv.ParseUint(os.Getenv("FERRY_TEST_MAX_IN_FLIGHT"), 10, 32); err == nil && v > 0 {
+		return uint32(v)
+	}
+	return 1
 }
 
 // TestPipelineTransientFailure: batch 3 (offsets 30..39) fails once and is retried: every

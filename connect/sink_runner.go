@@ -32,6 +32,9 @@ type sinkRunner struct {
 	// set once, when every consumer is created.
 	routes atomic.Pointer[map[topicKey]*partitionTable]
 	held   atomic.Bool // paused by the operator (Runtime.Pause)
+	// inFlight is how many batches of one topic may be inside Consume at once, for
+	// different partitions (max_in_flight, capped by what the sink accepts).
+	inFlight int
 }
 
 type topicKey struct{ stream, topic uint32 }
@@ -64,6 +67,13 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 	}
 	if err := callSafely(func() error { return s.sink.Open(ctx, env) }); err != nil {
 		return fmt.Errorf("open: %w", err)
+	}
+	// Asked after Open: a sink's limit may come from its config (a pool's size).
+	if s.inFlight, err = maxInFlight(s.cfg, s.sink, s.log); err != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		defer cancel()
+		_ = callSafely(func() error { return s.sink.Close(cctx) })
+		return err
 	}
 	if err := s.connect(ctx); err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
@@ -115,8 +125,12 @@ func (s *sinkRunner) connect(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("stream %s: %w", st.Stream, err)
 			}
-			if tc.conv.pipe, err = newPayloadPipeline(st.Schema, avro, s.cfg.Transforms); err != nil {
-				return fmt.Errorf("%w: stream %s: %w", errPermanent, st.Stream, err)
+			for range s.inFlight {
+				pipe, err := newPayloadPipeline(st.Schema, avro, s.cfg.Transforms)
+				if err != nil {
+					return fmt.Errorf("%w: stream %s: %w", errPermanent, st.Stream, err)
+				}
+				tc.convs = append(tc.convs, &converter{pipe: pipe})
 			}
 			cons, err := s.be.newConsumer(ctx, consumerConfig{Stream: st.Stream, Topic: topic, Group: group,
 				BatchSize: st.BatchLength, PollInterval: st.PollInterval, AutoCommit: s.policy.serverStores,

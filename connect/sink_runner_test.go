@@ -16,6 +16,7 @@ import (
 // startLogged starts a Runtime running sink (builtin "rec") whose logs go to a buffer.
 func (e *iggyEnv) startLogged(cfg *config.Sink, sink sdk.Sink) (*Runtime, *syncbuf.Buffer) {
 	e.t.Helper()
+	fitInFlight(cfg, sink)
 	if err := cfg.Validate(); err != nil {
 		e.t.Fatal(err)
 	}

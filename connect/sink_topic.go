@@ -16,7 +16,8 @@ import (
 //     hand the batch, with its partition entry, to the consume goroutine over a channel
 //     of depth 1, so the next poll overlaps the current Consume;
 //   - consume: table.delivering → Consume (with retries and on_failure) → table.resolve
-//     when the commit policy says the runtime marks the batch done;
+//     when the commit policy says the runtime marks the batch done; with max_in_flight
+//     = n > 1, up to n batches of different partitions at once (dispatch.go);
 //   - store: the table's store loop, the only writer of the group's offsets.
 //
 // A batch carries the entry it was polled for, so a batch queued while its partition was
@@ -28,7 +29,9 @@ type topicConsumer struct {
 	cons   memberConsumer
 	table  *partitionTable
 	log    *slog.Logger
-	conv   converter
+	// convs are the converters of the consume goroutines: one per batch that may be in
+	// Consume at once (max_in_flight), each with its own reused buffers and pipeline.
+	convs []*converter
 
 	batches     chan polledBatch
 	abandoned   atomic.Bool // a batch was cut short by the hard stop
@@ -44,9 +47,13 @@ type polledBatch struct {
 }
 
 func newTopicConsumer(s *sinkRunner, topic sdk.TopicMetadata, schema sdk.Schema, log *slog.Logger) *topicConsumer {
+	depth := 1 // the next poll overlaps the current Consume
+	if s.inFlight > 1 {
+		depth = 0 // consumeConcurrently holds the waiting batch itself
+	}
 	return &topicConsumer{s: s, topic: topic, schema: schema, log: log,
 		table:   newPartitionTable(topic, s.policy, s.cfg.ShutdownTimeout, s.retryBackoff(), &s.counters, log),
-		batches: make(chan polledBatch, 1), pollDone: make(chan struct{}), consumeDone: make(chan struct{}),
+		batches: make(chan polledBatch, depth), pollDone: make(chan struct{}), consumeDone: make(chan struct{}),
 		storesDone: make(chan struct{})}
 }
 
@@ -112,24 +119,35 @@ func (tc *topicConsumer) pollLoop(ctx context.Context) {
 // began it starts no new batch (what is queued is redelivered), except under after_polling
 // (see below).
 func (tc *topicConsumer) consumeLoop(soft, hard context.Context) {
+	if len(tc.convs) > 1 {
+		tc.consumeConcurrently(soft, hard)
+		return
+	}
 	for b := range tc.batches {
-		// After the soft stop a queued batch is redelivered later in the modes that store
-		// after delivery; under after_polling the server already stored it, so it is
-		// delivered now, within the hard stop, rather than lost.
-		if soft.Err() == nil || (tc.s.policy.serverStores && hard.Err() == nil) {
-			tc.deliver(hard, b)
+		if tc.deliverable(soft, hard) {
+			tc.deliver(hard, b, tc.convs[0])
 		}
 		b.Release()
 	}
 }
 
-func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch) {
+// deliverable says whether a batch taken from the channel now may still be delivered.
+// After the soft stop a queued batch is redelivered later in the modes that store after
+// delivery; under after_polling the server already stored it, so it is delivered now,
+// within the hard stop, rather than lost.
+func (tc *topicConsumer) deliverable(soft, hard context.Context) bool {
+	return soft.Err() == nil || (tc.s.policy.serverStores && hard.Err() == nil)
+}
+
+// deliver converts and delivers one batch with conv, then applies its settlement to the
+// partition table. Safe to run for different partitions at once.
+func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch, conv *converter) {
 	first, last := b.Messages[0].Offset, b.Messages[len(b.Messages)-1].Offset
 	if !tc.table.delivering(b.part, last) {
 		return // released while queued: not delivered, not committed
 	}
 	start := time.Now()
-	msgs := tc.conv.convert(b.Messages, &tc.s.counters)
+	msgs := conv.convert(b.Messages, &tc.s.counters)
 	tc.s.counters.PrepareTime.since(start)
 	defer tc.s.counters.BatchTime.since(start)
 	meta := sdk.MessagesMetadata{
@@ -137,7 +155,7 @@ func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch) {
 		CurrentOffset: b.CurrentOffset,
 		Schema:        tc.schema,
 	}
-	st := tc.s.proc.deliver(ctx, tc.topic, meta, span{first, last}, msgs, tc.conv.poison)
+	st := tc.s.proc.deliver(ctx, tc.topic, meta, span{first, last}, msgs, conv.poison)
 	for _, r := range st.resolve {
 		tc.table.resolve(b.part, r.first, r.last)
 	}

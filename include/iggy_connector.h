@@ -39,7 +39,10 @@
  * THREADING
  *   - Every export may block the calling host thread (open, consume, close, batch_result).
  *   - consume may be called concurrently for the SAME id: one caller per (stream, topic);
- *     calls for one (stream, topic) are sequential.
+ *     calls for one (stream, topic) are sequential. Ferry only: a connector file with
+ *     max_in_flight = N > 1 (the user's statement that the plugin allows it) lets up to N
+ *     calls for one (stream, topic) run at once, for different partitions; the calls for
+ *     one partition stay sequential and in order.
  *   - Callbacks (log, send, commit) may be called from any plugin thread, concurrently, and
  *     also from the host thread while it is inside an export. They are short and never block
  *     (a full G4 queue makes send return -1; the G3 send callback blocks while the host's

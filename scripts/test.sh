@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 echo "--- go test -race ./..."
 go test -race -count=1 -timeout 20m ./...
 
+echo "--- go test -race ./connect with max_in_flight = 4 (concurrent per-partition delivery)"
+FERRY_TEST_MAX_IN_FLIGHT=4 go test -race -count=1 -timeout 10m ./connect/
+
 echo "--- cargo test rust/ferry-commit (the commit crate for Rust plugins)"
 cargo test --quiet --locked --manifest-path rust/ferry-commit/Cargo.toml
 

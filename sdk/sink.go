@@ -71,6 +71,20 @@ type PartitionSeeker interface {
 	Assigned(ctx context.Context, topic TopicMetadata, partitions []Partition) (map[Partition]uint64, error)
 }
 
+// ConcurrentSink is implemented by a sink whose Consume may be called concurrently for
+// different partitions of one topic (each partition's batches still come one at a time,
+// in order). MaxInFlight, asked after Open, says how many such calls it accepts at once
+// (≥ 1); the
+// connector file's max_in_flight (default 1) chooses how many the runtime makes, at most
+// this. A sink without it gets one call per topic at a time, and a file that asks for
+// more is refused at start.
+type ConcurrentSink interface {
+	MaxInFlight() int
+}
+
+// MaxConcurrentUnlimited is what a [ConcurrentSink] with no limit of its own returns.
+const MaxConcurrentUnlimited = 1 << 30
+
 // Sink writes consumed messages to a target.
 //
 // The runtime calls Open once, then Consume for each batch, then Close once. Consume may be

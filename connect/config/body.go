@@ -32,7 +32,7 @@ var (
 	sinkBodyKeys = withKeys(commonKeys, bodyKeys{
 		"streams": {"stream": nil, "topics": nil, "schema": nil, "avro_schema_json": nil, "avro_schema_path": nil,
 			"batch_length": nil, "poll_interval": nil, "consumer_group": nil},
-		"offset_commit": nil, "shutdown_timeout": nil,
+		"offset_commit": nil, "shutdown_timeout": nil, "max_in_flight": nil,
 		"commit": {"interval": nil, "delay": nil, "max_uncommitted": nil},
 	})
 	sourceBodyKeys = withKeys(commonKeys, bodyKeys{

@@ -53,6 +53,8 @@ const (
 	// sink may have buffered), not the runtime's memory.
 	DefaultMaxUncommitted  = 100000
 	DefaultShutdownTimeout = 10 * time.Second
+	// MaxMaxInFlight bounds max_in_flight: batches in Consume at once per topic.
+	MaxMaxInFlight = 1024
 	// DefaultMaxRestarts is restart.max_restarts when unset (Ferry).
 	DefaultMaxRestarts = 60
 	// DefaultRestartInitialBackoff is restart.initial_backoff when unset (Ferry).
@@ -151,6 +153,11 @@ type Sink struct {
 	DeadLetter      DeadLetter    // Ferry
 	Commit          CommitSettings
 	ShutdownTimeout time.Duration // Ferry; default 10s
+	// MaxInFlight is how many batches of one topic may be inside the sink's Consume at
+	// once, for different partitions (Ferry; default 1). More than 1 needs a sink that
+	// accepts it: a Go sink that is an sdk.ConcurrentSink, or a native plugin the user
+	// knows to be safe for it. 0 in a hand-built config means 1.
+	MaxInFlight uint32
 }
 
 // SourceStream is one [[streams]] entry of a source. Upstream uses only the last entry.
@@ -290,6 +297,9 @@ func (s *Sink) validate(loc *locator) error {
 	}
 	if s.Commit.MaxUncommitted == 0 {
 		return loc.errorf("commit.max_uncommitted", nil, "must be at least 1")
+	}
+	if s.MaxInFlight > MaxMaxInFlight {
+		return loc.errorf("max_in_flight", nil, "must be between 1 and %d", MaxMaxInFlight)
 	}
 	if s.ShutdownTimeout <= 0 {
 		return loc.errorf("shutdown_timeout", nil, "must be positive")

@@ -41,7 +41,7 @@ func TestSinkDefaults(t *testing.T) {
 		Retry:           Retry{MaxRetries: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
 		OnFailure:       FailureStop,
 		Commit:          CommitSettings{Interval: time.Second, Delay: 10 * time.Millisecond, MaxUncommitted: 100000},
-		ShutdownTimeout: 10 * time.Second,
+		ShutdownTimeout: 10 * time.Second, MaxInFlight: 1,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got  %#v\nwant %#v", s, want)

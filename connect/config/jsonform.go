@@ -36,6 +36,7 @@ type SinkConfigJSON struct {
 	DeadLetter      *DeadLetterJSON `json:"dead_letter"` // nil (null) when neither key is set
 	Commit          CommitJSON      `json:"commit"`
 	ShutdownTimeout string          `json:"shutdown_timeout"`
+	MaxInFlight     uint32          `json:"max_in_flight"`
 	Restart         RestartJSON     `json:"restart"`
 }
 
@@ -122,7 +123,7 @@ func SinkJSON(s *Sink) SinkConfigJSON {
 			Interval: sdk.FormatDuration(s.Commit.Interval), Delay: sdk.FormatDuration(s.Commit.Delay),
 			MaxUncommitted: s.Commit.MaxUncommitted,
 		},
-		ShutdownTimeout: sdk.FormatDuration(s.ShutdownTimeout), Restart: restartJSON(s.Restart),
+		ShutdownTimeout: sdk.FormatDuration(s.ShutdownTimeout), MaxInFlight: s.MaxInFlight, Restart: restartJSON(s.Restart),
 	}
 	for _, st := range s.Streams {
 		topics := st.Topics

@@ -112,7 +112,7 @@ func TestSinkJSONExact(t *testing.T) {
 		`"plugin_config_format":"yaml","plugin_config":{"alpha":{"b":true,"nested":[1,2.5,"x\u003cy"]},"zeta":1},"verbose":true,"benchmark":false,` +
 		`"offset_commit":"sink_controlled","on_failure":"dead_letter","retry":{"max_retries":0,"initial_backoff":"10ms","max_backoff":"1s"},` +
 		`"dead_letter":{"stream":"dlq","topic":"failed"},"commit":{"interval":"250ms","delay":"20ms","max_uncommitted":7},` +
-		`"shutdown_timeout":"2s","restart":{"max_restarts":2,"initial_backoff":"500us","max_backoff":"1m"}}`
+		`"shutdown_timeout":"2s","max_in_flight":1,"restart":{"max_restarts":2,"initial_backoff":"500us","max_backoff":"1m"}}`
 	if string(b) != want {
 		t.Fatalf("got  %s\nwant %s", b, want)
 	}

@@ -70,6 +70,7 @@ type rawSink struct {
 	Streams         []rawSinkStream `toml:"streams"`
 	OffsetCommit    *string         `toml:"offset_commit"`
 	ShutdownTimeout *string         `toml:"shutdown_timeout"`
+	MaxInFlight     *uint32         `toml:"max_in_flight"`
 	Commit          struct {
 		Interval       *string `toml:"interval"`
 		Delay          *string `toml:"delay"`
@@ -444,6 +445,9 @@ func (r *rawSink) build(loc *locator) (*Sink, error) {
 		return nil, err
 	}
 	s.Commit.MaxUncommitted = or(r.Commit.MaxUncommitted, DefaultMaxUncommitted)
+	if s.MaxInFlight = or(r.MaxInFlight, 1); s.MaxInFlight == 0 {
+		return nil, loc.errorf("max_in_flight", nil, "must be between 1 and %d", MaxMaxInFlight)
+	}
 	for _, d := range []struct {
 		path string
 		text *string

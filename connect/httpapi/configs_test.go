@@ -19,7 +19,7 @@ import (
 var (
 	upstreamSinkConfigKeys = []string{"key", "enabled", "version", "name", "path", "transforms", "streams",
 		"plugin_config_format", "plugin_config", "verbose", "benchmark", "offset_commit"}
-	ferrySinkConfigKeys      = []string{"on_failure", "retry", "dead_letter", "commit", "shutdown_timeout", "restart"}
+	ferrySinkConfigKeys      = []string{"on_failure", "retry", "dead_letter", "commit", "shutdown_timeout", "max_in_flight", "restart"}
 	upstreamSourceConfigKeys = []string{"key", "enabled", "version", "name", "path", "transforms", "streams",
 		"plugin_config_format", "plugin_config", "verbose", "benchmark"}
 	ferrySourceConfigKeys = []string{"on_failure", "retry", "dead_letter", "restart"}

@@ -29,11 +29,21 @@ type Sink struct {
 	closeErr  error         // outcome of the last plugin close
 
 	bufMu sync.Mutex
-	bufs  map[sdk.TopicMetadata]*topicBuf
+	bufs  map[bufKey]*topicBuf
+	// told holds the topics whose ids the plugin was told (iggy_sink_set_topic_ids), for
+	// the open instance.
+	told map[sdk.TopicMetadata]bool
 }
 
-// topicBuf holds the reused encode buffers of one (stream, topic): calls for one topic are
-// sequential, so after warm-up Consume allocates nothing for encoding.
+// bufKey names the encode buffers of one partition of one topic: the calls for one
+// partition are sequential (with max_in_flight > 1, those for one topic are not), so after
+// warm-up Consume allocates nothing for encoding.
+type bufKey struct {
+	topic     sdk.TopicMetadata
+	partition uint32
+}
+
+// topicBuf holds the reused encode buffers of one partition of a topic.
 type topicBuf struct {
 	mu        sync.Mutex
 	topicMeta []byte
@@ -48,7 +58,7 @@ func (l *Library) NewSink() (*Sink, error) {
 	if err := l.CheckSink(); err != nil {
 		return nil, err
 	}
-	return &Sink{lib: l, bufs: map[sdk.TopicMetadata]*topicBuf{}}, nil
+	return &Sink{lib: l, bufs: map[bufKey]*topicBuf{}, told: map[sdk.TopicMetadata]bool{}}, nil
 }
 
 // ID returns the plugin id of the open instance, 0 when not open.
@@ -122,22 +132,29 @@ func (s *Sink) leave() {
 // iggy_sink_set_topic_ids is told t's names and ids then, before that batch, so a plugin that
 // only sees the names (one built with Iggy's SDK) can address the commit callback; if the
 // plugin refuses them the buffers are not kept and the next batch tells it again.
-func (s *Sink) topicBuf(id uint32, t sdk.TopicMetadata) (*topicBuf, error) {
+func (s *Sink) topicBuf(id uint32, t sdk.TopicMetadata, partition uint32) (*topicBuf, error) {
 	s.bufMu.Lock()
 	defer s.bufMu.Unlock()
-	b, ok := s.bufs[t]
-	if !ok {
-		if s.lib.sinkSetTopicIDs != nil {
-			code := callSetTopicIDs(s.lib.sinkSetTopicIDs, id, t.Stream, t.Topic, t.StreamID, t.TopicID)
-			if err := callErr(s.lib, SymSinkSetTopicIDs, id, code); err != nil {
-				return nil, fmt.Errorf("plugin %s: topic %s/%s: %w", s.lib.path, t.Stream, t.Topic, err)
-			}
+	if !s.told[t] && s.lib.sinkSetTopicIDs != nil {
+		code := callSetTopicIDs(s.lib.sinkSetTopicIDs, id, t.Stream, t.Topic, t.StreamID, t.TopicID)
+		if err := callErr(s.lib, SymSinkSetTopicIDs, id, code); err != nil {
+			return nil, fmt.Errorf("plugin %s: topic %s/%s: %w", s.lib.path, t.Stream, t.Topic, err)
 		}
+	}
+	s.told[t] = true
+	k := bufKey{t, partition}
+	b, ok := s.bufs[k]
+	if !ok {
 		b = &topicBuf{topicMeta: postcard.AppendTopicMetadata(nil, t)}
-		s.bufs[t] = b
+		s.bufs[k] = b
 	}
 	return b, nil
 }
+
+// MaxInFlight implements sdk.ConcurrentSink: a native plugin's ABI says nothing about
+// concurrent calls for one topic, so the connector file's max_in_flight is the user's
+// statement that the plugin allows them, and the adapter never limits it.
+func (s *Sink) MaxInFlight() int { return sdk.MaxConcurrentUnlimited }
 
 // Consume encodes the batch (TopicMetadata with Ferry's appended stream/topic ids,
 // MessagesMetadata, RawMessages with meta.Schema) into per-topic reused buffers and calls
@@ -155,7 +172,7 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 		return fmt.Errorf("plugin %s: consume: %w", s.lib.path, err)
 	}
 	defer s.leave()
-	b, err := s.topicBuf(id, topic)
+	b, err := s.topicBuf(id, topic, meta.Partition.PartitionID)
 	if err != nil {
 		return err
 	}
@@ -231,6 +248,7 @@ func (s *Sink) closePlugin(id uint32, done chan struct{}) {
 	s.lib.unregister(id)
 	s.bufMu.Lock()
 	clear(s.bufs)
+	clear(s.told)
 	s.bufMu.Unlock()
 	s.mu.Lock()
 	s.id, s.closing, s.closeDone = 0, false, nil

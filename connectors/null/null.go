@@ -40,3 +40,6 @@ func (s *Sink) Messages() uint64 { return s.messages.Load() }
 
 // Batches returns how many Consume calls were made.
 func (s *Sink) Batches() uint64 { return s.batches.Load() }
+
+// MaxInFlight implements sdk.ConcurrentSink: Consume only adds to atomic counters.
+func (s *Sink) MaxInFlight() int { return sdk.MaxConcurrentUnlimited }

@@ -1,0 +1,99 @@
+package connect
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/sdk"
+)
+
+// maxInFlight is how many batches of one topic a sink may have inside Consume at once,
+// for different partitions: the connector's max_in_flight (default 1), at most what the
+// sink accepts (sdk.ConcurrentSink; a native plugin accepts what its file says, the
+// user's statement that the plugin allows it). A sink that does not accept concurrent
+// calls refuses max_in_flight > 1: a restart cannot fix that.
+func maxInFlight(cfg *config.Sink, sink sdk.Sink, log *slog.Logger) (int, error) {
+	n := int(max(cfg.MaxInFlight, 1))
+	if n == 1 {
+		return 1, nil
+	}
+	cs, ok := sink.(sdk.ConcurrentSink)
+	if !ok || cs.MaxInFlight() < 1 {
+		return 0, fmt.Errorf("%w: max_in_flight = %d: the sink %s does not accept concurrent Consume calls (sdk.ConcurrentSink)",
+			errPermanent, n, cfg.Path)
+	}
+	if most := cs.MaxInFlight(); n > most {
+		log.Warn("max_in_flight is more than the sink accepts; using the sink's limit", "max_in_flight", n, "sink_limit", most)
+		n = most
+	}
+	return n, nil
+}
+
+// consumeConcurrently is consumeLoop for max_in_flight = n > 1: up to n batches inside
+// Consume at once, never two of one partition, each partition's batches delivered in the
+// order they were polled. It takes a batch from the (unbuffered) channel only while fewer
+// than n are in flight and none waits: a batch whose partition is busy waits alone, and
+// the poll goroutine blocks meanwhile. So a single busy partition holds exactly what it
+// holds with n = 1 (one batch in Consume, one waiting, one in the poller's hand), memory
+// stays bounded, and max_uncommitted still pauses each partition. The stop rules are
+// consumeLoop's: once the soft stop began no new batch starts (except under
+// after_polling), and every batch taken is released.
+func (tc *topicConsumer) consumeConcurrently(soft, hard context.Context) {
+	n := len(tc.convs)
+	free := make(chan *converter, n)
+	for _, c := range tc.convs {
+		free <- c
+	}
+	done := make(chan uint32, n)
+	busy := make(map[uint32]bool, n)
+	var queue []polledBatch
+	inFlight := 0
+	start := func() {
+		for i := 0; i < len(queue) && inFlight < n; {
+			b := queue[i]
+			if busy[b.Partition] {
+				i++
+				continue
+			}
+			queue = slices.Delete(queue, i, i+1)
+			if !tc.deliverable(soft, hard) {
+				b.Release()
+				continue
+			}
+			busy[b.Partition] = true
+			inFlight++
+			conv := <-free
+			go func() {
+				tc.deliver(hard, b, conv)
+				b.Release()
+				free <- conv
+				done <- b.Partition
+			}()
+		}
+	}
+	in := tc.batches
+	for in != nil || inFlight > 0 {
+		var recv <-chan polledBatch
+		if in != nil && len(queue) == 0 && inFlight < n {
+			recv = in
+		}
+		select {
+		case b, ok := <-recv:
+			if !ok {
+				in = nil
+				break
+			}
+			queue = append(queue, b)
+		case p := <-done:
+			busy[p] = false
+			inFlight--
+		}
+		start()
+	}
+	for _, b := range queue { // never started: the stop came first
+		b.Release()
+	}
+}

@@ -1,0 +1,6 @@
+package postgres
+
+// MaxInFlight implements sdk.ConcurrentSink: each Consume writes its partition's rows and
+// offsets row in a transaction of its own on a pooled connection, so batches of different
+// partitions may be written at once, as many as the pool has connections.
+func (s *Sink) MaxInFlight() int { return max(s.cfg.MaxConnections, 1) }
