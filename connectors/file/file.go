@@ -209,7 +209,7 @@ func (s *Sink) appendLocked() error {
 	}
 	werr := fmt.Errorf("file sink: write %s (%d of the batch's %d bytes written): %w", s.cfg.Path, n, s.buf.Len(), err)
 	if terr := s.f.Truncate(size); terr != nil {
-		s.broken = fmt.Errorf("%w; truncating it back to %d bytes (its last complete record) failed too, so it ends with a partial record: %v",
+		s.broken = fmt.Errorf("%w; truncating it back to %d bytes (its last complete record) failed too, so it ends with a partial record: %w",
 			werr, size, terr)
 		return s.broken
 	}
