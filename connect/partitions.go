@@ -383,7 +383,7 @@ func (t *partitionTable) close() {
 	t.mu.Lock()
 	t.closed = true
 	for _, p := range t.parts {
-		p.failures = 0 // retry at once what was backing off
+		p.failures, p.storeErr = 0, nil // retry at once what was backing off
 		p.due = time.Time{}
 		t.scheduleLocked(p, now)
 	}
