@@ -87,7 +87,6 @@ const (
 	famCommits
 	famStores
 	famStoreErrors
-	famStoresRefused
 	famRevoked
 	famStoreLatency
 	famStored
@@ -95,6 +94,7 @@ const (
 	famLag
 	famUncommitted
 	famPending
+	famStoresRefused
 	famStoreFailures
 	numFamilies
 )
@@ -128,9 +128,7 @@ var families = [numFamilies]family{
 		"Offset commits of a sink, by result: accepted, or refused as stale, out_of_range or unknown_partition.", kindCounter, resultLabels, nil},
 	famStores:      {"ferry_sink_offset_stores_total", "Offset stores a sink's runtime wrote to Iggy (each may cover many messages).", kindCounter, keyLabel, nil},
 	famStoreErrors: {"ferry_sink_offset_store_errors_total", "Failed offset stores (each is retried).", kindCounter, keyLabel, nil},
-	famStoresRefused: {"ferry_sink_offset_stores_refused_total",
-		"Offset stores refused for good (the partition is not the sink's any more, or the store would move the group's offset back); each releases its partition.", kindCounter, keyLabel, nil},
-	famRevoked: {"ferry_sink_revoked_partitions_total", "Partitions revoked from a sink by its consumer group.", kindCounter, keyLabel, nil},
+	famRevoked:     {"ferry_sink_revoked_partitions_total", "Partitions revoked from a sink by its consumer group.", kindCounter, keyLabel, nil},
 	famStoreLatency: {"ferry_sink_store_latency_seconds",
 		"Time from a commit (or the runtime's resolution) of an offset to its store in Iggy, in seconds.", kindHistogram, keyLabel, nil},
 	famStored:      {"ferry_sink_stored_offset", "The consumer group's offset stored by this sink (partitions with none are left out).", kindGauge, partLabels, nil},
@@ -138,6 +136,8 @@ var families = [numFamilies]family{
 	famLag:         {"ferry_sink_lag", "Messages of the partition after the stored offset.", kindGauge, partLabels, nil},
 	famUncommitted: {"ferry_sink_uncommitted_messages", "Messages polled by the sink but not stored yet.", kindGauge, partLabels, nil},
 	famPending:     {"ferry_sink_pending_messages", "Messages committed by the sink (or resolved by the runtime) but not stored yet.", kindGauge, partLabels, nil},
+	famStoresRefused: {"ferry_sink_offset_stores_refused_total",
+		"Offset stores refused for good (the partition is not the sink's any more, or the store would move the group's offset back); each releases its partition.", kindCounter, keyLabel, nil},
 	famStoreFailures: {"ferry_sink_consecutive_store_failures",
 		"Consecutive failed offset stores of the partition (0: the last one succeeded); meanwhile stores are retried with backoff and polling pauses at max_uncommitted.", kindGauge, partLabels, nil},
 }
@@ -221,8 +221,8 @@ func collectConnector(e emitter, st *connect.Status) {
 	e.value(famCommits, s.CommitsStale, k, resultStale)
 	e.value(famCommits, s.CommitsUnknown, k, resultUnknownPartition)
 	e.value(famStores, s.Stores, k)
-	e.value(famStoreErrors, s.StoreErrors, k)
 	e.value(famStoresRefused, s.StoresRefused, k)
+	e.value(famStoreErrors, s.StoreErrors, k)
 	e.value(famRevoked, s.Revoked, k)
 	e.histogram(famStoreLatency, s.StoreLatency, k)
 
