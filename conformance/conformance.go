@@ -24,6 +24,7 @@ import (
 
 	"github.com/ferryio/ferry/conformance/probe"
 	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/server"
 )
 
@@ -98,6 +99,13 @@ type Config struct {
 	// builtin:postgres, Ferry's; another runtime's PostgreSQL sink plugin takes the same
 	// official plugin_config keys).
 	PostgresPlugin string
+	// StorageFaultCode is the error code storage-fault refuses the runtime's offset stores
+	// with (default 4006 CannotSaveMessagesToSegment). With the embedded server and the
+	// default code the fault is the server's own (it refuses every write); otherwise a
+	// proxy in front of the server answers the stores with this code (upstream Iggy
+	// answers a failed offset write with 10006 CannotWriteToFile; 20 ResourceNotFound is a
+	// server that takes a full disk for a lost partition).
+	StorageFaultCode uint32
 	// Seed makes the chaos (proxy faults, soak kill moments) repeatable.
 	Seed int64
 	// WorkDir receives config files, records and runtime logs (default a temp dir,
@@ -125,6 +133,7 @@ type Runner struct {
 	log         *slog.Logger
 	seq         int
 	server      *server.Server
+	fault       *storageFault // the embedded server's storage fault (storage-fault)
 }
 
 // Run executes the selected scenarios in every selected mode and returns the results in
@@ -145,6 +154,9 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 60 * time.Second
 	}
+	if cfg.StorageFaultCode == 0 {
+		cfg.StorageFaultCode = wire.ErrCannotSaveMessagesToSegment.Code
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -152,7 +164,7 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, log: cfg.Logger}
+	r := &Runner{cfg: cfg, log: cfg.Logger, fault: &storageFault{}}
 	if r.dir = cfg.WorkDir; r.dir == "" {
 		if r.dir, err = os.MkdirTemp("", "ferry-conformance-"); err != nil {
 			return nil, fmt.Errorf("conformance: %w", err)
@@ -179,7 +191,7 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 			modes = []string{SourceMode}
 		}
 		for _, mode := range modes {
-			if only := onlyMode[sc.name]; only != "" && only != mode {
+			if only := onlyMode[sc.name]; (only != "" && only != mode) || (atLeastOnceOnly[sc.name] && !atLeastOnce(mode)) {
 				continue
 			}
 			if err := ctx.Err(); err != nil {
@@ -260,7 +272,7 @@ func (r *Runner) startEmbedded(ctx context.Context, addr string) error {
 	s, err := server.New(server.Config{
 		Addr: addr, DataDir: filepath.Join(r.dir, "server"),
 		RootUsername: r.cfg.Username, RootPassword: r.cfg.Password, PasswordIterations: 1000,
-		Fsync: server.FsyncInterval,
+		Fsync: server.FsyncInterval, WriteFault: r.fault.write, ReplyDelay: r.fault.request,
 	})
 	if err != nil {
 		return fmt.Errorf("conformance: embedded server: %w", err)

@@ -20,6 +20,10 @@ type scenario struct {
 // onlyMode names the scenarios that apply to one mode only; the others run in every mode.
 var onlyMode = map[string]string{"late-commit": SinkControlled, "commit-order": SinkControlled, "commit-after-stop": SinkControlled}
 
+// atLeastOnceOnly names the scenarios about the runtime's offset stores, which
+// after_polling does not make (the server stores with the poll).
+var atLeastOnceOnly = map[string]bool{"storage-fault": true}
+
 // ScenarioInfo names a scenario and says what it checks (for --help and the report).
 type ScenarioInfo struct{ Name, About string }
 
@@ -51,6 +55,7 @@ var scenarios = []scenario{
 	{"rebalance", "checklist E, G: a second runtime process joins the group and the first leaves: no loss, nothing delivered twice, no partition delivered by the first after it moved", runRebalance},
 	{"flaky-network", "chaos: a TCP fault proxy between runtime and server adds latency, stalls replies and resets connections", runFlaky},
 	{"server-restart", "chaos: the embedded server is closed and started again on the same address while the runtime runs", runServerRestart},
+	{"storage-fault", "chaos: the server's disk is full, so every offset store is refused with 4006 for a while: the runtime keeps its partition and retries, lost 0, duplicates bounded by what was unstored when the fault began (not by its length); at-least-once modes", runStorageFault},
 	{"server-sigkill", "chaos: the server, a child process, is SIGKILLed with batches in flight and restarted on the same address and data directory (a server that lost acknowledged messages fails it, named)", runServerSigkill},
 	{"source-clean", "checklist F: the probe source's batches are stored once each, in order, ACKed only after Iggy stored them, and its state saved", runSourceClean},
 	{"source-sigkill", "checklist F: the runtime is SIGKILLed 5 times (or --soak times) while the probe source produces; it resumes from the saved state", runSourceSigkill},

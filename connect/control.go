@@ -56,6 +56,11 @@ type PartitionOffsets struct {
 	Lag           uint64 // Current − Stored (Current + 1 when nothing is stored)
 	Uncommitted   uint64 // polled by this sink but not stored yet
 	Owned         bool   // assigned to this sink's member now
+	// StoreFailures and StoreError: the partition's consecutive failed offset stores
+	// and the last one's error, as in PartitionStatus (0 and nil when not failing or
+	// not in this sink's tables).
+	StoreFailures int
+	StoreError    *LastError
 }
 
 // OffsetChange sets a stopped sink's stored offset of one partition (SetOffsets): the
@@ -174,8 +179,11 @@ func (r *Runtime) Offsets(ctx context.Context, key string) ([]PartitionOffsets, 
 			for _, p := range parts {
 				o := PartitionOffsets{Stream: st.Stream, Topic: topic, Partition: p.id, Current: p.current, Stored: p.stored}
 				o.Lag = uint64(o.Current+1) - uint64(min(o.Stored+1, o.Current+1))
-				if m, ok := mine[pk{st.Stream, topic, p.id}]; ok && m.State == "owned" {
-					o.Owned, o.Uncommitted = true, m.Uncommitted
+				if m, ok := mine[pk{st.Stream, topic, p.id}]; ok {
+					if m.State == "owned" {
+						o.Owned, o.Uncommitted = true, m.Uncommitted
+					}
+					o.StoreFailures, o.StoreError = m.StoreFailures, m.StoreError
 				}
 				out = append(out, o)
 			}

@@ -78,7 +78,8 @@ type partition struct {
 	// due); doneAt is when the oldest unstored done offset became done.
 	due, doneAt time.Time
 	inFlight    bool
-	failures    int // consecutive failed stores
+	failures    int        // consecutive failed stores
+	storeErr    *LastError // the last failed store's error while failures > 0
 	drainUntil  time.Time
 }
 
@@ -382,7 +383,7 @@ func (t *partitionTable) close() {
 	t.mu.Lock()
 	t.closed = true
 	for _, p := range t.parts {
-		p.failures = 0 // retry at once what was backing off
+		p.failures, p.storeErr = 0, nil // retry at once what was backing off
 		p.due = time.Time{}
 		t.scheduleLocked(p, now)
 	}
@@ -407,6 +408,13 @@ type PartitionStatus struct {
 	// polled (-1 before any); Lag is Current − Stored (messages not yet stored).
 	Current int64
 	Lag     uint64
+	// StoreFailures counts the partition's consecutive failed offset stores (0 once one
+	// succeeds) and StoreError is the last one's error (nil then). A store that fails
+	// for any reason but "not yours any more" or "behind" (a full disk on the server,
+	// a lost connection) keeps the partition: the store is retried with backoff and the
+	// partition is polled up to max_uncommitted, then paused until stores succeed.
+	StoreFailures int
+	StoreError    *LastError
 }
 
 func (t *partitionTable) status() []PartitionStatus {
@@ -417,8 +425,17 @@ func (t *partitionTable) status() []PartitionStatus {
 		out = append(out, PartitionStatus{Stream: t.topic.Stream, Topic: t.topic.Topic, Partition: p.id, State: p.state.String(),
 			Polled: int64(p.polled) - 1, Delivered: int64(p.delivered) - 1, Done: int64(p.done) - 1, Stored: int64(p.stored) - 1,
 			Pending: p.done - p.stored, Uncommitted: p.polled - p.stored, Paused: p.paused || t.held,
-			Current: int64(p.current) - 1, Lag: p.current - min(p.current, p.stored)})
+			Current: int64(p.current) - 1, Lag: p.current - min(p.current, p.stored),
+			StoreFailures: p.failures, StoreError: copyError(p.storeErr)})
 	}
 	slices.SortFunc(out, func(a, b PartitionStatus) int { return cmp.Compare(a.Partition, b.Partition) })
 	return out
+}
+
+func copyError(le *LastError) *LastError {
+	if le == nil {
+		return nil
+	}
+	c := *le
+	return &c
 }

@@ -124,7 +124,10 @@ func (t *partitionTable) storeResult(job storeJob, err error, refused, stopping 
 	}
 	switch {
 	case err == nil:
-		p.failures = 0
+		if p.failures > 0 {
+			t.log.Info("offset store succeeds again", "partition", p.id, "offset", job.offset, "failed_attempts", p.failures)
+		}
+		p.failures, p.storeErr = 0, nil
 		t.counters.StoreLatency.observe(now.Sub(job.doneAt))
 		if p.paused && p.polled-p.stored < t.policy.maxUncommitted {
 			p.paused, resume = false, true
@@ -152,6 +155,7 @@ func (t *partitionTable) storeResult(job storeJob, err error, refused, stopping 
 	default:
 		t.counters.StoreErrors.Add(1)
 		p.failures++
+		p.storeErr = &LastError{Message: err.Error(), Timestamp: now}
 		p.doneAt = minTime(p.doneAt, job.doneAt)
 		if job.final {
 			t.log.Warn("last store of a revoked partition failed; it will be redelivered", "partition", p.id, "offset", job.offset, "error", err)

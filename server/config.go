@@ -187,6 +187,16 @@ type Config struct {
 	// (a leader change).
 	ClusterRoster func() wire.ClusterMetadata
 
+	// WriteFault is a hook for tests: it lets a test make storage fail on demand, as a
+	// full disk does, and end the fault when it chooses. Nil (the default) means no hook
+	// and costs nothing. When set, it is called before every write of the store
+	// (appends, consumer offsets, metadata), concurrently, so it must be safe for
+	// concurrent use; while it returns an error, each write is refused as in a storage
+	// fault (the request is answered with 4006 CannotSaveMessagesToSegment) and reads and
+	// polls are served. Unlike a real fault it is not reported by StorageFault, and
+	// writes are accepted again as soon as it returns nil.
+	WriteFault func() error
+
 	// rootExplicit is set by validate when RootPassword was given (not defaulted).
 	rootExplicit bool
 }

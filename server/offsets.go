@@ -1,6 +1,8 @@
 package server
 
 import (
+	"errors"
+
 	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/server/store"
 )
@@ -70,11 +72,7 @@ func (s *Server) storeConsumerOffset(h wire.RequestHeader, body []byte, client w
 		return wire.AppendStatusReply(nil, h, wire.ErrResourceNotFound.Code)
 	}
 	if err := s.st.StoreConsumerOffset(k, cons, req.Offset); err != nil {
-		code := storeCode(err, 0)
-		if code != wire.ErrInvalidOffset.Code {
-			code = wire.ErrResourceNotFound.Code
-		}
-		return wire.AppendStatusReply(nil, h, code)
+		return wire.AppendStatusReply(nil, h, offsetWriteCode(err, wire.ErrInvalidOffset.Code))
 	}
 	if gk != nil {
 		s.groups.committed(*gk, k.Partition, req.Offset)
@@ -92,11 +90,21 @@ func (s *Server) deleteConsumerOffset(h wire.RequestHeader, body []byte, client 
 		return wire.AppendStatusReply(nil, h, wire.ErrResourceNotFound.Code)
 	}
 	if err := s.st.DeleteConsumerOffset(k, cons); err != nil {
-		code := storeCode(err, 0)
-		if code != wire.ErrConsumerOffsetNotFound.Code {
-			code = wire.ErrResourceNotFound.Code
-		}
-		return wire.AppendStatusReply(nil, h, code)
+		return wire.AppendStatusReply(nil, h, offsetWriteCode(err, wire.ErrConsumerOffsetNotFound.Code))
 	}
 	return wire.AppendOKReply(nil, h, nil)
+}
+
+// offsetWriteCode is the status of a failed offset store or delete: own (the
+// command's own refusal), the storage fault's code when storage refused the write,
+// else ResourceNotFound, as Iggy answers both commands. A storage fault must not read
+// as ResourceNotFound: a group member takes that to mean the partition is no longer
+// its own, drops it and polls it again from the stored offset, a redelivery loop for
+// as long as the fault lasts.
+func offsetWriteCode(err error, own uint32) uint32 {
+	switch code := storeCode(err, 0); {
+	case code == own, errors.Is(err, store.ErrStorageFault):
+		return code
+	}
+	return wire.ErrResourceNotFound.Code
 }

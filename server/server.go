@@ -136,6 +136,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		Now:                s.cfg.Now,
 		DiskReserve:        s.cfg.DiskReserve,
 		ProbeInterval:      s.cfg.StorageProbeInterval,
+		WriteFault:         s.cfg.WriteFault,
 	})
 	if err != nil {
 		return fmt.Errorf("server: open data dir %s: %w", s.cfg.DataDir, err)

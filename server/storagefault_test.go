@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,4 +74,66 @@ func TestMissingDataDirOnRestart(t *testing.T) {
 	if _, found, err := wire.DecodeStreamDetails(c2.must(wire.GetStreamRequest{Stream: st})); found || err != nil {
 		t.Fatalf("the --init start is not empty: found %v, %v", found, err)
 	}
+}
+
+// TestOffsetStoreOnStorageFault is issue 22's duplicate storm at its source: a group
+// member's offset store refused by a storage fault was answered 20 ResourceNotFound,
+// which a member reads as "this partition is not yours": it dropped the partition and
+// polled it again from the stored offset, for as long as the fault lasted. A storage
+// fault answers 4006, from the test hook (Config.WriteFault) and from a real fault (the
+// data dir deleted); a store of a partition the member does not own is still 20.
+func TestOffsetStoreOnStorageFault(t *testing.T) {
+	var faulted atomic.Bool
+	dir := filepath.Join(t.TempDir(), "data")
+	s := servertest.Start(t, servertest.WithDataDir(dir), servertest.WithWriteFault(func() error {
+		if faulted.Load() {
+			return errors.New("no space left on device (test fault)")
+		}
+		return nil
+	}), servertest.WithConfig(func(c *server.Config) { c.StorageProbeInterval = 5 * time.Millisecond }))
+	t.Cleanup(func() { faulted.Store(false) }) // before the server closes: its final sync is a write
+	c := login(t, s)
+	st, tp := setup(t, c, 1)
+	c.send(st, tp, wire.ToPartition(0), "a", "b", "c")
+	c.must(wire.CreateConsumerGroupRequest{Stream: st, Topic: tp, Name: "g"})
+	c.must(wire.JoinConsumerGroupRequest{Stream: st, Topic: tp, Group: wire.NamedID("g")})
+	store := func(offset uint64) wire.StoreConsumerOffsetRequest {
+		return wire.StoreConsumerOffsetRequest{Consumer: groupOf("g"), Stream: st, Topic: tp, Partition: wire.PartitionID(0), Offset: offset}
+	}
+	del := wire.DeleteConsumerOffsetRequest{Consumer: groupOf("g"), Stream: st, Topic: tp, Partition: wire.PartitionID(0)}
+	stored := func() uint64 {
+		info, found, err := wire.DecodeConsumerOffsetInfo(c.must(wire.GetConsumerOffsetRequest{Consumer: groupOf("g"), Stream: st, Topic: tp, Partition: wire.PartitionID(0)}))
+		if err != nil || !found {
+			t.Fatalf("stored offset: %+v found %t: %v", info, found, err)
+		}
+		return info.StoredOffset
+	}
+	c.must(store(0))
+
+	faulted.Store(true)
+	c.wantErr(store(1), wire.ErrCannotSaveMessagesToSegment)
+	c.wantErr(del, wire.ErrCannotSaveMessagesToSegment)
+	notOwned := store(1)
+	notOwned.Partition = wire.PartitionID(7)
+	c.wantErr(notOwned, wire.ErrResourceNotFound)
+	c.wantErr(wire.StoreConsumerOffsetRequest{Consumer: groupOf("g"), Stream: st, Topic: tp, Partition: wire.PartitionID(0), Offset: 9}, wire.ErrInvalidOffset)
+	if got := stored(); got != 0 {
+		t.Fatalf("stored %d during the fault, want 0", got)
+	}
+	faulted.Store(false)
+	c.must(store(1))
+	if got := stored(); got != 1 {
+		t.Fatalf("stored %d after the fault, want 1", got)
+	}
+
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "storage fault", func() bool { return s.StorageFault() != nil })
+	c.wantErr(store(2), wire.ErrCannotSaveMessagesToSegment)
+	c.wantErr(del, wire.ErrCannotSaveMessagesToSegment)
+	if got := stored(); got != 1 {
+		t.Fatalf("stored %d with the data dir gone, want 1", got)
+	}
+	_ = s.Close(t.Context()) // may report the missing directory; must return
 }

@@ -173,6 +173,9 @@ type offsetJSON struct {
 	Lag           uint64 `json:"lag"`
 	Uncommitted   uint64 `json:"uncommitted"`
 	Owned         bool   `json:"owned"`
+	// Only while the partition's offset stores fail (left out when they succeed).
+	StoreFailures  int            `json:"store_failures,omitempty"`
+	LastStoreError *lastErrorJSON `json:"last_store_error,omitempty"`
 }
 
 func offsetOrNull(o int64) *int64 {
@@ -194,7 +197,8 @@ func (s *Server) getOffsets(w http.ResponseWriter, r *http.Request) {
 	for _, o := range offs {
 		out = append(out, offsetJSON{Stream: o.Stream, Topic: o.Topic, PartitionID: o.Partition,
 			CurrentOffset: offsetOrNull(o.Current), StoredOffset: offsetOrNull(o.Stored),
-			Lag: o.Lag, Uncommitted: o.Uncommitted, Owned: o.Owned})
+			Lag: o.Lag, Uncommitted: o.Uncommitted, Owned: o.Owned,
+			StoreFailures: o.StoreFailures, LastStoreError: lastError(o.StoreError)})
 	}
 	s.writeJSON(w, http.StatusOK, out)
 }
@@ -316,6 +320,9 @@ type partitionJSON struct {
 	Pending       uint64 `json:"pending"`
 	Uncommitted   uint64 `json:"uncommitted"`
 	Paused        bool   `json:"paused"`
+	// Only while the partition's offset stores fail (left out when they succeed).
+	StoreFailures  int            `json:"store_failures,omitempty"`
+	LastStoreError *lastErrorJSON `json:"last_store_error,omitempty"`
 }
 
 // statusHead is what the status of both kinds starts with.
@@ -355,7 +362,8 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request, kind string) 
 	for _, p := range st.Partitions {
 		parts = append(parts, partitionJSON{Stream: p.Stream, Topic: p.Topic, PartitionID: p.Partition, State: p.State,
 			Polled: p.Polled, Delivered: p.Delivered, Done: p.Done, Stored: p.Stored, CurrentOffset: p.Current,
-			Lag: p.Lag, Pending: p.Pending, Uncommitted: p.Uncommitted, Paused: p.Paused})
+			Lag: p.Lag, Pending: p.Pending, Uncommitted: p.Uncommitted, Paused: p.Paused,
+			StoreFailures: p.StoreFailures, LastStoreError: lastError(p.StoreError)})
 	}
 	s.writeJSON(w, http.StatusOK, struct {
 		statusHead

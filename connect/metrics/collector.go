@@ -94,6 +94,8 @@ const (
 	famLag
 	famUncommitted
 	famPending
+	famStoresRefused
+	famStoreFailures
 	numFamilies
 )
 
@@ -134,6 +136,10 @@ var families = [numFamilies]family{
 	famLag:         {"ferry_sink_lag", "Messages of the partition after the stored offset.", kindGauge, partLabels, nil},
 	famUncommitted: {"ferry_sink_uncommitted_messages", "Messages polled by the sink but not stored yet.", kindGauge, partLabels, nil},
 	famPending:     {"ferry_sink_pending_messages", "Messages committed by the sink (or resolved by the runtime) but not stored yet.", kindGauge, partLabels, nil},
+	famStoresRefused: {"ferry_sink_offset_stores_refused_total",
+		"Offset stores refused for good (the partition is not the sink's any more, or the store would move the group's offset back); each releases its partition.", kindCounter, keyLabel, nil},
+	famStoreFailures: {"ferry_sink_consecutive_store_failures",
+		"Consecutive failed offset stores of the partition (0: the last one succeeded); meanwhile stores are retried with backoff and polling pauses at max_uncommitted.", kindGauge, partLabels, nil},
 }
 
 func init() {
@@ -215,6 +221,7 @@ func collectConnector(e emitter, st *connect.Status) {
 	e.value(famCommits, s.CommitsStale, k, resultStale)
 	e.value(famCommits, s.CommitsUnknown, k, resultUnknownPartition)
 	e.value(famStores, s.Stores, k)
+	e.value(famStoresRefused, s.StoresRefused, k)
 	e.value(famStoreErrors, s.StoreErrors, k)
 	e.value(famRevoked, s.Revoked, k)
 	e.histogram(famStoreLatency, s.StoreLatency, k)
@@ -245,6 +252,7 @@ func collectConnector(e emitter, st *connect.Status) {
 		}
 		e.value(famUncommitted, p.Uncommitted, k, part, p.Stream, p.Topic)
 		e.value(famPending, p.Pending, k, part, p.Stream, p.Topic)
+		e.value(famStoreFailures, uint64(max(p.StoreFailures, 0)), k, part, p.Stream, p.Topic)
 	}
 }
 

@@ -46,7 +46,8 @@ func fixture() fixedSource {
 				}},
 			Partitions: []connect.PartitionStatus{
 				{Stream: "st", Topic: "tp", Partition: 0, Polled: 41, Delivered: 39, Done: 29, Stored: 29,
-					Pending: 0, Uncommitted: 12, Current: 99, Lag: 70},
+					Pending: 0, Uncommitted: 12, Current: 99, Lag: 70, StoreFailures: 3,
+					StoreError: &connect.LastError{Message: "iggy: CannotSaveMessagesToSegment (4006)"}},
 				{Stream: "st", Topic: "tp", Partition: 1, Polled: 0, Delivered: -1, Done: -1, Stored: -1,
 					Pending: 0, Uncommitted: 1, Current: -1},
 			}},

@@ -10,5 +10,12 @@
 //     to fsync before Consume returns, so after_consuming's stored offset is never ahead of
 //     the disk, at the cost of one fsync per batch. The interval fsync runs as well.
 //
+// A batch is written whole or not at all: when a write fails part-way (a full disk), the
+// file is truncated back to its size before the batch, so it always ends with a complete
+// record and the retry appends cleanly; if that truncate fails too, the error says so and
+// the sink writes nothing more. Open drops a partial record at the end of the file (a
+// write cut short by a crash, or that failed truncate): such a record was never
+// acknowledged, so it is redelivered.
+//
 // It imports only sdk and the standard library.
 package file

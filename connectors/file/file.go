@@ -1,13 +1,13 @@
 package file
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -81,14 +81,16 @@ type Sink struct {
 	committer sdk.Committer
 	log       *slog.Logger
 
-	mu      sync.Mutex // guards f, w, pending, closed, enc/buf
+	mu      sync.Mutex // guards f, pending, closed, broken, enc/buf
 	f       *os.File
-	w       *bufio.Writer
 	pending map[sdk.Partition]uint64 // highest offset written since the last fsync snapshot
 	closed  bool
-	broken  error // set by a failed fsync: the kernel may have dropped the data, so never commit again
-	buf     bytes.Buffer
-	enc     *json.Encoder
+	// broken is set by a failed fsync (the kernel may have dropped the data, so never
+	// commit again) and by a failed write that could not be truncated away (never
+	// append after a partial record).
+	broken error
+	buf    bytes.Buffer // the batch being written, encoded
+	enc    *json.Encoder
 
 	syncMu sync.Mutex // serializes fsync+commit rounds, so commits go out in order
 
@@ -112,19 +114,23 @@ func (s *Sink) Open(_ context.Context, env sdk.SinkEnv) error {
 	if err := os.MkdirAll(filepath.Dir(s.cfg.Path), 0o755); err != nil {
 		return fmt.Errorf("file sink: create the directory of %s: %w", s.cfg.Path, err)
 	}
-	f, err := os.OpenFile(s.cfg.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(s.cfg.Path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("file sink: open: %w", err)
 	}
-	s.f, s.w = f, bufio.NewWriterSize(f, 256<<10)
-	s.enc = json.NewEncoder(&s.buf)
-	s.enc.SetEscapeHTML(false)
-	s.pending = map[sdk.Partition]uint64{}
-	s.committer = env.Committer
 	s.log = env.Logger
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	if err := s.dropPartialTail(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	s.f = f
+	s.enc = json.NewEncoder(&s.buf)
+	s.enc.SetEscapeHTML(false)
+	s.pending = map[sdk.Partition]uint64{}
+	s.committer = env.Committer
 	s.stop, s.done = make(chan struct{}), make(chan struct{})
 	go s.loop()
 	return nil
@@ -147,7 +153,9 @@ func (s *Sink) loop() {
 }
 
 // Consume appends one line per message and hands the batch to the OS before returning
-// (fsynced too when fsync_each_batch is set).
+// (fsynced too when fsync_each_batch is set). The batch is written whole or not at all:
+// a failed or partial write (a full disk) is truncated away before Consume returns its
+// error, so the file always ends with a complete record and a retry appends cleanly.
 func (s *Sink) Consume(_ context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
 	s.mu.Lock()
 	if s.closed || s.f == nil {
@@ -158,13 +166,14 @@ func (s *Sink) Consume(_ context.Context, topic sdk.TopicMetadata, meta sdk.Mess
 		s.mu.Unlock()
 		return s.broken
 	}
+	s.buf.Reset()
 	for i := range msgs {
-		if err := s.writeRecord(topic, meta, &msgs[i]); err != nil {
+		if err := s.encodeRecord(topic, meta, &msgs[i]); err != nil {
 			s.mu.Unlock()
 			return err
 		}
 	}
-	err := s.w.Flush()
+	err := s.appendLocked()
 	if err == nil && len(msgs) > 0 {
 		last := msgs[len(msgs)-1].Offset
 		if cur, ok := s.pending[meta.Partition]; !ok || last > cur {
@@ -173,7 +182,7 @@ func (s *Sink) Consume(_ context.Context, topic sdk.TopicMetadata, meta sdk.Mess
 	}
 	s.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("file sink: write: %w", err)
+		return err
 	}
 	if s.cfg.FsyncEachBatch {
 		return s.Sync()
@@ -181,7 +190,72 @@ func (s *Sink) Consume(_ context.Context, topic sdk.TopicMetadata, meta sdk.Mess
 	return nil
 }
 
-func (s *Sink) writeRecord(topic sdk.TopicMetadata, meta sdk.MessagesMetadata, m *sdk.ConsumedMessage) error {
+// appendLocked writes the encoded batch at the end of the file. The file's size is read
+// first; if the write fails, even after writing part of the batch, the file is truncated
+// back to that size (its last complete record). If the truncate fails as well, the error
+// says so and the sink is broken: nothing is appended after a partial record (the next
+// Open removes it).
+func (s *Sink) appendLocked() error {
+	if s.buf.Len() == 0 {
+		return nil
+	}
+	size, err := s.f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return fmt.Errorf("file sink: size of %s before a write: %w", s.cfg.Path, err)
+	}
+	n, err := s.f.Write(s.buf.Bytes())
+	if err == nil {
+		return nil
+	}
+	werr := fmt.Errorf("file sink: write %s (%d of the batch's %d bytes written): %w", s.cfg.Path, n, s.buf.Len(), err)
+	if terr := s.f.Truncate(size); terr != nil {
+		s.broken = fmt.Errorf("%w; truncating it back to %d bytes (its last complete record) failed too, so it ends with a partial record: %w",
+			werr, size, terr)
+		return s.broken
+	}
+	return werr
+}
+
+// dropPartialTail truncates f after its last newline when it does not end with one: a
+// record whose write was cut short (the process was killed, or a truncate after a failed
+// write failed). That record was never acknowledged, so it is redelivered.
+func (s *Sink) dropPartialTail(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("file sink: stat %s: %w", s.cfg.Path, err)
+	}
+	size := fi.Size()
+	if size == 0 {
+		return nil
+	}
+	buf := make([]byte, 64<<10)
+	keep := int64(0) // bytes up to and including the last newline
+	for end := size; end > 0; {
+		start := max(end-int64(len(buf)), 0)
+		chunk := buf[:end-start]
+		if _, err := f.ReadAt(chunk, start); err != nil {
+			return fmt.Errorf("file sink: read the end of %s: %w", s.cfg.Path, err)
+		}
+		if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
+			keep = start + int64(i) + 1
+			break
+		}
+		end = start
+	}
+	if keep == size {
+		return nil
+	}
+	if err := f.Truncate(keep); err != nil {
+		return fmt.Errorf("file sink: %s ends with a partial record (%d bytes after its last complete line) that cannot be removed: %w",
+			s.cfg.Path, size-keep, err)
+	}
+	s.log.Warn("file sink: removed a partial record at the end of the file (a write cut short before this start)",
+		"path", s.cfg.Path, "bytes", size-keep, "size", keep)
+	return nil
+}
+
+// encodeRecord appends m's line to the batch buffer.
+func (s *Sink) encodeRecord(topic sdk.TopicMetadata, meta sdk.MessagesMetadata, m *sdk.ConsumedMessage) error {
 	rec := Record{
 		Stream: topic.Stream, Topic: topic.Topic, Partition: meta.Partition.PartitionID, Offset: m.Offset,
 		ID: m.ID.String(), Timestamp: m.Timestamp, OriginTimestamp: m.OriginTimestamp,
@@ -190,12 +264,8 @@ func (s *Sink) writeRecord(topic sdk.TopicMetadata, meta sdk.MessagesMetadata, m
 	for _, h := range m.Headers {
 		rec.Headers = append(rec.Headers, Header{Key: fieldText(h.Key), Kind: kindName(h.Value.Kind), Value: fieldText(h.Value)})
 	}
-	s.buf.Reset()
-	if err := s.enc.Encode(&rec); err != nil {
+	if err := s.enc.Encode(&rec); err != nil { // writes nothing on error
 		return fmt.Errorf("file sink: encode offset %d: %w", m.Offset, err)
-	}
-	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
-		return fmt.Errorf("file sink: write: %w", err)
 	}
 	return nil
 }
@@ -242,10 +312,10 @@ func kindName(k sdk.HeaderKind) string {
 	return fmt.Sprintf("kind%d", k)
 }
 
-// Sync flushes and fsyncs the file, then, in sink_controlled mode, commits per partition the
-// highest offset that was written before the fsync. After a failed flush or fsync nothing is
-// ever committed again and Consume and Sync return that error (the sink must be restarted,
-// which redelivers from the last commit). Safe to call concurrently.
+// Sync fsyncs the file, then, in sink_controlled mode, commits per partition the highest
+// offset that was written before the fsync. After a failed fsync nothing is ever committed
+// again and Consume and Sync return that error (the sink must be restarted, which
+// redelivers from the last commit). Safe to call concurrently.
 func (s *Sink) Sync() error {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
@@ -258,15 +328,11 @@ func (s *Sink) Sync() error {
 		s.mu.Unlock()
 		return s.broken
 	}
-	err := s.w.Flush()
 	snap := s.pending
 	s.pending = map[sdk.Partition]uint64{}
 	f := s.f
 	s.mu.Unlock()
-	if err == nil {
-		err = f.Sync()
-	}
-	if err != nil {
+	if err := f.Sync(); err != nil {
 		// After a failed fsync the kernel may have dropped the dirty pages, and a later fsync
 		// can succeed without them (the "fsyncgate" problem): never commit anything again.
 		err = fmt.Errorf("file sink: fsync %s: %w", s.cfg.Path, err)

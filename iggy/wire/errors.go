@@ -130,7 +130,7 @@ var ServerErrors = []*ServerError{
 	ErrRequestAlreadyApplied, ErrStreamIDNotFound, ErrStreamNameAlreadyExists,
 	ErrInvalidTopicSize, ErrTooManyStreams, ErrTopicIDNotFound, ErrTopicNameAlreadyExists,
 	ErrTooManyPartitions, ErrInvalidPartitionsCount, ErrTooManyTopics, ErrPartitionNotFound,
-	ErrPartitionIDSpaceExhausted, ErrConsumerOffsetNotFound, ErrInvalidMessageChecksum,
+	ErrPartitionIDSpaceExhausted, ErrConsumerOffsetNotFound, ErrCannotSaveMessagesToSegment, ErrInvalidMessageChecksum,
 	ErrInvalidMessageTimestampDelta, ErrInvalidBatchChecksum, ErrUnsupportedOptionKey,
 	ErrInvalidOptionValue, ErrInvalidOffset, ErrConsumerGroupIDNotFound,
 	ErrConsumerGroupNameAlreadyExists, ErrConsumerGroupMemberNotFound,

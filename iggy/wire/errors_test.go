@@ -20,8 +20,12 @@ func TestServerErrorsTable(t *testing.T) {
 			t.Errorf("Error() = %q", e.Error())
 		}
 	}
-	if len(ServerErrors) != 43 {
+	if len(ServerErrors) != 44 {
 		t.Errorf("%d codes", len(ServerErrors))
+	}
+	// 4006 was missing from the table, so a storage fault read "Unknown (4006)" (issue 22).
+	if e := CodeError(4006); !errors.Is(e, ErrCannotSaveMessagesToSegment) || e.Error() != "iggy: CannotSaveMessagesToSegment (4006)" {
+		t.Errorf("CodeError(4006) = %v", e)
 	}
 	if CodeError(0) != nil {
 		t.Error("CodeError(0) != nil")

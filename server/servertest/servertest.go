@@ -64,6 +64,15 @@ func WithClusterRoster(roster func() wire.ClusterMetadata) Option {
 	return func(c *server.Config) { c.ClusterRoster = roster }
 }
 
+// WithWriteFault makes storage fail on demand (server.Config.WriteFault, a test hook):
+// while fault returns an error, every write of the store is refused as on a full disk
+// (the request is answered with 4006), reads and polls are served. fault is called on
+// the server's goroutines, concurrently, so it must be safe for concurrent use (switch
+// it with sync/atomic).
+func WithWriteFault(fault func() error) Option {
+	return func(c *server.Config) { c.WriteFault = fault }
+}
+
 // WithConfig applies fn to the Config last, for anything else.
 func WithConfig(fn func(*server.Config)) Option { return fn }
 

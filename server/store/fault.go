@@ -113,6 +113,11 @@ func (s *Store) guarded(fn func() error) error {
 	if err := s.Fault(); err != nil {
 		return err
 	}
+	if s.hookFault != nil {
+		if err := s.hookFault(); err != nil {
+			return &FaultError{Cause: err}
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- fn() }()
 	select {

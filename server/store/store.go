@@ -69,6 +69,13 @@ type Options struct {
 	// Now is the clock that stamps batch timestamps. Default time.Now;
 	// tests pass a fake one to make retention by message_expiry exact.
 	Now func() time.Time
+	// WriteFault is a hook for tests: a storage fault on demand. Nil (the default)
+	// means none. When set, it is called before every write (appends, consumer
+	// offsets, metadata, WAL syncs), concurrently; a non-nil error refuses that write
+	// as a storage fault does (the error matches ErrStorageFault and wraps it), and
+	// reads are served. Unlike a real fault it is not recorded: Fault stays nil, and
+	// writes are accepted again as soon as the hook returns nil.
+	WriteFault func() error
 }
 
 // Defaults of the storage-fault options.
@@ -100,6 +107,7 @@ type Store struct {
 	readOnly  bool   // opened read-only: the disk was full at start
 	baseFS    vfs.FS // the file system under vfs.OnDiskFull
 	fault     faultState
+	hookFault func() error // Options.WriteFault
 
 	mu      sync.RWMutex
 	closed  bool
@@ -130,15 +138,16 @@ func Open(opts Options) (*Store, error) {
 		opts.Now = time.Now
 	}
 	s := &Store{
-		log:     opts.Logger.With("component", "store", "dir", opts.Dir),
-		iters:   opts.PasswordIterations,
-		now:     opts.Now,
-		stop:    make(chan struct{}),
-		streams: map[uint32]*streamState{},
-		users:   map[uint32]*userState{},
-		wo:      pebble.Sync,
-		dir:     opts.Dir,
-		fault:   faultState{fatal: make(chan struct{})},
+		log:       opts.Logger.With("component", "store", "dir", opts.Dir),
+		iters:     opts.PasswordIterations,
+		now:       opts.Now,
+		hookFault: opts.WriteFault,
+		stop:      make(chan struct{}),
+		streams:   map[uint32]*streamState{},
+		users:     map[uint32]*userState{},
+		wo:        pebble.Sync,
+		dir:       opts.Dir,
+		fault:     faultState{fatal: make(chan struct{})},
 	}
 	if opts.Fsync == FsyncInterval {
 		s.wo = pebble.NoSync
