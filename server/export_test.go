@@ -1,6 +1,10 @@
 package server
 
-import "time"
+import (
+	"time"
+
+	"github.com/ferryio/ferry/iggy/wire"
+)
 
 // Hooks for the external tests (compiled into tests only).
 
@@ -31,3 +35,17 @@ func LoginFailures(s *Server, ip string) int {
 
 // LoginDelay is the delay s imposes after n consecutive failures.
 func LoginDelay(s *Server, n int) time.Duration { return s.throttle.delayAfter(n) }
+
+// SetBeforeReply makes s call fn with every reply built and not yet written, on the
+// connection's goroutine (a reply waits while fn runs); nil removes it.
+func SetBeforeReply(s *Server, fn func(code wire.Code)) {
+	if fn == nil {
+		s.beforeReply.Store(nil)
+		return
+	}
+	s.beforeReply.Store(&fn)
+}
+
+// ReplyBudget is s's reply budget: bytes reserved, the most ever reserved at once and
+// the polls waiting for it.
+func ReplyBudget(s *Server) (used, peak int64, waiting int) { return s.replies.state() }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/server/store"
 )
 
@@ -42,6 +43,11 @@ type Server struct {
 	pending  atomic.Int64 // bytes buffered for frames still arriving (Config.MaxPendingBytes)
 	throttle *loginThrottle
 	hashes   *hashGate
+	replies  *replyBudget // poll replies being built or written (Config.MaxReplyBytes)
+
+	// beforeReply, set only by tests, is called on the connection's goroutine with
+	// every reply built and not yet written (its reply budget still held).
+	beforeReply atomic.Pointer[func(code wire.Code)]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -76,6 +82,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.throttle = newLoginThrottle(cfg.LoginFailureDelay, cfg.LoginMaxDelay, time.Now)
 	s.hashes = newHashGate(cfg.MaxConcurrentLogins)
+	s.replies = newReplyBudget(cfg.MaxReplyBytes)
 	s.groups = newGroups(s)
 	return s, nil
 }
