@@ -23,14 +23,30 @@ func HoldHashSlots(s *Server) (release func()) {
 // HashPeak is the most password hashes s ever ran at once.
 func HashPeak(s *Server) int64 { return s.hashes.peak.Load() }
 
-// LoginFailures is the count of consecutive failed logins recorded for ip.
-func LoginFailures(s *Server, ip string) int {
+// LoginFailures is the count of consecutive failed logins recorded for ip as user.
+func LoginFailures(s *Server, ip, user string) int {
 	s.throttle.mu.Lock()
 	defer s.throttle.mu.Unlock()
-	if e := s.throttle.addrs[ip]; e != nil {
+	if e := s.throttle.pairLocked(throttleKeyOf(ip, user), s.throttle.now()); e != nil {
 		return e.failures
 	}
 	return 0
+}
+
+// OnLoginWait makes every login throttle delay of s call fn instead of waiting (the
+// attempt then goes on at once); nil restores the wait.
+func OnLoginWait(s *Server, fn func(d time.Duration)) {
+	if fn == nil {
+		s.loginWait.Store(nil)
+		return
+	}
+	s.loginWait.Store(&fn)
+}
+
+// AddUser creates an active user with every permission in s's store.
+func AddUser(s *Server, name, password string) error {
+	_, err := s.st.CreateUser(name, password, userActive, nil)
+	return err
 }
 
 // LoginDelay is the delay s imposes after n consecutive failures.
