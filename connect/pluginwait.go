@@ -5,19 +5,25 @@ import (
 	"time"
 )
 
-// pluginCalls is implemented by native plugin adapters (connect/plugin's Sink): Idle is
-// closed once no call into the plugin runs for that instance.
+// pluginCalls is implemented by native plugin adapters (connect/plugin's Sink and
+// Source): Idle is closed once no call into the plugin runs for that instance.
 type pluginCalls interface {
 	Idle() <-chan struct{}
+	Close(ctx context.Context) error
 }
 
-// pluginOf returns the native plugin of a stopped instance, if it is one.
-func pluginOf(c connector) (pluginCalls, bool) {
-	if r, ok := c.(*sinkRunner); ok {
+// pluginOf returns the native plugin of a stopped instance, if it is one, and how long
+// its Close may take.
+func pluginOf(c connector) (pluginCalls, time.Duration, bool) {
+	switch r := c.(type) {
+	case *sinkRunner:
 		p, ok := r.sink.(pluginCalls)
-		return p, ok
+		return p, r.cfg.ShutdownTimeout, ok
+	case *sourceRunner:
+		p, ok := r.src.(pluginCalls)
+		return p, sourceShutdownTimeout, ok
 	}
-	return nil, false
+	return nil, 0, false
 }
 
 // awaitPlugin holds a new instance back while a call into prev's native plugin still
@@ -30,7 +36,7 @@ func pluginOf(c connector) (pluginCalls, bool) {
 // A restart that asked for this launch (reply not nil) is answered when the wait begins
 // (replied). ok is false when the launch is cancelled (a stop, or the runtime stopping).
 func (sl *slot) awaitPlugin(prev *instance, reply chan<- error) (ok, replied bool) {
-	p, isPlugin := pluginOf(prev.c)
+	p, closeTimeout, isPlugin := pluginOf(prev.c)
 	if !isPlugin {
 		return true, false
 	}
@@ -65,13 +71,11 @@ func (sl *slot) awaitPlugin(prev *instance, reply chan<- error) (ok, replied boo
 		}
 	}
 	sl.r.log.Info(sl.kind+" plugin call returned; closing the stopped instance and reopening", "key", sl.key)
-	if r, ok := prev.c.(*sinkRunner); ok {
-		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
-		err := callSafely(func() error { return r.sink.Close(ctx) })
-		cancel()
-		if err != nil {
-			sl.r.log.Warn(sl.kind+" closing the stopped instance's plugin", "key", sl.key, "error", err)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	err := callSafely(func() error { return p.Close(ctx) })
+	cancel()
+	if err != nil {
+		sl.r.log.Warn(sl.kind+" closing the stopped instance's plugin", "key", sl.key, "error", err)
 	}
 	return true, replied
 }
