@@ -44,6 +44,9 @@ type RestartState struct {
 	MaxRestarts uint32    // from [restart] max_restarts; 0 = never restarted automatically
 	NextRetry   time.Time // when the next automatic restart is due; zero when none is
 	GaveUp      bool      // failed for good: restarts exhausted (or off) after a failure
+	// WaitingForPlugin: the connector is not reopened yet because a call into the stopped
+	// instance's native plugin, abandoned at its stop, has not returned (the plugin hangs).
+	WaitingForPlugin bool
 }
 
 // PartitionOffsets is one partition of a sink as Runtime.Offsets reports it. Offsets

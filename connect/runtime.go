@@ -162,7 +162,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		}
 	}
 	for _, sl := range r.slots {
-		sl.launch(ctx)
+		sl.launch(ctx, nil)
 	}
 	for _, sl := range r.slots {
 		go sl.supervise()

@@ -41,6 +41,7 @@ type slot struct {
 	nextRetry   time.Time // zero unless an automatic restart is scheduled
 	gaveUp      bool
 	userStopped bool
+	waitPlugin  bool // launch waits for the previous instance's plugin call (awaitPlugin)
 }
 
 // instance is one started runner and when it started.
@@ -76,8 +77,25 @@ func (sl *slot) policy() config.RestartPolicy {
 	return sl.srcCfg.Restart
 }
 
-// launch starts a new instance of the current config (its Open bounded by ctx).
-func (sl *slot) launch(ctx context.Context) {
+// launch starts a new instance of the current config (its Open bounded by ctx), once no
+// call into the previous instance's plugin runs (awaitPlugin). reply, when not nil, is
+// the requested restart's: it gets nil once the instance started or the wait began.
+func (sl *slot) launch(ctx context.Context, reply chan<- error) {
+	if prev := sl.cur.Load(); prev != nil {
+		ok, replied := sl.awaitPlugin(prev, reply)
+		if replied {
+			reply = nil
+		}
+		if !ok {
+			if reply != nil {
+				reply <- nil
+			}
+			return
+		}
+	}
+	if reply != nil {
+		defer func() { reply <- nil }()
+	}
 	sl.mu.Lock()
 	sink, src := sl.sinkCfg, sl.srcCfg
 	sl.mu.Unlock()
@@ -104,7 +122,7 @@ func (sl *slot) supervise() {
 			sl.stopInstance(in, rt.hard)
 			return
 		case cmd := <-sl.cmds:
-			cmd.reply <- sl.handle(cmd, in)
+			sl.handle(cmd, in)
 			continue
 		case <-in.c.stopped():
 		}
@@ -142,7 +160,7 @@ func (sl *slot) idle() bool {
 	case <-sl.r.life.soft.Done():
 		return false
 	case cmd := <-sl.cmds:
-		cmd.reply <- sl.handle(cmd, sl.cur.Load())
+		sl.handle(cmd, sl.cur.Load())
 		return true
 	}
 }
@@ -156,7 +174,7 @@ func (sl *slot) waitRetry(wait time.Duration) bool {
 	case <-sl.r.life.soft.Done():
 		return false
 	case cmd := <-sl.cmds:
-		cmd.reply <- sl.handle(cmd, sl.cur.Load())
+		sl.handle(cmd, sl.cur.Load())
 		return true
 	case <-t.C:
 	}
@@ -165,7 +183,7 @@ func (sl *slot) waitRetry(wait time.Duration) bool {
 	sl.total++
 	sl.nextRetry = time.Time{}
 	sl.mu.Unlock()
-	sl.launch(sl.r.life.soft)
+	sl.launch(sl.r.life.soft, nil)
 	return true
 }
 
@@ -204,15 +222,27 @@ func (sl *slot) restartCount() uint32 {
 	return sl.restarts
 }
 
-// handle carries out an operator's command on the current instance.
-func (sl *slot) handle(cmd command, in *instance) error {
+// handle carries out an operator's command on the current instance and replies to it: a
+// restart once its new instance started, or once it waits for the old plugin
+// (awaitPlugin).
+func (sl *slot) handle(cmd command, in *instance) {
 	sl.stopInstance(in, cmd.ctx)
 	if cmd.op == opStop {
 		sl.mu.Lock()
 		sl.userStopped, sl.nextRetry = true, time.Time{}
 		sl.mu.Unlock()
-		return nil
+		cmd.reply <- nil
+		return
 	}
+	if err := sl.acceptRestart(); err != nil {
+		cmd.reply <- err
+		return
+	}
+	sl.launch(sl.r.life.soft, cmd.reply)
+}
+
+// acceptRestart reads the config a requested restart runs and starts its counts again.
+func (sl *slot) acceptRestart() error {
 	if err := sl.reload(); err != nil {
 		return err
 	}
@@ -221,7 +251,6 @@ func (sl *slot) handle(cmd command, in *instance) error {
 	sl.total++
 	sl.mu.Unlock()
 	sl.r.log.Info(sl.kind+" restarting on request", "key", sl.key)
-	sl.launch(sl.r.life.soft)
 	return nil
 }
 
@@ -305,7 +334,7 @@ func (sl *slot) status() Status {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	st.Restart = RestartState{Restarts: sl.restarts, Total: sl.total, MaxRestarts: pol.MaxRestarts,
-		NextRetry: sl.nextRetry, GaveUp: sl.gaveUp}
+		NextRetry: sl.nextRetry, GaveUp: sl.gaveUp, WaitingForPlugin: sl.waitPlugin}
 	if sl.userStopped && st.State != StateError {
 		st.State = StateStopped
 	}

@@ -45,11 +45,22 @@ const (
 	// DefaultMaxPendingBytes caps the bytes buffered, over all connections, for frames
 	// not yet fully read.
 	DefaultMaxPendingBytes = 512 << 20
+	// DefaultMaxReplyBytes caps the bytes held, over all connections, by poll replies
+	// being built or waiting to be written: four polls of DefaultMaxPollBytes at once.
+	DefaultMaxReplyBytes = 128 << 20
+	// DefaultMaxPartitionsPerTopic caps the partitions of one topic.
+	DefaultMaxPartitionsPerTopic = 10_000
+	// DefaultMaxPartitions caps the partitions of all topics together.
+	DefaultMaxPartitions = 100_000
 	// DefaultLoginFailureDelay is the delay after the first failed login of an IP
 	// address; it doubles with every further failure up to DefaultLoginMaxDelay.
 	DefaultLoginFailureDelay = 100 * time.Millisecond
 	// DefaultLoginMaxDelay caps the delay of DefaultLoginFailureDelay.
-	DefaultLoginMaxDelay      = 5 * time.Second
+	DefaultLoginMaxDelay = 5 * time.Second
+	// DefaultLoginUserNamesPerIP is how many user names with failed logins one IP
+	// address may have on record before the address itself is delayed.
+	DefaultLoginUserNamesPerIP = 10
+
 	DefaultHeartbeatInterval  = 30 * time.Second
 	DefaultRebalancingTimeout = 30 * time.Second
 	DefaultFsyncInterval      = 100 * time.Millisecond
@@ -114,13 +125,35 @@ type Config struct {
 	// Bodies are buffered as they arrive, never allocated whole from the declared
 	// length. Default 512 MiB.
 	MaxPendingBytes int64
-	// LoginFailureDelay is how long the next login attempt from an IP address waits
-	// after a failed one; it doubles with every further consecutive failure, up to
-	// LoginMaxDelay, and a successful login from the address resets it. Default 100ms;
-	// negative turns the delay off.
+	// MaxReplyBytes caps the memory, over all connections, held by poll replies being
+	// built or waiting to be written. A poll that reads messages first reserves twice
+	// what it may load (its batches and its reply: min(MaxPollBytes, MaxReplyBytes/2,
+	// the partition's size)) and waits, first come first served, while that does not
+	// fit; once built, it holds its reply's size until the reply is written. Polls
+	// that find nothing to read reserve nothing. Default 128 MiB.
+	MaxReplyBytes int64
+	// MaxPartitionsPerTopic caps the partitions of one topic: a CreateTopic or
+	// CreatePartitions that would pass it is refused with 2015 TooManyPartitions.
+	// Default 10,000.
+	MaxPartitionsPerTopic int
+	// MaxPartitions caps the partitions of all topics of the server together, refused
+	// the same way. Default 100,000.
+	MaxPartitions int
+	// LoginFailureDelay is how long the next login attempt of an (IP address, user
+	// name) pair waits after a failed one; it doubles with every further consecutive
+	// failure of the pair, up to LoginMaxDelay, and a successful login of the pair
+	// resets it. The right password waits too (it cannot be told from a guess before it
+	// is checked); other user names from the same address do not, until the address has
+	// more than LoginUserNamesPerIP names with failures: then every attempt from it
+	// waits the same schedule counted on the names beyond. A failure is forgotten after
+	// max(1 minute, 2 × LoginMaxDelay). Default 100ms; negative turns the delays off.
 	LoginFailureDelay time.Duration
 	// LoginMaxDelay caps LoginFailureDelay's doubling. Default 5s.
 	LoginMaxDelay time.Duration
+	// LoginUserNamesPerIP is how many user names with failed logins an IP address may
+	// have on record before every login from it is delayed (see LoginFailureDelay).
+	// Default 10.
+	LoginUserNamesPerIP int
 	// MaxConcurrentLogins bounds the password hashes computed at once (each is a
 	// deliberate ~100 ms of CPU), so password guessing cannot starve served clients.
 	// Default max(1, GOMAXPROCS/2).
@@ -247,11 +280,23 @@ func (c *Config) setDefaults() {
 	if c.MaxPendingBytes == 0 {
 		c.MaxPendingBytes = DefaultMaxPendingBytes
 	}
+	if c.MaxReplyBytes == 0 {
+		c.MaxReplyBytes = DefaultMaxReplyBytes
+	}
+	if c.MaxPartitionsPerTopic == 0 {
+		c.MaxPartitionsPerTopic = DefaultMaxPartitionsPerTopic
+	}
+	if c.MaxPartitions == 0 {
+		c.MaxPartitions = DefaultMaxPartitions
+	}
 	if c.LoginFailureDelay == 0 {
 		c.LoginFailureDelay = DefaultLoginFailureDelay
 	}
 	if c.LoginMaxDelay == 0 {
 		c.LoginMaxDelay = DefaultLoginMaxDelay
+	}
+	if c.LoginUserNamesPerIP == 0 {
+		c.LoginUserNamesPerIP = DefaultLoginUserNamesPerIP
 	}
 	if c.MaxConcurrentLogins == 0 {
 		c.MaxConcurrentLogins = max(1, runtime.GOMAXPROCS(0)/2)
@@ -308,8 +353,12 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: LoginTimeout, FrameReadTimeout and LoginMaxDelay must not be negative", ErrConfig)
 	case c.MaxUnauthenticatedFrame < wire.HeaderSize || c.UnauthenticatedBudget < int64(c.MaxUnauthenticatedFrame):
 		return fmt.Errorf("%w: MaxUnauthenticatedFrame must be at least %d and UnauthenticatedBudget at least MaxUnauthenticatedFrame", ErrConfig, wire.HeaderSize)
-	case c.MaxPendingBytes < 0 || c.MaxConcurrentLogins < 0:
-		return fmt.Errorf("%w: MaxPendingBytes and MaxConcurrentLogins must not be negative", ErrConfig)
+	case c.MaxPendingBytes < 0 || c.MaxConcurrentLogins < 0 || c.LoginUserNamesPerIP < 0:
+		return fmt.Errorf("%w: MaxPendingBytes, MaxConcurrentLogins and LoginUserNamesPerIP must not be negative", ErrConfig)
+	case c.MaxReplyBytes < 2*wire.HeaderSize:
+		return fmt.Errorf("%w: MaxReplyBytes %d is below %d", ErrConfig, c.MaxReplyBytes, 2*wire.HeaderSize)
+	case c.MaxPartitionsPerTopic < 0 || c.MaxPartitions < 0:
+		return fmt.Errorf("%w: MaxPartitionsPerTopic and MaxPartitions must not be negative", ErrConfig)
 	case c.HeartbeatInterval < 0 || c.RebalancingTimeout < 0:
 		return fmt.Errorf("%w: HeartbeatInterval and RebalancingTimeout must be positive", ErrConfig)
 	case c.PasswordIterations < 0:

@@ -28,6 +28,7 @@ type conn struct {
 	lastSeen atomic.Int64 // unix nanos of the last request frame
 	loggedIn atomic.Bool  // set by the first successful login, never cleared
 	preLogin int64        // bytes received before the first login (Config.UnauthenticatedBudget)
+	replyRes int64        // bytes of Server.replies the reply being built or written holds
 
 	smu  sync.Mutex
 	sess *session // nil when not logged in
@@ -54,6 +55,7 @@ func (c *conn) serve() {
 	defer func() {
 		_ = c.nc.Close()
 		c.s.removeConn(c)
+		c.releaseReply()
 		c.smu.Lock()
 		sess := c.sess
 		c.sess = nil
@@ -133,13 +135,25 @@ func (c *conn) serve() {
 		}
 		out := c.handle(h, body)
 		if out == nil {
+			c.releaseReply()
 			continue
 		}
-		if err := c.write(out); err != nil {
+		if hook := c.s.beforeReply.Load(); hook != nil {
+			(*hook)(h.CommandCode())
+		}
+		err = c.write(out)
+		c.releaseReply()
+		if err != nil {
 			log.Debug("write reply", "err", err)
 			return
 		}
 	}
+}
+
+// releaseReply returns what the last reply held of the server's reply budget.
+func (c *conn) releaseReply() {
+	c.s.replies.release(c.replyRes)
+	c.replyRes = 0
 }
 
 // hold waits d, the hold Config.ReplyDelay (a test hook) chose for a request, and
@@ -251,7 +265,7 @@ func (c *conn) nonReplicated(h wire.RequestHeader, body []byte) []byte {
 	case wire.CodeGetPATs:
 		return s.getPATs(h, sess)
 	case wire.CodePollMessages:
-		return s.poll(h, body)
+		return s.poll(h, body, &c.replyRes)
 	case wire.CodeFlushUnsavedBuffer:
 		return s.flush(h, body)
 	case wire.CodeGetConsumerOffset:

@@ -69,6 +69,9 @@ func (s *Server) nextRoundRobin(stream, topic uint32) uint32 {
 	return v
 }
 
+// pollReplyHeader is the size of the poll reply's fixed part before its messages.
+var pollReplyHeader = len(wire.PollReply{}.Append(nil))
+
 func emptyPoll(h wire.RequestHeader, partition uint32, current uint64) []byte {
 	return wire.AppendOKReply(nil, h, wire.PollReply{PartitionID: partition, CurrentOffset: current}.Append(nil))
 }
@@ -82,7 +85,10 @@ func consumerID(c wire.Consumer) uint32 {
 	return wire.XXH32([]byte(c.ID.Name), 0)
 }
 
-func (s *Server) poll(h wire.RequestHeader, body []byte) []byte {
+// poll serves PollMessages; *res is what the reply holds of the server's reply budget
+// (Config.MaxReplyBytes), released by the connection once the reply was written. A
+// nil reply means the server began closing while the poll waited for the budget.
+func (s *Server) poll(h wire.RequestHeader, body []byte, res *int64) []byte {
 	req, err := wire.DecodePollMessagesRequest(body)
 	if err != nil {
 		return emptyPoll(h, 0, 0)
@@ -119,7 +125,10 @@ func (s *Server) poll(h wire.RequestHeader, body []byte) []byte {
 		k = store.PartitionKey{Stream: t.StreamID, Topic: t.ID, Partition: pid}
 		cons = store.Consumer{Kind: store.KindConsumer, ID: consumerID(req.Consumer)}
 	}
-	out, last, n, err := s.readPoll(h, k, cons, req)
+	out, last, n, err := s.readPoll(h, k, cons, req, res)
+	if errors.Is(err, errServerClosing) {
+		return nil
+	}
 	if err != nil {
 		if group != nil {
 			return emptyPoll(h, wire.ResyncPartition, 0)
@@ -139,8 +148,9 @@ func (s *Server) poll(h wire.RequestHeader, body []byte) []byte {
 	return out
 }
 
-// readPoll builds the poll reply; it returns the last offset served and the count.
-func (s *Server) readPoll(h wire.RequestHeader, k store.PartitionKey, cons store.Consumer, req wire.PollMessagesRequest) ([]byte, uint64, uint32, error) {
+// readPoll builds the poll reply; it returns the last offset served and the count. A
+// poll with messages to read reserves from the reply budget before it reads (*res).
+func (s *Server) readPoll(h wire.RequestHeader, k store.PartitionKey, cons store.Consumer, req wire.PollMessagesRequest, res *int64) ([]byte, uint64, uint32, error) {
 	stats, err := s.st.Stats(k)
 	if err != nil {
 		return nil, 0, 0, err
@@ -181,11 +191,30 @@ func (s *Server) readPoll(h wire.RequestHeader, k store.PartitionKey, cons store
 	if start > cur {
 		return emptyPoll(h, k.Partition, cur), 0, 0, nil
 	}
-	rr, err := s.st.ReadLimit(k, start, count, s.cfg.MaxPollBytes)
+	// The loaded batches and the reply built from them each take about what the poll
+	// loads; the partition's size bounds it when smaller than the poll's byte cap.
+	load := min(s.cfg.MaxPollBytes, uint64(s.cfg.MaxReplyBytes/2), stats.Bytes)
+	if !s.replies.acquire(int64(2*load), s.quit) {
+		return nil, 0, 0, errServerClosing
+	}
+	*res = int64(2 * load)
+	rr, err := s.st.ReadLimit(k, start, count, load)
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	out := wire.AppendReplyPrefix(nil, h)
+	loaded := 0
+	for _, b := range rr.Batches {
+		loaded += len(b.Data)
+	}
+	out := wire.AppendReplyPrefix(make([]byte, 0, wire.HeaderSize+pollReplyHeader+loaded), h)
+	// Account what was really loaded and allocated (a first batch larger than the
+	// cap is served whole), then, once built, only the reply.
+	s.replies.adjust(*res, int64(loaded+cap(out)))
+	*res = int64(loaded + cap(out))
+	defer func() {
+		s.replies.adjust(*res, int64(cap(out)))
+		*res = int64(cap(out))
+	}()
 	head := len(out)
 	out = wire.PollReply{}.Append(out)
 	var total uint32

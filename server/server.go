@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/server/store"
 )
 
@@ -42,6 +43,14 @@ type Server struct {
 	pending  atomic.Int64 // bytes buffered for frames still arriving (Config.MaxPendingBytes)
 	throttle *loginThrottle
 	hashes   *hashGate
+	replies  *replyBudget // poll replies being built or written (Config.MaxReplyBytes)
+
+	// beforeReply, set only by tests, is called on the connection's goroutine with
+	// every reply built and not yet written (its reply budget still held).
+	beforeReply atomic.Pointer[func(code wire.Code)]
+	// loginWait, set only by tests, replaces the login throttle's wait: it is called
+	// with every delay imposed on an attempt, which then goes on at once.
+	loginWait atomic.Pointer[func(d time.Duration)]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -74,8 +83,9 @@ func New(cfg Config) (*Server, error) {
 		perIP: make(map[string]int),
 		rr:    make(map[[2]uint32]uint32),
 	}
-	s.throttle = newLoginThrottle(cfg.LoginFailureDelay, cfg.LoginMaxDelay, time.Now)
+	s.throttle = newLoginThrottle(cfg.LoginFailureDelay, cfg.LoginMaxDelay, cfg.LoginUserNamesPerIP, cfg.Now)
 	s.hashes = newHashGate(cfg.MaxConcurrentLogins)
+	s.replies = newReplyBudget(cfg.MaxReplyBytes)
 	s.groups = newGroups(s)
 	return s, nil
 }

@@ -65,9 +65,13 @@ func (c *conn) login(h wire.RequestHeader, body []byte) []byte {
 		return c.eviction(h, wire.EvictionIncompatibleProtocol)
 	}
 	s := c.s
-	// A client that failed before waits out its delay first (its connection's later
-	// requests wait behind it; other clients do not).
-	if !sleepOrQuit(s.quit, s.throttle.wait(c.ip)) {
+	// An (address, user name) that failed before waits out its delay first (its
+	// connection's later requests wait behind it; other clients do not).
+	name := ""
+	if la.HasPassword {
+		name = la.Password.Username
+	}
+	if !s.throttleWait(s.throttle.wait(c.ip, name)) {
 		return c.eviction(h, wire.EvictionSessionError)
 	}
 	var user store.User
@@ -107,15 +111,15 @@ func (c *conn) login(h wire.RequestHeader, body []byte) []byte {
 		user, ok = got, true
 	}
 	if !ok {
-		if d := s.throttle.failed(c.ip); d > 0 {
-			s.log.Info("login failed; delaying the address's next attempt", "conn", c.id, "remote", c.addr, "delay", d)
+		if d := s.throttle.failed(c.ip, name); d > 0 {
+			s.log.Info("login failed; delaying the next attempt of this address and user name", "conn", c.id, "remote", c.addr, "delay", d)
 		}
 		if pwRejected {
 			return c.eviction(h, wire.EvictionInvalidCredentials)
 		}
 		return c.eviction(h, wire.EvictionMalformedLogin)
 	}
-	s.throttle.succeeded(c.ip)
+	s.throttle.succeeded(c.ip, name)
 	c.loggedIn.Store(true)
 	c.smu.Lock()
 	sess := c.sess
@@ -131,6 +135,19 @@ func (c *conn) login(h wire.RequestHeader, body []byte) []byte {
 		ServerProtocolVersion: wire.ProtocolVersion,
 		ServerVersion:         wire.ServerVersion,
 	}.Append(nil))
+}
+
+// throttleWait waits d, the login throttle's delay of an attempt; false if the server
+// began closing first.
+func (s *Server) throttleWait(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	if hook := s.loginWait.Load(); hook != nil {
+		(*hook)(d)
+		return true
+	}
+	return sleepOrQuit(s.quit, d)
 }
 
 // userActive is the store's status byte of an active user.

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -30,8 +31,8 @@ func TestLoginDelaySchedule(t *testing.T) {
 }
 
 // TestWrongPasswordsThrottled is issue 14's guessing defect: 200 wrong passwords from
-// one address are each recorded and each makes the address's next attempt wait the
-// schedule's delay (kept tiny here); a success resets the address.
+// one address for one user are each recorded and each makes the pair's next attempt
+// wait the schedule's delay (kept tiny here); a success resets the pair.
 func TestWrongPasswordsThrottled(t *testing.T) {
 	s := servertest.Start(t, servertest.WithConfig(func(c *server.Config) {
 		c.LoginFailureDelay, c.LoginMaxDelay = time.Microsecond, 50*time.Microsecond
@@ -42,7 +43,7 @@ func TestWrongPasswordsThrottled(t *testing.T) {
 			t.Fatalf("attempt %d: %v", i, err)
 		}
 	}
-	if n := server.LoginFailures(s, "127.0.0.1"); n != 200 {
+	if n := server.LoginFailures(s, "127.0.0.1", servertest.Username); n != 200 {
 		t.Fatalf("failures recorded %d, want 200", n)
 	}
 	if d := server.LoginDelay(s, 200); d != 50*time.Microsecond {
@@ -51,7 +52,7 @@ func TestWrongPasswordsThrottled(t *testing.T) {
 	if _, err := c.login(servertest.Username, servertest.Password); err != nil {
 		t.Fatalf("right password after the failures: %v", err)
 	}
-	if n := server.LoginFailures(s, "127.0.0.1"); n != 0 {
+	if n := server.LoginFailures(s, "127.0.0.1", servertest.Username); n != 0 {
 		t.Fatalf("failures after a success %d, want 0", n)
 	}
 }
@@ -92,5 +93,81 @@ func TestPasswordHashesBounded(t *testing.T) {
 	wg.Wait()
 	if p := server.HashPeak(s); p < 1 || p > 2 {
 		t.Fatalf("peak concurrent hashes %d, want 1..2", p)
+	}
+}
+
+// TestLoginThrottlePerUserName is issue 22's lock-out: guessing from one address
+// delayed the right login from it by 4–5 s. Failures now delay their (address, user
+// name) pair; another user name from the same address goes through at once until the
+// address has more failing names than LoginUserNamesPerIP. The right password of a
+// delayed pair still waits the pair's delay (documented). The clock is fake and the
+// throttle's waits are recorded instead of slept, so every delay is asserted exactly.
+func TestLoginThrottlePerUserName(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := servertest.Start(t, servertest.WithConfig(func(c *server.Config) {
+		c.LoginFailureDelay, c.LoginMaxDelay, c.LoginUserNamesPerIP = time.Second, 8*time.Second, 2
+		c.Now = clock.Now
+	}))
+	if err := server.AddUser(s, "alice", "alice-password"); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		waits []time.Duration
+	)
+	server.OnLoginWait(s, func(d time.Duration) {
+		mu.Lock()
+		waits = append(waits, d)
+		mu.Unlock()
+	})
+	c := dial(t, s)
+	// attempt logs in and checks the outcome and the delay imposed (0: none).
+	attempt := func(user, pass string, wantOK bool, wantWait time.Duration) {
+		t.Helper()
+		mu.Lock()
+		waits = nil
+		mu.Unlock()
+		_, err := c.login(user, pass)
+		switch {
+		case wantOK && err != nil:
+			t.Fatalf("login %s: %v, want success", user, err)
+		case !wantOK && evictionReason(err) != wire.EvictionInvalidCredentials:
+			t.Fatalf("login %s: %v, want InvalidCredentials", user, err)
+		}
+		mu.Lock()
+		got := waits
+		mu.Unlock()
+		var want []time.Duration
+		if wantWait > 0 {
+			want = []time.Duration{wantWait}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("login %s: waited %v, want %v", user, got, want)
+		}
+	}
+	root := servertest.Username
+	attempt(root, "guess-1", false, 0)
+	attempt(root, "guess-2", false, time.Second)
+	attempt(root, "guess-3", false, 2*time.Second)
+	attempt("alice", "alice-password", true, 0) // another user: not delayed
+	attempt(root, servertest.Password, true, 4*time.Second)
+	if n := server.LoginFailures(s, "127.0.0.1", root); n != 0 {
+		t.Fatalf("root's failures after its success: %d, want 0", n)
+	}
+	attempt(root, "guess-4", false, 0) // the pair starts again
+	// Spraying names: the address's own ceiling (2 failing names) takes over.
+	attempt("mallory", "guess", false, 0)
+	attempt("trudy", "guess", false, 0) // a third failing name: past the ceiling
+	attempt("alice", "alice-password", true, time.Second)
+	attempt("victor", "guess", false, time.Second)
+	attempt("alice", "alice-password", true, 2*time.Second)
+	clock.Advance(1500 * time.Millisecond)
+	attempt("alice", "alice-password", true, 500*time.Millisecond)
+	// Failures are forgotten after max(1 minute, 2 × LoginMaxDelay).
+	clock.Advance(time.Minute)
+	attempt("alice", "alice-password", true, 0)
+	attempt(root, "guess-5", false, 0)
+	if n := server.LoginFailures(s, "127.0.0.1", "mallory"); n != 0 {
+		t.Fatalf("mallory's failures a minute later: %d, want 0", n)
 	}
 }

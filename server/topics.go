@@ -63,6 +63,9 @@ func (s *Server) createTopic(h wire.RequestHeader, body []byte) []byte {
 	if err != nil {
 		return s.reject(h, "create topic", err, 0)
 	}
+	if out := s.checkPartitionCaps(h, 0, req.PartitionsCount); out != nil {
+		return out
+	}
 	t, err := s.st.CreateTopic(st.ID, req.PartitionsCount, store.TopicConfig{
 		Name: req.Name, MessageExpiry: ts.expiry, MaxTopicSize: ts.maxSize, Compression: ts.compression,
 		SegmentSize: ts.segmentSize, Options: encodeTopicOptions(ts.explicit, ts.derived),
@@ -196,6 +199,9 @@ func (s *Server) createPartitions(h wire.RequestHeader, body []byte) []byte {
 	}
 	_, t, err := s.topic(req.Stream, req.Topic)
 	if err == nil {
+		if out := s.checkPartitionCaps(h, len(t.Partitions), req.PartitionsCount); out != nil {
+			return out
+		}
 		_, err = s.st.CreatePartitions(t.StreamID, t.ID, req.PartitionsCount)
 	}
 	if err != nil {
@@ -206,6 +212,26 @@ func (s *Server) createPartitions(h wire.RequestHeader, body []byte) []byte {
 	}
 	s.groups.rebalanceTopic(t.StreamID, t.ID)
 	return wire.AppendOKReply(nil, h, nil)
+}
+
+// checkPartitionCaps refuses, with 2015 TooManyPartitions, adding n partitions to a
+// topic holding has when the topic would pass Config.MaxPartitionsPerTopic or the
+// server Config.MaxPartitions; nil when they fit. The caller holds s.meta, so no
+// other creation runs between the check and the write.
+func (s *Server) checkPartitionCaps(h wire.RequestHeader, has int, n uint32) []byte {
+	if has+int(n) > s.cfg.MaxPartitionsPerTopic {
+		s.log.Warn("partitions refused: the topic would pass its cap", "has", has, "adding", n, "max_per_topic", s.cfg.MaxPartitionsPerTopic)
+		return wire.AppendRejectReply(nil, h, wire.ErrTooManyPartitions.Code)
+	}
+	total, err := s.st.PartitionsCount()
+	if err != nil {
+		return s.reject(h, "count partitions", err, 0)
+	}
+	if total+int(n) > s.cfg.MaxPartitions {
+		s.log.Warn("partitions refused: the server would pass its cap", "has", total, "adding", n, "max", s.cfg.MaxPartitions)
+		return wire.AppendRejectReply(nil, h, wire.ErrTooManyPartitions.Code)
+	}
+	return nil
 }
 
 func (s *Server) deletePartitions(h wire.RequestHeader, body []byte) []byte {

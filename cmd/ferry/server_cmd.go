@@ -61,7 +61,9 @@ that already has a root user replace that user's username and password.`,
 				MaxConnections: limits.MaxConnections, MaxConnectionsPerIP: limits.MaxConnectionsPerIP,
 				LoginTimeout: limits.LoginTimeout, FrameReadTimeout: limits.FrameReadTimeout,
 				MaxPendingBytes: limits.MaxPendingBytes, MaxConcurrentLogins: limits.MaxConcurrentLogins,
-				InitDataDir: initDir,
+				MaxReplyBytes: limits.MaxReplyBytes, MaxPartitionsPerTopic: limits.MaxPartitionsPerTopic,
+				MaxPartitions: limits.MaxPartitions,
+				InitDataDir:   initDir,
 			})
 		},
 	}
@@ -77,6 +79,9 @@ that already has a root user replace that user's username and password.`,
 	f.DurationVar(&limits.LoginTimeout, "login-timeout", server.DefaultLoginTimeout, "time a new connection has to log in")
 	f.DurationVar(&limits.FrameReadTimeout, "frame-read-timeout", server.DefaultFrameReadTimeout, "time to finish sending a started request frame")
 	f.Int64Var(&limits.MaxPendingBytes, "max-pending-bytes", server.DefaultMaxPendingBytes, "bytes buffered at most, over all connections, for request frames still arriving")
+	f.Int64Var(&limits.MaxReplyBytes, "max-reply-bytes", server.DefaultMaxReplyBytes, "bytes held at most, over all connections, by poll replies being built or written; polls wait beyond it")
+	f.IntVar(&limits.MaxPartitionsPerTopic, "max-partitions-per-topic", server.DefaultMaxPartitionsPerTopic, "partitions one topic may have (more is refused with 2015 TooManyPartitions)")
+	f.IntVar(&limits.MaxPartitions, "max-partitions", server.DefaultMaxPartitions, "partitions all topics together may have (more is refused with 2015 TooManyPartitions)")
 	f.IntVar(&limits.MaxConcurrentLogins, "max-concurrent-logins", 0, "password checks run at once (0: half the CPUs, at least 1)")
 	f.BoolVar(&initDir, "init", false, "start with an empty data dir even where a server stored data before (the dir is missing)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug|info|warn|error")

@@ -270,6 +270,8 @@ type restartJSON struct {
 	MaxRestarts uint32 `json:"max_restarts"`
 	NextRetry   *int64 `json:"next_retry"`
 	GaveUp      bool   `json:"gave_up"`
+	// WaitingForPlugin: not reopened until the stopped instance's hung plugin call returns.
+	WaitingForPlugin bool `json:"waiting_for_plugin"`
 }
 
 type sinkStatsJSON struct {
@@ -341,7 +343,8 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request, kind string) 
 		return
 	}
 	head := statusHead{Key: st.Key, Kind: st.Kind, Name: st.Name, ID: st.ID, Status: string(st.State)}
-	rs := restartJSON{Restarts: st.Restart.Restarts, Total: st.Restart.Total, MaxRestarts: st.Restart.MaxRestarts, GaveUp: st.Restart.GaveUp}
+	rs := restartJSON{Restarts: st.Restart.Restarts, Total: st.Restart.Total, MaxRestarts: st.Restart.MaxRestarts, GaveUp: st.Restart.GaveUp,
+		WaitingForPlugin: st.Restart.WaitingForPlugin}
 	if !st.Restart.NextRetry.IsZero() {
 		us := st.Restart.NextRetry.UnixMicro()
 		rs.NextRetry = &us

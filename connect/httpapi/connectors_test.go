@@ -120,8 +120,8 @@ func TestStatusRoutes(t *testing.T) {
 		t.Fatalf("sink status = %v", m)
 	}
 	rs := m["restart"].(map[string]any)
-	wantKeys(t, "restart", rs, "restarts", "total", "max_restarts", "next_retry", "gave_up")
-	if rs["next_retry"] != nil || rs["gave_up"] != false {
+	wantKeys(t, "restart", rs, "restarts", "total", "max_restarts", "next_retry", "gave_up", "waiting_for_plugin")
+	if rs["next_retry"] != nil || rs["gave_up"] != false || rs["waiting_for_plugin"] != false {
 		t.Fatalf("restart = %v", rs)
 	}
 	stats := m["stats"].(map[string]any)

@@ -27,6 +27,7 @@ type Sink struct {
 	drained   chan struct{} // closed when inflight drops to 0 while closing
 	closeDone chan struct{} // non-nil while iggy_sink_close runs
 	closeErr  error         // outcome of the last plugin close
+	idle      chan struct{} // non-nil while Idle's caller waits: closed when no call runs
 
 	bufMu sync.Mutex
 	bufs  map[bufKey]*topicBuf
@@ -125,7 +126,35 @@ func (s *Sink) leave() {
 		close(s.drained)
 		s.drained = nil
 	}
+	s.signalIdleLocked()
 	s.mu.Unlock()
+}
+
+// closedChan is the channel Idle returns when no call runs.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Idle returns a channel that is closed once no call into the plugin runs for this
+// sink: no iggy_sink_consume and no iggy_sink_close (already closed when none does). A
+// call the runtime abandoned (the plugin hangs) keeps its OS thread until the plugin
+// returns; the runtime waits on Idle before it opens a new instance in its place, so
+// a hung plugin holds at most one such call per instance and topic.
+func (s *Sink) Idle() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflight == 0 && s.closeDone == nil {
+		return closedChan
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	return s.idle
+}
+
+func (s *Sink) signalIdleLocked() {
+	if s.inflight == 0 && s.closeDone == nil && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
 }
 
 // topicBuf returns the buffers of topic t, made at its first batch. A library that exports
@@ -253,6 +282,7 @@ func (s *Sink) closePlugin(id uint32, done chan struct{}) {
 	s.mu.Lock()
 	s.id, s.closing, s.closeDone = 0, false, nil
 	s.closeErr = callErr(s.lib, SymSinkClose, id, code)
+	s.signalIdleLocked()
 	s.mu.Unlock()
 	close(done)
 }

@@ -37,8 +37,26 @@ type pendingBatch struct {
 type Source struct {
 	lib *Library
 
-	mu    sync.Mutex
-	entry *sourceEntry // nil when not open
+	mu      sync.Mutex
+	entry   *sourceEntry  // nil when not open
+	closing int           // iggy_source_close calls running (abandoned ones included)
+	idle    chan struct{} // non-nil while Idle's caller waits: closed when closing is 0
+}
+
+// Idle returns a channel that is closed once no iggy_source_close of this source runs
+// (already closed when none does): a close the runtime abandoned (the plugin hangs)
+// keeps its OS thread until the plugin returns, and the runtime waits on Idle before it
+// opens a new instance in its place.
+func (s *Source) Idle() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing == 0 {
+		return closedChan
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	return s.idle
 }
 
 // NewSource returns an unopened source backed by the library, or a *SymbolError when the
@@ -166,11 +184,20 @@ func (s *Source) Close(ctx context.Context) error {
 	close(e.done)
 	var code int32
 	done := make(chan struct{})
+	s.mu.Lock()
+	s.closing++
+	s.mu.Unlock()
 	go func() {
 		defer close(done)
 		code = callClose(s.lib.srcClose, e.id)
 		sourceRoutes.Delete(e.id)
 		s.lib.unregister(e.id)
+		s.mu.Lock()
+		if s.closing--; s.closing == 0 && s.idle != nil {
+			close(s.idle)
+			s.idle = nil
+		}
+		s.mu.Unlock()
 	}()
 	select {
 	case <-done:

@@ -50,6 +50,12 @@ const (
 	// FieldOffsetsTable: the table of the last written offset per connector key, stream,
 	// topic and partition, quoted as a whole; default ferry_offsets (created when missing).
 	FieldOffsetsTable = "offsets_table"
+	// FieldOnOffsetsMismatch: what Open does when the offsets rows of the connector key
+	// do not match the target table (they name another table, or the table holds no rows
+	// while they say offsets were written into it): error (default: Open fails naming
+	// them), resume (write after those offsets anyway) or restart (write those
+	// partitions again from offset 0).
+	FieldOnOffsetsMismatch = "on_offsets_mismatch"
 	// FieldWriteMode: copy (COPY FROM, default), insert, or upsert (INSERT … ON CONFLICT
 	// (upsert_key) DO UPDATE).
 	FieldWriteMode = "write_mode"
@@ -86,6 +92,7 @@ var Spec = sdk.ConfigSpec{Fields: []sdk.ConfigField{
 	{Name: FieldRetryDelay, Type: sdk.TypeDuration, Default: "50ms", Doc: "the first wait between retries (doubling up to 2s)"},
 	{Name: FieldExactlyOnce, Type: sdk.TypeBool, Default: true, Doc: "rows and offsets in one transaction; resume from the database's offsets"},
 	{Name: FieldOffsetsTable, Type: sdk.TypeString, Default: DefaultOffsetsTable, Doc: "the offsets table (created when missing)"},
+	{Name: FieldOnOffsetsMismatch, Type: sdk.TypeString, Default: MismatchError, Doc: "offsets rows naming another table, or an empty table they say was written: error, resume (after them) or restart (from offset 0)"},
 	{Name: FieldWriteMode, Type: sdk.TypeString, Default: ModeCopy, Doc: "copy (COPY FROM), insert, or upsert (ON CONFLICT (upsert_key) DO UPDATE)"},
 	{Name: FieldUpsertKey, Type: sdk.TypeString, Default: "id", Doc: "the column upsert conflicts on (unique index)"},
 	{Name: FieldColumns, Type: sdk.TypeTables, Doc: "[[plugin_config.columns]] name, type, path: extra columns from JSON payload fields"},
@@ -121,6 +128,7 @@ type Config struct {
 	RetryDelay             string   `json:"retry_delay"`
 	ExactlyOnce            *bool    `json:"exactly_once"`
 	OffsetsTable           string   `json:"offsets_table"`
+	OnOffsetsMismatch      string   `json:"on_offsets_mismatch"`
 	WriteMode              string   `json:"write_mode"`
 	UpsertKey              string   `json:"upsert_key"`
 	Columns                []Column `json:"columns"`
@@ -206,6 +214,13 @@ func parseConfig(raw []byte) (Config, error) {
 	case ModeCopy, ModeInsert, ModeUpsert:
 	default:
 		return c, fmt.Errorf("plugin_config: write_mode %q: want copy, insert or upsert", c.WriteMode)
+	}
+	switch c.OnOffsetsMismatch {
+	case "":
+		c.OnOffsetsMismatch = MismatchError
+	case MismatchError, MismatchResume, MismatchRestart:
+	default:
+		return c, fmt.Errorf("plugin_config: %s %q: want error, resume or restart", FieldOnOffsetsMismatch, c.OnOffsetsMismatch)
 	}
 	if c.UpsertKey == "" {
 		c.UpsertKey = "id"

@@ -27,6 +27,7 @@ type Sink struct {
 	cols      []string // target columns, in row order
 	offsets   string   // quoted offsets table
 	target    pgx.Identifier
+	ref       tableRef // the target's full name, recorded in the offsets rows
 	// Retry pacing for transient database errors (connection lost, server restarting).
 	backoffInitial, backoffMax time.Duration
 }
@@ -97,14 +98,19 @@ func (s *Sink) columns() []string {
 	return cols
 }
 
-func (s *Sink) prepare(ctx context.Context) error {
+func (s *Sink) prepare(ctx context.Context) (err error) {
 	if *s.cfg.ExactlyOnce {
-		if _, err := s.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.offsets+` (
-	connector text NOT NULL, stream text NOT NULL, topic text NOT NULL, partition_id integer NOT NULL,
-	last_offset bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(),
-	PRIMARY KEY (connector, stream, topic, partition_id))`); err != nil {
-			return fmt.Errorf("create offsets table %s: %w", s.cfg.OffsetsTable, err)
+		for _, q := range s.offsetsDDL() {
+			if _, err := s.pool.Exec(ctx, q); err != nil {
+				return fmt.Errorf("create offsets table %s: %w", s.cfg.OffsetsTable, err)
+			}
 		}
+		// The target's rows are checked against the offsets after it is created.
+		defer func() {
+			if err == nil {
+				err = s.checkOffsets(ctx)
+			}
+		}()
 	}
 	if !s.cfg.AutoCreateTable {
 		return nil
@@ -136,7 +142,8 @@ func (s *Sink) prepare(ctx context.Context) error {
 }
 
 // Assigned implements sdk.PartitionSeeker: each partition with a row in the offsets table
-// starts at its last written offset + 1; the others at the group's offset in Iggy.
+// starts at its last written offset + 1 (0 after on_offsets_mismatch = restart set it
+// to -1); the others at the group's offset in Iggy.
 func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]uint64, error) {
 	if !*s.cfg.ExactlyOnce {
 		return nil, nil
@@ -146,7 +153,7 @@ func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sd
 		ids[i] = int32(p.PartitionID)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT partition_id, last_offset FROM `+s.offsets+
-		` WHERE connector = $1 AND stream = $2 AND topic = $3 AND partition_id = ANY($4) AND last_offset >= 0`,
+		` WHERE connector = $1 AND stream = $2 AND topic = $3 AND partition_id = ANY($4) AND last_offset >= -1`,
 		s.key, topic.Stream, topic.Topic, ids)
 	if err != nil {
 		return nil, fmt.Errorf("postgres sink: read %s: %w", s.cfg.OffsetsTable, err)

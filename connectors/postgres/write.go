@@ -36,10 +36,11 @@ func (s *Sink) writeTx(ctx context.Context, topic sdk.TopicMetadata, part uint32
 	from := 0
 	if *s.cfg.ExactlyOnce {
 		var lastDB int64
-		err := tx.QueryRow(ctx, `INSERT INTO `+s.offsets+` AS o (connector, stream, topic, partition_id, last_offset)
-VALUES ($1, $2, $3, $4, -1)
+		err := tx.QueryRow(ctx, `INSERT INTO `+s.offsets+` AS o (connector, stream, topic, partition_id, last_offset,
+	target_database, target_schema, target_table, wrote_rows)
+VALUES ($1, $2, $3, $4, -1, $5, $6, $7, false)
 ON CONFLICT (connector, stream, topic, partition_id) DO UPDATE SET last_offset = o.last_offset
-RETURNING last_offset`, s.key, topic.Stream, topic.Topic, int32(part)).Scan(&lastDB)
+RETURNING last_offset`, s.key, topic.Stream, topic.Topic, int32(part), s.ref.database, s.ref.schema, s.ref.table).Scan(&lastDB)
 		if err != nil {
 			return noRow, fmt.Errorf("lock %s: %w", s.cfg.OffsetsTable, err)
 		}
@@ -75,9 +76,9 @@ RETURNING last_offset`, s.key, topic.Stream, topic.Topic, int32(part)).Scan(&las
 		}
 	}
 	if *s.cfg.ExactlyOnce {
-		if _, err := tx.Exec(ctx, `UPDATE `+s.offsets+` SET last_offset = $5, updated_at = now()
+		if _, err := tx.Exec(ctx, `UPDATE `+s.offsets+` SET last_offset = $5, updated_at = now(), wrote_rows = wrote_rows OR $6
 WHERE connector = $1 AND stream = $2 AND topic = $3 AND partition_id = $4`,
-			s.key, topic.Stream, topic.Topic, int32(part), int64(msgs[len(msgs)-1].Offset)); err != nil {
+			s.key, topic.Stream, topic.Topic, int32(part), int64(msgs[len(msgs)-1].Offset), len(idx) > 0); err != nil {
 			return noRow, fmt.Errorf("update %s: %w", s.cfg.OffsetsTable, err)
 		}
 	}

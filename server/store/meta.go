@@ -364,3 +364,19 @@ func (s *Store) Streams() ([]Stream, error) {
 	}
 	return out, nil
 }
+
+// PartitionsCount returns the count of partitions of every topic of every stream.
+func (s *Store) PartitionsCount() (int, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return 0, ErrClosed
+	}
+	n := 0
+	for _, st := range s.streams {
+		for _, t := range st.topics {
+			n += len(t.parts)
+		}
+	}
+	return n, nil
+}
