@@ -48,8 +48,18 @@ type ConsumerConfig struct {
 // owned it in between (the member noticed because the group's stored offset changed
 // under it), so whatever the caller still holds of its earlier assignment is void, and
 // StoreOffset refuses offsets below what the other member stored (ErrOffsetBehind).
+//
+// Replaced is set when the topic was deleted and created again since the last report
+// (see TopicReplacement): then Revoked lists every partition of the old topic and
+// Assigned the new assignment, each polled from the new group's stored offset (0 for a
+// new group). Nothing the caller holds of the old topic may be stored: its offsets do not
+// describe the new topic's messages (StoreOffsetIn refuses them with ErrTopicReplaced).
+// Incarnation is the Consumer's incarnation of the topic the Assigned partitions belong
+// to (see Consumer.Topic), for StoreOffsetIn.
 type AssignmentChange struct {
 	Revoked, Assigned []uint32 // sorted
+	Replaced          *TopicReplacement
+	Incarnation       uint64
 }
 
 // Batch is what Consumer.Poll returns: messages of one partition, in offset order.
@@ -109,8 +119,14 @@ type Consumer struct {
 	paused    map[uint32]bool
 	syncEpoch uint64
 	needSync  bool
-	lastSync  time.Time // last successful sync
-	rr        int
+	// The consumed topic as the last join read it, how many times it was found
+	// replaced, and the replacement not reported yet (replaced.go).
+	topic       TopicIdentity
+	topicKnown  bool
+	incarnation uint64
+	replaced    *TopicReplacement
+	lastSync    time.Time // last successful sync
+	rr          int
 	// task is the poll in flight (nil if none); kept is a batch it returned that no Poll
 	// has delivered yet (its Poll call had returned on ctx's end).
 	task     *pollTask
@@ -347,6 +363,7 @@ type picked struct {
 	st         *partState // nil: nothing ready
 	strategy   wire.PollingStrategy
 	seeks      uint64        // st.seeks when picked
+	life       uint64        // cn.incarnation when picked
 	wait       time.Duration // with st nil: how long until one is ready (0 = until woken)
 	none       bool          // with st nil: no partition owned and unpaused
 	unreported bool          // with st nil: the assignment changed since the last report
@@ -379,7 +396,7 @@ func (cn *Consumer) pick() picked {
 			continue
 		}
 		cn.rr = idx + 1
-		out.p, out.st, out.seeks, out.strategy = p, st, st.seeks, wire.PollNext()
+		out.p, out.st, out.seeks, out.life, out.strategy = p, st, st.seeks, cn.incarnation, wire.PollNext()
 		if st.hasPos {
 			out.strategy = wire.PollOffset(st.next)
 		}
@@ -397,7 +414,8 @@ func (cn *Consumer) report() {
 		return
 	}
 	cn.dirty = false
-	var ch AssignmentChange
+	ch := AssignmentChange{Replaced: cn.replaced, Incarnation: cn.incarnation}
+	cn.replaced = nil
 	for p, st := range cn.reported {
 		if cn.parts[p] != st {
 			ch.Revoked = append(ch.Revoked, p)
@@ -411,7 +429,7 @@ func (cn *Consumer) report() {
 		}
 	}
 	cn.mu.Unlock()
-	if len(ch.Revoked)+len(ch.Assigned) == 0 || cn.cfg.OnAssignmentChange == nil {
+	if (len(ch.Revoked)+len(ch.Assigned) == 0 && ch.Replaced == nil) || cn.cfg.OnAssignmentChange == nil {
 		return
 	}
 	slices.Sort(ch.Revoked)
@@ -457,12 +475,21 @@ func (cn *Consumer) pause(ctx context.Context, n int) error {
 // afresh if the resync it triggers still lists it); wire.ErrInvalidOffset beyond the
 // partition's end; ErrOffsetBehind; ErrClosed; ctx's error.
 func (cn *Consumer) StoreOffset(ctx context.Context, partition uint32, offset uint64) error {
+	return cn.storeOffset(ctx, partition, offset, nil)
+}
+
+func (cn *Consumer) storeOffset(ctx context.Context, partition uint32, offset uint64, life *uint64) error {
 	where := res(&cn.cfg.Stream, &cn.cfg.Topic, int64(partition)) + " group " + cn.group.String()
 	if err := cn.acquire(ctx); err != nil {
 		return opErr("store offset", where, err)
 	}
 	defer cn.releaseOp()
 	cn.mu.Lock()
+	if life != nil && *life != cn.incarnation {
+		now := cn.incarnation
+		cn.mu.Unlock()
+		return opErr("store offset", where, fmt.Errorf("%w: offset %d of incarnation %d, the topic is at %d", ErrTopicReplaced, offset, *life, now))
+	}
 	st := cn.parts[partition]
 	if st == nil {
 		st = cn.former[partition]
@@ -518,10 +545,11 @@ func (cn *Consumer) Resume(partition uint32) {
 
 // Seek sets the local next offset of an owned partition (e.g. to redeliver after a
 // failed batch); the next poll of it starts there. A batch of it kept by a cancelled
-// Poll, or still being polled, is discarded. No effect on partitions not owned.
+// Poll, or still being polled, is discarded. No effect on partitions not owned, nor on an
+// assignment not reported yet (the caller's position belongs to the one it knows of).
 func (cn *Consumer) Seek(partition uint32, next uint64) {
 	cn.mu.Lock()
-	if st := cn.parts[partition]; st != nil {
+	if st := cn.parts[partition]; st != nil && (cn.cfg.OnAssignmentChange == nil || cn.reported[partition] == st) {
 		st.next, st.hasPos, st.emptyUntil = next, true, time.Time{}
 		st.seeks++
 		if cn.kept != nil && cn.kept.batch.Partition == partition {
