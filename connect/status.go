@@ -37,7 +37,10 @@ type Counters struct {
 	StoreErrors   atomic.Uint64 // failed offset stores (each is retried)
 	StoresRefused atomic.Uint64 // stores refused for good (partition not owned any more); final for that partition
 	Revoked       atomic.Uint64 // partitions revoked from this sink (each then drains, or is released at once)
-	HeaderErrors  atomic.Uint64 // messages whose user headers could not be decoded (delivered without headers)
+	// TopicsRecreated counts the times a topic of this sink was found deleted and
+	// created again (its partitions then start afresh on the new topic).
+	TopicsRecreated atomic.Uint64
+	HeaderErrors    atomic.Uint64 // messages whose user headers could not be decoded (delivered without headers)
 	// Payloads (payload.go): decoded by the stream's schema (raw streams are not decoded),
 	// failed decode, failed a transform, dropped by a transform. A message that failed is
 	// poison: on_failure handles it alone (DeadLettered, Skipped, or the sink stops).
@@ -62,6 +65,7 @@ type Stats struct {
 	ConsumeErrors, FailedBatches, DeadLettered, Skipped uint64
 	Stores, StoreErrors, StoresRefused, HeaderErrors    uint64
 	Revoked                                             uint64
+	TopicsRecreated                                     uint64
 	CommitsAccepted                                     uint64
 	CommitsStale, CommitsOutOfRange, CommitsUnknown     uint64
 	StoreLatency                                        Histogram
@@ -119,7 +123,7 @@ func (c *Counters) Snapshot() Stats {
 		Polled: c.Polled.Load(), Delivered: c.Delivered.Load(), Committed: c.Committed.Load(),
 		ConsumeErrors: c.ConsumeErrors.Load(), FailedBatches: c.FailedBatches.Load(),
 		DeadLettered: c.DeadLettered.Load(), Skipped: c.Skipped.Load(),
-		Stores: c.Stores.Load(), StoreErrors: c.StoreErrors.Load(), StoresRefused: c.StoresRefused.Load(), HeaderErrors: c.HeaderErrors.Load(), Revoked: c.Revoked.Load(),
+		Stores: c.Stores.Load(), StoreErrors: c.StoreErrors.Load(), StoresRefused: c.StoresRefused.Load(), HeaderErrors: c.HeaderErrors.Load(), Revoked: c.Revoked.Load(), TopicsRecreated: c.TopicsRecreated.Load(),
 		Filtered: c.Filtered.Load(), Decoded: c.Decoded.Load(), DecodeErrors: c.DecodeErrors.Load(), TransformErrors: c.TransformErrors.Load(),
 		CommitsAccepted: c.CommitsAccepted.Load(), CommitsStale: c.CommitsStale.Load(),
 		CommitsOutOfRange: c.CommitsOutOfRange.Load(), CommitsUnknown: c.CommitsUnknownPartition.Load(),

@@ -1,0 +1,59 @@
+package connect
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/iggy"
+)
+
+// TestRecreatedTopicDeliveredFromZero is the regression test of "a recreated topic is
+// silently skipped": a sink caught up on s/t (5000 messages, all stored); the topic was
+// deleted and created again and 8000 messages produced; the sink resumed at its
+// remembered position 5000 on what is a new topic, so the new topic's offsets 0..4999
+// were never delivered while the stored offset said 7999 and lag 0. Now, in every
+// commit mode, the sink is given exactly 0..4999 of the old topic and then exactly
+// 0..7999 of the new one, the new group's stored offset is 7999, and the replacement is
+// counted once.
+func TestRecreatedTopicDeliveredFromZero(t *testing.T) {
+	for _, mode := range allModes {
+		t.Run(string(mode), func(t *testing.T) {
+			env := newIggyEnv(t)
+			env.topic("s", "t", 1)
+			env.fill("s", "t", 0, 5000, nil)
+			sink := newRecSink()
+			sink.commitEach = true
+			cfg := testSinkConfig(mode, config.FailureStop)
+			cfg.Streams[0].BatchLength = 100
+			rt := env.start(cfg, sink)
+			defer stopRuntime(t, rt)
+			waitFor(t, "5000 delivered and stored", func() bool {
+				o, ok := env.stored("g", "s", "t", 0)
+				return len(sink.got(0)) == 5000 && ok && o == 4999
+			})
+			if err := env.admin.DeleteTopic(bg(t), iggy.Name("s"), iggy.Name("t")); err != nil {
+				t.Fatal(err)
+			}
+			env.topic("s", "t", 1)
+			env.fill("s", "t", 0, 8000, nil)
+			waitFor(t, "the new topic's 7999 delivered and stored", func() bool {
+				o, ok := env.stored("g", "s", "t", 0)
+				g := sink.got(0)
+				return ok && o == 7999 && len(g) > 5000 && g[len(g)-1] == 7999
+			})
+			got := sink.got(0)
+			if !equalOffsets(got[:5000], seq(0, 4999)) || !equalOffsets(got[5000:], seq(0, 7999)) {
+				t.Fatalf("delivered %d offsets; want 0..4999 of the old topic then 0..7999 of the new one; the new topic's part starts %v",
+					len(got), got[5000:min(len(got), 5010)])
+			}
+			st := rt.Status()[0]
+			if st.Stats.TopicsRecreated != 1 || st.State != StateRunning || st.LastError != nil {
+				t.Fatalf("status %s, last error %v, topics recreated %d; want running, none, 1", st.State, st.LastError, st.Stats.TopicsRecreated)
+			}
+			if i := slices.IndexFunc(st.Partitions, func(p PartitionStatus) bool { return p.Partition == 0 }); i < 0 || st.Partitions[i].Stored != 7999 {
+				t.Fatalf("partitions %+v; want partition 0 stored 7999", st.Partitions)
+			}
+		})
+	}
+}
