@@ -2,6 +2,7 @@ package connect
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ferryio/ferry/connect/config"
@@ -55,5 +56,47 @@ func TestRecreatedTopicDeliveredFromZero(t *testing.T) {
 				t.Fatalf("partitions %+v; want partition 0 stored 7999", st.Partitions)
 			}
 		})
+	}
+}
+
+// TestDeletedTopicDegradesTheSink is the regression test of "running while it cannot
+// poll": after its topic was deleted the sink logged TopicIdNotFound for 20 s while its
+// status said running. Now it is degraded, with the poll's error as its last error and
+// every failed poll counted (in PollErrors and in Errors); once the topic exists again it
+// is running, with no last error, and delivers the new topic from offset 0.
+func TestDeletedTopicDegradesTheSink(t *testing.T) {
+	env := newIggyEnv(t)
+	env.topic("s", "t", 1)
+	env.fill("s", "t", 0, 10, nil)
+	sink := newRecSink()
+	rt := env.start(testSinkConfig(config.CommitAfterConsuming, config.FailureStop), sink)
+	defer stopRuntime(t, rt)
+	waitFor(t, "10 delivered and stored", func() bool {
+		o, ok := env.stored("g", "s", "t", 0)
+		return len(sink.got(0)) == 10 && ok && o == 9
+	})
+	if st := rt.Status()[0]; st.State != StateRunning || st.LastError != nil || st.Stats.PollErrors != 0 {
+		t.Fatalf("before the delete: %s, %v, %d poll errors", st.State, st.LastError, st.Stats.PollErrors)
+	}
+	if err := env.admin.DeleteTopic(bg(t), iggy.Name("s"), iggy.Name("t")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the sink degraded", func() bool { return rt.Status()[0].State == StateDegraded })
+	st := rt.Status()[0]
+	if st.LastError == nil || !strings.HasPrefix(st.LastError.Message, "poll s/t: ") || !strings.Contains(st.LastError.Message, "TopicIdNotFound") {
+		t.Fatalf("degraded with last error %+v; want the poll's TopicIdNotFound", st.LastError)
+	}
+	if st.Stats.PollErrors == 0 || st.Stats.Errors() != st.Stats.PollErrors {
+		t.Fatalf("poll errors %d, errors %d; want at least one poll error, and errors = poll errors", st.Stats.PollErrors, st.Stats.Errors())
+	}
+	env.topic("s", "t", 1)
+	env.fill("s", "t", 0, 3, nil)
+	waitFor(t, "the new topic delivered", func() bool { return len(sink.got(0)) == 13 })
+	st = rt.Status()[0]
+	if st.State != StateRunning || st.LastError != nil || st.Stats.TopicsRecreated != 1 {
+		t.Fatalf("after the topic is back: %s, %+v, %d recreated; want running, no last error, 1", st.State, st.LastError, st.Stats.TopicsRecreated)
+	}
+	if got := sink.got(0)[10:]; !equalOffsets(got, seq(0, 2)) {
+		t.Fatalf("new topic delivered %v, want 0..2", got)
 	}
 }

@@ -22,6 +22,9 @@ func (tc *topicConsumer) onChange(ch assignmentChange) {
 			"revoked", ch.revoked, "assigned", ch.assigned)
 	}
 	tc.table.apply(ch)
+	if len(ch.assigned) > 0 {
+		tc.s.status.recovered(tc.name()) // the topic's assignment was read: it can be polled
+	}
 	assigned := ch.assigned
 	seeker, ok := tc.s.sink.(sdk.PartitionSeeker)
 	if !ok || len(assigned) == 0 {
