@@ -50,6 +50,7 @@ var scenarios = []scenario{
 	{"poison", "checklist F: undecodable messages on a json stream never reach the sink; the rest is delivered and committed past", runPoison},
 	{"rebalance", "checklist E, G: a second runtime process joins the group and the first leaves: no loss, nothing delivered twice, no partition delivered by the first after it moved", runRebalance},
 	{"flaky-network", "chaos: a TCP fault proxy between runtime and server adds latency, stalls replies and resets connections", runFlaky},
+	{"topic-recreated", "the sink's topic is deleted and created again under the same name once the sink caught up: every message of the new topic is delivered, from offset 0, none skipped", runTopicRecreated},
 	{"server-restart", "chaos: the embedded server is closed and started again on the same address while the runtime runs", runServerRestart},
 	{"server-sigkill", "chaos: the server, a child process, is SIGKILLed with batches in flight and restarted on the same address and data directory (a server that lost acknowledged messages fails it, named)", runServerSigkill},
 	{"source-clean", "checklist F: the probe source's batches are stored once each, in order, ACKed only after Iggy stored them, and its state saved", runSourceClean},
