@@ -1,6 +1,7 @@
 package connect
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ import (
 // were never delivered while the stored offset said 7999 and lag 0. Now, in every
 // commit mode, the sink is given exactly 0..4999 of the old topic and then exactly
 // 0..7999 of the new one, the new group's stored offset is 7999, and the replacement is
-// counted once.
+// counted once and logged once at INFO with the old and new topic's id and creation time.
 func TestRecreatedTopicDeliveredFromZero(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
@@ -27,8 +28,12 @@ func TestRecreatedTopicDeliveredFromZero(t *testing.T) {
 			sink.commitEach = true
 			cfg := testSinkConfig(mode, config.FailureStop)
 			cfg.Streams[0].BatchLength = 100
-			rt := env.start(cfg, sink)
+			rt, logs := env.startLogged(cfg, sink)
 			defer stopRuntime(t, rt)
+			old, err := env.admin.GetTopic(bg(t), iggy.Name("s"), iggy.Name("t"))
+			if err != nil {
+				t.Fatal(err)
+			}
 			waitFor(t, "5000 delivered and stored", func() bool {
 				o, ok := env.stored("g", "s", "t", 0)
 				return len(sink.got(0)) == 5000 && ok && o == 4999
@@ -37,6 +42,10 @@ func TestRecreatedTopicDeliveredFromZero(t *testing.T) {
 				t.Fatal(err)
 			}
 			env.topic("s", "t", 1)
+			now, err := env.admin.GetTopic(bg(t), iggy.Name("s"), iggy.Name("t"))
+			if err != nil {
+				t.Fatal(err)
+			}
 			env.fill("s", "t", 0, 8000, nil)
 			waitFor(t, "the new topic's 7999 delivered and stored", func() bool {
 				o, ok := env.stored("g", "s", "t", 0)
@@ -51,6 +60,18 @@ func TestRecreatedTopicDeliveredFromZero(t *testing.T) {
 			st := rt.Status()[0]
 			if st.Stats.TopicsRecreated != 1 || st.State != StateRunning || st.LastError != nil {
 				t.Fatalf("status %s, last error %v, topics recreated %d; want running, none, 1", st.State, st.LastError, st.Stats.TopicsRecreated)
+			}
+			msg := `level=INFO msg="topic was deleted and created again; its partitions start afresh from the new topic's stored offsets (0 when none)" `
+			tail := fmt.Sprintf(` stream=s topic=t old_topic_id=%d old_created_at=%d new_topic_id=%d new_created_at=%d revoked=[0] assigned=[0]`,
+				old.ID, old.CreatedAt, now.ID, now.CreatedAt)
+			n := 0
+			for l := range strings.Lines(logs.String()) {
+				if strings.Contains(l, msg) && strings.HasSuffix(strings.TrimSuffix(l, "\n"), tail) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Fatalf("%d lines %s…%s; want 1; logs:\n%s", n, msg, tail, logs.String())
 			}
 			if i := slices.IndexFunc(st.Partitions, func(p PartitionStatus) bool { return p.Partition == 0 }); i < 0 || st.Partitions[i].Stored != 7999 {
 				t.Fatalf("partitions %+v; want partition 0 stored 7999", st.Partitions)

@@ -76,7 +76,7 @@ func (cn *Consumer) noteTopicLocked(id TopicIdentity) bool {
 		cn.replaced = &TopicReplacement{Old: cn.topic}
 	}
 	cn.replaced.New = id
-	cn.c.cfg.logger.Info("iggy: the consumed topic was deleted and created again; every partition starts afresh",
+	cn.c.cfg.logger.Debug("iggy: the consumed topic was deleted and created again; every partition starts afresh",
 		"stream", cn.cfg.Stream.String(), "topic", cn.cfg.Topic.String(), "group", cn.cfg.Group,
 		"old_topic_id", cn.topic.ID, "old_created_at", cn.topic.CreatedAt, "new_topic_id", id.ID, "new_created_at", id.CreatedAt)
 	cn.topic = id
@@ -100,11 +100,4 @@ func (cn *Consumer) Topic() (TopicIdentity, uint64) {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	return cn.topic, cn.incarnation
-}
-
-// StoreOffsetIn is StoreOffset for an offset of the given incarnation of the topic (the
-// one AssignmentChange.Incarnation reported with the partition's assignment): if the
-// topic was found replaced since, nothing is sent and the error is ErrTopicReplaced.
-func (cn *Consumer) StoreOffsetIn(ctx context.Context, incarnation uint64, partition uint32, offset uint64) error {
-	return cn.storeOffset(ctx, partition, offset, &incarnation)
 }
