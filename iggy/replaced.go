@@ -34,13 +34,15 @@ type TopicReplacement struct{ Old, New TopicIdentity }
 
 // ErrTopicReplaced is returned by Consumer.StoreOffsetIn, without sending anything, for an
 // offset of an earlier incarnation of the topic (it was deleted and created again since):
-// it does not describe the new topic's messages. Not retriable.
+// it does not describe the new topic's messages. A member request (a poll, a store) whose
+// reconnect found the topic replaced fails with it too, unsent (it also matches
+// ErrNotConnected; Poll retries by itself). Not retriable for a store.
 var ErrTopicReplaced = errors.New("iggy: the topic was deleted and created again")
 
 // errReplacedOnConnect fails a reconnect that found the topic replaced, so that no
 // request queued for the old topic (a poll from an old position, a store of an old
 // offset) is sent to the new one; the next connect proceeds.
-var errReplacedOnConnect = errors.New("iggy: the topic was replaced; requests for the old topic are not sent")
+var errReplacedOnConnect = fmt.Errorf("%w: %w", errFailRequest, ErrTopicReplaced)
 
 // readTopic reads the identity of the consumed topic on conn (after joining its group,
 // so the identity is at least as new as the group joined).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/server"
 	"github.com/ferryio/ferry/server/servertest"
 )
 
@@ -87,5 +88,41 @@ func TestConsumerRecreatedTopic(t *testing.T) {
 	o, found, err := c.GetOffset(testCtx(t), wire.Consumer{Kind: wire.ConsumerGroup, ID: iggy.Name("g")}, sID, tID, 0)
 	if err != nil || !found || o.StoredOffset != 79 {
 		t.Fatalf("stored offset of the new group = %+v found %v, %v; want 79", o, found, err)
+	}
+}
+
+// TestStoreAcrossReconnectToReplacedTopic: the member's connection dies (the server is
+// replaced by one on the same address whose topic "t" is new, with messages 0..79) while
+// the member still holds an offset of the old topic. The store of that offset reconnects,
+// the rejoin finds the topic replaced, and the store is not sent (ErrTopicReplaced): the
+// new group stores nothing, and Poll then delivers exactly 0..79 of the new topic.
+// Without that, the old offset 49 would have been stored into the new group (the member
+// joined it on reconnecting) and the new topic's 0..49 skipped.
+func TestStoreAcrossReconnectToReplacedTopic(t *testing.T) {
+	s := servertest.Start(t, servertest.WithDataDir(t.TempDir()))
+	// No background sync: the store is the first request after the server went away.
+	c := dial(t, s, iggy.WithReconnect(10*time.Millisecond, 100*time.Millisecond, 0),
+		iggy.WithHeartbeat(time.Hour), iggy.WithAssignmentSync(time.Hour))
+	setup(t, c, 1)
+	fill(t, c, []uint32{0}, 0, 50)
+	cn := newConsumer(t, c, iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g"})
+	if got := drain(t, cn, 50); !slices.Equal(got[0], seq(0, 50)) {
+		t.Fatalf("old topic: %v", got)
+	}
+	addr := s.Addr()
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	servertest.Start(t, servertest.WithDataDir(t.TempDir()), servertest.WithConfig(func(c *server.Config) { c.Addr = addr }))
+	setup(t, c, 1)
+	fill(t, c, []uint32{0}, 0, 80)
+	if err := cn.StoreOffsetIn(testCtx(t), 0, 0, 49); !errors.Is(err, iggy.ErrTopicReplaced) {
+		t.Fatalf("store of the old topic's offset across the reconnect: %v, want ErrTopicReplaced", err)
+	}
+	if o, found, err := c.GetOffset(testCtx(t), wire.Consumer{Kind: wire.ConsumerGroup, ID: iggy.Name("g")}, sID, tID, 0); err != nil || found {
+		t.Fatalf("the new group's offset: %+v found %v, %v; want none", o, found, err)
+	}
+	if got := drain(t, cn, 80); !slices.Equal(got[0], seq(0, 80)) {
+		t.Fatalf("new topic delivered %v, want 0..79", got)
 	}
 }
