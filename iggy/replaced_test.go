@@ -126,3 +126,38 @@ func TestStoreAcrossReconnectToReplacedTopic(t *testing.T) {
 		t.Fatalf("new topic delivered %v, want 0..79", got)
 	}
 }
+
+// TestSeekBeforeReplacementReported: the member found its topic replaced (a Resync
+// rejoined) but has not reported it yet when the caller, still thinking of the old topic,
+// seeks partition 0 to 40 (as the runtime gives back a batch it polled while paused). The
+// seek belongs to the old assignment and does not move the new one: Poll delivers
+// exactly 0..79 of the new topic.
+func TestSeekBeforeReplacementReported(t *testing.T) {
+	s := servertest.Start(t)
+	c := dial(t, s, iggy.WithHeartbeat(time.Hour), iggy.WithAssignmentSync(time.Hour))
+	setup(t, c, 1)
+	fill(t, c, []uint32{0}, 0, 50)
+	cfg, log := watched(iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g"})
+	cn := newConsumer(t, c, cfg)
+	if got := drain(t, cn, 50); !slices.Equal(got[0], seq(0, 50)) {
+		t.Fatalf("old topic: %v", got)
+	}
+	if err := c.DeleteTopic(testCtx(t), sID, tID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateTopic(testCtx(t), sID, "t", 1); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, c, []uint32{0}, 0, 80)
+	if err := cn.Resync(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, life := cn.Topic(); life != 1 {
+		t.Fatalf("incarnation %d after the resync, want 1", life)
+	}
+	cn.Seek(0, 40)
+	if got := drain(t, cn, 80); !slices.Equal(got[0], seq(0, 80)) {
+		t.Fatalf("new topic delivered %v, want 0..79", got)
+	}
+	log.want(t, "the whole run", change(nil, []uint32{0}), change([]uint32{0}, []uint32{0}))
+}
