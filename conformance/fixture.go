@@ -50,6 +50,9 @@ type fixture struct {
 	next       map[uint32]uint64
 	instances  int
 	http       string // "" = [http] off; else the runtime's HTTP API address, metrics on
+	// from is how many record events the tally skips: those of a topic since deleted
+	// and created again (topic-recreated).
+	from int
 }
 
 type pkey struct {
@@ -450,8 +453,8 @@ func (t tally) String() string {
 func (f *fixture) tally() tally {
 	seen := map[pkey]int{}
 	var t tally
-	for _, e := range f.events() {
-		if e.kind != 'M' {
+	for i, e := range f.events() {
+		if e.kind != 'M' || i < f.from {
 			continue
 		}
 		k := pkey{e.p, e.off}

@@ -54,6 +54,7 @@ var scenarios = []scenario{
 	{"poison", "checklist F: undecodable messages on a json stream never reach the sink; the rest is delivered and committed past", runPoison},
 	{"rebalance", "checklist E, G: a second runtime process joins the group and the first leaves: no loss, nothing delivered twice, no partition delivered by the first after it moved", runRebalance},
 	{"flaky-network", "chaos: a TCP fault proxy between runtime and server adds latency, stalls replies and resets connections", runFlaky},
+	{"topic-recreated", "the sink's topic is deleted and created again under the same name once the sink caught up: every message of the new topic is delivered, from offset 0, none skipped", runTopicRecreated},
 	{"server-restart", "chaos: the embedded server is closed and started again on the same address while the runtime runs", runServerRestart},
 	{"storage-fault", "chaos: the server's disk is full, so every offset store is refused with 4006 for a while: the runtime keeps its partition and retries, lost 0, duplicates bounded by what was unstored when the fault began (not by its length); at-least-once modes", runStorageFault},
 	{"server-sigkill", "chaos: the server, a child process, is SIGKILLed with batches in flight and restarted on the same address and data directory (a server that lost acknowledged messages fails it, named)", runServerSigkill},

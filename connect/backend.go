@@ -33,7 +33,26 @@ type consumerConfig struct {
 	AutoCommit    bool
 	// OnChange is told every assignment change, in band: on the poll goroutine, inside
 	// Poll, before any batch polled under the new assignment (iggy.AssignmentChange).
-	OnChange func(revoked, assigned []uint32)
+	OnChange func(assignmentChange)
+}
+
+// assignmentChange is one report of the member consumer (iggy.AssignmentChange).
+type assignmentChange struct {
+	revoked, assigned []uint32
+	// replaced is set when the topic was deleted and created again since the last
+	// report: every revoked partition belongs to the old topic, whose offsets must not be
+	// stored into the new one.
+	replaced *topicReplacement
+	// life is the member's incarnation of the topic the assigned partitions belong to;
+	// a store names it (memberConsumer.Store).
+	life uint64
+}
+
+// topicReplacement names the old and the new topic of a replacement (ids and creation
+// times in µs, as Iggy reports them).
+type topicReplacement struct {
+	oldID, newID               uint32
+	oldCreatedAt, newCreatedAt uint64
 }
 
 // consumerBatch is one polled batch: one partition, never empty.
@@ -48,9 +67,10 @@ type consumerBatch struct {
 // called by one goroutine; the other methods from any.
 type memberConsumer interface {
 	Poll(ctx context.Context) (consumerBatch, error)
-	// Store writes the group's offset of partition. Errors for which storeRefused is
-	// true are final for the partition (not owned any more, or behind the group).
-	Store(ctx context.Context, partition uint32, offset uint64) error
+	// Store writes the group's offset of partition, an offset of incarnation life of
+	// the topic (assignmentChange.life). Errors for which storeRefused is true are final
+	// for the partition (not owned any more, behind the group, or the topic replaced).
+	Store(ctx context.Context, life uint64, partition uint32, offset uint64) error
 	Pause(partition uint32)
 	Resume(partition uint32)
 	// Seek makes the next poll of partition start at offset next (a batch polled while

@@ -111,7 +111,7 @@ func (r *Runtime) runningSink(kind, key string) (*sinkRunner, error) {
 	if !ok {
 		return nil, ErrNotSink
 	}
-	if st, _ := s.status.get(); st != StateRunning {
+	if st, _ := s.status.get(); st != StateRunning && st != StateDegraded {
 		return nil, fmt.Errorf("%w: sink %s is %s", ErrNotRunning, key, st)
 	}
 	return s, nil

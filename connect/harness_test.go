@@ -221,7 +221,7 @@ type faultyConsumer struct {
 
 var errInjectedStore = fmt.Errorf("injected offset store failure")
 
-func (c *faultyConsumer) Store(ctx context.Context, p uint32, off uint64) error {
+func (c *faultyConsumer) Store(ctx context.Context, life uint64, p uint32, off uint64) error {
 	if c.f.failStores.Add(-1) >= 0 {
 		return errInjectedStore
 	}
@@ -231,7 +231,7 @@ func (c *faultyConsumer) Store(ctx context.Context, p uint32, off uint64) error 
 		}
 	}
 	c.f.stores.Add(1)
-	return c.memberConsumer.Store(ctx, p, off)
+	return c.memberConsumer.Store(ctx, life, p, off)
 }
 
 // eventually polls cond for up to d; usable off the test goroutine.

@@ -89,7 +89,13 @@ func (b *iggyBackend) newConsumer(ctx context.Context, cfg consumerConfig) (memb
 		BatchSize: cfg.BatchSize, PollInterval: cfg.PollInterval, AutoCommit: cfg.AutoCommit,
 	}
 	if cfg.OnChange != nil {
-		ic.OnAssignmentChange = func(ch iggy.AssignmentChange) { cfg.OnChange(ch.Revoked, ch.Assigned) }
+		ic.OnAssignmentChange = func(ch iggy.AssignmentChange) {
+			c := assignmentChange{revoked: ch.Revoked, assigned: ch.Assigned, life: ch.Incarnation}
+			if r := ch.Replaced; r != nil {
+				c.replaced = &topicReplacement{oldID: r.Old.ID, oldCreatedAt: r.Old.CreatedAt, newID: r.New.ID, newCreatedAt: r.New.CreatedAt}
+			}
+			cfg.OnChange(c)
+		}
 	}
 	cn, err := b.c.NewConsumer(ctx, ic)
 	if err != nil {
@@ -111,10 +117,11 @@ func (b *iggyBackend) newProducer(ctx context.Context, cfg producerConfig) (prod
 }
 
 // storeRefused reports whether a store error is final for its partition: the member
-// does not own it any more (ResourceNotFound, or the topic is gone), or the store would
-// move the group's offset back (iggy.ErrOffsetBehind).
+// does not own it any more (ResourceNotFound, or the topic is gone), the store would
+// move the group's offset back (iggy.ErrOffsetBehind), or the offset belongs to a topic
+// since deleted and created again (iggy.ErrTopicReplaced).
 func storeRefused(err error) bool {
-	return errors.Is(err, wire.ErrNotFound) || errors.Is(err, iggy.ErrOffsetBehind)
+	return errors.Is(err, wire.ErrNotFound) || errors.Is(err, iggy.ErrOffsetBehind) || errors.Is(err, iggy.ErrTopicReplaced)
 }
 
 // iggyConsumer adapts *iggy.Consumer.
@@ -128,8 +135,8 @@ func (a iggyConsumer) Poll(ctx context.Context) (consumerBatch, error) {
 	return consumerBatch{Partition: b.Partition, CurrentOffset: b.CurrentOffset, Messages: b.Messages, Release: b.Release}, nil
 }
 
-func (a iggyConsumer) Store(ctx context.Context, partition uint32, offset uint64) error {
-	return a.cn.StoreOffset(ctx, partition, offset)
+func (a iggyConsumer) Store(ctx context.Context, life uint64, partition uint32, offset uint64) error {
+	return a.cn.StoreOffsetIn(ctx, life, partition, offset)
 }
 func (a iggyConsumer) Pause(p uint32)                  { a.cn.Pause(p) }
 func (a iggyConsumer) Resume(p uint32)                 { a.cn.Resume(p) }

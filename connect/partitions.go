@@ -63,6 +63,7 @@ type partitionTable struct {
 // stored ≤ done ≤ delivered ≤ polled, and stored never decreases.
 type partition struct {
 	id        uint32
+	life      uint64 // the member's incarnation of the topic (assignmentChange.life)
 	state     partState
 	started   bool
 	polled    uint64
@@ -116,9 +117,28 @@ func (t *partitionTable) signal() {
 // and regained) replaces the old entry, whose unstored offsets are dropped: the new
 // assignment polls from the group's stored offset, so they are redelivered.
 func (t *partitionTable) change(revoked, assigned []uint32) {
+	t.apply(assignmentChange{revoked: revoked, assigned: assigned})
+}
+
+// apply is change for a whole report. When the topic was replaced (deleted and created
+// again), every entry of the old topic is released at once, draining ones too: nothing
+// of it is stored (its offsets do not describe the new topic's messages), and its
+// batches still queued are not delivered.
+func (t *partitionTable) apply(ch assignmentChange) {
 	now := time.Now()
+	revoked, assigned := ch.revoked, ch.assigned
 	t.mu.Lock()
 	draining := 0
+	if ch.replaced != nil {
+		for _, p := range t.parts {
+			if p.life != ch.life {
+				if p.state == partOwned {
+					t.counters.Revoked.Add(1)
+				}
+				t.releaseLocked(p, "topic replaced")
+			}
+		}
+	}
 	for _, id := range revoked {
 		p := t.parts[id]
 		if p == nil || p.state != partOwned {
@@ -141,7 +161,7 @@ func (t *partitionTable) change(revoked, assigned []uint32) {
 				"partition", id, "state", old.state, "polled", int64(old.polled)-1, "stored", int64(old.stored)-1)
 			t.releaseLocked(old, "assigned again")
 		}
-		t.parts[id] = &partition{id: id}
+		t.parts[id] = &partition{id: id, life: ch.life}
 		if t.held && t.flow != nil {
 			t.flow.Pause(id) // a held sink polls no partition, newly assigned ones included
 		}

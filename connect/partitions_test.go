@@ -226,7 +226,7 @@ func newFakeStores(fail func(uint32, uint64) error) *fakeStores {
 	return &fakeStores{fail: fail, calls: map[uint32][]uint64{}, ok: map[uint32][]uint64{}}
 }
 
-func (f *fakeStores) store(_ context.Context, p uint32, off uint64) error {
+func (f *fakeStores) store(_ context.Context, _ uint64, p uint32, off uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls[p] = append(f.calls[p], off)

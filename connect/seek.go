@@ -14,8 +14,18 @@ import (
 // member consumer seeks there, before anything of those partitions is polled. The table's
 // entry starts at the first offset polled, which is then the sought one, so its
 // invariants hold as for any assignment (docs/architecture.md, "Seek on assignment").
-func (tc *topicConsumer) onChange(revoked, assigned []uint32) {
-	tc.table.change(revoked, assigned)
+func (tc *topicConsumer) onChange(ch assignmentChange) {
+	if r := ch.replaced; r != nil {
+		tc.s.counters.TopicsRecreated.Add(1)
+		tc.log.Info("topic was deleted and created again; its partitions start afresh from the new topic's stored offsets (0 when none)",
+			"old_topic_id", r.oldID, "old_created_at", r.oldCreatedAt, "new_topic_id", r.newID, "new_created_at", r.newCreatedAt,
+			"revoked", ch.revoked, "assigned", ch.assigned)
+	}
+	tc.table.apply(ch)
+	if len(ch.assigned) > 0 {
+		tc.s.status.recovered(tc.name()) // the topic's assignment was read: it can be polled
+	}
+	assigned := ch.assigned
 	seeker, ok := tc.s.sink.(sdk.PartitionSeeker)
 	if !ok || len(assigned) == 0 {
 		return

@@ -2,6 +2,7 @@ package connect
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,9 @@ type polledBatch struct {
 	part *partition
 }
 
+// name is the consumer's stream/topic, as the sink's configuration names them.
+func (tc *topicConsumer) name() string { return tc.topic.Stream + "/" + tc.topic.Topic }
+
 func newTopicConsumer(s *sinkRunner, topic sdk.TopicMetadata, schema sdk.Schema, log *slog.Logger) *topicConsumer {
 	depth := 1 // the next poll overlaps the current Consume
 	if s.inFlight > 1 {
@@ -73,11 +77,14 @@ func (tc *topicConsumer) pollLoop(ctx context.Context) {
 			b, err = tc.cons.Poll(ctx)
 			return err
 		}, func(attempt int, err error, wait time.Duration) {
+			tc.s.counters.PollErrors.Add(1)
+			tc.s.status.degrade(tc.name(), fmt.Errorf("poll %s: %w", tc.name(), err))
 			tc.log.Warn("poll failed; retrying", "error", err, "attempt", attempt, "backoff", wait)
 		})
 		if err != nil {
 			return // the soft stop: polls are retried until then
 		}
+		tc.s.status.recovered(tc.name())
 		msgs := b.Messages
 		if tc.table.isHeld() {
 			// Polled while (or just as) the operator paused the sink: give the batch back

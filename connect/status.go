@@ -10,7 +10,8 @@ import (
 	"github.com/ferryio/ferry/sdk"
 )
 
-// State is a connector's lifecycle state, named as in Iggy's runtime API.
+// State is a connector's lifecycle state, named as in Iggy's runtime API, plus Ferry's
+// StateDegraded.
 type State string
 
 // Connector states.
@@ -20,6 +21,11 @@ const (
 	StateStopping State = "stopping"
 	StateStopped  State = "stopped"
 	StateError    State = "error"
+	// StateDegraded is a running sink that cannot poll one of its topics (for example the
+	// topic was deleted): it keeps retrying, LastError says why, and it is running again
+	// as soon as a poll of that topic works (a batch, or an assignment of the topic). Not
+	// one of Iggy's states.
+	StateDegraded State = "degraded"
 )
 
 // Counters are a connector's running totals. Every field is updated atomically; read them
@@ -36,8 +42,12 @@ type Counters struct {
 	Stores        atomic.Uint64 // offset stores written to Iggy (each may cover many messages)
 	StoreErrors   atomic.Uint64 // failed offset stores (each is retried)
 	StoresRefused atomic.Uint64 // stores refused for good (partition not owned any more); final for that partition
+	PollErrors    atomic.Uint64 // failed polls (each is retried; the sink is degraded meanwhile)
 	Revoked       atomic.Uint64 // partitions revoked from this sink (each then drains, or is released at once)
-	HeaderErrors  atomic.Uint64 // messages whose user headers could not be decoded (delivered without headers)
+	// TopicsRecreated counts the times a topic of this sink was found deleted and
+	// created again (its partitions then start afresh on the new topic).
+	TopicsRecreated atomic.Uint64
+	HeaderErrors    atomic.Uint64 // messages whose user headers could not be decoded (delivered without headers)
 	// Payloads (payload.go): decoded by the stream's schema (raw streams are not decoded),
 	// failed decode, failed a transform, dropped by a transform. A message that failed is
 	// poison: on_failure handles it alone (DeadLettered, Skipped, or the sink stops).
@@ -61,7 +71,9 @@ type Stats struct {
 	Polled, Delivered, Committed                        uint64
 	ConsumeErrors, FailedBatches, DeadLettered, Skipped uint64
 	Stores, StoreErrors, StoresRefused, HeaderErrors    uint64
+	PollErrors                                          uint64
 	Revoked                                             uint64
+	TopicsRecreated                                     uint64
 	CommitsAccepted                                     uint64
 	CommitsStale, CommitsOutOfRange, CommitsUnknown     uint64
 	StoreLatency                                        Histogram
@@ -102,10 +114,10 @@ var StageBounds = []time.Duration{
 }
 
 // Errors is what Iggy's runtime counts as a connector's errors: failed Consume calls,
-// failed sends, failed state saves and stores, rejected batches, payloads that failed
+// failed polls, sends, state saves and stores, rejected batches, payloads that failed
 // decode or a transform.
 func (s Stats) Errors() uint64 {
-	return s.ConsumeErrors + s.SendErrors + s.StoreErrors + s.FailedBatches + s.DecodeErrors + s.TransformErrors
+	return s.ConsumeErrors + s.PollErrors + s.SendErrors + s.StoreErrors + s.FailedBatches + s.DecodeErrors + s.TransformErrors
 }
 
 // CommitsRejected is the sum of rejected commits of every kind.
@@ -119,7 +131,7 @@ func (c *Counters) Snapshot() Stats {
 		Polled: c.Polled.Load(), Delivered: c.Delivered.Load(), Committed: c.Committed.Load(),
 		ConsumeErrors: c.ConsumeErrors.Load(), FailedBatches: c.FailedBatches.Load(),
 		DeadLettered: c.DeadLettered.Load(), Skipped: c.Skipped.Load(),
-		Stores: c.Stores.Load(), StoreErrors: c.StoreErrors.Load(), StoresRefused: c.StoresRefused.Load(), HeaderErrors: c.HeaderErrors.Load(), Revoked: c.Revoked.Load(),
+		Stores: c.Stores.Load(), StoreErrors: c.StoreErrors.Load(), StoresRefused: c.StoresRefused.Load(), PollErrors: c.PollErrors.Load(), HeaderErrors: c.HeaderErrors.Load(), Revoked: c.Revoked.Load(), TopicsRecreated: c.TopicsRecreated.Load(),
 		Filtered: c.Filtered.Load(), Decoded: c.Decoded.Load(), DecodeErrors: c.DecodeErrors.Load(), TransformErrors: c.TransformErrors.Load(),
 		CommitsAccepted: c.CommitsAccepted.Load(), CommitsStale: c.CommitsStale.Load(),
 		CommitsOutOfRange: c.CommitsOutOfRange.Load(), CommitsUnknown: c.CommitsUnknownPartition.Load(),
@@ -239,6 +251,9 @@ type statusCell struct {
 	mu      sync.Mutex
 	state   State
 	lastErr *LastError
+	// failing names what made a running connector degraded (a sink's topics that cannot
+	// be polled); it is running again once the set is empty.
+	failing map[string]bool
 }
 
 func (s *statusCell) set(st State) {
@@ -246,8 +261,41 @@ func (s *statusCell) set(st State) {
 	s.state = st
 	if st == StateRunning || st == StateStopped {
 		s.lastErr = nil
+		clear(s.failing)
 	}
 	s.mu.Unlock()
+}
+
+// degrade records that who (a sink's stream/topic) cannot do its work because of err: a
+// running connector becomes degraded with err as its last error. No effect in any other
+// state (an error, a stop in progress, stay what they are).
+func (s *statusCell) degrade(who string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != StateRunning && s.state != StateDegraded {
+		return
+	}
+	if s.failing == nil {
+		s.failing = map[string]bool{}
+	}
+	s.failing[who] = true
+	s.state = StateDegraded
+	s.lastErr = &LastError{Message: err.Error(), Timestamp: time.Now()}
+}
+
+// recovered records that who works again: a degraded connector is running again (its
+// last error cleared) once nothing else keeps it degraded.
+func (s *statusCell) recovered(who string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.failing[who] {
+		return
+	}
+	delete(s.failing, who)
+	if s.state == StateDegraded && len(s.failing) == 0 {
+		s.state = StateRunning
+		s.lastErr = nil
+	}
 }
 
 func (s *statusCell) fail(err error) {

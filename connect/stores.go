@@ -15,8 +15,9 @@ import (
 // partition: a partition whose stores fail never delays another's, and a store refused
 // for good releases that partition only.
 
-// storeFunc writes the group's offset of a partition (memberConsumer.Store).
-type storeFunc func(ctx context.Context, partition uint32, offset uint64) error
+// storeFunc writes the group's offset of a partition, of incarnation life of the topic
+// (memberConsumer.Store).
+type storeFunc func(ctx context.Context, life uint64, partition uint32, offset uint64) error
 
 // runStores runs until ctx ends (the hard stop) or the table, closed, has nothing left
 // to store.
@@ -29,7 +30,7 @@ func (t *partitionTable) runStores(ctx context.Context, store storeFunc) {
 			return
 		}
 		for _, j := range jobs {
-			err := store(ctx, j.p.id, j.offset)
+			err := store(ctx, j.p.life, j.p.id, j.offset)
 			stopping := err != nil && ctx.Err() != nil
 			t.storeResult(j, err, err != nil && storeRefused(err), stopping, time.Now())
 		}

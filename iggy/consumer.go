@@ -48,8 +48,18 @@ type ConsumerConfig struct {
 // owned it in between (the member noticed because the group's stored offset changed
 // under it), so whatever the caller still holds of its earlier assignment is void, and
 // StoreOffset refuses offsets below what the other member stored (ErrOffsetBehind).
+//
+// Replaced is set when the topic was deleted and created again since the last report
+// (see TopicReplacement): then Revoked lists every partition of the old topic and
+// Assigned the new assignment, each polled from the new group's stored offset (0 for a
+// new group). Nothing the caller holds of the old topic may be stored: its offsets do not
+// describe the new topic's messages (StoreOffsetIn refuses them with ErrTopicReplaced).
+// Incarnation is the Consumer's incarnation of the topic the Assigned partitions belong
+// to (see Consumer.Topic), for StoreOffsetIn.
 type AssignmentChange struct {
 	Revoked, Assigned []uint32 // sorted
+	Replaced          *TopicReplacement
+	Incarnation       uint64
 }
 
 // Batch is what Consumer.Poll returns: messages of one partition, in offset order.
@@ -109,8 +119,14 @@ type Consumer struct {
 	paused    map[uint32]bool
 	syncEpoch uint64
 	needSync  bool
-	lastSync  time.Time // last successful sync
-	rr        int
+	// The consumed topic as the last join read it, how many times it was found
+	// replaced, and the replacement not reported yet (replaced.go).
+	topic       TopicIdentity
+	topicKnown  bool
+	incarnation uint64
+	replaced    *TopicReplacement
+	lastSync    time.Time // last successful sync
+	rr          int
 	// task is the poll in flight (nil if none); kept is a batch it returned that no Poll
 	// has delivered yet (its Poll call had returned on ctx's end).
 	task     *pollTask
@@ -166,6 +182,11 @@ func (st *partState) matches(r storedRead) bool {
 // the group's generation changed, of every partition kept: a kept partition whose
 // stored offset is not what this member knows was owned by another member in between,
 // and is reported revoked and assigned again (see AssignmentChange).
+//
+// Every join reads the topic's id and creation time: a topic deleted and created again
+// under the same name (its group, membership and offsets went with the old one, so the
+// member rejoins) is a new topic, polled from the new group's stored offset (see
+// AssignmentChange.Replaced and StoreOffsetIn).
 //
 // Errors: unknown stream or topic (wire.ErrNotFound), login and connection errors.
 func (c *Client) NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
@@ -347,6 +368,7 @@ type picked struct {
 	st         *partState // nil: nothing ready
 	strategy   wire.PollingStrategy
 	seeks      uint64        // st.seeks when picked
+	life       uint64        // cn.incarnation when picked
 	wait       time.Duration // with st nil: how long until one is ready (0 = until woken)
 	none       bool          // with st nil: no partition owned and unpaused
 	unreported bool          // with st nil: the assignment changed since the last report
@@ -379,7 +401,7 @@ func (cn *Consumer) pick() picked {
 			continue
 		}
 		cn.rr = idx + 1
-		out.p, out.st, out.seeks, out.strategy = p, st, st.seeks, wire.PollNext()
+		out.p, out.st, out.seeks, out.life, out.strategy = p, st, st.seeks, cn.incarnation, wire.PollNext()
 		if st.hasPos {
 			out.strategy = wire.PollOffset(st.next)
 		}
@@ -397,7 +419,8 @@ func (cn *Consumer) report() {
 		return
 	}
 	cn.dirty = false
-	var ch AssignmentChange
+	ch := AssignmentChange{Replaced: cn.replaced, Incarnation: cn.incarnation}
+	cn.replaced = nil
 	for p, st := range cn.reported {
 		if cn.parts[p] != st {
 			ch.Revoked = append(ch.Revoked, p)
@@ -411,7 +434,7 @@ func (cn *Consumer) report() {
 		}
 	}
 	cn.mu.Unlock()
-	if len(ch.Revoked)+len(ch.Assigned) == 0 || cn.cfg.OnAssignmentChange == nil {
+	if (len(ch.Revoked)+len(ch.Assigned) == 0 && ch.Replaced == nil) || cn.cfg.OnAssignmentChange == nil {
 		return
 	}
 	slices.Sort(ch.Revoked)
@@ -443,63 +466,6 @@ func (cn *Consumer) pause(ctx context.Context, n int) error {
 	return cn.waitFor(ctx, min(d, cn.c.cfg.reconnMax))
 }
 
-// StoreOffset stores offset as the group's offset of partition (StoreConsumerOffset on
-// the member connection, lock-step with this member's polls and syncs).
-//
-// It never moves the group's offset backwards: an offset below the group's stored
-// offset as this member knows it (what was stored when the partition was assigned to
-// it, or what it stored since) is refused with ErrOffsetBehind and not sent. Partitions
-// revoked from this member keep their floor, so a revoked partition's last offsets can
-// be stored while the server keeps it pending revocation.
-//
-// Errors: wire.ErrNotFound (ResourceNotFound) if the member does not own the partition:
-// the Consumer then drops it at once (the next Poll reports it revoked, and assigned
-// afresh if the resync it triggers still lists it); wire.ErrInvalidOffset beyond the
-// partition's end; ErrOffsetBehind; ErrClosed; ctx's error.
-func (cn *Consumer) StoreOffset(ctx context.Context, partition uint32, offset uint64) error {
-	where := res(&cn.cfg.Stream, &cn.cfg.Topic, int64(partition)) + " group " + cn.group.String()
-	if err := cn.acquire(ctx); err != nil {
-		return opErr("store offset", where, err)
-	}
-	defer cn.releaseOp()
-	cn.mu.Lock()
-	st := cn.parts[partition]
-	if st == nil {
-		st = cn.former[partition]
-	}
-	if st != nil && st.storedKnown && offset < st.stored {
-		floor := st.stored
-		cn.mu.Unlock()
-		return opErr("store offset", where, fmt.Errorf("%w: offset %d, stored %d", ErrOffsetBehind, offset, floor))
-	}
-	cn.mu.Unlock()
-	req := wire.StoreConsumerOffsetRequest{Consumer: wire.Consumer{Kind: wire.ConsumerGroup, ID: cn.group},
-		Stream: cn.cfg.Stream, Topic: cn.cfg.Topic, Partition: wire.PartitionID(partition), Offset: offset, Ack: wire.AckQuorum}
-	err := cn.c.simple(ctx, cn.link, req, true, nil)
-	cn.mu.Lock()
-	switch {
-	case st == nil:
-	case err == nil:
-		st.stored, st.storedKnown, st.unsureSet = offset, true, false
-	case errors.Is(err, ErrOutcomeUnknown):
-		st.unsure, st.unsureSet = offset, true
-	}
-	if errors.Is(err, wire.ErrNotFound) && st != nil && cn.parts[partition] == st {
-		// The server says it is not ours: drop it now (reported revoked by the next Poll,
-		// and assigned afresh if the next sync still lists it), and resync.
-		delete(cn.parts, partition)
-		cn.assigned = slices.DeleteFunc(cn.assigned, func(p uint32) bool { return p == partition })
-		cn.retireLocked(partition, st)
-		cn.needSync = true
-		cn.changedLocked()
-	}
-	cn.mu.Unlock()
-	if err != nil {
-		return opErr("store offset", where, err)
-	}
-	return nil
-}
-
 // Pause stops polling partition until Resume (backpressure), or until the partition is
 // revoked (a later assignment of it starts unpaused).
 func (cn *Consumer) Pause(partition uint32) {
@@ -518,10 +484,11 @@ func (cn *Consumer) Resume(partition uint32) {
 
 // Seek sets the local next offset of an owned partition (e.g. to redeliver after a
 // failed batch); the next poll of it starts there. A batch of it kept by a cancelled
-// Poll, or still being polled, is discarded. No effect on partitions not owned.
+// Poll, or still being polled, is discarded. No effect on partitions not owned, nor on an
+// assignment not reported yet (the caller's position belongs to the one it knows of).
 func (cn *Consumer) Seek(partition uint32, next uint64) {
 	cn.mu.Lock()
-	if st := cn.parts[partition]; st != nil {
+	if st := cn.parts[partition]; st != nil && (cn.cfg.OnAssignmentChange == nil || cn.reported[partition] == st) {
 		st.next, st.hasPos, st.emptyUntil = next, true, time.Time{}
 		st.seeks++
 		if cn.kept != nil && cn.kept.batch.Partition == partition {

@@ -130,7 +130,7 @@ func (l *link) get(ctx context.Context) (*conn, error) {
 		l.lastErr = err
 		l.next = time.Now().Add(l.backoff)
 		l.backoff = min(2*l.backoff, l.cl.cfg.reconnMax)
-		if permanent(err) || ctx.Err() != nil {
+		if permanent(err) || ctx.Err() != nil || errors.Is(err, errFailRequest) {
 			l.mu.Unlock()
 			return nil, &notConnectedError{err}
 		}
@@ -147,6 +147,11 @@ func (l *link) notConnected(ctxErr error) error {
 	}
 	return &notConnectedError{fmt.Errorf("%w (last attempt: %w)", ctxErr, last)}
 }
+
+// errFailRequest marks an onConnect error that fails the request that dialled rather than
+// being retried on its behalf: the hook found that what the request was made for no
+// longer holds (a consumer's topic was replaced). The next request dials again.
+var errFailRequest = errors.New("iggy: the new connection refused the request that opened it")
 
 // permanent reports whether a connect error will not go away by retrying.
 func permanent(err error) bool {

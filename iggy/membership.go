@@ -14,8 +14,21 @@ import (
 // lock-step slot shared by polls, syncs and stores, and the member goroutine that keeps
 // the member alive and its assignment fresh.
 
-// join is the member link's onConnect: join the group, creating it if missing.
+// join is the member link's onConnect: join the group, creating it if missing, and read
+// the topic's identity. A reconnect that finds the topic replaced fails (after forgetting
+// the old topic's positions), so that the request that caused it, meant for the old
+// topic, is not sent to the new one; the next connect proceeds.
 func (cn *Consumer) join(ctx context.Context, conn *conn) error {
+	replaced, err := cn.joinGroup(ctx, conn)
+	if err == nil && replaced {
+		return errReplacedOnConnect
+	}
+	return err
+}
+
+// joinGroup joins the group (creating it if missing) and reads the topic's identity; it
+// reports whether that identity is not the one known (the topic was replaced).
+func (cn *Consumer) joinGroup(ctx context.Context, conn *conn) (bool, error) {
 	req := wire.JoinConsumerGroupRequest{Stream: cn.cfg.Stream, Topic: cn.cfg.Topic, Group: cn.group}
 	_, err := cn.c.onConn(ctx, conn, req)
 	if errors.Is(err, wire.ErrConsumerGroupIDNotFound) {
@@ -25,12 +38,16 @@ func (cn *Consumer) join(ctx context.Context, conn *conn) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("join group %q: %w", cn.cfg.Group, err)
+		return false, fmt.Errorf("join group %q: %w", cn.cfg.Group, err)
+	}
+	id, err := cn.readTopic(ctx, conn)
+	if err != nil {
+		return false, fmt.Errorf("read the topic of group %q: %w", cn.cfg.Group, err)
 	}
 	cn.mu.Lock()
+	defer cn.mu.Unlock()
 	cn.needSync = true
-	cn.mu.Unlock()
-	return nil
+	return cn.noteTopicLocked(id), nil
 }
 
 // sync asks the server for the assignment and applies it; a "not a member" answer
@@ -45,7 +62,7 @@ func (cn *Consumer) sync(ctx context.Context) error {
 		if gerr != nil {
 			return gerr
 		}
-		if err := cn.join(ctx, conn); err != nil {
+		if _, err := cn.joinGroup(ctx, conn); err != nil {
 			return err
 		}
 		s, err = cn.c.syncOn(ctx, cn.link, cn.cfg.Stream, cn.cfg.Topic, cn.group)

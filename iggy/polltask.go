@@ -79,6 +79,10 @@ func (cn *Consumer) runPoll(t *pollTask, pk picked, q *wire.PollMessagesRequest)
 		cn.c.putBuf(b)
 		return
 	}
+	if pk.life != cn.incarnation {
+		cn.c.putBuf(b) // polled from the old topic before the member found it replaced
+		return
+	}
 	owned := cn.parts[p] == st // always, since syncs wait for cn.op; kept as a guard
 	if len(b.msgs) == 0 {
 		if owned {

@@ -292,6 +292,8 @@ type sinkStatsJSON struct {
 	Decoded         uint64 `json:"decoded"`
 	DecodeErrors    uint64 `json:"decode_errors"`
 	TransformErrors uint64 `json:"transform_errors"`
+	PollErrors      uint64 `json:"poll_errors"`
+	TopicsRecreated uint64 `json:"topics_recreated"`
 }
 
 type sourceStatsJSON struct {
@@ -379,7 +381,8 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request, kind string) 
 		ConsumeErrors: x.ConsumeErrors, FailedBatches: x.FailedBatches, DeadLettered: x.DeadLettered, Skipped: x.Skipped,
 		Stores: x.Stores, StoreErrors: x.StoreErrors, StoresRefused: x.StoresRefused, CommitsAccepted: x.CommitsAccepted,
 		CommitsRejected: x.CommitsRejected(), Retries: x.Retries, Filtered: x.Filtered,
-		Decoded: x.Decoded, DecodeErrors: x.DecodeErrors, TransformErrors: x.TransformErrors}, parts})
+		Decoded: x.Decoded, DecodeErrors: x.DecodeErrors, TransformErrors: x.TransformErrors,
+		PollErrors: x.PollErrors, TopicsRecreated: x.TopicsRecreated}, parts})
 }
 
 // isJSON reports whether a request's Content-Type is JSON (application/json or an

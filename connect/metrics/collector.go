@@ -31,7 +31,7 @@ const (
 // states are the values of ferry_connector_status's status label, every one of which is
 // exposed for each connector (1 for its state, 0 for the others).
 var states = []connect.State{connect.StateStarting, connect.StateRunning, connect.StateStopping,
-	connect.StateStopped, connect.StateError}
+	connect.StateStopped, connect.StateError, connect.StateDegraded}
 
 // Label sets, each sorted by name: the exposition writes labels in this order, as the
 // registry sorts them.
@@ -88,6 +88,7 @@ const (
 	famStores
 	famStoreErrors
 	famRevoked
+	famTopicsRecreated
 	famStoreLatency
 	famStored
 	famCurrent
@@ -129,6 +130,8 @@ var families = [numFamilies]family{
 	famStores:      {"ferry_sink_offset_stores_total", "Offset stores a sink's runtime wrote to Iggy (each may cover many messages).", kindCounter, keyLabel, nil},
 	famStoreErrors: {"ferry_sink_offset_store_errors_total", "Failed offset stores (each is retried).", kindCounter, keyLabel, nil},
 	famRevoked:     {"ferry_sink_revoked_partitions_total", "Partitions revoked from a sink by its consumer group.", kindCounter, keyLabel, nil},
+	famTopicsRecreated: {"ferry_sink_topic_recreated_total",
+		"Times a topic of the sink was found deleted and created again (its partitions then start afresh on the new topic).", kindCounter, keyLabel, nil},
 	famStoreLatency: {"ferry_sink_store_latency_seconds",
 		"Time from a commit (or the runtime's resolution) of an offset to its store in Iggy, in seconds.", kindHistogram, keyLabel, nil},
 	famStored:      {"ferry_sink_stored_offset", "The consumer group's offset stored by this sink (partitions with none are left out).", kindGauge, partLabels, nil},
@@ -224,6 +227,7 @@ func collectConnector(e emitter, st *connect.Status) {
 	e.value(famStoresRefused, s.StoresRefused, k)
 	e.value(famStoreErrors, s.StoreErrors, k)
 	e.value(famRevoked, s.Revoked, k)
+	e.value(famTopicsRecreated, s.TopicsRecreated, k)
 	e.histogram(famStoreLatency, s.StoreLatency, k)
 
 	type where struct {

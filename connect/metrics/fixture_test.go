@@ -36,7 +36,7 @@ func fixture() fixedSource {
 		{Key: "s1", Kind: connect.KindSink, State: connect.StateRunning,
 			Restart: connect.RestartState{Total: 2},
 			Stats: connect.Stats{Polled: 42, Delivered: 40, Committed: 30, ConsumeErrors: 3, FailedBatches: 1,
-				DeadLettered: 5, Skipped: 6, Decoded: 1200, DecodeErrors: 3, TransformErrors: 2, Stores: 7, StoreErrors: 2, StoresRefused: 1, Revoked: 4,
+				DeadLettered: 5, Skipped: 6, Decoded: 1200, DecodeErrors: 3, TransformErrors: 2, Stores: 7, StoreErrors: 2, StoresRefused: 1, Revoked: 4, TopicsRecreated: 2,
 				CommitsAccepted: 11, CommitsStale: 12, CommitsOutOfRange: 13, CommitsUnknown: 14,
 				Filtered: 8, Retries: 9,
 				StoreLatency: hist(latency, 1500*time.Millisecond, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1),

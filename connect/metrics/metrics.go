@@ -26,7 +26,7 @@
 //	  _skipped_total, _restarts_total                             counter  connector_key, connector_type
 //	ferry_sink_commits_total                                      counter  connector_key, result
 //	ferry_sink_offset_stores_total, _offset_store_errors_total,
-//	  _revoked_partitions_total                                   counter  connector_key
+//	  _revoked_partitions_total, _topic_recreated_total           counter  connector_key
 //	ferry_sink_store_latency_seconds                              histogram connector_key
 //	ferry_sink_stored_offset, _current_offset, _lag,
 //	  _uncommitted_messages, _pending_messages                    gauge    connector_key, stream, topic, partition
