@@ -243,6 +243,8 @@ func parseOffsets(body io.Reader) ([]connect.OffsetChange, error) {
 		return nil, fmt.Errorf("offsets: at least one entry is required")
 	}
 	out := make([]connect.OffsetChange, 0, len(b.Offsets))
+	// A partition named twice would leave which offset wins to the order of the list.
+	seen := make(map[connect.OffsetChange]int, len(b.Offsets))
 	for i, o := range b.Offsets {
 		switch {
 		case o.Stream == nil || *o.Stream == "":
@@ -254,7 +256,14 @@ func parseOffsets(body io.Reader) ([]connect.OffsetChange, error) {
 		case o.Offset == nil:
 			return nil, fmt.Errorf("offsets[%d].offset is required", i)
 		}
-		out = append(out, connect.OffsetChange{Stream: *o.Stream, Topic: *o.Topic, Partition: *o.PartitionID, Offset: *o.Offset})
+		part := connect.OffsetChange{Stream: *o.Stream, Topic: *o.Topic, Partition: *o.PartitionID}
+		if j, dup := seen[part]; dup {
+			return nil, fmt.Errorf("offsets[%d] and offsets[%d] both name stream %q topic %q partition %d: name each partition once",
+				j, i, part.Stream, part.Topic, part.Partition)
+		}
+		seen[part] = i
+		part.Offset = *o.Offset
+		out = append(out, part)
 	}
 	return out, nil
 }
