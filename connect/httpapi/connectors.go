@@ -212,10 +212,15 @@ type offsetsBody struct {
 // maxBody bounds every request body the API reads.
 const maxBody = 1 << 20
 
-// PUT /sinks/{key}/offsets → 204; 409 sink_not_stopped; 400 invalid_configuration on a
-// bad body (Ferry's route: a JSON error, not a plain-text rejection).
+// PUT /sinks/{key}/offsets → 204; 409 sink_not_stopped; 415 without a JSON Content-Type;
+// 400 invalid_configuration on a bad body (Ferry's route: a JSON error, not a plain-text
+// rejection).
 func (s *Server) putOffsets(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
+	if !isJSON(r) {
+		rejectNotJSON(w)
+		return
+	}
 	changes, err := parseOffsets(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		s.writeError(w, r, invalidConfig(err))

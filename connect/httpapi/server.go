@@ -129,13 +129,24 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := s.authorize(mux)
+	// From the outside in: the keyless Host check, CORS (a preflight ends there), the api
+	// key, the keyless Origin and body checks, the routes.
+	keyless := opts.HTTP.APIKey == ""
+	g := newGuard(s)
+	var h http.Handler = mux
+	if keyless {
+		h = s.checkOrigin(g, h)
+	}
+	h = s.authorize(h)
 	if opts.HTTP.CORS.Enabled {
 		c, err := newCORS(opts.HTTP.CORS)
 		if err != nil {
 			return nil, err
 		}
 		h = c.wrap(h)
+	}
+	if keyless {
+		h = s.checkHost(g, h)
 	}
 	s.handler = h
 	return s, nil
