@@ -181,8 +181,10 @@ func (f *fixture) writeConfig(probeOverride map[string]string) (string, error) {
 }
 
 // writeRuntimeConfig writes dir/config.toml: the runtime's Iggy address and credentials, its
-// state directory (a source's cursor lives there), connectors read from cdir, and the HTTP API on httpAddr (with metrics)
-// or off when httpAddr is empty.
+// state directory (a source's cursor lives there), connectors read from cdir, the probe
+// plugins' directory as the one native plugins may load from (Ferry's [plugins]; other
+// runtimes ignore the table), and the HTTP API on httpAddr (with metrics) or off when
+// httpAddr is empty.
 func (r *Runner) writeRuntimeConfig(dir, stateDir, cdir, addr, httpAddr string) (string, error) {
 	cfg := fmt.Sprintf(`[iggy]
 address = %q
@@ -195,7 +197,10 @@ path = %q
 [connectors]
 config_type = "local"
 config_dir = %q
-`, addr, r.cfg.Username, r.cfg.Password, stateDir, cdir)
+
+[plugins]
+directories = [%q]
+`, addr, r.cfg.Username, r.cfg.Password, stateDir, cdir, r.dir)
 	if httpAddr == "" {
 		cfg += "\n[http]\nenabled = false\n"
 	} else {

@@ -15,15 +15,15 @@ import (
 	"github.com/ferryio/ferry/sdk"
 )
 
-// SinkPluginLoader opens the native sink plugin library at path (already resolved with
-// config.ResolvePluginPath) and returns a factory of sink instances over it. cmd/ferry
+// SinkPluginLoader opens the native sink plugin library at path (already resolved and
+// checked against the plugin directories with config.LoadablePluginPath) and returns a factory of sink instances over it. cmd/ferry
 // wires it to connect/plugin, so this package needs no cgo. A plugin instance opened with a
 // Committer (sink_controlled) must refuse to open when the library lacks
 // iggy_sink_set_commit_callback.
 type SinkPluginLoader func(path string) (sdk.SinkFactory, error)
 
 // SourcePluginLoader opens the native source plugin library at path (already resolved
-// with config.ResolvePluginPath) and returns a factory of source instances over it.
+// and checked with config.LoadablePluginPath) and returns a factory of source instances over it.
 type SourcePluginLoader func(path string) (sdk.SourceFactory, error)
 
 // ErrStopped is returned by Start after Stop.
@@ -108,9 +108,11 @@ type Runtime struct {
 	loadSrc  SourcePluginLoader
 	configs  ConfigSource
 	stateDir string
-	log      *slog.Logger
-	nextID   atomic.Uint32
-	life     *lifecycle // no timeout: Stop's ctx bounds it
+	// pluginDirs are where native plugins may be loaded from (config.Runtime.PluginDirs).
+	pluginDirs []string
+	log        *slog.Logger
+	nextID     atomic.Uint32
+	life       *lifecycle // no timeout: Stop's ctx bounds it
 
 	failed     chan struct{} // closed when every connector failed for good
 	failedOnce sync.Once
@@ -129,9 +131,13 @@ func newRuntime(opts Options, be backend, stateDir string) *Runtime {
 	if builtins == nil {
 		builtins = sdk.NewRegistry()
 	}
+	rc := opts.Runtime
+	if rc == nil {
+		rc = config.DefaultRuntime()
+	}
 	return &Runtime{conns: opts.Connectors, be: be, builtins: builtins, loadSink: opts.LoadSinkPlugin,
-		loadSrc: opts.LoadSourcePlugin, configs: opts.Configs, stateDir: stateDir, log: log, life: newLifecycle(0),
-		failed: make(chan struct{})}
+		loadSrc: opts.LoadSourcePlugin, configs: opts.Configs, stateDir: stateDir, pluginDirs: rc.PluginDirs(),
+		log: log, life: newLifecycle(0), failed: make(chan struct{})}
 }
 
 // Start opens every enabled connector and starts it: sources first, as upstream (a
@@ -173,7 +179,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 func (r *Runtime) slotList() []*slot { return slices.Clone(r.slots) }
 
 func (r *Runtime) startSink(ctx context.Context, cfg *config.Sink) *sinkRunner {
-	factory, err := connectorFactory("sink", &cfg.Common, r.builtins.Sink, r.builtins.SinkNames, r.loadSink)
+	factory, err := connectorFactory("sink", &cfg.Common, r.builtins.Sink, r.builtins.SinkNames, r.loadSink, r.pluginDirs)
 	if err != nil {
 		s := newSinkRunner(cfg, r.nextID.Add(1), nil, r.be, r.log)
 		s.failStart(err)
@@ -185,7 +191,7 @@ func (r *Runtime) startSink(ctx context.Context, cfg *config.Sink) *sinkRunner {
 }
 
 func (r *Runtime) startSource(ctx context.Context, cfg *config.Source) *sourceRunner {
-	factory, err := connectorFactory("source", &cfg.Common, r.builtins.Source, r.builtins.SourceNames, r.loadSrc)
+	factory, err := connectorFactory("source", &cfg.Common, r.builtins.Source, r.builtins.SourceNames, r.loadSrc, r.pluginDirs)
 	if err != nil {
 		s := newSourceRunner(cfg, r.nextID.Add(1), nil, r.be, r.stateDir, r.log)
 		s.failStart(err)
@@ -197,8 +203,9 @@ func (r *Runtime) startSource(ctx context.Context, cfg *config.Source) *sourceRu
 }
 
 // connectorFactory finds the factory of a connector: a built-in ("builtin:NAME", looked
-// up with builtin) or a native plugin loaded with load (nil: this runtime has none).
-func connectorFactory[F any](kind string, c *config.Common, builtin func(string) (F, bool), names func() []string, load func(string) (F, error)) (F, error) {
+// up with builtin) or a native plugin loaded with load (nil: this runtime has none) from
+// its real path, which must lie in one of dirs (a library elsewhere is never opened).
+func connectorFactory[F any](kind string, c *config.Common, builtin func(string) (F, bool), names func() []string, load func(string) (F, error), dirs []string) (F, error) {
 	var zero F
 	if name, ok := c.Builtin(); ok {
 		f, ok := builtin(name)
@@ -210,7 +217,7 @@ func connectorFactory[F any](kind string, c *config.Common, builtin func(string)
 	if load == nil {
 		return zero, fmt.Errorf("native plugin %s: this runtime has no plugin loader", c.Path)
 	}
-	path, err := config.ResolvePluginPath(c.Path, nil)
+	path, err := config.LoadablePluginPath(c.Path, dirs)
 	if err != nil {
 		return zero, err
 	}

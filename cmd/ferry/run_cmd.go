@@ -142,7 +142,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 		}
 	}
 
-	provider := &config.LocalProvider{Dir: rc.Connectors.ConfigDir, Env: os.Environ()}
+	provider := &config.LocalProvider{Dir: rc.Connectors.ConfigDir, Env: os.Environ(), PluginDirs: rc.PluginDirs()}
 	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: client, Configs: provider,
 		Builtins: connectors.Registry(), LoadSinkPlugin: connect.NativeSinkLoader, LoadSourcePlugin: connect.NativeSourceLoader, Logger: log})
 	if err != nil {

@@ -174,8 +174,9 @@ func newEnv(t *testing.T) *env {
 	provider := &config.LocalProvider{Dir: dir}
 	rc := config.DefaultRuntime()
 	rc.State.Path = t.TempDir()
+	rc.Connectors.ConfigDir = dir // native plugins may load from there (and the test binary's directory)
 	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: dial(t, srv.Addr()),
-		Builtins: connectors.Registry(), Logger: quietLog, Configs: provider})
+		Builtins: connectors.Registry(), LoadSinkPlugin: connect.NativeSinkLoader, Logger: quietLog, Configs: provider})
 	if err != nil {
 		t.Fatal(err)
 	}
