@@ -124,6 +124,7 @@ func (s *Server) getTransforms(w http.ResponseWriter, r *http.Request, kind stri
 // away: a half-done restart would leave the connector stopped.
 func (s *Server) restart(w http.ResponseWriter, r *http.Request, kind string) {
 	key := r.PathValue("key")
+	noWriteDeadline(w) // waits up to the connector's shutdown_timeout
 	if err := s.rt.Restart(context.WithoutCancel(r.Context()), kind, key); err != nil {
 		s.writeError(w, r, runtimeError(kind, key, err))
 		return
@@ -135,6 +136,7 @@ func (s *Server) restart(w http.ResponseWriter, r *http.Request, kind string) {
 // POST /{kind}s/{key}/stop → 204: stopped until a restart.
 func (s *Server) stop(w http.ResponseWriter, r *http.Request, kind string) {
 	key := r.PathValue("key")
+	noWriteDeadline(w) // waits up to the connector's shutdown_timeout
 	if err := s.rt.StopConnector(context.WithoutCancel(r.Context()), kind, key); err != nil {
 		s.writeError(w, r, runtimeError(kind, key, err))
 		return

@@ -12,6 +12,8 @@
 //     no DNS rebinding, no cross-site request forgery);
 //   - no answer holds a secret: connector configs are rendered with secret-looking
 //     plugin_config values redacted, and the runtime config is never served;
+//   - a connection is bounded in time (headers, whole request, answer, idle) and in number
+//     (limits.go: Limits), so slow or many clients cannot hold the listener;
 //   - the server stops when the context given to Serve ends (within a second).
 //
 // It reads the runtime through the Runtime interface (connect.Runtime implements it) and
