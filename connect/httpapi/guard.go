@@ -16,9 +16,10 @@ import (
 //
 //   - every request must be addressed to a loopback host (127.0.0.0/8, ::1, localhost,
 //     any port) or the host of http.address: a rebinding page's Host is its own name;
-//   - a state-changing request (any method but GET, HEAD, OPTIONS) whose Origin is not the
-//     API's own origin (or one listed in [http.cors] allowed_origins), or whose
-//     Sec-Fetch-Site is cross-site, or same-site without the API's origin, is refused;
+//   - a state-changing request (any method but GET, HEAD, OPTIONS) is refused unless its
+//     Origin is listed in [http.cors] allowed_origins, or it comes from the API's own origin:
+//     an Origin other than the API's, a Sec-Fetch-Site of cross-site, or same-site without
+//     an Origin, is refused;
 //   - a state-changing request with a body or a Content-Type must say JSON, so an HTML
 //     form (or an old browser that sends no Origin) cannot reach a route.
 //
@@ -116,9 +117,13 @@ func (s *Server) checkOrigin(g *guard, next http.Handler) http.Handler {
 }
 
 // crossOrigin says why r comes from a page of another origin, or "" when it does not: a
-// request without Origin and Sec-Fetch-Site is not a browser's (curl, ferry status).
+// request without Origin and Sec-Fetch-Site is not a browser's (curl, ferry status). An
+// origin listed in [http.cors] allowed_origins passes from any site: the operator chose it.
 func (g *guard) crossOrigin(r *http.Request) string {
 	origin := r.Header.Get("Origin")
+	if origin != "" && slices.Contains(g.origins, origin) {
+		return ""
+	}
 	site := r.Header.Get("Sec-Fetch-Site")
 	if site == "cross-site" {
 		return fmt.Sprintf("Sec-Fetch-Site is cross-site (Origin %q)", origin)
@@ -134,7 +139,7 @@ func (g *guard) crossOrigin(r *http.Request) string {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	if strings.EqualFold(origin, scheme+"://"+r.Host) || slices.Contains(g.origins, origin) {
+	if strings.EqualFold(origin, scheme+"://"+r.Host) {
 		return ""
 	}
 	return fmt.Sprintf("Origin %q is not the API's origin %q", origin, scheme+"://"+r.Host)

@@ -106,10 +106,10 @@ func TestKeylessRefusesCrossOrigin(t *testing.T) {
 	c := e.serve(func(o *Options) {
 		o.HTTP.CORS = config.CORS{Enabled: true, AllowedOrigins: []string{"http://ui.example"}, AllowedMethods: []string{"POST"}}
 	})
-	c.do("POST", "/sinks/nsink/pause", "", "Origin", "http://ui.example", "Sec-Fetch-Site", "cross-site").wantError(t,
-		http.StatusForbidden, codeCrossOriginRefused, crossReason(`Sec-Fetch-Site is cross-site (Origin "http://ui.example")`))
-	c.do("POST", "/sinks/nsink/pause", "", "Origin", "http://ui.example").want(t, http.StatusNoContent)
-	c.do("POST", "/sinks/nsink/resume", "", "Origin", "http://ui.example", "Sec-Fetch-Site", "same-site").want(t, http.StatusNoContent)
+	c.do("POST", "/sinks/nsink/pause", "", "Origin", "http://ui.example", "Sec-Fetch-Site", "cross-site").want(t, http.StatusNoContent)
+	c.do("POST", "/sinks/nsink/resume", "", "Origin", "http://ui.example").want(t, http.StatusNoContent)
+	c.do("POST", "/sinks/nsink/stop", "", "Origin", "http://other.example", "Sec-Fetch-Site", "cross-site").wantError(t,
+		http.StatusForbidden, codeCrossOriginRefused, crossReason(`Sec-Fetch-Site is cross-site (Origin "http://other.example")`))
 	star := e.serve(func(o *Options) {
 		o.HTTP.CORS = config.CORS{Enabled: true, AllowedOrigins: []string{"*"}}
 	})
