@@ -15,15 +15,15 @@ import (
 	"github.com/ferryio/ferry/sdk"
 )
 
-// SinkPluginLoader opens the native sink plugin library at path (already resolved and
-// checked against the plugin directories with config.LoadablePluginPath) and returns a factory of sink instances over it. cmd/ferry
+// SinkPluginLoader opens the native sink plugin library at path (already resolved with
+// config.ResolvePluginPath) and returns a factory of sink instances over it. cmd/ferry
 // wires it to connect/plugin, so this package needs no cgo. A plugin instance opened with a
 // Committer (sink_controlled) must refuse to open when the library lacks
 // iggy_sink_set_commit_callback.
 type SinkPluginLoader func(path string) (sdk.SinkFactory, error)
 
 // SourcePluginLoader opens the native source plugin library at path (already resolved
-// and checked with config.LoadablePluginPath) and returns a factory of source instances over it.
+// with config.ResolvePluginPath) and returns a factory of source instances over it.
 type SourcePluginLoader func(path string) (sdk.SourceFactory, error)
 
 // ErrStopped is returned by Start after Stop.
@@ -108,14 +108,15 @@ type Runtime struct {
 	loadSrc  SourcePluginLoader
 	configs  ConfigSource
 	stateDir string
-	// pluginDirs are where native plugins may be loaded from (config.Runtime.PluginDirs).
-	pluginDirs []string
-	log        *slog.Logger
-	nextID     atomic.Uint32
-	life       *lifecycle // no timeout: Stop's ctx bounds it
+	log      *slog.Logger
+	nextID   atomic.Uint32
+	life     *lifecycle // no timeout: Stop's ctx bounds it
 
 	failed     chan struct{} // closed when every connector failed for good
 	failedOnce sync.Once
+
+	// pluginDirs are where native plugins may be loaded from (config.Runtime.PluginDirs).
+	pluginDirs []string
 
 	mu      sync.Mutex
 	started bool
