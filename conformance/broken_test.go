@@ -163,6 +163,7 @@ for f in "$dir"/connectors/*.toml; do
 	sed -i "s|^path = .*|path = \"$LIAR_PLUGIN\"|" "$f"
 done
 export LIAR_REAL_PLUGIN
+export IGGY_CONNECTORS_PLUGINS_DIRECTORIES="[$(dirname "$LIAR_PLUGIN")]"
 exec "$FERRY_BIN" run --config "$1"
 `
 
@@ -253,6 +254,7 @@ case "$dir" in
 		sed -i "s|^path = .*|path = \"$LIAR_PLUGIN\"|" "$f"
 	done
 	export LIAR_REAL_PLUGIN
+	export IGGY_CONNECTORS_PLUGINS_DIRECTORIES="[$(dirname "$LIAR_PLUGIN")]"
 	;;
 esac
 exec "$FERRY_BIN" run --config "$1"

@@ -183,9 +183,23 @@ func (f *fixture) writeConfig(probeOverride map[string]string) (string, error) {
 	return path, nil
 }
 
+// pluginDirs is the TOML list of the directories the runtime may load native plugins
+// from: the probes' and a native PostgreSQL plugin's.
+func (r *Runner) pluginDirs() string {
+	dirs := []string{strconv.Quote(r.dir)}
+	if p := r.cfg.PostgresPlugin; p != "" && !strings.HasPrefix(p, "builtin:") {
+		if abs, err := filepath.Abs(p); err == nil {
+			dirs = append(dirs, strconv.Quote(filepath.Dir(abs)))
+		}
+	}
+	return strings.Join(dirs, ", ")
+}
+
 // writeRuntimeConfig writes dir/config.toml: the runtime's Iggy address and credentials, its
-// state directory (a source's cursor lives there), connectors read from cdir, and the HTTP API on httpAddr (with metrics)
-// or off when httpAddr is empty.
+// state directory (a source's cursor lives there), connectors read from cdir, the
+// directories native plugins may load from (pluginDirs, in Ferry's [plugins]; other
+// runtimes ignore the table), and the HTTP API on httpAddr (with metrics) or off when
+// httpAddr is empty.
 func (r *Runner) writeRuntimeConfig(dir, stateDir, cdir, addr, httpAddr string) (string, error) {
 	cfg := fmt.Sprintf(`[iggy]
 address = %q
@@ -198,7 +212,10 @@ path = %q
 [connectors]
 config_type = "local"
 config_dir = %q
-`, addr, r.cfg.Username, r.cfg.Password, stateDir, cdir)
+
+[plugins]
+directories = [%s]
+`, addr, r.cfg.Username, r.cfg.Password, stateDir, cdir, r.pluginDirs())
 	if httpAddr == "" {
 		cfg += "\n[http]\nenabled = false\n"
 	} else {

@@ -247,7 +247,8 @@ func (r *Runtime) SetOffsets(ctx context.Context, key string, changes []OffsetCh
 			switch {
 			case !ok:
 				return fmt.Errorf("%w: stream %q topic %q has no partition %d", ErrInvalidOffsets, k.stream, k.topic, id)
-			case int64(off) > cur:
+			case cur < 0 || off > uint64(cur):
+				// Compared unsigned: an offset above the int64 range is past every last offset.
 				return fmt.Errorf("%w: stream %q topic %q partition %d: offset %d is past the last offset %d", ErrInvalidOffsets, k.stream, k.topic, id, off, cur)
 			}
 		}

@@ -116,6 +116,9 @@ type Runtime struct {
 	failed     chan struct{} // closed when every connector failed for good
 	failedOnce sync.Once
 
+	// pluginDirs are where native plugins may be loaded from (config.Runtime.PluginDirs).
+	pluginDirs []string
+
 	mu      sync.Mutex
 	started bool
 	slots   []*slot // one per enabled connector, sources first
@@ -130,9 +133,13 @@ func newRuntime(opts Options, be backend, stateDir string) *Runtime {
 	if builtins == nil {
 		builtins = sdk.NewRegistry()
 	}
+	rc := opts.Runtime
+	if rc == nil {
+		rc = config.DefaultRuntime()
+	}
 	return &Runtime{conns: opts.Connectors, be: be, builtins: builtins, loadSink: opts.LoadSinkPlugin,
-		loadSrc: opts.LoadSourcePlugin, configs: opts.Configs, stateDir: stateDir, log: log, life: newLifecycle(0),
-		failed: make(chan struct{})}
+		loadSrc: opts.LoadSourcePlugin, configs: opts.Configs, stateDir: stateDir, pluginDirs: rc.PluginDirs(),
+		log: log, life: newLifecycle(0), failed: make(chan struct{})}
 }
 
 // Start opens every enabled connector and starts it: sources first, as upstream (a
@@ -174,7 +181,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 func (r *Runtime) slotList() []*slot { return slices.Clone(r.slots) }
 
 func (r *Runtime) startSink(ctx context.Context, cfg *config.Sink) *sinkRunner {
-	factory, err := connectorFactory("sink", &cfg.Common, r.builtins.Sink, r.builtins.SinkNames, r.loadSink)
+	factory, err := connectorFactory("sink", &cfg.Common, r.builtins.Sink, r.builtins.SinkNames, r.loadSink, r.pluginDirs)
 	if err != nil {
 		s := newSinkRunner(cfg, r.nextID.Add(1), nil, r.be, r.log)
 		s.failStart(err)
@@ -186,7 +193,7 @@ func (r *Runtime) startSink(ctx context.Context, cfg *config.Sink) *sinkRunner {
 }
 
 func (r *Runtime) startSource(ctx context.Context, cfg *config.Source) *sourceRunner {
-	factory, err := connectorFactory("source", &cfg.Common, r.builtins.Source, r.builtins.SourceNames, r.loadSrc)
+	factory, err := connectorFactory("source", &cfg.Common, r.builtins.Source, r.builtins.SourceNames, r.loadSrc, r.pluginDirs)
 	if err != nil {
 		s := newSourceRunner(cfg, r.nextID.Add(1), nil, r.be, r.stateDir, r.log)
 		s.failStart(err)
@@ -198,8 +205,9 @@ func (r *Runtime) startSource(ctx context.Context, cfg *config.Source) *sourceRu
 }
 
 // connectorFactory finds the factory of a connector: a built-in ("builtin:NAME", looked
-// up with builtin) or a native plugin loaded with load (nil: this runtime has none).
-func connectorFactory[F any](kind string, c *config.Common, builtin func(string) (F, bool), names func() []string, load func(string) (F, error)) (F, error) {
+// up with builtin) or a native plugin loaded with load (nil: this runtime has none) from
+// its real path, which must lie in one of dirs (a library elsewhere is never opened).
+func connectorFactory[F any](kind string, c *config.Common, builtin func(string) (F, bool), names func() []string, load func(string) (F, error), dirs []string) (F, error) {
 	var zero F
 	if name, ok := c.Builtin(); ok {
 		f, ok := builtin(name)
@@ -211,7 +219,7 @@ func connectorFactory[F any](kind string, c *config.Common, builtin func(string)
 	if load == nil {
 		return zero, fmt.Errorf("native plugin %s: this runtime has no plugin loader", c.Path)
 	}
-	path, err := config.ResolvePluginPath(c.Path, nil)
+	path, err := config.LoadablePluginPath(c.Path, dirs)
 	if err != nil {
 		return zero, err
 	}

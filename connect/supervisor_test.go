@@ -3,6 +3,7 @@ package connect
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -249,6 +250,8 @@ func TestStopConnectorAndSetOffsets(t *testing.T) {
 	}{
 		{OffsetChange{Stream: "s", Topic: "t", Partition: 7, Offset: 1}, `stream "s" topic "t" has no partition 7`},
 		{OffsetChange{Stream: "s", Topic: "t", Partition: 0, Offset: 20}, `partition 0: offset 20 is past the last offset 19`},
+		// Past the int64 range: once wrapped to -1 and let through to the server (a 500).
+		{OffsetChange{Stream: "s", Topic: "t", Partition: 0, Offset: math.MaxUint64}, `partition 0: offset 18446744073709551615 is past the last offset 19`},
 	} {
 		err := rt.SetOffsets(bg(t), "rec", []OffsetChange{change[0], bad.c})
 		if !errors.Is(err, ErrInvalidOffsets) || !strings.Contains(err.Error(), bad.want) {

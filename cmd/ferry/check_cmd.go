@@ -44,6 +44,7 @@ func check(w io.Writer, path string) error {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
 	reg := connectors.Registry()
+	dirs := rc.PluginDirs()
 	bad := 0
 	for _, s := range conns.Sources {
 		detail := "last [[streams]]: none"
@@ -54,7 +55,7 @@ func check(w io.Writer, path string) error {
 				detail += fmt.Sprintf(" (%d [[streams]] entries: only the last is used)", n)
 			}
 		}
-		err := checkSource(reg, &s.Common)
+		err := checkSource(reg, &s.Common, dirs)
 		bad += report(w, "source", &s.Common, detail, err)
 	}
 	for _, s := range conns.Sinks {
@@ -62,7 +63,7 @@ func check(w io.Writer, path string) error {
 		for _, st := range s.Streams {
 			detail += fmt.Sprintf(" ← %s/%v", st.Stream, st.Topics)
 		}
-		err := checkSink(reg, s)
+		err := checkSink(reg, s, dirs)
 		bad += report(w, "sink", &s.Common, detail, err)
 	}
 	if bad > 0 {
@@ -86,7 +87,7 @@ func report(w io.Writer, kind string, c *config.Common, detail string, err error
 	return 0
 }
 
-func checkSource(reg *sdk.Registry, c *config.Common) error {
+func checkSource(reg *sdk.Registry, c *config.Common, dirs []string) error {
 	if name, ok := c.Builtin(); ok {
 		if _, ok := reg.Source(name); !ok {
 			return fmt.Errorf("unknown built-in source %q (known: %v)", name, reg.SourceNames())
@@ -94,14 +95,14 @@ func checkSource(reg *sdk.Registry, c *config.Common) error {
 		spec, _ := reg.SourceSpec(name)
 		return checkPluginConfig(spec, c)
 	}
-	lib, err := openPlugin(c.Path)
+	lib, err := openPlugin(c.Path, dirs)
 	if err != nil {
 		return err
 	}
 	return lib.CheckSource()
 }
 
-func checkSink(reg *sdk.Registry, s *config.Sink) error {
+func checkSink(reg *sdk.Registry, s *config.Sink, dirs []string) error {
 	if name, ok := s.Builtin(); ok {
 		if _, ok := reg.Sink(name); !ok {
 			return fmt.Errorf("unknown built-in sink %q (known: %v)", name, reg.SinkNames())
@@ -109,7 +110,7 @@ func checkSink(reg *sdk.Registry, s *config.Sink) error {
 		spec, _ := reg.SinkSpec(name)
 		return checkPluginConfig(spec, &s.Common)
 	}
-	lib, err := openPlugin(s.Path)
+	lib, err := openPlugin(s.Path, dirs)
 	if err != nil {
 		return err
 	}
@@ -138,8 +139,10 @@ func checkPluginConfig(spec sdk.ConfigSpec, c *config.Common) error {
 	return fmt.Errorf("%s: %s", c.File, strings.Join(msgs, "; "))
 }
 
-func openPlugin(path string) (*plugin.Library, error) {
-	resolved, err := config.ResolvePluginPath(path, nil)
+// openPlugin opens a connector's native plugin as `ferry run` would: only from inside the
+// plugin directories dirs (a library elsewhere is refused, never opened).
+func openPlugin(path string, dirs []string) (*plugin.Library, error) {
+	resolved, err := config.LoadablePluginPath(path, dirs)
 	if err != nil {
 		return nil, err
 	}

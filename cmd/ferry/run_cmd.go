@@ -89,7 +89,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 		log.Warn(w)
 	}
 	log.Info("config loaded", "config", rc.Path, "config_dir", absDir(rc.Connectors.ConfigDir),
-		"sources", len(conns.Sources), "sinks", len(conns.Sinks))
+		"sources", len(conns.Sources), "sinks", len(conns.Sinks), "plugin_dirs", rc.PluginDirs())
 	if displayConfig() {
 		// Secrets redacted (Runtime.String, Sink/Source.String).
 		log.Info("effective runtime config", "config", rc.String())
@@ -142,7 +142,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 		}
 	}
 
-	provider := &config.LocalProvider{Dir: rc.Connectors.ConfigDir, Env: os.Environ()}
+	provider := &config.LocalProvider{Dir: rc.Connectors.ConfigDir, Env: os.Environ(), PluginDirs: rc.PluginDirs()}
 	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: client, Configs: provider,
 		Builtins: connectors.Registry(), LoadSinkPlugin: connect.NativeSinkLoader, LoadSourcePlugin: connect.NativeSourceLoader, Logger: log})
 	if err != nil {

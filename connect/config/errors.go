@@ -12,6 +12,10 @@ import (
 // ErrPluginNotFound is wrapped by [ResolvePluginPath] when no file matches a plugin path.
 var ErrPluginNotFound = errors.New("plugin library not found")
 
+// ErrPluginNotAllowed is wrapped by [LoadablePluginPath] when a plugin library lies outside
+// every directory of [plugins] directories: it is never opened.
+var ErrPluginNotAllowed = errors.New("plugin library not in an allowed directory")
+
 // ErrNotSupported is wrapped by errors about configuration Ferry parses but cannot run yet
 // (connectors.config_type = "http").
 var ErrNotSupported = errors.New("not supported")

@@ -71,3 +71,74 @@ func osLibExt() string {
 	}
 	return ".so"
 }
+
+// Plugins is the Ferry-only [plugins] section: the directories native plugins may be
+// loaded from. A plugin is code the runtime runs as its own user, and a connector's path
+// can come from the HTTP API (POST …/configs), so the path alone must not decide.
+type Plugins struct {
+	// Directories lists where a native plugin's file (after its symlinks and ".." are
+	// resolved) must be, subdirectories included; relative entries are relative to the
+	// working directory. Empty: [DefaultPluginDirs].
+	Directories []string `toml:"directories"`
+}
+
+// PluginDirs returns the directories native plugins may be loaded from: [plugins]
+// directories, or by default the connectors' config_dir and the executable's directory.
+func (r *Runtime) PluginDirs() []string {
+	if len(r.Plugins.Directories) > 0 {
+		return r.Plugins.Directories
+	}
+	return DefaultPluginDirs(r.Connectors.ConfigDir)
+}
+
+// DefaultPluginDirs is the default of [plugins] directories: configDir (when not "") and
+// the directory of the running executable.
+func DefaultPluginDirs(configDir string) []string {
+	var dirs []string
+	if configDir != "" {
+		dirs = append(dirs, configDir)
+	}
+	if exe, err := os.Executable(); err == nil {
+		dirs = append(dirs, filepath.Dir(exe))
+	}
+	return dirs
+}
+
+// LoadablePluginPath resolves a connector's plugin path as [ResolvePluginPath] does and
+// returns the library's real path (symlinks and ".." resolved) when it lies inside one of
+// allowed; open that path, not the one given. Errors wrap [ErrPluginNotFound], or
+// [ErrPluginNotAllowed] naming the path, its real path and every allowed directory.
+func LoadablePluginPath(path string, allowed []string) (string, error) {
+	resolved, err := ResolvePluginPath(path, nil)
+	if err != nil {
+		return "", err
+	}
+	file, err := realPath(resolved)
+	if err != nil {
+		return "", fmt.Errorf("plugin path %q: %w", path, err)
+	}
+	for _, d := range allowed {
+		rd, err := realPath(d)
+		if err != nil {
+			continue // a directory that does not exist holds nothing
+		}
+		if rel, err := filepath.Rel(rd, file); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return file, nil
+		}
+	}
+	list := "none"
+	if len(allowed) > 0 {
+		list = strings.Join(allowed, ", ")
+	}
+	return "", fmt.Errorf("%w: plugin path %q is %s, outside the plugin directories (%s); add its directory to [plugins] directories of the runtime config to allow it",
+		ErrPluginNotAllowed, path, file, list)
+}
+
+// realPath is the absolute path of p with every symlink and ".." resolved.
+func realPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
+}

@@ -25,6 +25,11 @@ import (
 type LocalProvider struct {
 	Dir string   // the config_dir
 	Env []string // "K=V" entries for the connector overrides (e.g. os.Environ()); nil for none
+	// PluginDirs are where a created config's native plugin may lie (the runtime's
+	// [Runtime.PluginDirs]); nil: [DefaultPluginDirs] of Dir. A path outside them is refused
+	// with [ErrInvalidConfig]; one that names no file yet is accepted (the runtime checks
+	// again when it loads it).
+	PluginDirs []string
 
 	mu sync.Mutex // serializes writes, so two creates never pick the same version
 }
@@ -230,6 +235,9 @@ func (p *LocalProvider) create(typ ConnectorType, key string, body []byte) (any,
 	if err != nil {
 		return nil, asBodyError(err)
 	}
+	if err := p.checkPlugin(c); err != nil {
+		return nil, err
+	}
 	if _, err := os.Lstat(path); err == nil {
 		return nil, fmt.Errorf("cannot create %s version %d of %q: %s exists and holds another config", typ, version, key, path)
 	}
@@ -237,6 +245,31 @@ func (p *LocalProvider) create(typ ConnectorType, key string, body []byte) (any,
 		return nil, err
 	}
 	return c, nil
+}
+
+// checkPlugin refuses a new config whose native plugin lies outside the plugin
+// directories, so the API never stores a path the runtime would refuse to load.
+func (p *LocalProvider) checkPlugin(c any) error {
+	var common *Common
+	switch c := c.(type) {
+	case *Sink:
+		common = &c.Common
+	case *Source:
+		common = &c.Common
+	default:
+		return nil
+	}
+	if _, ok := common.Builtin(); ok {
+		return nil
+	}
+	dirs := p.PluginDirs
+	if dirs == nil {
+		dirs = DefaultPluginDirs(p.Dir)
+	}
+	if _, err := LoadablePluginPath(common.Path, dirs); errors.Is(err, ErrPluginNotAllowed) {
+		return &Error{File: BodyFile, Key: "path", Msg: err.Error(), Err: ErrInvalidConfig}
+	}
+	return nil
 }
 
 func (p *LocalProvider) deleteConfig(typ ConnectorType, key string, version *uint64) error {

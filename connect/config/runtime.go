@@ -31,6 +31,8 @@ type Runtime struct {
 	Telemetry  Telemetry `toml:"telemetry"`
 	// Embedded is a Ferry addition: the embedded Iggy-compatible server of `ferry run --embedded`.
 	Embedded Embedded `toml:"embedded"`
+	// Plugins is a Ferry addition: where native plugins may be loaded from.
+	Plugins Plugins `toml:"plugins"`
 
 	// Path is the file the config was read from ("" when only defaults and environment).
 	Path string `toml:"-"`
@@ -194,6 +196,7 @@ type rawRuntime struct {
 	Logging    Logging     `toml:"logging"`
 	Telemetry  Telemetry   `toml:"telemetry"`
 	Embedded   Embedded    `toml:"embedded"`
+	Plugins    Plugins     `toml:"plugins"`
 }
 
 type rawProvider struct {
@@ -368,7 +371,7 @@ func applyRuntimeEnv(raw *rawRuntime, em map[string]string, loc *locator) ([]str
 }
 
 func (r *Runtime) fromRaw(raw rawRuntime, loc *locator) error {
-	r.HTTP, r.Iggy, r.State, r.Logging, r.Telemetry, r.Embedded = raw.HTTP, raw.Iggy, raw.State, raw.Logging, raw.Telemetry, raw.Embedded
+	r.HTTP, r.Iggy, r.State, r.Logging, r.Telemetry, r.Embedded, r.Plugins = raw.HTTP, raw.Iggy, raw.State, raw.Logging, raw.Telemetry, raw.Embedded, raw.Plugins
 	c := raw.Connectors
 	r.Connectors = Provider{
 		ConfigType: c.ConfigType, ConfigDir: c.ConfigDir, BaseURL: c.BaseURL,
@@ -395,7 +398,7 @@ func (r *Runtime) fromRaw(raw rawRuntime, loc *locator) error {
 func (r *Runtime) toRaw() rawRuntime {
 	c := r.Connectors
 	return rawRuntime{
-		HTTP: r.HTTP, Iggy: r.Iggy, State: r.State, Logging: r.Logging, Telemetry: r.Telemetry, Embedded: r.Embedded,
+		HTTP: r.HTTP, Iggy: r.Iggy, State: r.State, Logging: r.Logging, Telemetry: r.Telemetry, Embedded: r.Embedded, Plugins: r.Plugins,
 		Connectors: rawProvider{
 			ConfigType: c.ConfigType, ConfigDir: c.ConfigDir, BaseURL: c.BaseURL, Timeout: sdk.FormatDuration(c.Timeout),
 			RequestHeaders: c.RequestHeaders, URLTemplates: c.URLTemplates, Response: c.Response,

@@ -129,7 +129,7 @@ func (s *Server) listConfigs(w http.ResponseWriter, r *http.Request, kind string
 // JSON Content-Type, 400 (plain text) when it is not JSON. ok false: answered.
 func readJSONBody(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
 	if !isJSON(r) {
-		rejection(w, http.StatusUnsupportedMediaType, "Expected request with `Content-Type: application/json`")
+		rejectNotJSON(w)
 		return nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))

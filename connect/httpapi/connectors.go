@@ -124,6 +124,7 @@ func (s *Server) getTransforms(w http.ResponseWriter, r *http.Request, kind stri
 // away: a half-done restart would leave the connector stopped.
 func (s *Server) restart(w http.ResponseWriter, r *http.Request, kind string) {
 	key := r.PathValue("key")
+	noWriteDeadline(w) // waits up to the connector's shutdown_timeout
 	if err := s.rt.Restart(context.WithoutCancel(r.Context()), kind, key); err != nil {
 		s.writeError(w, r, runtimeError(kind, key, err))
 		return
@@ -135,6 +136,7 @@ func (s *Server) restart(w http.ResponseWriter, r *http.Request, kind string) {
 // POST /{kind}s/{key}/stop → 204: stopped until a restart.
 func (s *Server) stop(w http.ResponseWriter, r *http.Request, kind string) {
 	key := r.PathValue("key")
+	noWriteDeadline(w) // waits up to the connector's shutdown_timeout
 	if err := s.rt.StopConnector(context.WithoutCancel(r.Context()), kind, key); err != nil {
 		s.writeError(w, r, runtimeError(kind, key, err))
 		return
@@ -216,10 +218,15 @@ type offsetsBody struct {
 // maxBody bounds every request body the API reads.
 const maxBody = 1 << 20
 
-// PUT /sinks/{key}/offsets → 204; 409 sink_not_stopped; 400 invalid_configuration on a
-// bad body (Ferry's route: a JSON error, not a plain-text rejection).
+// PUT /sinks/{key}/offsets → 204; 409 sink_not_stopped; 415 without a JSON Content-Type;
+// 400 invalid_configuration on a bad body (Ferry's route: a JSON error, not a plain-text
+// rejection).
 func (s *Server) putOffsets(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
+	if !isJSON(r) {
+		rejectNotJSON(w)
+		return
+	}
 	changes, err := parseOffsets(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		s.writeError(w, r, invalidConfig(err))
@@ -247,6 +254,8 @@ func parseOffsets(body io.Reader) ([]connect.OffsetChange, error) {
 		return nil, fmt.Errorf("offsets: at least one entry is required")
 	}
 	out := make([]connect.OffsetChange, 0, len(b.Offsets))
+	// A partition named twice would leave which offset wins to the order of the list.
+	seen := make(map[connect.OffsetChange]int, len(b.Offsets))
 	for i, o := range b.Offsets {
 		switch {
 		case o.Stream == nil || *o.Stream == "":
@@ -258,7 +267,14 @@ func parseOffsets(body io.Reader) ([]connect.OffsetChange, error) {
 		case o.Offset == nil:
 			return nil, fmt.Errorf("offsets[%d].offset is required", i)
 		}
-		out = append(out, connect.OffsetChange{Stream: *o.Stream, Topic: *o.Topic, Partition: *o.PartitionID, Offset: *o.Offset})
+		part := connect.OffsetChange{Stream: *o.Stream, Topic: *o.Topic, Partition: *o.PartitionID}
+		if j, dup := seen[part]; dup {
+			return nil, fmt.Errorf("offsets[%d] and offsets[%d] both name stream %q topic %q partition %d: name each partition once",
+				j, i, part.Stream, part.Topic, part.Partition)
+		}
+		seen[part] = i
+		part.Offset = *o.Offset
+		out = append(out, part)
 	}
 	return out, nil
 }

@@ -53,6 +53,9 @@ func TestSetOffsetsBody(t *testing.T) {
 		{`{"offsets":[],"extra":1}`, `offsets body: json: unknown field "extra"`},
 		{`{"offsets":`, "offsets body: unexpected EOF"},
 		{`{"offsets":[]} {}`, "offsets body: trailing data after the object"},
+		{`{"offsets":[{"stream":"s1","topic":"t1","partition_id":0,"offset":4},{"stream":"s1","topic":"t2","partition_id":0,"offset":4},` +
+			`{"stream":"s1","topic":"t1","partition_id":0,"offset":2}]}`,
+			`offsets[0] and offsets[2] both name stream "s1" topic "t1" partition 0: name each partition once`},
 	} {
 		a.do("PUT", "/sinks/nsink/offsets", tc.body).wantError(t, http.StatusBadRequest, "invalid_configuration",
 			"Invalid configuration: "+tc.reason)
@@ -247,6 +250,13 @@ func TestStopSetOffsetsRestart(t *testing.T) {
 	a.do("PUT", "/sinks/nsink/offsets", `{"offsets":[{"stream":"s1","topic":"t2","partition_id":0,"offset":4}]}`).wantError(t,
 		http.StatusBadRequest, "invalid_configuration",
 		`Invalid configuration: connect: invalid offsets: stream "s1" topic "t2" is not consumed by sink nsink`)
+	// The largest unsigned offset is past the partition's last, not a server error.
+	a.do("PUT", "/sinks/nsink/offsets", `{"offsets":[{"stream":"s1","topic":"t1","partition_id":0,"offset":18446744073709551615}]}`).wantError(t,
+		http.StatusBadRequest, "invalid_configuration",
+		`Invalid configuration: connect: invalid offsets: stream "s1" topic "t1" partition 0: offset 18446744073709551615 is past the last offset 9`)
+	if off, found := e.storedOffset("iggy-connect-sink-nsink"); !found || off != 9 {
+		t.Fatalf("group's stored offset after a refused change %d (found %t), want 9", off, found)
+	}
 	a.do("PUT", "/sinks/nsink/offsets", offsetsBody1).want(t, http.StatusNoContent)
 	if off, found := e.storedOffset("iggy-connect-sink-nsink"); !found || off != 4 {
 		t.Fatalf("group's stored offset %d (found %t), want 4", off, found)

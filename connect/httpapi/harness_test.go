@@ -174,8 +174,9 @@ func newEnv(t *testing.T) *env {
 	provider := &config.LocalProvider{Dir: dir}
 	rc := config.DefaultRuntime()
 	rc.State.Path = t.TempDir()
+	rc.Connectors.ConfigDir = dir // native plugins may load from there (and the test binary's directory)
 	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: dial(t, srv.Addr()),
-		Builtins: connectors.Registry(), Logger: quietLog, Configs: provider})
+		Builtins: connectors.Registry(), LoadSinkPlugin: connect.NativeSinkLoader, Logger: quietLog, Configs: provider})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,8 +305,8 @@ type reply struct {
 	body   []byte
 }
 
-// do sends a request; hdr holds header pairs; a body is sent as JSON unless hdr sets
-// Content-Type ("" removes it).
+// do sends a request; hdr holds header pairs ("Host" sets the request's Host); a body is
+// sent as JSON unless hdr sets Content-Type ("" removes it).
 func (a *api) do(method, path, body string, hdr ...string) reply {
 	a.t.Helper()
 	var rd io.Reader
@@ -320,6 +321,10 @@ func (a *api) do(method, path, body string, hdr ...string) reply {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1] // the client sends req.Host, not a Host header
+			continue
+		}
 		if hdr[i+1] == "" {
 			req.Header.Del(hdr[i])
 			continue

@@ -77,6 +77,8 @@ type Options struct {
 	// {"status":"unhealthy","reason":…} (`ferry run --embedded` passes the embedded
 	// server's storage fault: a full disk, a read-only or vanished data dir).
 	Health func() error
+	// Limits bound Serve's connections; zero fields: DefaultLimits.
+	Limits Limits
 }
 
 // Server is the HTTP API. Build it with New; serve it with Serve or ListenAndServe.
@@ -91,6 +93,7 @@ type Server struct {
 	tls     *tls.Config
 	handler http.Handler
 	probe   *probe
+	limits  Limits
 
 	mu   sync.Mutex
 	addr net.Addr
@@ -108,7 +111,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("httpapi: http.address %q is not a loopback address and http.api_key is empty: set an api_key, or listen on 127.0.0.1, ::1 or localhost", opts.HTTP.Address)
 	}
 	s := &Server{rt: opts.Runtime, configs: opts.Configs, cfg: opts.HTTP, version: opts.Version,
-		started: opts.Started, log: opts.Logger, health: opts.Health, probe: newProbe(procRoot)}
+		started: opts.Started, log: opts.Logger, health: opts.Health, probe: newProbe(procRoot), limits: opts.Limits.withDefaults()}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -129,13 +132,24 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := s.authorize(mux)
+	// From the outside in: the keyless Host check, CORS (a preflight ends there), the api
+	// key, the keyless Origin and body checks, the routes.
+	keyless := opts.HTTP.APIKey == ""
+	g := newGuard(s)
+	var h http.Handler = mux
+	if keyless {
+		h = s.checkOrigin(g, h)
+	}
+	h = s.authorize(h)
 	if opts.HTTP.CORS.Enabled {
 		c, err := newCORS(opts.HTTP.CORS)
 		if err != nil {
 			return nil, err
 		}
 		h = c.wrap(h)
+	}
+	if keyless {
+		h = s.checkHost(g, h)
 	}
 	s.handler = h
 	return s, nil
@@ -183,22 +197,27 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // shutdownGrace bounds the graceful part of a stop: requests in flight get this long.
 const shutdownGrace = time.Second
 
-// Serve answers requests on ln (with TLS when [http.tls] is enabled) until ctx ends,
-// then shuts down: requests in flight get a second to finish, then every connection is
-// closed. It closes ln and returns nil after a stop by ctx, or the listener's error.
+// Serve answers requests on ln (with TLS when [http.tls] is enabled), within the
+// server's Limits, until ctx ends, then shuts down: requests in flight get a second to
+// finish, then every connection is closed. It closes ln and returns nil after a stop by ctx, or the listener's error.
 // Request contexts do not end with ctx: a restart or stop that a request started runs to
 // its end (bounded by the connector's shutdown_timeout) even when Serve has returned.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Lock()
 	s.addr = ln.Addr()
 	s.mu.Unlock()
+	// The cap counts TCP connections, below TLS: a handshake never finished holds a slot
+	// only until ReadHeaderTimeout.
+	ln = newCapListener(ln, s.limits.MaxConns, s.log)
 	if s.tls != nil {
 		ln = tls.NewListener(ln, s.tls)
 	}
 	hs := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: s.limits.ReadHeaderTimeout,
+		ReadTimeout:       s.limits.ReadTimeout,
+		WriteTimeout:      s.limits.WriteTimeout,
+		IdleTimeout:       s.limits.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}

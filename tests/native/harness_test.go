@@ -130,7 +130,11 @@ func (e *env) runtimeWith(c *iggy.Client, builtins *sdk.Registry, sinks ...*conf
 			e.t.Fatal(err)
 		}
 	}
-	rt, err := connect.New(connect.Options{Connectors: &config.Connectors{Sinks: sinks}, Client: c,
+	// The plugins are built into plugins.Dir: the one directory they may be loaded from.
+	rc := config.DefaultRuntime()
+	rc.State.Path = ""
+	rc.Plugins.Directories = []string{plugins.Dir}
+	rt, err := connect.New(connect.Options{Connectors: &config.Connectors{Sinks: sinks}, Client: c, Runtime: rc,
 		Builtins: builtins, LoadSinkPlugin: connect.NativeSinkLoader, Logger: quietLog})
 	if err != nil {
 		e.t.Fatal(err)

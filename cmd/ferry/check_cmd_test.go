@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCheckRefusesPluginOutsideDirs: `ferry check` refuses a native plugin outside the
+// plugin directories as `ferry run` does, without opening it (the library's constructor
+// would create the marker file), and opens it once its directory is listed.
+func TestCheckRefusesPluginOutsideDirs(t *testing.T) {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc not found: this test needs gcc (CI has it)")
+	}
+	marker := filepath.Join(t.TempDir(), "loaded")
+	t.Setenv("FERRY_TEST_LOADED_MARKER", marker)
+	libDir := t.TempDir()
+	lib := filepath.Join(libDir, "marker.so")
+	if msg, err := exec.Command(gcc, "-std=gnu11", "-O2", "-Wall", "-shared", "-fPIC", "-o", lib,
+		filepath.Join("..", "..", "connect", "httpapi", "testdata", "loaded_marker.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, msg)
+	}
+	dir := t.TempDir()
+	conns := filepath.Join(dir, "connectors")
+	if err := os.Mkdir(conns, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sink := "type = \"sink\"\nkey = \"m\"\nenabled = true\nversion = 0\nname = \"m\"\npath = \"" + lib +
+		"\"\n\n[[streams]]\nstream = \"s\"\ntopics = [\"t\"]\nschema = \"raw\"\n"
+	if err := os.WriteFile(filepath.Join(conns, "m.toml"), []byte(sink), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "config.toml")
+	base := "[connectors]\nconfig_type = \"local\"\nconfig_dir = \"" + conns + "\"\n"
+	if err := os.WriteFile(cfg, []byte(base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err = check(&out, cfg)
+	exe, _ := os.Executable()
+	want := `ERROR: plugin library not in an allowed directory: plugin path "` + lib + `" is ` + lib +
+		`, outside the plugin directories (` + conns + `, ` + filepath.Dir(exe) + `)`
+	if err == nil || !strings.Contains(out.String(), want) {
+		t.Fatalf("check: %v, output:\n%s\nwant it to contain %q", err, out.String(), want)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatalf("check opened the refused library: marker %v", err)
+	}
+
+	// Listed in [plugins] directories: opened (and refused as no sink).
+	if err := os.WriteFile(cfg, []byte(base+"\n[plugins]\ndirectories = [\""+libDir+"\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err = check(&out, cfg)
+	if err == nil || strings.Contains(out.String(), "not in an allowed directory") || !strings.Contains(out.String(), "iggy_sink_open") {
+		t.Fatalf("check with the directory listed: %v, output:\n%s", err, out.String())
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("check did not open the library of a listed directory: %v", err)
+	}
+}
