@@ -23,7 +23,7 @@ import (
 //     saw them). A batch left empty is resolved at once in every mode that stores.
 func (tc *topicConsumer) deliverPoisoned(ctx context.Context, b polledBatch, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage, poison []poisoned) {
 	first, last := b.Messages[0].Offset, b.Messages[len(b.Messages)-1].Offset
-	proc, c := tc.s.proc, &tc.s.counters
+	proc, c := tc.s.proc, tc.s.counters
 	for _, m := range poison {
 		tc.log.Warn("message failed "+m.stage+"; on_failure = "+string(proc.policy), "partition", b.Partition, "offset", m.msg.Offset, "error", m.err)
 	}

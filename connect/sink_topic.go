@@ -45,7 +45,7 @@ type polledBatch struct {
 
 func newTopicConsumer(s *sinkRunner, topic sdk.TopicMetadata, schema sdk.Schema, log *slog.Logger) *topicConsumer {
 	return &topicConsumer{s: s, topic: topic, schema: schema, log: log,
-		table:   newPartitionTable(topic, s.policy, s.cfg.ShutdownTimeout, s.retryBackoff(), &s.counters, log),
+		table:   newPartitionTable(topic, s.policy, s.cfg.ShutdownTimeout, s.retryBackoff(), s.counters, log),
 		batches: make(chan polledBatch, 1), pollDone: make(chan struct{}), consumeDone: make(chan struct{}),
 		storesDone: make(chan struct{})}
 }
@@ -129,7 +129,7 @@ func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch) {
 		return // released while queued: not delivered, not committed
 	}
 	start := time.Now()
-	msgs := tc.conv.convert(b.Messages, &tc.s.counters)
+	msgs := tc.conv.convert(b.Messages, tc.s.counters)
 	tc.s.counters.PrepareTime.since(start)
 	defer tc.s.counters.BatchTime.since(start)
 	meta := sdk.MessagesMetadata{

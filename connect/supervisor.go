@@ -33,6 +33,11 @@ type slot struct {
 
 	cur atomic.Pointer[instance] // the latest instance; nil before the first start
 
+	// The connector's counters, shared by every instance it starts: they only grow for
+	// the life of the Runtime (a restart never resets a Prometheus counter).
+	sinkCounters *Counters
+	srcCounters  *sourceCounters
+
 	mu          sync.Mutex // guards the fields below
 	sinkCfg     *config.Sink
 	srcCfg      *config.Source
@@ -64,7 +69,8 @@ type command struct {
 
 func (r *Runtime) newSlot(kind, key string, sink *config.Sink, src *config.Source) *slot {
 	return &slot{r: r, kind: kind, key: key, sinkCfg: sink, srcCfg: src,
-		cmds: make(chan command), done: make(chan struct{})}
+		cmds: make(chan command), done: make(chan struct{}),
+		sinkCounters: new(Counters), srcCounters: new(sourceCounters)}
 }
 
 func (sl *slot) policy() config.RestartPolicy {
@@ -83,9 +89,9 @@ func (sl *slot) launch(ctx context.Context) {
 	sl.mu.Unlock()
 	var c connector
 	if sink != nil {
-		c = sl.r.startSink(ctx, sink)
+		c = sl.r.startSink(ctx, sink, sl.sinkCounters)
 	} else {
-		c = sl.r.startSource(ctx, src)
+		c = sl.r.startSource(ctx, src, sl.srcCounters)
 	}
 	sl.cur.Store(&instance{c: c, started: time.Now()})
 	if sl.r.life.hard.Err() != nil {

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -74,7 +75,7 @@ func BenchmarkScrapeConnectors(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		e.reset()
-		collect(&e, src)
+		collect(context.Background(), &e, src)
 		buf = e.write(buf[:0])
 	}
 	b.ReportMetric(float64(len(buf)), "bytes/scrape")

@@ -49,6 +49,7 @@ package metrics
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -68,6 +69,10 @@ type Source interface {
 	// Configured counts every connector config, disabled ones included (Iggy's *_total
 	// gauges count those).
 	Configured() (sinks, sources int)
+	// SinkPartitions completes a sink's status with every partition of its topics and
+	// the offsets Iggy has for them (connect.Runtime.SinkPartitions: cached, at most one
+	// read per topic per second); on an error, the partitions it could read.
+	SinkPartitions(ctx context.Context, st connect.Status) ([]connect.PartitionStatus, error)
 }
 
 // ContentType is the content type of every answer of [Handler]: OpenMetrics 1.0.0 text.
@@ -110,7 +115,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.scrapes.Put(s)
 	s.text.reset()
-	collect(&s.text, h.src)
+	collect(r.Context(), &s.text, h.src)
 	s.buf = s.text.write(s.buf[:0])
 	s.out.Reset()
 	s.out.Write(s.buf)
