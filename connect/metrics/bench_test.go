@@ -76,7 +76,7 @@ func BenchmarkScrapeConnectors(b *testing.B) {
 	for b.Loop() {
 		e.reset()
 		collect(context.Background(), &e, src)
-		buf = e.write(buf[:0])
+		buf = e.write(buf[:0], true)
 	}
 	b.ReportMetric(float64(len(buf)), "bytes/scrape")
 }
