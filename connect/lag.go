@@ -86,13 +86,27 @@ func (l *lagReader) read(ctx context.Context, t lagTopic) ([]groupPartition, err
 	}
 }
 
-// forget drops the read of t kept, once it is done: the next read asks Iggy (after the
-// runtime itself changed the group's offsets).
+// forget drops the read of t: the next caller asks Iggy again. Callers already waiting
+// for a read in flight still get it. The runtime forgets a topic when it changed the
+// group's offsets itself (SetOffsets), and when a sink's instance stopped or starts: a
+// new instance's tables know no offsets yet, so a read from before its start would show
+// as current what the old one had stored since.
 func (l *lagReader) forget(t lagTopic) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r := l.topics[t]; r != nil && isClosed(r.done) {
-		delete(l.topics, t)
+	delete(l.topics, t)
+}
+
+// forgetSink forgets every topic of a sink (forget).
+func (l *lagReader) forgetSink(cfg *config.Sink) {
+	for _, st := range cfg.Streams {
+		group := st.ConsumerGroup
+		if group == "" {
+			group = config.DefaultConsumerGroup(cfg.Key)
+		}
+		for _, topic := range st.Topics {
+			l.forget(lagTopic{group, st.Stream, topic})
+		}
 	}
 }
 

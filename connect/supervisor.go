@@ -89,6 +89,7 @@ func (sl *slot) launch(ctx context.Context) {
 	sl.mu.Unlock()
 	var c connector
 	if sink != nil {
+		sl.r.lag.forgetSink(sink)
 		c = sl.r.startSink(ctx, sink, sl.sinkCounters)
 	} else {
 		c = sl.r.startSource(ctx, src, sl.srcCounters)
@@ -243,6 +244,12 @@ func (sl *slot) stopInstance(in *instance, ctx context.Context) {
 	case <-ctx.Done():
 		in.c.abandon()
 		<-in.c.stopped()
+	}
+	sl.mu.Lock()
+	sink := sl.sinkCfg
+	sl.mu.Unlock()
+	if sink != nil { // its last stores are done: the offsets read before them are stale
+		sl.r.lag.forgetSink(sink)
 	}
 }
 
