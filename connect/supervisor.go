@@ -33,8 +33,9 @@ type slot struct {
 
 	cur atomic.Pointer[instance] // the latest instance; nil before the first start
 
-	// The connector's counters, shared by every instance it starts: they only grow for
-	// the life of the Runtime (a restart never resets a Prometheus counter).
+	// The connector's counters (of its kind; the other is nil), shared by every instance
+	// it starts: they only grow for the life of the Runtime (a restart never resets a
+	// Prometheus counter).
 	sinkCounters *Counters
 	srcCounters  *sourceCounters
 
@@ -68,9 +69,14 @@ type command struct {
 }
 
 func (r *Runtime) newSlot(kind, key string, sink *config.Sink, src *config.Source) *slot {
-	return &slot{r: r, kind: kind, key: key, sinkCfg: sink, srcCfg: src,
-		cmds: make(chan command), done: make(chan struct{}),
-		sinkCounters: new(Counters), srcCounters: new(sourceCounters)}
+	sl := &slot{r: r, kind: kind, key: key, sinkCfg: sink, srcCfg: src,
+		cmds: make(chan command), done: make(chan struct{})}
+	if sink != nil {
+		sl.sinkCounters = new(Counters)
+	} else {
+		sl.srcCounters = new(sourceCounters)
+	}
+	return sl
 }
 
 func (sl *slot) policy() config.RestartPolicy {
