@@ -70,10 +70,11 @@ func (a apiClient) getJSON(path string, v any) {
 }
 
 type sinkStatus struct {
-	Status    string `json:"status"`
-	ID        uint32 `json:"id"`
-	Paused    bool   `json:"paused"`
-	LastError *struct {
+	Status       string `json:"status"`
+	OffsetsError string `json:"offsets_error"`
+	ID           uint32 `json:"id"`
+	Paused       bool   `json:"paused"`
+	LastError    *struct {
 		Message string `json:"message"`
 	} `json:"last_error"`
 	Restart struct {
@@ -143,6 +144,10 @@ func TestAPIOperatesARunningFerry(t *testing.T) {
 	})
 	if st.LastError == nil || !strings.Contains(st.LastError.Message, "stream late topic t") {
 		t.Fatalf("last_error %+v", st.LastError)
+	}
+	// Its offsets cannot be read either (no such stream), and the status says why.
+	if !strings.HasPrefix(st.OffsetsError, "stream late topic t: ") {
+		t.Fatalf("offsets_error %q, want the stream and topic named", st.OffsetsError)
 	}
 	for path, want := range map[string]int{"/": 200, "/health": 200, "/sinks": 401, "/stats": 401, "/metrics": 401, "/sinks/out/status": 401} {
 		if code, _ := anon.do(http.MethodGet, path, ""); code != want {
