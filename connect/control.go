@@ -149,48 +149,28 @@ func (r *Runtime) sinkConfig(key string) (*slot, *config.Sink, error) {
 	return sl, sl.sinkCfg, nil
 }
 
-// Offsets reports every partition of every topic of a sink: Iggy's current offset, the
-// group's stored offset, the lag and, for partitions it owns, what it has not stored.
+// Offsets reports every partition of every topic of a sink, in any state: Iggy's
+// current offset, the group's stored offset, the lag and, for partitions it owns, what
+// it has not stored ([Runtime.SinkPartitions]: read from Iggy at most once a second per
+// topic). The error is ErrNotFound, or why a topic's offsets could not be read.
 func (r *Runtime) Offsets(ctx context.Context, key string) ([]PartitionOffsets, error) {
 	sl, cfg, err := r.sinkConfig(key)
 	if err != nil {
 		return nil, err
 	}
-	adm, ok := r.be.(offsetAdmin)
-	if !ok {
-		return nil, errNoAdmin
+	parts, err := r.sinkPartitions(ctx, cfg, sl.status().Partitions)
+	if err != nil {
+		return nil, fmt.Errorf("sink %s: %w", key, err)
 	}
-	type pk struct {
-		stream, topic string
-		id            uint32
-	}
-	mine := map[pk]PartitionStatus{}
-	for _, p := range sl.status().Partitions {
-		mine[pk{p.Stream, p.Topic, p.Partition}] = p
-	}
-	var out []PartitionOffsets
-	for _, st := range cfg.Streams {
-		group := st.ConsumerGroup
-		if group == "" {
-			group = config.DefaultConsumerGroup(cfg.Key)
+	out := make([]PartitionOffsets, 0, len(parts))
+	for _, p := range parts {
+		o := PartitionOffsets{Stream: p.Stream, Topic: p.Topic, Partition: p.Partition, Current: p.Current,
+			Stored: p.Stored, Lag: p.Lag}
+		if p.State == "owned" {
+			o.Owned, o.Uncommitted = true, p.Uncommitted
 		}
-		for _, topic := range st.Topics {
-			parts, err := adm.groupOffsets(ctx, group, st.Stream, topic)
-			if err != nil {
-				return nil, fmt.Errorf("sink %s: %w", key, err)
-			}
-			for _, p := range parts {
-				o := PartitionOffsets{Stream: st.Stream, Topic: topic, Partition: p.id, Current: p.current, Stored: p.stored}
-				o.Lag = uint64(o.Current+1) - uint64(min(o.Stored+1, o.Current+1))
-				if m, ok := mine[pk{st.Stream, topic, p.id}]; ok {
-					if m.State == "owned" {
-						o.Owned, o.Uncommitted = true, m.Uncommitted
-					}
-					o.StoreFailures, o.StoreError = m.StoreFailures, m.StoreError
-				}
-				out = append(out, o)
-			}
-		}
+		o.StoreFailures, o.StoreError = p.StoreFailures, p.StoreError
+		out = append(out, o)
 	}
 	return out, nil
 }
@@ -254,7 +234,9 @@ func (r *Runtime) SetOffsets(ctx context.Context, key string, changes []OffsetCh
 		}
 	}
 	for k, offs := range byTopic {
-		if err := adm.setGroupOffsets(ctx, groups[k], k.stream, k.topic, offs); err != nil {
+		err := adm.setGroupOffsets(ctx, groups[k], k.stream, k.topic, offs)
+		r.lag.forget(lagTopic{groups[k], k.stream, k.topic}) // the next read shows the change
+		if err != nil {
 			return fmt.Errorf("sink %s: %w", key, err)
 		}
 	}

@@ -416,7 +416,7 @@ func (t *partitionTable) close() {
 type PartitionStatus struct {
 	Stream, Topic string
 	Partition     uint32
-	State         string // owned or draining
+	State         string // owned or draining; PartitionNotOwned (SinkPartitions only)
 	Polled        int64
 	Delivered     int64
 	Done          int64 // committed by the sink or resolved by the runtime
@@ -426,6 +426,7 @@ type PartitionStatus struct {
 	Paused        bool
 	// Current is the partition's last offset as Iggy reported it with the last batch
 	// polled (-1 before any); Lag is Current − Stored (messages not yet stored).
+	// Runtime.SinkPartitions sets both, and Stored, from Iggy too (the newer wins).
 	Current int64
 	Lag     uint64
 	// StoreFailures counts the partition's consecutive failed offset stores (0 once one
@@ -435,6 +436,9 @@ type PartitionStatus struct {
 	// partition is polled up to max_uncommitted, then paused until stores succeed.
 	StoreFailures int
 	StoreError    *LastError
+	// FromServer: Current, Stored and Lag include what Iggy answered
+	// (Runtime.SinkPartitions); false for the table's view alone (Status).
+	FromServer bool
 }
 
 func (t *partitionTable) status() []PartitionStatus {

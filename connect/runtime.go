@@ -61,17 +61,18 @@ func permanent(err error) bool {
 // runner is what a sink runner and a source runner share: how they are stopped and how
 // a failed start is recorded. It implements connector but for statusOf.
 type runner struct {
-	kind      string // "sink" or "source"
-	log       *slog.Logger
-	status    statusCell
-	life      *lifecycle
-	permanent atomic.Bool // failStart's error was permanent
+	kind        string // "sink" or "source"
+	log         *slog.Logger
+	status      statusCell
+	life        *lifecycle
+	permanent   atomic.Bool    // failStart's error was permanent
+	startErrors *atomic.Uint64 // counts failStart calls (an error of the connector, as metrics report it)
 }
 
 func (r *runner) unfixable() bool { return r.permanent.Load() }
 
-func (r *runner) init(kind string, timeout time.Duration, log *slog.Logger) {
-	r.kind, r.log, r.life = kind, log, newLifecycle(timeout)
+func (r *runner) init(kind string, timeout time.Duration, startErrors *atomic.Uint64, log *slog.Logger) {
+	r.kind, r.log, r.life, r.startErrors = kind, log, newLifecycle(timeout), startErrors
 	r.status.set(StateStarting)
 }
 
@@ -94,6 +95,7 @@ func (r *runner) stopped() <-chan struct{} { return r.life.Done() }
 // failStart records why the connector did not start; the runner is then stopped.
 func (r *runner) failStart(err error) {
 	r.permanent.Store(permanent(err))
+	r.startErrors.Add(1)
 	r.status.fail(err)
 	r.log.Error(r.kind+" not started", "error", err)
 	r.life.Finish()
@@ -112,6 +114,7 @@ type Runtime struct {
 	log      *slog.Logger
 	nextID   atomic.Uint32
 	life     *lifecycle // no timeout: Stop's ctx bounds it
+	lag      *lagReader // every sink's offsets as Iggy has them (SinkPartitions, Offsets)
 
 	failed     chan struct{} // closed when every connector failed for good
 	failedOnce sync.Once
@@ -139,7 +142,7 @@ func newRuntime(opts Options, be backend, stateDir string) *Runtime {
 	}
 	return &Runtime{conns: opts.Connectors, be: be, builtins: builtins, loadSink: opts.LoadSinkPlugin,
 		loadSrc: opts.LoadSourcePlugin, configs: opts.Configs, stateDir: stateDir, pluginDirs: rc.PluginDirs(),
-		log: log, life: newLifecycle(0), failed: make(chan struct{})}
+		log: log, life: newLifecycle(0), failed: make(chan struct{}), lag: newLagReader(be)}
 }
 
 // Start opens every enabled connector and starts it: sources first, as upstream (a
@@ -180,26 +183,28 @@ func (r *Runtime) Start(ctx context.Context) error {
 // slotList returns the slots; r.mu held.
 func (r *Runtime) slotList() []*slot { return slices.Clone(r.slots) }
 
-func (r *Runtime) startSink(ctx context.Context, cfg *config.Sink) *sinkRunner {
+// startSink starts an instance of a sink, counting into the slot's counters.
+func (r *Runtime) startSink(ctx context.Context, cfg *config.Sink, counters *Counters) *sinkRunner {
 	factory, err := connectorFactory("sink", &cfg.Common, r.builtins.Sink, r.builtins.SinkNames, r.loadSink, r.pluginDirs)
 	if err != nil {
-		s := newSinkRunner(cfg, r.nextID.Add(1), nil, r.be, r.log)
+		s := newSinkRunner(cfg, r.nextID.Add(1), nil, r.be, counters, r.log)
 		s.failStart(err)
 		return s
 	}
-	s := newSinkRunner(cfg, r.nextID.Add(1), factory(), r.be, r.log)
+	s := newSinkRunner(cfg, r.nextID.Add(1), factory(), r.be, counters, r.log)
 	_ = s.start(ctx) // a failure is logged and kept in the status by failStart
 	return s
 }
 
-func (r *Runtime) startSource(ctx context.Context, cfg *config.Source) *sourceRunner {
+// startSource starts an instance of a source, counting into the slot's counters.
+func (r *Runtime) startSource(ctx context.Context, cfg *config.Source, counters *sourceCounters) *sourceRunner {
 	factory, err := connectorFactory("source", &cfg.Common, r.builtins.Source, r.builtins.SourceNames, r.loadSrc, r.pluginDirs)
 	if err != nil {
-		s := newSourceRunner(cfg, r.nextID.Add(1), nil, r.be, r.stateDir, r.log)
+		s := newSourceRunner(cfg, r.nextID.Add(1), nil, r.be, r.stateDir, counters, r.log)
 		s.failStart(err)
 		return s
 	}
-	s := newSourceRunner(cfg, r.nextID.Add(1), factory(), r.be, r.stateDir, r.log)
+	s := newSourceRunner(cfg, r.nextID.Add(1), factory(), r.be, r.stateDir, counters, r.log)
 	_ = s.start(ctx)
 	return s
 }

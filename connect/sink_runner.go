@@ -24,7 +24,7 @@ type sinkRunner struct {
 	policy   commitPolicy
 	sink     sdk.Sink
 	be       backend
-	counters Counters
+	counters *Counters // the slot's: they outlive the instance (restarts never reset them)
 	proc     *batchProcessor
 	dlq      producer
 	topics   []*topicConsumer
@@ -39,11 +39,15 @@ type sinkRunner struct {
 
 type topicKey struct{ stream, topic uint32 }
 
-func newSinkRunner(cfg *config.Sink, instance uint32, sink sdk.Sink, be backend, log *slog.Logger) *sinkRunner {
-	s := &sinkRunner{cfg: cfg, instance: instance, policy: policyFor(cfg), sink: sink, be: be}
-	s.init("sink", cfg.ShutdownTimeout, log.With("sink", cfg.Key, "instance", instance))
-	s.proc = &batchProcessor{sink: sink, commit: s.policy, failure: sinkFailurePolicy(cfg, &s.counters, s.log),
-		counters: &s.counters, log: s.log}
+// newSinkRunner builds a sink runner counting into counters (nil: counters of its own).
+func newSinkRunner(cfg *config.Sink, instance uint32, sink sdk.Sink, be backend, counters *Counters, log *slog.Logger) *sinkRunner {
+	if counters == nil {
+		counters = new(Counters)
+	}
+	s := &sinkRunner{cfg: cfg, instance: instance, policy: policyFor(cfg), sink: sink, be: be, counters: counters}
+	s.init("sink", cfg.ShutdownTimeout, &counters.StartErrors, log.With("sink", cfg.Key, "instance", instance))
+	s.proc = &batchProcessor{sink: sink, commit: s.policy, failure: sinkFailurePolicy(cfg, s.counters, s.log),
+		counters: s.counters, log: s.log}
 	return s
 }
 

@@ -56,7 +56,7 @@ func newTopicConsumer(s *sinkRunner, topic sdk.TopicMetadata, schema sdk.Schema,
 		depth = 0 // consumeConcurrently holds the waiting batch itself
 	}
 	return &topicConsumer{s: s, topic: topic, schema: schema, log: log,
-		table:   newPartitionTable(topic, s.policy, s.cfg.ShutdownTimeout, s.retryBackoff(), &s.counters, log),
+		table:   newPartitionTable(topic, s.policy, s.cfg.ShutdownTimeout, s.retryBackoff(), s.counters, log),
 		batches: make(chan polledBatch, depth), pollDone: make(chan struct{}), consumeDone: make(chan struct{}),
 		storesDone: make(chan struct{})}
 }
@@ -154,7 +154,7 @@ func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch, conv *conve
 		return // released while queued: not delivered, not committed
 	}
 	start := time.Now()
-	msgs := conv.convert(b.Messages, &tc.s.counters)
+	msgs := conv.convert(b.Messages, tc.s.counters)
 	tc.s.counters.PrepareTime.since(start)
 	defer tc.s.counters.BatchTime.since(start)
 	meta := sdk.MessagesMetadata{

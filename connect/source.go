@@ -43,6 +43,7 @@ type sourceCounters struct {
 	retries    atomic.Uint64 // send and state-save attempts after the first
 	skipped    atomic.Uint64 // messages of rejected batches dropped (on_failure = skip)
 	deadLetter atomic.Uint64 // messages of rejected batches sent to the dead-letter topic
+	startErrs  atomic.Uint64 // starts that failed (open, plugin not found, ...)
 	sendTime   stageHistogram
 	saveTime   stageHistogram
 	batchTime  stageHistogram
@@ -66,14 +67,18 @@ type sourceRunner struct {
 	dlq      producer // on_failure = dead_letter
 	failure  *failurePolicy
 	pipe     *sourcePipeline
-	counters sourceCounters
+	counters *sourceCounters // the slot's: they outlive the instance (restarts never reset them)
 	instance uint32
 }
 
-func newSourceRunner(cfg *config.Source, instance uint32, src sdk.Source, prods producers, stateDir string, log *slog.Logger) *sourceRunner {
-	s := &sourceRunner{cfg: cfg, src: src, prods: prods, state: newStateFile(stateDir, cfg.Key), instance: instance}
-	s.init("source", sourceShutdownTimeout, log.With("source", cfg.Key, "instance", instance))
-	s.failure = sourceFailurePolicy(cfg, &s.counters, func(err error) {
+// newSourceRunner builds a source runner counting into counters (nil: counters of its own).
+func newSourceRunner(cfg *config.Source, instance uint32, src sdk.Source, prods producers, stateDir string, counters *sourceCounters, log *slog.Logger) *sourceRunner {
+	if counters == nil {
+		counters = new(sourceCounters)
+	}
+	s := &sourceRunner{cfg: cfg, src: src, prods: prods, state: newStateFile(stateDir, cfg.Key), instance: instance, counters: counters}
+	s.init("source", sourceShutdownTimeout, &counters.startErrs, log.With("source", cfg.Key, "instance", instance))
+	s.failure = sourceFailurePolicy(cfg, s.counters, func(err error) {
 		s.counters.sendErrors.Add(1)
 		s.status.fail(fmt.Errorf("dead-letter send: %w", err))
 	}, s.log)
@@ -155,14 +160,14 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 
 func (s *sourceRunner) statusOf() Status {
 	st, le := s.status.get()
-	c := &s.counters
+	c := s.counters
 	return Status{Key: s.cfg.Key, Kind: KindSource, Name: s.cfg.Name, State: st, LastError: le,
 		ID: s.instance, Enabled: s.cfg.Enabled, Version: s.cfg.Version, Path: s.cfg.Path,
 		PluginVersion: pluginVersion(&s.cfg.Common, s.src), Source: s.cfg,
 		Stats: Stats{Produced: c.produced.Load(), Sent: c.sent.Load(), SendErrors: c.sendErrors.Load(),
 			Committed: c.acked.Load(), StoreErrors: c.stateErrs.Load(), FailedBatches: c.rejected.Load(),
 			Retries: c.retries.Load(), Skipped: c.skipped.Load(), DeadLettered: c.deadLetter.Load(),
-			DecodeErrors: c.encodeErrs.Load(), TransformErrors: c.transErrs.Load(),
+			DecodeErrors: c.encodeErrs.Load(), TransformErrors: c.transErrs.Load(), StartErrors: c.startErrs.Load(),
 			Stages: map[string]Histogram{StageIggySend: c.sendTime.snapshot(), StageStateSave: c.saveTime.snapshot(),
 				StageTotal: c.batchTime.snapshot()}}}
 }

@@ -28,8 +28,10 @@ const (
 	StateDegraded State = "degraded"
 )
 
-// Counters are a connector's running totals. Every field is updated atomically; read them
-// through [Counters.Snapshot]. Failures are never counted as delivered, and each failure is
+// Counters are a connector's running totals for the life of the Runtime: every instance
+// of the connector (a restart starts a new one) counts into the same Counters, so they
+// never go backwards. Every field is updated atomically; read them through
+// [Counters.Snapshot]. Failures are never counted as delivered, and each failure is
 // counted once.
 type Counters struct {
 	Polled        atomic.Uint64 // messages received from Iggy
@@ -48,6 +50,7 @@ type Counters struct {
 	// created again (its partitions then start afresh on the new topic).
 	TopicsRecreated atomic.Uint64
 	HeaderErrors    atomic.Uint64 // messages whose user headers could not be decoded (delivered without headers)
+	StartErrors     atomic.Uint64 // starts that failed (open, plugin not found, missing stream or topic, ...)
 	// Payloads (payload.go): decoded by the stream's schema (raw streams are not decoded),
 	// failed decode, failed a transform, dropped by a transform. A message that failed is
 	// poison: on_failure handles it alone (DeadLettered, Skipped, or the sink stops).
@@ -74,6 +77,7 @@ type Stats struct {
 	PollErrors                                          uint64
 	Revoked                                             uint64
 	TopicsRecreated                                     uint64
+	StartErrors                                         uint64 // failed starts of the connector
 	CommitsAccepted                                     uint64
 	CommitsStale, CommitsOutOfRange, CommitsUnknown     uint64
 	StoreLatency                                        Histogram
@@ -115,9 +119,10 @@ var StageBounds = []time.Duration{
 
 // Errors is what Iggy's runtime counts as a connector's errors: failed Consume calls,
 // failed polls, sends, state saves and stores, rejected batches, payloads that failed
-// decode or a transform.
+// decode or a transform; and failed starts (a connector whose plugin is missing is in
+// error, and its errors counter says so).
 func (s Stats) Errors() uint64 {
-	return s.ConsumeErrors + s.PollErrors + s.SendErrors + s.StoreErrors + s.FailedBatches + s.DecodeErrors + s.TransformErrors
+	return s.ConsumeErrors + s.PollErrors + s.SendErrors + s.StoreErrors + s.FailedBatches + s.DecodeErrors + s.TransformErrors + s.StartErrors
 }
 
 // CommitsRejected is the sum of rejected commits of every kind.
@@ -131,7 +136,7 @@ func (c *Counters) Snapshot() Stats {
 		Polled: c.Polled.Load(), Delivered: c.Delivered.Load(), Committed: c.Committed.Load(),
 		ConsumeErrors: c.ConsumeErrors.Load(), FailedBatches: c.FailedBatches.Load(),
 		DeadLettered: c.DeadLettered.Load(), Skipped: c.Skipped.Load(),
-		Stores: c.Stores.Load(), StoreErrors: c.StoreErrors.Load(), StoresRefused: c.StoresRefused.Load(), PollErrors: c.PollErrors.Load(), HeaderErrors: c.HeaderErrors.Load(), Revoked: c.Revoked.Load(), TopicsRecreated: c.TopicsRecreated.Load(),
+		Stores: c.Stores.Load(), StoreErrors: c.StoreErrors.Load(), StoresRefused: c.StoresRefused.Load(), PollErrors: c.PollErrors.Load(), HeaderErrors: c.HeaderErrors.Load(), Revoked: c.Revoked.Load(), TopicsRecreated: c.TopicsRecreated.Load(), StartErrors: c.StartErrors.Load(),
 		Filtered: c.Filtered.Load(), Decoded: c.Decoded.Load(), DecodeErrors: c.DecodeErrors.Load(), TransformErrors: c.TransformErrors.Load(),
 		CommitsAccepted: c.CommitsAccepted.Load(), CommitsStale: c.CommitsStale.Load(),
 		CommitsOutOfRange: c.CommitsOutOfRange.Load(), CommitsUnknown: c.CommitsUnknownPartition.Load(),

@@ -33,6 +33,12 @@ type slot struct {
 
 	cur atomic.Pointer[instance] // the latest instance; nil before the first start
 
+	// The connector's counters (of its kind; the other is nil), shared by every instance
+	// it starts: they only grow for the life of the Runtime (a restart never resets a
+	// Prometheus counter).
+	sinkCounters *Counters
+	srcCounters  *sourceCounters
+
 	mu          sync.Mutex // guards the fields below
 	sinkCfg     *config.Sink
 	srcCfg      *config.Source
@@ -64,8 +70,14 @@ type command struct {
 }
 
 func (r *Runtime) newSlot(kind, key string, sink *config.Sink, src *config.Source) *slot {
-	return &slot{r: r, kind: kind, key: key, sinkCfg: sink, srcCfg: src,
+	sl := &slot{r: r, kind: kind, key: key, sinkCfg: sink, srcCfg: src,
 		cmds: make(chan command), done: make(chan struct{})}
+	if sink != nil {
+		sl.sinkCounters = new(Counters)
+	} else {
+		sl.srcCounters = new(sourceCounters)
+	}
+	return sl
 }
 
 func (sl *slot) policy() config.RestartPolicy {
@@ -101,9 +113,10 @@ func (sl *slot) launch(ctx context.Context, reply chan<- error) {
 	sl.mu.Unlock()
 	var c connector
 	if sink != nil {
-		c = sl.r.startSink(ctx, sink)
+		sl.r.lag.forgetSink(sink)
+		c = sl.r.startSink(ctx, sink, sl.sinkCounters)
 	} else {
-		c = sl.r.startSource(ctx, src)
+		c = sl.r.startSource(ctx, src, sl.srcCounters)
 	}
 	sl.cur.Store(&instance{c: c, started: time.Now()})
 	if sl.r.life.hard.Err() != nil {
@@ -266,6 +279,12 @@ func (sl *slot) stopInstance(in *instance, ctx context.Context) {
 	case <-ctx.Done():
 		in.c.abandon()
 		<-in.c.stopped()
+	}
+	sl.mu.Lock()
+	sink := sl.sinkCfg
+	sl.mu.Unlock()
+	if sink != nil { // its last stores are done: the offsets read before them are stale
+		sl.r.lag.forgetSink(sink)
 	}
 }
 

@@ -110,7 +110,9 @@ func caughtUp(sts []connect.Status, apiURL string) (string, bool) {
 				return "", false
 			}
 			for _, p := range s.Partitions {
-				if p.Current < 0 || p.Stored != p.Current || p.Uncommitted != 0 {
+				// An empty partition is caught up when Iggy says so; the table alone cannot
+				// tell an empty partition from one it has not polled yet.
+				if (p.Current < 0 && !p.FromServer) || p.Stored != p.Current || p.Uncommitted != 0 {
 					return "", false
 				}
 			}

@@ -263,7 +263,7 @@ func supervise(ctx context.Context, rt *connect.Runtime, f runFlags, p *progress
 			if f.progress > 0 && now.Sub(lastPrint) >= f.progress && !announced {
 				p.print(cur, now)
 				lastPrint = now
-				if line, ok := caughtUp(sts, p.apiURL); ok {
+				if line, ok := caughtUp(withIggyOffsets(ctx, rt, sts), p.apiURL); ok {
 					fmt.Fprintln(p.w, line) // once, instead of "0/s" lines for ever
 					announced = true
 				}
@@ -273,6 +273,27 @@ func supervise(ctx context.Context, rt *connect.Runtime, f runFlags, p *progress
 			}
 		}
 	}
+}
+
+// withIggyOffsets gives every running sink of sts all the partitions of its topics with
+// the offsets Iggy has for them (Runtime.SinkPartitions: one read per topic per second at
+// most), once every source has ended: a run with nothing new to poll (a rerun, a sink
+// restarted after it had consumed everything) polls no batch, and its tables alone never
+// learn that the partitions are caught up.
+func withIggyOffsets(ctx context.Context, rt *connect.Runtime, sts []connect.Status) []connect.Status {
+	for _, s := range sts {
+		if s.Kind == connect.KindSource && (s.State == connect.StateStarting || s.State == connect.StateRunning || s.State == connect.StateStopping) {
+			return sts // not caught up yet: no need to ask Iggy
+		}
+	}
+	for i := range sts {
+		if sts[i].Kind == connect.KindSink && sts[i].State == connect.StateRunning {
+			if parts, err := rt.SinkPartitions(ctx, sts[i]); err == nil {
+				sts[i].Partitions = parts
+			}
+		}
+	}
+	return sts
 }
 
 func printStatus(sts []connect.Status) {

@@ -35,8 +35,9 @@ func newStatusCmd() *cobra.Command {
 		Short: "Print the status of a running runtime's sinks and sources (from its HTTP API)",
 		Long: `Status asks a running runtime's HTTP API ([http] in its config.toml) for every sink and
 source and prints one line each: status, counters (sinks: polled, delivered, committed;
-sources: produced, sent), restarts and the last error; then each sink's partitions with
-their offsets and lag. --json prints the API's status documents instead. The exit status
+sources: produced, sent; both: dead-lettered, skipped, decode errors), restarts and the
+last error; then every partition of each sink's topics, in any state of the sink, with
+Iggy's current offset, the group's stored offset and the lag between them. --json prints the API's status documents instead. The exit status
 is 0 when the API answered, 1 otherwise.`,
 		Example: `  ferry status
   ferry status --url http://10.0.0.5:8081 --api-key "$KEY" --json`,
@@ -84,11 +85,14 @@ type (
 		GaveUp      bool   `json:"gave_up"`
 	}
 	apiStats struct {
-		Polled    int64 `json:"polled"`
-		Delivered int64 `json:"delivered"`
-		Committed int64 `json:"committed"`
-		Produced  int64 `json:"produced"`
-		Sent      int64 `json:"sent"`
+		Polled       int64 `json:"polled"`
+		Delivered    int64 `json:"delivered"`
+		Committed    int64 `json:"committed"`
+		Produced     int64 `json:"produced"`
+		Sent         int64 `json:"sent"`
+		DeadLettered int64 `json:"dead_lettered"`
+		Skipped      int64 `json:"skipped"`
+		DecodeErrors int64 `json:"decode_errors"`
 	}
 	apiPartition struct {
 		Stream        string `json:"stream"`
@@ -242,17 +246,20 @@ func status(ctx context.Context, w io.Writer, f statusFlags, now func() time.Tim
 // printConnectors writes the connectors' table, then each sink's partitions.
 func printConnectors(w io.Writer, all []apiStatus, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tKEY\tSTATUS\tPOLLED\tDELIVERED\tCOMMITTED\tPRODUCED\tSENT\tRESTARTS\tLAST ERROR")
+	// DEAD-LETTERED, SKIPPED and DECODE ERRORS say why fewer were delivered (or sent) than
+	// polled (or produced).
+	fmt.Fprintln(tw, "KIND\tKEY\tSTATUS\tPOLLED\tDELIVERED\tCOMMITTED\tPRODUCED\tSENT\tDEAD-LETTERED\tSKIPPED\tDECODE ERRORS\tRESTARTS\tLAST ERROR")
 	for _, s := range all {
 		st := s.Status
 		if s.Paused {
 			st += " (paused)"
 		}
-		counters := []string{"-", "-", "-", "-", "-"}
+		counters := []string{"-", "-", "-", "-", "-", "-", "-", "-"}
+		failed := []string{num(s.Stats.DeadLettered), num(s.Stats.Skipped), num(s.Stats.DecodeErrors)}
 		if s.known && s.Kind == "sink" {
-			counters = []string{num(s.Stats.Polled), num(s.Stats.Delivered), num(s.Stats.Committed), "-", "-"}
+			counters = append([]string{num(s.Stats.Polled), num(s.Stats.Delivered), num(s.Stats.Committed), "-", "-"}, failed...)
 		} else if s.known {
-			counters = []string{"-", "-", "-", num(s.Stats.Produced), num(s.Stats.Sent)}
+			counters = append([]string{"-", "-", "-", num(s.Stats.Produced), num(s.Stats.Sent)}, failed...)
 		}
 		restarts := "-"
 		if s.known {

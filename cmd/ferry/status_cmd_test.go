@@ -26,8 +26,8 @@ var statusFixture = map[string]string{
 	"/sources": `[{"id":2,"key":"gen","name":"generator","path":"builtin:random","enabled":true,"status":"running"}]`,
 	"/sinks/out/status": `{"key":"out","kind":"sink","name":"file out","id":1,"status":"running","paused":true,
 		"restart":{"restarts":0,"total":0,"max_restarts":5,"next_retry":null,"gave_up":false},
-		"stats":{"polled":2010,"delivered":2000,"committed":1951,"consume_errors":0,"failed_batches":0,"dead_lettered":0,
-		 "skipped":0,"stores":4,"store_errors":0,"stores_refused":0,"commits_accepted":4,"commits_rejected":0,"retries":0,"filtered":0},
+		"stats":{"polled":2010,"delivered":2000,"committed":1951,"consume_errors":0,"failed_batches":0,"dead_lettered":7,
+		 "skipped":3,"decode_errors":2,"stores":4,"store_errors":0,"stores_refused":0,"commits_accepted":4,"commits_rejected":0,"retries":0,"filtered":0},
 		"partitions":[
 		 {"stream":"qs","topic":"events","partition_id":0,"state":"owned","polled":1999,"delivered":1999,"done":1950,"stored":1950,
 		  "current_offset":1999,"lag":49,"pending":0,"uncommitted":49,"paused":true},
@@ -76,9 +76,11 @@ func runStatus(t *testing.T, f statusFlags) (string, error) {
 	return out.String(), err
 }
 
-// TestStatusTable checks every line of `ferry status` against the fixture: the paused sink,
-// the failed sink with its last error and next retry, a sink whose status route is missing
-// (only its list entry is known), a source; then the partitions of each sink.
+// TestStatusTable checks every line of `ferry status` against the fixture: the paused sink
+// (with the dead-lettered, skipped and decode-error counts that explain why it delivered
+// 10 fewer than it polled), the failed sink with its last error and next retry, a sink
+// whose status route is missing (only its list entry is known), a source; then the
+// partitions of each sink.
 func TestStatusTable(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	srv := fakeRuntimeAPI("k1")
@@ -87,11 +89,11 @@ func TestStatusTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `KIND    KEY     STATUS            POLLED  DELIVERED  COMMITTED  PRODUCED  SENT  RESTARTS          LAST ERROR
-sink    out     running (paused)  2010    2000       1951       -         -     0/5               -
-sink    broken  error             0       0          0          -         -     2/5, next in 30s  consume: target unavailable (2025-12-01T19:00:00Z)
-sink    old     running           -       -          -          -         -     -                 -
-source  gen     running           -       -          -          5000      4990  1                 -
+	want := `KIND    KEY     STATUS            POLLED  DELIVERED  COMMITTED  PRODUCED  SENT  DEAD-LETTERED  SKIPPED  DECODE ERRORS  RESTARTS          LAST ERROR
+sink    out     running (paused)  2010    2000       1951       -         -     7              3        2              0/5               -
+sink    broken  error             0       0          0          -         -     0              0        0              2/5, next in 30s  consume: target unavailable (2025-12-01T19:00:00Z)
+sink    old     running           -       -          -          -         -     -              -        -              -                 -
+source  gen     running           -       -          -          5000      4990  0              0        0              1                 -
 
 sink out: partitions
 STREAM  TOPIC   PARTITION  STATE     CURRENT  STORED  LAG  UNCOMMITTED  PAUSED

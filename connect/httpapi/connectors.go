@@ -310,6 +310,7 @@ type sinkStatsJSON struct {
 	TransformErrors uint64 `json:"transform_errors"`
 	PollErrors      uint64 `json:"poll_errors"`
 	TopicsRecreated uint64 `json:"topics_recreated"`
+	Errors          uint64 `json:"errors"` // as Iggy's /stats and iggy_connector_errors_total count them
 }
 
 type sourceStatsJSON struct {
@@ -324,6 +325,7 @@ type sourceStatsJSON struct {
 	Skipped         uint64 `json:"skipped"`
 	DecodeErrors    uint64 `json:"decode_errors"`
 	TransformErrors uint64 `json:"transform_errors"`
+	Errors          uint64 `json:"errors"`
 }
 
 type partitionJSON struct {
@@ -376,11 +378,20 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request, kind string) 
 			Stats     sourceStatsJSON `json:"stats"`
 		}{head, lastError(st.LastError), rs, sourceStatsJSON{Produced: x.Produced, Sent: x.Sent, Acked: x.Committed,
 			SendErrors: x.SendErrors, FailedBatches: x.FailedBatches, Retries: x.Retries, StateErrors: x.StoreErrors,
-			DeadLettered: x.DeadLettered, Skipped: x.Skipped, DecodeErrors: x.DecodeErrors, TransformErrors: x.TransformErrors}})
+			DeadLettered: x.DeadLettered, Skipped: x.Skipped, DecodeErrors: x.DecodeErrors, TransformErrors: x.TransformErrors,
+			Errors: x.Errors()}})
 		return
 	}
-	parts := make([]partitionJSON, 0, len(st.Partitions))
-	for _, p := range st.Partitions {
+	// Every partition of its topics, in every state, with Iggy's offsets; a topic Iggy
+	// could not answer for keeps the sink's own view, and the reason is given.
+	all, err := s.rt.SinkPartitions(r.Context(), st)
+	offsetsErr := ""
+	if err != nil {
+		offsetsErr = err.Error()
+		s.log.Debug("http api: sink offsets not read", "key", st.Key, "error", err)
+	}
+	parts := make([]partitionJSON, 0, len(all))
+	for _, p := range all {
 		parts = append(parts, partitionJSON{Stream: p.Stream, Topic: p.Topic, PartitionID: p.Partition, State: p.State,
 			Polled: p.Polled, Delivered: p.Delivered, Done: p.Done, Stored: p.Stored, CurrentOffset: p.Current,
 			Lag: p.Lag, Pending: p.Pending, Uncommitted: p.Uncommitted, Paused: p.Paused,
@@ -393,12 +404,13 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request, kind string) 
 		Restart    restartJSON     `json:"restart"`
 		Stats      sinkStatsJSON   `json:"stats"`
 		Partitions []partitionJSON `json:"partitions"`
+		OffsetsErr string          `json:"offsets_error,omitempty"`
 	}{head, st.Paused, lastError(st.LastError), rs, sinkStatsJSON{Polled: x.Polled, Delivered: x.Delivered, Committed: x.Committed,
 		ConsumeErrors: x.ConsumeErrors, FailedBatches: x.FailedBatches, DeadLettered: x.DeadLettered, Skipped: x.Skipped,
 		Stores: x.Stores, StoreErrors: x.StoreErrors, StoresRefused: x.StoresRefused, CommitsAccepted: x.CommitsAccepted,
 		CommitsRejected: x.CommitsRejected(), Retries: x.Retries, Filtered: x.Filtered,
 		Decoded: x.Decoded, DecodeErrors: x.DecodeErrors, TransformErrors: x.TransformErrors,
-		PollErrors: x.PollErrors, TopicsRecreated: x.TopicsRecreated}, parts})
+		PollErrors: x.PollErrors, TopicsRecreated: x.TopicsRecreated, Errors: x.Errors()}, parts, offsetsErr})
 }
 
 // isJSON reports whether a request's Content-Type is JSON (application/json or an

@@ -127,7 +127,7 @@ func TestStatusRoutes(t *testing.T) {
 	stats := m["stats"].(map[string]any)
 	wantKeys(t, "sink stats", stats, "polled", "delivered", "committed", "consume_errors", "failed_batches", "dead_lettered",
 		"skipped", "stores", "store_errors", "stores_refused", "commits_accepted", "commits_rejected", "retries", "filtered", "decoded", "decode_errors", "transform_errors",
-		"poll_errors", "topics_recreated")
+		"poll_errors", "topics_recreated", "errors")
 	if stats["polled"] != 10.0 || stats["consume_errors"] != 0.0 {
 		t.Fatalf("sink stats = %v", stats)
 	}
@@ -148,7 +148,7 @@ func TestStatusRoutes(t *testing.T) {
 		t.Fatalf("source status = %v", m)
 	}
 	wantKeys(t, "source stats", m["stats"].(map[string]any), "produced", "sent", "acked", "send_errors", "failed_batches",
-		"retries", "state_errors", "dead_lettered", "skipped", "decode_errors", "transform_errors")
+		"retries", "state_errors", "dead_lettered", "skipped", "decode_errors", "transform_errors", "errors")
 
 	a.do("GET", "/sinks/nope/status", "").wantError(t, http.StatusNotFound, "sink_not_found", "Sink not found with key: nope")
 	a.do("GET", "/sources/nope/status", "").wantError(t, http.StatusNotFound, "source_not_found", "Source not found with key: nope")

@@ -108,8 +108,8 @@ func (a *api) waitOffsets(key string, want map[string]any) {
 	}
 }
 
-// waitPolled waits until the runtime reports that sink key polled n messages (its
-// current instance). With offset_commit after_polling the server stores the offset with
+// waitPolled waits until the runtime reports that sink key polled n messages (every
+// instance: restarts do not reset the counters). With offset_commit after_polling the server stores the offset with
 // the poll, so the offsets can show a batch a moment before the runtime counts it.
 func (e *env) waitPolled(key string, n uint64) {
 	e.t.Helper()
@@ -169,7 +169,12 @@ func TestPauseResume(t *testing.T) {
 		end := last + 10
 		a.waitOffsets("bare", map[string]any{"stream": "s1", "topic": "t1", "partition_id": 0.0, "current_offset": float64(end),
 			"stored_offset": float64(end), "lag": 0.0, "uncommitted": 0.0, "owned": true})
+		// Offsets are read from Iggy at most once a second per topic: wait for a read
+		// made after the fill.
 		o := a.offsets("nsink")
+		for deadline := time.Now().Add(patience); o["current_offset"] != float64(end) && time.Now().Before(deadline); o = a.offsets("nsink") {
+			time.Sleep(10 * time.Millisecond)
+		}
 		if o["stored_offset"] == float64(last) {
 			if want := partitionOffsets(end, last, 10, 0, true); !maps.Equal(o, want) {
 				t.Fatalf("GET /sinks/nsink/offsets while paused = %v, want %v", o, want)
@@ -269,9 +274,10 @@ func TestStopSetOffsetsRestart(t *testing.T) {
 	if after["id"] == before["id"] || after["id"] != float64(st.ID) || after["status"] != "running" {
 		t.Fatalf("sink after restart = %v, want a new id (was %v)", after, before["id"])
 	}
-	// It consumes after the stored offset (5..9 again) and stores the last one.
+	// It consumes after the stored offset (5..9 again) and stores the last one; its
+	// counters go on from the 10 of the first instance.
 	a.waitOffsets("nsink", partitionOffsets(9, 9, 0, 0, true))
-	e.waitPolled("nsink", 5)
+	e.waitPolled("nsink", 15)
 	m := a.do("GET", "/sinks/nsink/status", "").want(t, http.StatusOK).object(t)
 	if rs := m["restart"].(map[string]any); rs["restarts"] != 0.0 || rs["total"] != 1.0 || rs["gave_up"] != false || rs["next_retry"] != nil {
 		t.Fatalf("restart after a requested restart = %v", rs)

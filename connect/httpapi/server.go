@@ -31,6 +31,9 @@ type Runtime interface {
 	Pause(kind, key string) error
 	Resume(kind, key string) error
 	Offsets(ctx context.Context, key string) ([]connect.PartitionOffsets, error)
+	// SinkPartitions completes a sink's status with every partition of its topics and
+	// their offsets as Iggy has them (connect.Runtime.SinkPartitions).
+	SinkPartitions(ctx context.Context, st connect.Status) ([]connect.PartitionStatus, error)
 	SetOffsets(ctx context.Context, key string, changes []connect.OffsetChange) error
 }
 

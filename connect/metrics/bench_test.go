@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -74,8 +75,8 @@ func BenchmarkScrapeConnectors(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		e.reset()
-		collect(&e, src)
-		buf = e.write(buf[:0])
+		collect(context.Background(), &e, src)
+		buf = e.write(buf[:0], true)
 	}
 	b.ReportMetric(float64(len(buf)), "bytes/scrape")
 }

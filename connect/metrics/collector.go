@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -161,8 +162,8 @@ type emitter interface {
 }
 
 // collect emits every sample of src's families: src.Status and src.Configured are
-// called once each.
-func collect(e emitter, src Source) {
+// called once each, src.SinkPartitions once per sink (ctx bounds its wait).
+func collect(ctx context.Context, e emitter, src Source) {
 	sts := src.Status()
 	sinks, sources := src.Configured()
 	var sinksRunning, sourcesRunning uint64
@@ -174,6 +175,12 @@ func collect(e emitter, src Source) {
 			} else {
 				sourcesRunning++
 			}
+		}
+		if st.Kind == connect.KindSink {
+			// Every partition, in every state, with Iggy's offsets; on an error the
+			// partitions of the topics that could be read, and the sink's own view of
+			// the others (their lag only when it knows the current offset).
+			st.Partitions, _ = src.SinkPartitions(ctx, *st)
 		}
 		collectConnector(e, st)
 	}
@@ -252,6 +259,8 @@ func collectConnector(e emitter, st *connect.Status) {
 		}
 		if p.Current >= 0 {
 			e.value(famCurrent, uint64(p.Current), k, part, p.Stream, p.Topic)
+		}
+		if p.Current >= 0 || p.FromServer { // an empty partition Iggy reported has lag 0
 			e.value(famLag, p.Lag, k, part, p.Stream, p.Topic)
 		}
 		e.value(famUncommitted, p.Uncommitted, k, part, p.Stream, p.Topic)
@@ -295,7 +304,9 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect scrapes the Source once.
-func (c collector) Collect(ch chan<- prometheus.Metric) { collect(metricEmitter(ch), c.src) }
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	collect(context.Background(), metricEmitter(ch), c.src)
+}
 
 type metricEmitter chan<- prometheus.Metric
 

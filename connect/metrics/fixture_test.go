@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"time"
 
 	"github.com/ferryio/ferry/connect"
@@ -14,6 +15,12 @@ type fixedSource struct {
 
 func (f fixedSource) Status() []connect.Status         { return f.sts }
 func (f fixedSource) Configured() (sinks, sources int) { return f.sinks, f.sources }
+
+// SinkPartitions answers the status's own partitions, as a runtime whose Iggy cannot be
+// read does.
+func (f fixedSource) SinkPartitions(_ context.Context, st connect.Status) ([]connect.PartitionStatus, error) {
+	return st.Partitions, nil
+}
 
 // hist builds a histogram snapshot over bounds from per-bucket counts (len(bounds)+1,
 // the last above the highest bound).

@@ -17,11 +17,25 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/ferryio/ferry/connect"
+	"github.com/ferryio/ferry/internal/promtooltest"
 )
 
-// serve serves one request to h with the given Accept header and returns the body; it
-// fails unless the answer is 200 in OpenMetrics 1.0.0.
+// promAccept is the Accept header of Prometheus' scrapes.
+const promAccept = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+
+// serve serves one request to h with the given Accept header (Prometheus' when "") and
+// returns the body; it fails unless the answer is 200 in OpenMetrics 1.0.0.
 func serve(t testing.TB, h http.Handler, accept string) string {
+	t.Helper()
+	if accept == "" {
+		accept = promAccept
+	}
+	return serveAs(t, h, accept, ContentType)
+}
+
+// serveAs serves one request to h with the given Accept header ("" = none) and returns
+// the body; it fails unless the answer is 200 with content type ct.
+func serveAs(t testing.TB, h http.Handler, accept, ct string) string {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 	if accept != "" {
@@ -38,8 +52,8 @@ func serve(t testing.TB, h http.Handler, accept string) string {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", res.StatusCode, body)
 	}
-	if ct := res.Header.Get("Content-Type"); ct != "application/openmetrics-text; version=1.0.0; charset=utf-8" {
-		t.Fatalf("Content-Type %q", ct)
+	if got := res.Header.Get("Content-Type"); got != ct {
+		t.Fatalf("Accept %q: Content-Type %q, want %q", accept, got, ct)
 	}
 	return string(body)
 }
@@ -129,23 +143,36 @@ func TestScrapeFixedStatus(t *testing.T) {
 }
 
 // TestScrapeFormat checks the whole exposition, the go_* and process_* families
-// included: OpenMetrics whatever the Accept header asks for, one "# EOF" as the last
-// line, counters suffixed _total once, a HELP line before every TYPE line.
+// included, in both formats: OpenMetrics 1.0.0 to a scrape whose Accept header names it
+// (Prometheus' does), one "# EOF" as the last line, counter families named without
+// _total and their samples with it once; the Prometheus text format 0.0.4 to any other
+// request (curl, promtool), no "# EOF", counter families named with _total, Iggy's two
+// _total gauges untyped. Both: a HELP line with text before every TYPE line.
 func TestScrapeFormat(t *testing.T) {
 	h := Handler(fixture())
-	for _, accept := range []string{
-		"",
-		"text/plain;version=0.0.4",
-		"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited",
-		"application/openmetrics-text;version=0.0.1",
-		"*/*",
+	for _, c := range []struct {
+		accept string
+		om     bool
+	}{
+		{promAccept, true},
+		{"application/openmetrics-text;version=0.0.1", true},
+		{"application/openmetrics-text; version=1.0.0; charset=utf-8", true},
+		{"", false},
+		{"*/*", false},
+		{"text/plain;version=0.0.4", false},
+		{"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited", false},
+		{"application/openmetrics-text;q=0, text/plain", false},
 	} {
-		body := serve(t, h, accept)
-		if !strings.HasSuffix(body, "\n# EOF\n") || strings.Count(body, "# EOF") != 1 {
-			t.Errorf("Accept %q: the body does not end with one # EOF line: ...%s", accept, body[max(0, len(body)-80):])
+		ct := TextContentType
+		if c.om {
+			ct = ContentType
+		}
+		body := serveAs(t, h, c.accept, ct)
+		if eof := strings.HasSuffix(body, "\n# EOF\n") && strings.Count(body, "# EOF") == 1; eof != c.om {
+			t.Errorf("Accept %q: ends with one # EOF line %t, want %t: ...%s", c.accept, eof, c.om, body[max(0, len(body)-80):])
 		}
 		if strings.Contains(body, "_total_total") {
-			t.Errorf("Accept %q: a doubled _total suffix", accept)
+			t.Errorf("Accept %q: a doubled _total suffix", c.accept)
 		}
 		lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
 		families := 0
@@ -157,22 +184,44 @@ func TestScrapeFormat(t *testing.T) {
 			}
 			families++
 			if names[name] {
-				t.Errorf("Accept %q: family %s given twice", accept, name)
+				t.Errorf("Accept %q: family %s given twice", c.accept, name)
 			}
 			names[name] = true
 			if i == 0 || !strings.HasPrefix(lines[i-1], "# HELP "+name+" ") || len(lines[i-1]) <= len("# HELP "+name+" ") {
-				t.Errorf("Accept %q: family %s has no HELP text", accept, name)
+				t.Errorf("Accept %q: family %s has no HELP text", c.accept, name)
 			}
-			if kind == "counter" && (strings.HasSuffix(name, "_total") ||
-				!slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, name+"_total") })) {
-				t.Errorf("Accept %q: counter %s is not exposed as %s_total", accept, name, name)
+			switch {
+			case kind == "counter" && c.om && (strings.HasSuffix(name, "_total") ||
+				!slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, name+"_total") })):
+				t.Errorf("Accept %q: counter %s is not exposed as %s_total", c.accept, name, name)
+			case kind == "counter" && !c.om && !strings.HasSuffix(name, "_total"):
+				t.Errorf("Accept %q: counter family %s is not named with _total", c.accept, name)
+			case kind != "counter" && kind != "untyped" && !c.om && strings.HasSuffix(name, "_total"):
+				t.Errorf("Accept %q: %s %s is named as a counter", c.accept, kind, name)
+			}
+		}
+		for _, g := range []string{"iggy_connectors_sinks_total", "iggy_connectors_sources_total"} {
+			want := "# TYPE " + g + " untyped"
+			if c.om {
+				want = "# TYPE " + g + " gauge"
+			}
+			if !slices.Contains(lines, want) {
+				t.Errorf("Accept %q: no line %q", c.accept, want)
 			}
 		}
 		// 29 of ours; the Go and process collectors add theirs.
 		if families < 29+10 {
-			t.Errorf("Accept %q: %d families", accept, families)
+			t.Errorf("Accept %q: %d families", c.accept, families)
 		}
 	}
+}
+
+// TestPromtoolAcceptsTheScrape: Prometheus' own linter finds nothing to say about the
+// exposition a plain request gets (`curl …/metrics | promtool check metrics`). Before,
+// every counter family lacked HELP text in its eyes (OpenMetrics names the family
+// without _total) and Iggy's two _total gauges were refused.
+func TestPromtoolAcceptsTheScrape(t *testing.T) {
+	promtooltest.Check(t, []byte(serveAs(t, Handler(fixture()), "", TextContentType)))
 }
 
 // TestScrapeDuplicatePartition: a partition listed twice in a status (two tables over

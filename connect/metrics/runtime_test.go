@@ -16,6 +16,7 @@ import (
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/connectors"
 	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/internal/promtooltest"
 	"github.com/ferryio/ferry/server/servertest"
 )
 
@@ -81,7 +82,7 @@ schema = "text"
 // source → built-in null sink, runtimeMessages messages), waits until the source ended
 // its input and the sink stored its last offset, then scrapes Handler(rt): the message
 // counters equal the message count exactly, and the gauges show the stopped source, the
-// running sink and the disabled one.
+// running sink and the disabled one; promtool finds nothing to say about the text format.
 func TestScrapeRealRuntime(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := servertest.Start(t)
@@ -127,7 +128,7 @@ func TestScrapeRealRuntime(t *testing.T) {
 		return ok1 && ok2 && src.State == connect.StateStopped && src.Stats.Sent == runtimeMessages &&
 			sink.Stats.Committed == runtimeMessages
 	})
-	body := serve(t, Handler(rt), "text/plain")
+	body := serve(t, Handler(rt), "")
 	lines := strings.Split(body, "\n")
 	for _, line := range []string{
 		`iggy_connector_messages_produced_total{connector_key="gen",connector_type="source"} 5000`,
@@ -153,6 +154,8 @@ func TestScrapeRealRuntime(t *testing.T) {
 		`ferry_sink_offset_store_errors_total{connector_key="out"} 0`,
 		`ferry_sink_revoked_partitions_total{connector_key="out"} 0`,
 		`ferry_sink_stored_offset{connector_key="out",partition="0",stream="metrics",topic="events"} 4999`,
+		`ferry_sink_current_offset{connector_key="out",partition="0",stream="metrics",topic="events"} 4999`,
+		`ferry_sink_lag{connector_key="out",partition="0",stream="metrics",topic="events"} 0`,
 		`ferry_sink_uncommitted_messages{connector_key="out",partition="0",stream="metrics",topic="events"} 0`,
 		`ferry_sink_pending_messages{connector_key="out",partition="0",stream="metrics",topic="events"} 0`,
 	} {
@@ -179,6 +182,8 @@ func TestScrapeRealRuntime(t *testing.T) {
 	if !strings.HasSuffix(body, "\n# EOF\n") {
 		t.Error("no # EOF at the end")
 	}
+	// The same runtime scraped as curl does, linted by Prometheus' promtool.
+	promtooltest.Check(t, []byte(serveAs(t, Handler(rt), "", TextContentType)))
 }
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }

@@ -10,8 +10,8 @@ import (
 	"github.com/ferryio/ferry/connect"
 )
 
-// textEmitter writes the samples of one scrape as OpenMetrics text, one buffer per
-// family (a family's samples must be contiguous); write then puts the families in name
+// textEmitter writes the samples of one scrape as OpenMetrics or Prometheus text (the
+// samples are the same in both), one buffer per family (a family's samples must be contiguous); write then puts the families in name
 // order, each after its HELP and TYPE lines. Integer values are written as integers
 // (exact, as Iggy's runtime writes its counters and gauges), other values as
 // OpenMetrics floats. Not safe for concurrent use.
@@ -132,8 +132,14 @@ func appendBound(b []byte, v float64) []byte {
 	return b
 }
 
-// write appends every family with samples, in name order, to b.
-func (e *textEmitter) write(b []byte) []byte {
+// write appends every family with samples, in name order, to b: in OpenMetrics (om) or
+// in the Prometheus text format 0.0.4. They differ in the HELP and TYPE lines only: an
+// OpenMetrics counter family is named without its samples' _total suffix, a text-format
+// one with it; and Iggy's two gauges whose names end in _total (the configured
+// connectors) are untyped in the text format, where that suffix belongs to counters
+// (promtool check metrics refuses a gauge so named), and gauges in OpenMetrics, as Iggy's
+// runtime has them.
+func (e *textEmitter) write(b []byte, om bool) []byte {
 	for _, f := range familyOrder {
 		if len(e.bufs[f]) == 0 {
 			continue
@@ -141,11 +147,15 @@ func (e *textEmitter) write(b []byte) []byte {
 		fam := &families[f]
 		name := fam.name
 		typ := "gauge"
-		switch fam.kind {
-		case kindCounter:
+		switch {
+		case fam.kind == kindCounter && om:
 			name, typ = strings.TrimSuffix(name, "_total"), "counter"
-		case kindHistogram:
+		case fam.kind == kindCounter:
+			typ = "counter"
+		case fam.kind == kindHistogram:
 			typ = "histogram"
+		case !om && strings.HasSuffix(name, "_total"):
+			typ = "untyped"
 		}
 		b = append(b, "# HELP "...)
 		b = append(b, name...)

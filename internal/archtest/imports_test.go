@@ -33,6 +33,8 @@ var forbidden = map[string][]string{
 	"conformance": {"connect", "connectors", "sdk", "cmd"},
 	// A test helper for PostgreSQL knows pgx only.
 	"internal/pgtest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
+	// A test helper that runs promtool knows nothing of Ferry.
+	"internal/promtooltest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 }
 
 type pkg struct {

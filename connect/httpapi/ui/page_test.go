@@ -70,14 +70,16 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"last_error": lastError("consume: target unavailable"),
 			"restart":    map[string]any{"restarts": 2, "total": 3, "max_restarts": 5, "next_retry": time.Now().Add(30 * time.Second).UnixMicro(), "gave_up": false},
 			"stats":      sinkStats(0, 0, 0),
-			"partitions": []any{},
+			"partitions": []any{map[string]any{"stream": "qs", "topic": "events", "partition_id": 0, "state": "not_owned",
+				"polled": -1, "delivered": -1, "done": -1, "stored": -1, "current_offset": 1999, "lag": 2000,
+				"pending": 0, "uncommitted": 0, "paused": false}},
 		})
 	case "GET /sources/gen/status":
 		writeJSON(w, http.StatusOK, map[string]any{
 			"key": "gen", "kind": "source", "name": "generator", "id": 2, "status": "running",
 			"restart": map[string]any{"restarts": 0, "total": 1, "max_restarts": 0, "next_retry": nil, "gave_up": false},
 			"stats": map[string]any{"produced": 5000, "sent": 4990, "acked": 4990, "send_errors": 0, "failed_batches": 0,
-				"retries": 0, "state_errors": 0, "dead_lettered": 0, "skipped": 0},
+				"retries": 0, "state_errors": 0, "dead_lettered": 4, "skipped": 5, "decode_errors": 1},
 		})
 	case "POST /sinks/out/pause", "POST /sinks/out/resume":
 		f.posts = append(f.posts, route)
@@ -106,10 +108,16 @@ func lastError(msg string) map[string]any {
 	return map[string]any{"message": msg, "timestamp": time.Date(2026, 12, 1, 19, 0, 0, 0, time.UTC).UnixMicro()}
 }
 
+// sinkStats are a sink's stats; of the polled − delivered messages, 7 were dead-lettered
+// and 3 skipped (2 of those 10 failed decode) when polled > 0.
 func sinkStats(polled, delivered, committed int64) map[string]any {
+	var dead, skipped, decode int64
+	if polled > 0 {
+		dead, skipped, decode = 7, 3, 2
+	}
 	return map[string]any{"polled": polled, "delivered": delivered, "committed": committed, "consume_errors": 0,
-		"failed_batches": 0, "dead_lettered": 0, "skipped": 0, "stores": 3, "store_errors": 0, "stores_refused": 0,
-		"commits_accepted": 3, "commits_rejected": 0, "retries": 0, "filtered": 0}
+		"failed_batches": 0, "dead_lettered": dead, "skipped": skipped, "decode_errors": decode, "stores": 3, "store_errors": 0,
+		"stores_refused": 0, "commits_accepted": 3, "commits_rejected": 0, "retries": 0, "filtered": 0}
 }
 
 func partition(id int, state string, current, stored int64, paused bool) map[string]any {
@@ -164,7 +172,8 @@ func noJSErrors(t *testing.T, b *browsertest.Browser) {
 
 // TestPageRendersAndActs loads the page in a real browser against the fake API (mounted
 // under a path prefix, as behind a reverse proxy) and checks every rendered field of a
-// sink, its partitions and a source, then that Pause, Resume and Restart POST their
+// sink, its partitions (a sink in error's too) and a source, with the dead-lettered,
+// skipped and decode-error counts, then that Pause, Resume and Restart POST their
 // routes and the rows follow the new state, and that a refused action is reported.
 func TestPageRendersAndActs(t *testing.T) {
 	api := &fakeAPI{}
@@ -189,6 +198,17 @@ func TestPageRendersAndActs(t *testing.T) {
 		genRow + " > .produced":      "5,000",
 		genRow + " > .sent":          "4,990",
 		genRow + " > .restarts":      "0",
+		// Why fewer were delivered (sent) than polled (produced).
+		outRow + " > .dead-lettered":    "7",
+		outRow + " > .skipped":          "3",
+		outRow + " > .decode-errors":    "2",
+		brokenRow + " > .dead-lettered": "0",
+		genRow + " > .dead-lettered":    "4",
+		genRow + " > .skipped":          "5",
+		genRow + " > .decode-errors":    "1",
+		// A sink in error still shows its partitions' lag.
+		`tr[data-partitions-for="broken"] tr[data-partition="0"] > .lag`:         "2,000",
+		`tr[data-partitions-for="broken"] tr[data-partition="0"] > .state`:       "not_owned",
 		`tr[data-partitions-for="out"] tr[data-partition="0"] > .current-offset`: "1999",
 		`tr[data-partitions-for="out"] tr[data-partition="0"] > .stored`:         "1950",
 		`tr[data-partitions-for="out"] tr[data-partition="0"] > .lag`:            "49",

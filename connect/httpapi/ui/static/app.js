@@ -120,14 +120,15 @@
     sink: {
       table: "#sinks",
       columns: ["key", "name", "status", "paused", "rate num", "polled num", "delivered num",
-        "committed num", "restarts num", "next-retry", "last-error", "actions"],
+        "committed num", "dead-lettered num", "skipped num", "decode-errors num", "restarts num",
+        "next-retry", "last-error", "actions"],
       actions: ["pause", "resume", "restart"],
       counter: "delivered",
     },
     source: {
       table: "#sources",
-      columns: ["key", "name", "status", "rate num", "produced num", "sent num", "restarts num",
-        "next-retry", "last-error", "actions"],
+      columns: ["key", "name", "status", "rate num", "produced num", "sent num", "dead-lettered num",
+        "skipped num", "decode-errors num", "restarts num", "next-retry", "last-error", "actions"],
       actions: ["restart"],
       counter: "sent",
     },
@@ -224,7 +225,7 @@
       const td = document.createElement("td");
       td.colSpan = 9;
       td.className = "empty";
-      td.textContent = "No partitions assigned.";
+      td.textContent = "No partitions.";
       r.appendChild(td);
       rows.push(r);
     }
@@ -254,6 +255,10 @@
       setText(cell(tr, "produced"), fmtCount(stats.produced));
       setText(cell(tr, "sent"), fmtCount(stats.sent));
     }
+    // What was not delivered, and why: "polled 10, delivered 7" is explained here.
+    setText(cell(tr, "dead-lettered"), fmtCount(stats.dead_lettered));
+    setText(cell(tr, "skipped"), fmtCount(stats.skipped));
+    setText(cell(tr, "decode-errors"), fmtCount(stats.decode_errors));
     const restart = st && st.restart;
     const rc = cell(tr, "restarts");
     setText(rc, fmtRestarts(restart));
