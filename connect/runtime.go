@@ -138,8 +138,9 @@ func newRuntime(opts Options, be backend, stateDir string) *Runtime {
 // source creates its stream and topic, which a sink may consume), then sinks. A
 // connector that fails to start (unknown built-in, plugin not found, Open error, missing
 // stream or topic) is kept with status error and its last_error, and restarted by its
-// supervisor as its [restart] policy says; the others run. Start returns an error only
-// when called after Stop or twice. ctx bounds the first opening only.
+// supervisor as its [restart] policy says; the others run. Start first creates the state
+// directory ([EnsureStateDir]); it returns an error when that fails, or when called after
+// Stop or twice. ctx bounds the first opening only.
 func (r *Runtime) Start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -148,6 +149,9 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	if r.started {
 		return errors.New("connect: runtime already started")
+	}
+	if err := EnsureStateDir(r.stateDir); err != nil {
+		return err
 	}
 	r.started = true
 	for _, cfg := range r.conns.Sources {
@@ -212,7 +216,8 @@ func connectorFactory[F any](kind string, c *config.Common, builtin func(string)
 	}
 	path, err := config.ResolvePluginPath(c.Path, nil)
 	if err != nil {
-		return zero, err
+		// Upstream's prefix, which its users match on, before Ferry's detail.
+		return zero, fmt.Errorf("Failed to resolve plugin path: %w", err) //nolint:staticcheck // upstream's words
 	}
 	f, err := load(path)
 	if err != nil {

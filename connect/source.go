@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -107,12 +105,11 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 	if s.pipe, err = newSourcePipeline(s.stream.Schema, avro, chain); err != nil {
 		return fmt.Errorf("%w: stream %s: %w", errPermanent, s.stream.Stream, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(s.state.path), 0o700); err != nil {
-		return fmt.Errorf("state directory: %w", err)
-	}
 	state, err := s.state.load()
 	if err != nil {
-		return err
+		// The words upstream reports (its users match on them). Permanent: the path comes
+		// from the key, so only an operator creating the directory fixes it.
+		return fmt.Errorf("Failed to load source state: %w (%w)", err, errPermanent)
 	}
 	prod, err := s.prods.newProducer(ctx, producerConfig{Stream: s.stream.Stream, Topic: s.stream.Topic,
 		BatchLength: s.stream.BatchLength, Linger: s.stream.LingerTime})

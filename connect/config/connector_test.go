@@ -399,7 +399,7 @@ func TestResolvePluginPath(t *testing.T) {
 		}
 	}
 	_, err := ResolvePluginPath("plugins/libz", []string{"/d1", "/d2"})
-	if !errors.Is(err, ErrPluginNotFound) || err.Error() != `plugin library not found: plugins/libz.so (from path "plugins/libz") not found relative to the working directory, nor as libz.so in: /d1, /d2` {
+	if !errors.Is(err, ErrPluginNotFound) || err.Error() != `Plugin library not found: plugins/libz.so (from path "plugins/libz") not found relative to the working directory, nor as libz.so in: /d1, /d2` {
 		t.Fatalf("err = %v", err)
 	}
 	if _, err := ResolvePluginPath("/abs/libz.dylib", nil); !errors.Is(err, ErrPluginNotFound) {

@@ -10,7 +10,9 @@ import (
 )
 
 // ErrPluginNotFound is wrapped by [ResolvePluginPath] when no file matches a plugin path.
-var ErrPluginNotFound = errors.New("plugin library not found")
+// Its words are upstream's, capital letter included: tools written for Iggy's runtime look
+// for "Plugin library not found" in a connector's last_error.
+var ErrPluginNotFound = errors.New("Plugin library not found") //nolint:staticcheck // upstream's words, matched by its users
 
 // ErrNotSupported is wrapped by errors about configuration Ferry parses but cannot run yet
 // (connectors.config_type = "http").
