@@ -148,6 +148,9 @@ func (r *Runtime) Offsets(ctx context.Context, key string) ([]PartitionOffsets, 
 	if err != nil {
 		return nil, err
 	}
+	if cfg == nil {
+		return nil, fmt.Errorf("sink %s: %w", key, errInvalidConfig)
+	}
 	adm, ok := r.be.(offsetAdmin)
 	if !ok {
 		return nil, errNoAdmin
@@ -191,6 +194,9 @@ func (r *Runtime) SetOffsets(ctx context.Context, key string, changes []OffsetCh
 	sl, cfg, err := r.sinkConfig(key)
 	if err != nil {
 		return err
+	}
+	if cfg == nil {
+		return fmt.Errorf("sink %s: %w", key, errInvalidConfig)
 	}
 	if st := sl.status(); !sl.stoppedByUser() && !st.Restart.GaveUp {
 		return fmt.Errorf("%w: sink %s is %s (stop it first)", ErrNotStopped, key, st.State)

@@ -138,7 +138,9 @@ func newRuntime(opts Options, be backend, stateDir string) *Runtime {
 // source creates its stream and topic, which a sink may consume), then sinks. A
 // connector that fails to start (unknown built-in, plugin not found, Open error, missing
 // stream or topic) is kept with status error and its last_error, and restarted by its
-// supervisor as its [restart] policy says; the others run. Start first creates the state
+// supervisor as its [restart] policy says (not when a restart cannot fix it: see
+// [CheckSink]); the others run. So is every enabled connector of Connectors.Invalid,
+// with its file's error, never restarted automatically. Start first creates the state
 // directory ([EnsureStateDir]); it returns an error when that fails, or when called after
 // Stop or twice. ctx bounds the first opening only.
 func (r *Runtime) Start(ctx context.Context) error {
@@ -164,6 +166,15 @@ func (r *Runtime) Start(ctx context.Context) error {
 			r.slots = append(r.slots, r.newSlot(KindSink, cfg.Key, cfg, nil))
 		}
 	}
+	for _, inv := range r.conns.Invalid {
+		if !inv.Enabled {
+			r.log.Warn(string(inv.Type)+" disabled, and its config file does not load", "key", inv.Key, "error", inv.Err)
+			continue
+		}
+		sl := r.newSlot(string(inv.Type), inv.Key, nil, nil)
+		sl.invalid = inv.Err
+		r.slots = append(r.slots, sl)
+	}
 	for _, sl := range r.slots {
 		sl.launch(ctx)
 	}
@@ -177,7 +188,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 func (r *Runtime) slotList() []*slot { return slices.Clone(r.slots) }
 
 func (r *Runtime) startSink(ctx context.Context, cfg *config.Sink) *sinkRunner {
-	factory, err := connectorFactory("sink", &cfg.Common, r.builtins.Sink, r.builtins.SinkNames, r.loadSink)
+	factory, err := sinkFactory(r.builtins, r.loadSink, cfg)
 	if err != nil {
 		s := newSinkRunner(cfg, r.nextID.Add(1), nil, r.be, r.log)
 		s.failStart(err)
@@ -189,7 +200,7 @@ func (r *Runtime) startSink(ctx context.Context, cfg *config.Sink) *sinkRunner {
 }
 
 func (r *Runtime) startSource(ctx context.Context, cfg *config.Source) *sourceRunner {
-	factory, err := connectorFactory("source", &cfg.Common, r.builtins.Source, r.builtins.SourceNames, r.loadSrc)
+	factory, err := sourceFactory(r.builtins, r.loadSrc, cfg)
 	if err != nil {
 		s := newSourceRunner(cfg, r.nextID.Add(1), nil, r.be, r.stateDir, r.log)
 		s.failStart(err)

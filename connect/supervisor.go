@@ -36,6 +36,7 @@ type slot struct {
 	mu          sync.Mutex // guards the fields below
 	sinkCfg     *config.Sink
 	srcCfg      *config.Source
+	invalid     error     // the config file did not load (both configs nil): see invalidConnector
 	restarts    uint32    // automatic restarts in the current series of failures
 	total       uint64    // every restart
 	nextRetry   time.Time // zero unless an automatic restart is scheduled
@@ -70,21 +71,27 @@ func (r *Runtime) newSlot(kind, key string, sink *config.Sink, src *config.Sourc
 func (sl *slot) policy() config.RestartPolicy {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	if sl.sinkCfg != nil {
+	switch {
+	case sl.sinkCfg != nil:
 		return sl.sinkCfg.Restart
+	case sl.srcCfg != nil:
+		return sl.srcCfg.Restart
 	}
-	return sl.srcCfg.Restart
+	return config.RestartPolicy{} // an invalid config: never restarted automatically
 }
 
 // launch starts a new instance of the current config (its Open bounded by ctx).
 func (sl *slot) launch(ctx context.Context) {
 	sl.mu.Lock()
-	sink, src := sl.sinkCfg, sl.srcCfg
+	sink, src, invalid := sl.sinkCfg, sl.srcCfg, sl.invalid
 	sl.mu.Unlock()
 	var c connector
-	if sink != nil {
+	switch {
+	case invalid != nil:
+		c = newInvalidConnector(sl.kind, sl.key, invalid, sl.r.log)
+	case sink != nil:
 		c = sl.r.startSink(ctx, sink)
-	} else {
+	default:
 		c = sl.r.startSource(ctx, src)
 	}
 	sl.cur.Store(&instance{c: c, started: time.Now()})
@@ -252,7 +259,7 @@ func (sl *slot) reload() error {
 			return err
 		}
 		sl.mu.Lock()
-		sl.sinkCfg = cfg
+		sl.sinkCfg, sl.invalid = cfg, nil
 		sl.mu.Unlock()
 		return nil
 	}
@@ -261,7 +268,7 @@ func (sl *slot) reload() error {
 		return err
 	}
 	sl.mu.Lock()
-	sl.srcCfg = cfg
+	sl.srcCfg, sl.invalid = cfg, nil
 	sl.mu.Unlock()
 	return nil
 }

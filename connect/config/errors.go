@@ -35,7 +35,9 @@ func (e *Error) Error() string {
 		fmt.Fprintf(&b, ":%d", e.Line)
 	}
 	if e.Key != "" {
-		b.WriteString(": ")
+		if b.Len() > 0 {
+			b.WriteString(": ")
+		}
 		b.WriteString(e.Key)
 	}
 	if e.Env != "" {

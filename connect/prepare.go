@@ -1,0 +1,126 @@
+package connect
+
+// This file is what the Runtime checks of a connector before it opens it, exported as
+// CheckSink and CheckSource so that `ferry check` refuses exactly what a run refuses, with
+// the same words; and the connector that stands for a config that did not load.
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/sdk"
+)
+
+// permanentError marks err as one a restart cannot fix without changing its text (the
+// text is the connector's last_error, which `ferry check` prints as well).
+type permanentError struct{ error }
+
+func (e permanentError) Unwrap() error        { return e.error }
+func (e permanentError) Is(target error) bool { return target == errPermanent }
+
+// CheckSink returns the error with which a Runtime built with opts refuses to start sink
+// cfg before opening it, in the words of its last_error: an unknown built-in, a built-in's
+// plugin_config its spec refuses, a plugin library that is not found, does not load or lacks
+// a symbol, a sink_controlled sink whose library lacks the commit callback. It opens nothing
+// and connects to nothing (a native library is loaded, as at run). Opts' Builtins,
+// LoadSinkPlugin and LoadSourcePlugin are read; nil when the sink can be started.
+func CheckSink(opts Options, cfg *config.Sink) error {
+	_, err := sinkFactory(opts.builtins(), opts.LoadSinkPlugin, cfg)
+	return err
+}
+
+// CheckSource is [CheckSink] for a source.
+func CheckSource(opts Options, cfg *config.Source) error {
+	_, err := sourceFactory(opts.builtins(), opts.LoadSourcePlugin, cfg)
+	return err
+}
+
+func (o Options) builtins() *sdk.Registry {
+	if o.Builtins == nil {
+		return sdk.NewRegistry()
+	}
+	return o.Builtins
+}
+
+// commitChecker is a native sink instance that can say, before it is opened, whether it
+// can run sink_controlled (connect/plugin's Sink); its error is the one Open would return.
+type commitChecker interface {
+	CheckCommit(key string) error
+}
+
+// sinkFactory finds sink cfg's factory and checks what can be checked before an Open.
+func sinkFactory(reg *sdk.Registry, load SinkPluginLoader, cfg *config.Sink) (sdk.SinkFactory, error) {
+	f, err := connectorFactory("sink", &cfg.Common, reg.Sink, reg.SinkNames, load)
+	if err != nil {
+		return nil, err
+	}
+	if name, ok := cfg.Builtin(); ok {
+		spec, _ := reg.SinkSpec(name)
+		return f, checkPluginConfig(spec, &cfg.Common)
+	}
+	if cfg.OffsetCommit == config.CommitSinkControlled {
+		if cc, ok := f().(commitChecker); ok {
+			if err := cc.CheckCommit(cfg.Key); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return f, nil
+}
+
+// sourceFactory finds source cfg's factory and checks what can be checked before an Open.
+func sourceFactory(reg *sdk.Registry, load SourcePluginLoader, cfg *config.Source) (sdk.SourceFactory, error) {
+	f, err := connectorFactory("source", &cfg.Common, reg.Source, reg.SourceNames, load)
+	if err != nil {
+		return nil, err
+	}
+	if name, ok := cfg.Builtin(); ok {
+		spec, _ := reg.SourceSpec(name)
+		return f, checkPluginConfig(spec, &cfg.Common)
+	}
+	return f, nil
+}
+
+// checkPluginConfig validates a built-in connector's plugin_config against its spec, as its
+// Open would, naming the connector's file and every field. Permanent: the config does not
+// change until a restart re-reads it.
+func checkPluginConfig(spec sdk.ConfigSpec, c *config.Common) error {
+	errs := spec.Validate(c.PluginConfig)
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return permanentError{fmt.Errorf("%s: %s", c.File, strings.Join(msgs, "; "))}
+}
+
+// invalidConnector stands for a connector whose config file did not load
+// (config.Connectors.Invalid): status error with the file's error, never restarted; an
+// operator's restart re-reads the file.
+type invalidConnector struct {
+	runner
+	key string
+}
+
+func newInvalidConnector(kind, key string, err error, log *slog.Logger) *invalidConnector {
+	c := &invalidConnector{key: key}
+	c.init(kind, 0, log.With(kind, key))
+	c.failStart(permanentError{err})
+	return c
+}
+
+func (c *invalidConnector) statusOf() Status {
+	st, le := c.status.get()
+	return Status{Key: c.key, Kind: c.kind, State: st, LastError: le, Enabled: true}
+}
+
+// errInvalidConfig is returned by the operations that need a sink's config when its file did
+// not load.
+var errInvalidConfig = errors.New("its config file did not load")
+
+var _ connector = (*invalidConnector)(nil)
