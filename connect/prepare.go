@@ -7,7 +7,10 @@ package connect
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/ferryio/ferry/connect/config"
@@ -32,10 +35,34 @@ func CheckSink(opts Options, cfg *config.Sink) error {
 	return err
 }
 
-// CheckSource is [CheckSink] for a source.
+// CheckSource is [CheckSink] for a source, and checks its state file as its start loads it
+// (read only): a directory missing below the state directory fails it (the state directory
+// itself is created at start, so its absence is no error).
 func CheckSource(opts Options, cfg *config.Source) error {
-	_, err := sourceFactory(opts.builtins(), opts.LoadSourcePlugin, cfg)
-	return err
+	if _, err := sourceFactory(opts.builtins(), opts.LoadSourcePlugin, cfg); err != nil {
+		return err
+	}
+	dir := DefaultStateDir
+	if opts.Runtime != nil && opts.Runtime.State.Path != "" {
+		dir = opts.Runtime.State.Path
+	}
+	f := newStateFile(dir, cfg.Key)
+	if filepath.Dir(f.path) == filepath.Clean(dir) {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return nil // created at start
+		}
+	}
+	if _, err := f.load(); err != nil {
+		return stateLoadError(err)
+	}
+	return nil
+}
+
+// stateLoadError is a source's failure to load its state, in the words upstream reports
+// (its users match on "Failed to load source state"). Permanent: the state path comes from
+// the key, so only an operator (creating the directory) fixes it.
+func stateLoadError(err error) error {
+	return permanentError{fmt.Errorf("Failed to load source state: %w", err)} //nolint:staticcheck // upstream's words
 }
 
 func (o Options) builtins() *sdk.Registry {

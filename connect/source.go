@@ -107,9 +107,7 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 	}
 	state, err := s.state.load()
 	if err != nil {
-		// The words upstream reports (its users match on them). Permanent: the path comes
-		// from the key, so only an operator creating the directory fixes it.
-		return fmt.Errorf("Failed to load source state: %w (%w)", err, errPermanent)
+		return stateLoadError(err)
 	}
 	prod, err := s.prods.newProducer(ctx, producerConfig{Stream: s.stream.Stream, Topic: s.stream.Topic,
 		BatchLength: s.stream.BatchLength, Linger: s.stream.LingerTime})

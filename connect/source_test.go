@@ -365,7 +365,7 @@ func TestSourceStateDirMissingParent(t *testing.T) {
 	st := rt.Status()[1]
 	parent := filepath.Join(state, "source_random_invalid")
 	want := "Failed to load source state: Cannot open state file " + filepath.Join(parent, "state_missing_parent.state") +
-		": its directory " + parent + ": stat " + parent + ": no such file or directory (a restart cannot fix this)"
+		": its directory " + parent + ": stat " + parent + ": no such file or directory"
 	if st.Key != bad.Key || st.State != StateError || st.LastError == nil || st.LastError.Message != want {
 		t.Fatalf("bad source status = %+v (last_error %v), want error %q", st, st.LastError, want)
 	}
