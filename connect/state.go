@@ -44,8 +44,10 @@ func (f *stateFile) tmpPath() string { return f.path + ".tmp" }
 // Errors of [stateFile.load], with the words of upstream's runtime, which its users match
 // on ("Failed to load source state: Cannot open state file"); Ferry's detail follows.
 var (
-	errStateOpen = errors.New("Cannot open state file")
-	errStateRead = errors.New("Cannot read state file")
+	//lint:ignore ST1005 upstream's words, matched by its users
+	errStateOpen = errors.New("Cannot open state file") //nolint:staticcheck // upstream's words
+	//lint:ignore ST1005 upstream's words, matched by its users
+	errStateRead = errors.New("Cannot read state file") //nolint:staticcheck // upstream's words
 )
 
 // load returns the saved state: nil when the file is missing or empty. The runtime creates

@@ -12,7 +12,9 @@ import (
 // ErrPluginNotFound is wrapped by [ResolvePluginPath] when no file matches a plugin path.
 // Its words are upstream's, capital letter included: tools written for Iggy's runtime look
 // for "Plugin library not found" in a connector's last_error.
-var ErrPluginNotFound = errors.New("Plugin library not found") //nolint:staticcheck // upstream's words, matched by its users
+//
+//lint:ignore ST1005 upstream's words, matched by its users
+var ErrPluginNotFound = errors.New("Plugin library not found") //nolint:staticcheck // upstream's words
 
 // ErrNotSupported is wrapped by errors about configuration Ferry parses but cannot run yet
 // (connectors.config_type = "http").
