@@ -223,27 +223,27 @@ const defaultAPIURL = "http://127.0.0.1:8081"
 // else upstream's default. A config that does not load is an error only when named.
 func discoverURL(path string) (string, error) {
 	rc, err := config.ParseRuntime(path)
-	if err != nil {
-		if path == "" {
-			return defaultAPIURL, nil
-		}
+	if err != nil && path != "" {
 		return "", err
+	}
+	if err != nil { // none found: the defaults, as a run without one would have
+		rc = config.DefaultRuntime()
 	}
 	if u, err := readAPIURL(stateDir(rc)); err == nil {
 		return u, nil
 	}
 	host, port, err := net.SplitHostPort(rc.HTTP.Address)
-	if err != nil || port == "0" || port == "" {
-		return defaultAPIURL, nil
+	if err == nil && port != "0" && port != "" {
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			host = "127.0.0.1"
+		}
+		scheme := "http"
+		if rc.HTTP.TLS.Enabled {
+			scheme = "https"
+		}
+		return scheme + "://" + net.JoinHostPort(host, port), nil
 	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		host = "127.0.0.1"
-	}
-	scheme := "http"
-	if rc.HTTP.TLS.Enabled {
-		scheme = "https"
-	}
-	return scheme + "://" + net.JoinHostPort(host, port), nil
+	return defaultAPIURL, nil // no port to ask
 }
 
 func status(ctx context.Context, w io.Writer, f statusFlags, now func() time.Time) error {
