@@ -131,19 +131,20 @@ func checkPluginConfig(spec sdk.ConfigSpec, c *config.Common) error {
 // operator's restart re-reads the file.
 type invalidConnector struct {
 	runner
-	key string
+	inv *config.Invalid
 }
 
-func newInvalidConnector(kind, key string, err error, log *slog.Logger) *invalidConnector {
-	c := &invalidConnector{key: key}
-	c.init(kind, 0, log.With(kind, key))
-	c.failStart(permanentError{err})
+func newInvalidConnector(inv *config.Invalid, log *slog.Logger) *invalidConnector {
+	c := &invalidConnector{inv: inv}
+	c.init(string(inv.Type), 0, log.With(string(inv.Type), inv.Key))
+	c.failStart(permanentError{inv.Err})
 	return c
 }
 
 func (c *invalidConnector) statusOf() Status {
 	st, le := c.status.get()
-	return Status{Key: c.key, Kind: c.kind, State: st, LastError: le, Enabled: true}
+	return Status{Key: c.inv.Key, Kind: c.kind, Name: c.inv.Name, Path: c.inv.Path, Version: c.inv.Version,
+		State: st, LastError: le, Enabled: c.inv.Enabled, PluginVersion: "unknown"}
 }
 
 // errInvalidConfig is returned by the operations that need a sink's config when its file did

@@ -172,7 +172,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 			continue
 		}
 		sl := r.newSlot(string(inv.Type), inv.Key, nil, nil)
-		sl.invalid = inv.Err
+		sl.invalid = inv
 		r.slots = append(r.slots, sl)
 	}
 	for _, sl := range r.slots {

@@ -36,10 +36,10 @@ type slot struct {
 	mu          sync.Mutex // guards the fields below
 	sinkCfg     *config.Sink
 	srcCfg      *config.Source
-	invalid     error     // the config file did not load (both configs nil): see invalidConnector
-	restarts    uint32    // automatic restarts in the current series of failures
-	total       uint64    // every restart
-	nextRetry   time.Time // zero unless an automatic restart is scheduled
+	invalid     *config.Invalid // the config file did not load (both configs nil): see invalidConnector
+	restarts    uint32          // automatic restarts in the current series of failures
+	total       uint64          // every restart
+	nextRetry   time.Time       // zero unless an automatic restart is scheduled
 	gaveUp      bool
 	userStopped bool
 }
@@ -88,7 +88,7 @@ func (sl *slot) launch(ctx context.Context) {
 	var c connector
 	switch {
 	case invalid != nil:
-		c = newInvalidConnector(sl.kind, sl.key, invalid, sl.r.log)
+		c = newInvalidConnector(invalid, sl.r.log)
 	case sink != nil:
 		c = sl.r.startSink(ctx, sink)
 	default:

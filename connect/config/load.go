@@ -38,7 +38,9 @@ type Invalid struct {
 	Key     string
 	Version uint64
 	File    string
-	Enabled bool // false only when the file says enabled = false
+	Enabled bool   // false only when the file says enabled = false
+	Name    string // name and path as the file gives them, "" when not strings
+	Path    string
 	Err     error
 }
 
@@ -190,7 +192,8 @@ func scanDir(files, env []string) (*dirConfigs, error) {
 		}
 		if err != nil {
 			if d.invalid[id] == nil {
-				d.invalid[id] = &Invalid{Type: h.Type, Key: h.Key, Version: h.Version, File: f, Enabled: h.Enabled, Err: err}
+				d.invalid[id] = &Invalid{Type: h.Type, Key: h.Key, Version: h.Version, File: f, Enabled: h.Enabled,
+					Name: h.Name, Path: h.Path, Err: err}
 			}
 			c = nil
 		}

@@ -108,7 +108,9 @@ type header struct {
 	Type    ConnectorType
 	Key     string
 	Version uint64
-	Enabled bool // false only when the file says enabled = false
+	Enabled bool   // false only when the file says enabled = false
+	Name    string // name and path when they are strings (for a connector that does not load)
+	Path    string
 }
 
 // readHeader reads type, key and version of a connector file.
@@ -122,7 +124,9 @@ func readHeader(file string, data []byte) (header, *docIndex, error) {
 		Type    *string `toml:"type"`
 		Key     *string `toml:"key"`
 		Version *uint64 `toml:"version"`
-		Enabled any     `toml:"enabled"` // its type is checked with the rest of the file
+		Enabled any     `toml:"enabled"` // their types are checked with the rest of the file
+		Name    any     `toml:"name"`
+		Path    any     `toml:"path"`
 	}
 	if err := toml.Unmarshal(data, &h); err != nil {
 		return header{}, nil, tomlError(file, idx, err)
@@ -137,6 +141,8 @@ func readHeader(file string, data []byte) (header, *docIndex, error) {
 		return header{}, nil, loc.errorf("key", nil, "required")
 	}
 	out := header{Type: ConnectorType(*h.Type), Key: *h.Key, Enabled: h.Enabled != false}
+	out.Name, _ = h.Name.(string)
+	out.Path, _ = h.Path.(string)
 	if h.Version != nil {
 		out.Version = *h.Version
 	}

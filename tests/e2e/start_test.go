@@ -170,6 +170,8 @@ func TestRunIsolatesConnectorErrors(t *testing.T) {
 	waitFor(t, 30*time.Second, "100 messages through the healthy sink", func() bool { return countLines(out) >= 100 })
 	type info struct {
 		Key       string `json:"key"`
+		Name      string `json:"name"`
+		Path      string `json:"path"`
 		Status    string `json:"status"`
 		LastError *struct {
 			Message string `json:"message"`
@@ -201,6 +203,9 @@ func TestRunIsolatesConnectorErrors(t *testing.T) {
 			t.Fatalf("%s: last_error %+v, want %q", c.in.Key, c.in.LastError, c.want)
 		}
 	}
+	if in := sinks["stdout_invalid"]; in.Name != "file out" || in.Path != "builtin:file" {
+		t.Fatalf("stdout_invalid: name %q path %q, want the file's (as upstream lists a failed connector)", in.Name, in.Path)
+	}
 	for _, c := range []info{sinks["out"], sources["gen"]} {
 		if c.Status != "running" || c.LastError != nil {
 			t.Fatalf("%s: %+v, want running without last_error", c.Key, c)
@@ -231,4 +236,65 @@ func TestRunIsolatesConnectorErrors(t *testing.T) {
 	if code := p.exitCode(); code != 1 || !strings.Contains(p.out.String(), "connectors in error: ") {
 		t.Fatalf("exit code %d, want 1 naming the connectors in error", code)
 	}
+}
+
+// runAndCheck runs `ferry check` and `ferry run --embedded` on cfg and returns their outputs;
+// both must exit 1 (run within 60 s).
+func runAndCheck(t *testing.T, dir, cfg string, env []string) (checkOut, runOut string) {
+	t.Helper()
+	cmd := exec.Command(ferryBin, "check", "--config", cfg)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("check: %v, want exit 1\n%s", err, out)
+	}
+	p := startFerry(t, "run", dir, env, "run", "--config", cfg, "--embedded", "--progress", "0", "--status=false")
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("run did not exit within 60s")
+	}
+	if code := p.exitCode(); code != 1 {
+		t.Fatalf("run: exit code %d, want 1", code)
+	}
+	return string(out), p.out.String()
+}
+
+// TestCheckAndRunAgree: the two disagreements seen by users. An API address off loopback
+// without an api_key passed check and failed run: now both refuse it with the same line,
+// and run has created nothing. An unknown plugin_config field failed check while run
+// restarted the sink for ever: now run gives that sink up at once with check's words and
+// exits 1.
+func TestCheckAndRunAgree(t *testing.T) {
+	t.Run("API off loopback", func(t *testing.T) {
+		dir := t.TempDir()
+		conns := filepath.Join(dir, "connectors")
+		writeFile(t, filepath.Join(conns, "source.toml"), randomSource("s", "t", 10, 0, 10))
+		cfg := runtimeConfig(t, dir, conns)
+		env := []string{"IGGY_CONNECTORS_HTTP_ENABLED=true", "IGGY_CONNECTORS_HTTP_ADDRESS=0.0.0.0:0"}
+		checkOut, runOut := runAndCheck(t, dir, cfg, env)
+		want := `ferry: httpapi: http.address "0.0.0.0:0" is not a loopback address and http.api_key is empty: set an api_key, or listen on 127.0.0.1, ::1 or localhost` + "\n"
+		if checkOut != want || !strings.HasSuffix(runOut, want) {
+			t.Fatalf("check said %q\nrun said %q\nwant both %q", checkOut, runOut, want)
+		}
+		for _, never := range []string{"state", "data"} {
+			if _, err := os.Stat(filepath.Join(dir, never)); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("run created %s before refusing: %v", never, err)
+			}
+		}
+	})
+	t.Run("unknown plugin_config field", func(t *testing.T) {
+		dir := t.TempDir()
+		conns := filepath.Join(dir, "connectors")
+		sink := filepath.Join(conns, "sink.toml")
+		writeFile(t, sink, fileSink("s", "t", "after_consuming", filepath.Join(dir, "out.jsonl"), 10, 10)+"flush_intervall = \"1s\"\n")
+		checkOut, runOut := runAndCheck(t, dir, runtimeConfig(t, dir, conns), nil)
+		msg := sink + ": plugin_config.flush_intervall: unknown field (known: path, flush_interval, fsync_each_batch)"
+		if !strings.Contains(checkOut, "ERROR: "+msg+"\n") {
+			t.Fatalf("check output lacks %q:\n%s", msg, checkOut)
+		}
+		if !strings.HasSuffix(runOut, "ferry: connectors in error: sink out: "+msg+"\n") || strings.Contains(runOut, "restarting") {
+			t.Fatalf("run output: want the sink given up at once with %q:\n%s", msg, runOut)
+		}
+	})
 }
