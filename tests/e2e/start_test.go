@@ -219,6 +219,7 @@ func TestRunIsolatesConnectorErrors(t *testing.T) {
 		`ferry_connector_status{connector_key="stdout_invalid",connector_type="sink",status="error"} 1`,
 		`ferry_connector_status{connector_key="random_invalid/state_missing_parent",connector_type="source",status="error"} 1`,
 		`ferry_connector_status{connector_key="out",connector_type="sink",status="running"} 1`,
+		"iggy_connectors_sinks_total 3\n", "iggy_connectors_sinks_running 1\n", "iggy_connectors_sources_total 2\n",
 	} {
 		if !strings.Contains(string(metrics), want) {
 			t.Fatalf("metrics lack %s:\n%s", want, metrics)
