@@ -142,19 +142,6 @@ func clientOptions(c config.Iggy, log *slog.Logger) ([]iggy.Opt, error) {
 	return opts, nil
 }
 
-// embeddedServer starts the embedded server of [embeddedConfig].
-func embeddedServer(ctx context.Context, rc *config.Runtime, dataDir string, initDir bool, log *slog.Logger) (*server.Server, error) {
-	cfg, err := embeddedConfig(rc, dataDir, initDir, log)
-	if err != nil {
-		return nil, err
-	}
-	srv, err := server.Start(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("embedded server: %w", err)
-	}
-	return srv, nil
-}
-
 // applyEmbeddedLimits copies the [embedded] connection limits into cfg (0 or ""
 // keeps the server's default).
 func applyEmbeddedLimits(e config.Embedded, cfg *server.Config) error {
