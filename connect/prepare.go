@@ -17,8 +17,8 @@ import (
 	"github.com/ferryio/ferry/sdk"
 )
 
-// permanentError marks err as one a restart cannot fix without changing its text (the
-// text is the connector's last_error, which `ferry check` prints as well).
+// permanentError marks an error, without changing its text, as one a restart cannot fix
+// (the text is the connector's last_error, which `ferry check` prints as well).
 type permanentError struct{ error }
 
 func (e permanentError) Unwrap() error        { return e.error }
@@ -28,16 +28,17 @@ func (e permanentError) Is(target error) bool { return target == errPermanent }
 // cfg before opening it, in the words of its last_error: an unknown built-in, a built-in's
 // plugin_config its spec refuses, a plugin library that is not found, does not load or lacks
 // a symbol, a sink_controlled sink whose library lacks the commit callback. It opens nothing
-// and connects to nothing (a native library is loaded, as at run). Opts' Builtins,
-// LoadSinkPlugin and LoadSourcePlugin are read; nil when the sink can be started.
+// and connects to nothing (a native library is loaded, as at run). Only opts.Builtins and
+// opts.LoadSinkPlugin are read. Nil when the sink can be started.
 func CheckSink(opts Options, cfg *config.Sink) error {
 	_, err := sinkFactory(opts.builtins(), opts.LoadSinkPlugin, cfg)
 	return err
 }
 
-// CheckSource is [CheckSink] for a source, and checks its state file as its start loads it
-// (read only): a directory missing below the state directory fails it (the state directory
-// itself is created at start, so its absence is no error).
+// CheckSource is [CheckSink] for a source (opts.Builtins, opts.LoadSourcePlugin), and
+// reads its state file as its start does (opts.Runtime's state.path): a directory missing
+// below the state directory fails it; the state directory itself is created at start, so
+// its absence is no error. Nothing is created.
 func CheckSource(opts Options, cfg *config.Source) error {
 	if _, err := sourceFactory(opts.builtins(), opts.LoadSourcePlugin, cfg); err != nil {
 		return err
