@@ -158,6 +158,9 @@ func (r *Runtime) Offsets(ctx context.Context, key string) ([]PartitionOffsets, 
 	if err != nil {
 		return nil, err
 	}
+	if cfg == nil {
+		return nil, fmt.Errorf("sink %s: %w", key, errInvalidConfig)
+	}
 	parts, err := r.sinkPartitions(ctx, cfg, sl.status().Partitions)
 	if err != nil {
 		return nil, fmt.Errorf("sink %s: %w", key, err)
@@ -182,6 +185,9 @@ func (r *Runtime) SetOffsets(ctx context.Context, key string, changes []OffsetCh
 	sl, cfg, err := r.sinkConfig(key)
 	if err != nil {
 		return err
+	}
+	if cfg == nil {
+		return fmt.Errorf("sink %s: %w", key, errInvalidConfig)
 	}
 	if st := sl.status(); !sl.stoppedByUser() && !st.Restart.GaveUp {
 		return fmt.Errorf("%w: sink %s is %s (stop it first)", ErrNotStopped, key, st.State)
@@ -264,5 +270,13 @@ func (r *Runtime) Failed() <-chan struct{} { return r.failed }
 
 // Configured counts every connector configuration, disabled ones included.
 func (r *Runtime) Configured() (sinks, sources int) {
-	return len(r.conns.Sinks), len(r.conns.Sources)
+	sinks, sources = len(r.conns.Sinks), len(r.conns.Sources)
+	for _, inv := range r.conns.Invalid { // configured too, though their files did not load
+		if inv.Type == config.TypeSink {
+			sinks++
+		} else {
+			sources++
+		}
+	}
+	return sinks, sources
 }

@@ -149,8 +149,11 @@ func newRuntime(opts Options, be backend, stateDir string) *Runtime {
 // source creates its stream and topic, which a sink may consume), then sinks. A
 // connector that fails to start (unknown built-in, plugin not found, Open error, missing
 // stream or topic) is kept with status error and its last_error, and restarted by its
-// supervisor as its [restart] policy says; the others run. Start returns an error only
-// when called after Stop or twice. ctx bounds the first opening only.
+// supervisor as its [restart] policy says (not when a restart cannot fix it: see
+// [CheckSink]); the others run. So is every enabled connector of Connectors.Invalid,
+// with its file's error, never restarted automatically. Start first creates the state
+// directory ([EnsureStateDir]); it returns an error when that fails, or when called after
+// Stop or twice. ctx bounds the first opening only.
 func (r *Runtime) Start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -159,6 +162,9 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	if r.started {
 		return errors.New("connect: runtime already started")
+	}
+	if err := EnsureStateDir(r.stateDir); err != nil {
+		return err
 	}
 	r.started = true
 	for _, cfg := range r.conns.Sources {
@@ -170,6 +176,15 @@ func (r *Runtime) Start(ctx context.Context) error {
 		if cfg.Enabled {
 			r.slots = append(r.slots, r.newSlot(KindSink, cfg.Key, cfg, nil))
 		}
+	}
+	for _, inv := range r.conns.Invalid {
+		if !inv.Enabled {
+			r.log.Warn(string(inv.Type)+" disabled, and its config file does not load", "key", inv.Key, "error", inv.Err)
+			continue
+		}
+		sl := r.newSlot(string(inv.Type), inv.Key, nil, nil)
+		sl.invalid = inv
+		r.slots = append(r.slots, sl)
 	}
 	for _, sl := range r.slots {
 		sl.launch(ctx, nil)
@@ -185,7 +200,7 @@ func (r *Runtime) slotList() []*slot { return slices.Clone(r.slots) }
 
 // startSink starts an instance of a sink, counting into the slot's counters.
 func (r *Runtime) startSink(ctx context.Context, cfg *config.Sink, counters *Counters) *sinkRunner {
-	factory, err := connectorFactory("sink", &cfg.Common, r.builtins.Sink, r.builtins.SinkNames, r.loadSink, r.pluginDirs)
+	factory, err := sinkFactory(r.builtins, r.loadSink, cfg, r.pluginDirs)
 	if err != nil {
 		s := newSinkRunner(cfg, r.nextID.Add(1), nil, r.be, counters, r.log)
 		s.failStart(err)
@@ -198,7 +213,7 @@ func (r *Runtime) startSink(ctx context.Context, cfg *config.Sink, counters *Cou
 
 // startSource starts an instance of a source, counting into the slot's counters.
 func (r *Runtime) startSource(ctx context.Context, cfg *config.Source, counters *sourceCounters) *sourceRunner {
-	factory, err := connectorFactory("source", &cfg.Common, r.builtins.Source, r.builtins.SourceNames, r.loadSrc, r.pluginDirs)
+	factory, err := sourceFactory(r.builtins, r.loadSrc, cfg, r.pluginDirs)
 	if err != nil {
 		s := newSourceRunner(cfg, r.nextID.Add(1), nil, r.be, r.stateDir, counters, r.log)
 		s.failStart(err)
@@ -226,7 +241,8 @@ func connectorFactory[F any](kind string, c *config.Common, builtin func(string)
 	}
 	path, err := config.LoadablePluginPath(c.Path, dirs)
 	if err != nil {
-		return zero, err
+		// Upstream's prefix, which its users match on, before Ferry's detail.
+		return zero, fmt.Errorf("Failed to resolve plugin path: %w", err) //nolint:staticcheck // upstream's words
 	}
 	f, err := load(path)
 	if err != nil {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -117,12 +115,9 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 	if s.pipe, err = newSourcePipeline(s.stream.Schema, avro, chain); err != nil {
 		return fmt.Errorf("%w: stream %s: %w", errPermanent, s.stream.Stream, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(s.state.path), 0o700); err != nil {
-		return fmt.Errorf("state directory: %w", err)
-	}
 	state, err := s.state.load()
 	if err != nil {
-		return err
+		return stateLoadError(err)
 	}
 	prod, err := s.prods.newProducer(ctx, producerConfig{Stream: s.stream.Stream, Topic: s.stream.Topic,
 		BatchLength: s.stream.BatchLength, Linger: s.stream.LingerTime})

@@ -6,6 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
@@ -340,6 +343,71 @@ func TestSourceStartFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantSeq(t, be.snapshot(), 0, 8)
+}
+
+// TestSourceStateDirMissingParent: the runtime creates its state directory, but not a
+// directory below it: a key with a '/' names source_<a>/<b>.state, whose directory is
+// missing. That source fails with upstream's words, is not restarted, and creates nothing;
+// its sibling runs to the end of its input.
+func TestSourceStateDirMissingParent(t *testing.T) {
+	fastSourceBackoff(t)
+	state := filepath.Join(t.TempDir(), "state", "deeper") // missing: Start creates it
+	bad := sourceCfg("random_invalid/state_missing_parent")
+	good := sourceCfg("good")
+	src := &seqSource{t: t, batchSize: 5, total: 10, schema: sdk.SchemaText}
+	reg := sdk.NewRegistry().AddSource("seq", func() sdk.Source { return src })
+	be := &memSource{}
+	rt := newRuntime(Options{Connectors: &config.Connectors{Sources: []*config.Source{bad, good}}, Builtins: reg, Logger: quietLog}, be, state)
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := rt.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	waitFor(t, "the good source at the end of its input", func() bool { return rt.Status()[0].State == StateStopped })
+	waitFor(t, "the bad source given up", func() bool { return rt.Status()[1].Restart.GaveUp })
+	st := rt.Status()[1]
+	parent := filepath.Join(state, "source_random_invalid")
+	want := "Failed to load source state: Cannot open state file " + filepath.Join(parent, "state_missing_parent.state") +
+		": its directory " + parent + ": stat " + parent + ": no such file or directory"
+	if st.Key != bad.Key || st.State != StateError || st.LastError == nil || st.LastError.Message != want {
+		t.Fatalf("bad source status = %+v (last_error %v), want error %q", st, st.LastError, want)
+	}
+	if _, err := os.Stat(parent); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s: %v; want it still missing", parent, err)
+	}
+	if fi, err := os.Stat(state); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("state dir: %v, %v; want created with mode 0700", fi, err)
+	}
+	wantSeq(t, be.snapshot(), 0, 10)
+}
+
+// TestMissingPluginWording: a native plugin that is not there fails its connector with
+// upstream's words first ("Failed to resolve plugin path: Plugin library not found", which
+// tools written for Iggy's runtime match on), then the path Ferry looked at.
+func TestMissingPluginWording(t *testing.T) {
+	cfg := sourceCfg("missing")
+	cfg.Path = filepath.Join(t.TempDir(), "libnothing")
+	load := func(string) (sdk.SourceFactory, error) {
+		t.Error("the loader was called for a missing file")
+		return nil, nil
+	}
+	rt := newRuntime(Options{Connectors: &config.Connectors{Sources: []*config.Source{cfg}}, LoadSourcePlugin: load, Logger: quietLog}, &memSource{}, t.TempDir())
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := rt.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	st := rt.Status()[0]
+	want := "Failed to resolve plugin path: Plugin library not found: " + cfg.Path + ".so does not exist"
+	if st.State != StateError || st.LastError == nil || st.LastError.Message != want {
+		t.Fatalf("status = %+v (last_error %v), want error %q", st, st.LastError, want)
+	}
 }
 
 func sdkSchema(s string) sdk.Schema { return sdk.Schema(s) }

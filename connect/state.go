@@ -29,20 +29,42 @@ func newStateFile(dir, key string) *stateFile {
 	return &stateFile{path: stateFileName(dir, key)}
 }
 
+// EnsureStateDir creates the runtime's state directory (state.path) and its parents when
+// missing, owner-only (source states may hold cursors or tokens), as upstream creates it at
+// start. Directories below it are never created: see [stateFile.load].
+func EnsureStateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create state.path: %w", err)
+	}
+	return nil
+}
+
 func (f *stateFile) tmpPath() string { return f.path + ".tmp" }
 
-// load returns the saved state: nil when the file is missing or empty. A missing directory
-// is an error (the runtime creates it at start), as upstream.
+// Errors of [stateFile.load], with the words of upstream's runtime, which its users match
+// on ("Failed to load source state: Cannot open state file"); Ferry's detail follows.
+var (
+	//lint:ignore ST1005 upstream's words, matched by its users
+	errStateOpen = errors.New("Cannot open state file") //nolint:staticcheck // upstream's words
+	//lint:ignore ST1005 upstream's words, matched by its users
+	errStateRead = errors.New("Cannot read state file") //nolint:staticcheck // upstream's words
+)
+
+// load returns the saved state: nil when the file is missing or empty. The runtime creates
+// the state directory itself at start (Runtime.Start); a directory missing below it (a key
+// such as "a/b" names the file source_a/b.state) is a mistake in the config, not a fresh
+// start, so it is an error wrapping errStateOpen, as upstream.
 func (f *stateFile) load() ([]byte, error) {
-	if _, err := os.Stat(filepath.Dir(f.path)); err != nil {
-		return nil, fmt.Errorf("state directory: %w", err)
-	}
 	b, err := os.ReadFile(f.path)
 	if errors.Is(err, fs.ErrNotExist) {
+		dir := filepath.Dir(f.path)
+		if _, serr := os.Stat(dir); serr != nil {
+			return nil, fmt.Errorf("%w %s: its directory %s: %w", errStateOpen, f.path, dir, serr)
+		}
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read state %s: %w", f.path, err)
+		return nil, fmt.Errorf("%w %s: %w", errStateRead, f.path, err)
 	}
 	if len(b) == 0 {
 		return nil, nil

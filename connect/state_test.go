@@ -64,8 +64,11 @@ func TestStateFileEmptyAndMissingDir(t *testing.T) {
 		t.Fatalf("empty file: load = %q, %v; want nil, nil", b, err)
 	}
 	missing := newStateFile(filepath.Join(dir, "nope"), "k")
-	if _, err := missing.load(); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("missing directory: err = %v, want fs.ErrNotExist", err)
+	nope := filepath.Join(dir, "nope")
+	_, err := missing.load()
+	if want := "Cannot open state file " + filepath.Join(nope, "source_k.state") + ": its directory " + nope +
+		": stat " + nope + ": no such file or directory"; !errors.Is(err, errStateOpen) || !errors.Is(err, fs.ErrNotExist) || err.Error() != want {
+		t.Fatalf("missing directory: err = %v, want %q wrapping errStateOpen and fs.ErrNotExist", err, want)
 	}
 	if err := missing.save([]byte("x")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("save into a missing directory: err = %v, want fs.ErrNotExist", err)

@@ -42,9 +42,10 @@ type slot struct {
 	mu          sync.Mutex // guards the fields below
 	sinkCfg     *config.Sink
 	srcCfg      *config.Source
-	restarts    uint32    // automatic restarts in the current series of failures
-	total       uint64    // every restart
-	nextRetry   time.Time // zero unless an automatic restart is scheduled
+	invalid     *config.Invalid // the config file did not load (both configs nil): see invalidConnector
+	restarts    uint32          // automatic restarts in the current series of failures
+	total       uint64          // every restart
+	nextRetry   time.Time       // zero unless an automatic restart is scheduled
 	gaveUp      bool
 	userStopped bool
 	waitPlugin  bool // launch waits for the previous instance's plugin call (awaitPlugin)
@@ -83,10 +84,13 @@ func (r *Runtime) newSlot(kind, key string, sink *config.Sink, src *config.Sourc
 func (sl *slot) policy() config.RestartPolicy {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	if sl.sinkCfg != nil {
+	switch {
+	case sl.sinkCfg != nil:
 		return sl.sinkCfg.Restart
+	case sl.srcCfg != nil:
+		return sl.srcCfg.Restart
 	}
-	return sl.srcCfg.Restart
+	return config.RestartPolicy{} // an invalid config: never restarted automatically
 }
 
 // launch starts a new instance of the current config (its Open bounded by ctx), once no
@@ -109,13 +113,16 @@ func (sl *slot) launch(ctx context.Context, reply chan<- error) {
 		defer func() { reply <- nil }()
 	}
 	sl.mu.Lock()
-	sink, src := sl.sinkCfg, sl.srcCfg
+	sink, src, invalid := sl.sinkCfg, sl.srcCfg, sl.invalid
 	sl.mu.Unlock()
 	var c connector
-	if sink != nil {
+	switch {
+	case invalid != nil:
+		c = newInvalidConnector(invalid, sl.r.log)
+	case sink != nil:
 		sl.r.lag.forgetSink(sink)
 		c = sl.r.startSink(ctx, sink, sl.sinkCounters)
-	} else {
+	default:
 		c = sl.r.startSource(ctx, src, sl.srcCounters)
 	}
 	sl.cur.Store(&instance{c: c, started: time.Now()})
@@ -300,7 +307,7 @@ func (sl *slot) reload() error {
 			return err
 		}
 		sl.mu.Lock()
-		sl.sinkCfg = cfg
+		sl.sinkCfg, sl.invalid = cfg, nil
 		sl.mu.Unlock()
 		return nil
 	}
@@ -309,7 +316,7 @@ func (sl *slot) reload() error {
 		return err
 	}
 	sl.mu.Lock()
-	sl.srcCfg = cfg
+	sl.srcCfg, sl.invalid = cfg, nil
 	sl.mu.Unlock()
 	return nil
 }

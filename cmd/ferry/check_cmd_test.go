@@ -41,7 +41,7 @@ func TestCheckRefusesPluginOutsideDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	err = check(&out, cfg)
+	err = check(&out, startOptions{config: cfg})
 	exe, _ := os.Executable()
 	want := `ERROR: plugin library not in an allowed directory: plugin path "` + lib + `" is ` + lib +
 		`, outside the plugin directories (` + conns + `, ` + filepath.Dir(exe) + `)`
@@ -57,7 +57,7 @@ func TestCheckRefusesPluginOutsideDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	err = check(&out, cfg)
+	err = check(&out, startOptions{config: cfg})
 	if err == nil || strings.Contains(out.String(), "not in an allowed directory") || !strings.Contains(out.String(), "iggy_sink_open") {
 		t.Fatalf("check with the directory listed: %v, output:\n%s", err, out.String())
 	}

@@ -44,7 +44,11 @@ func TestEmbeddedDefaultCredentialsOffLoopback(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv, err := embeddedServer(context.Background(), rc, filepath.Join(dir, "data", strings.Repeat("x", i+1)), false, log)
+			cfg, err := embeddedConfig(rc, filepath.Join(dir, "data", strings.Repeat("x", i+1)), false, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, err := server.Start(context.Background(), cfg)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("start: %v", err)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/httpapi"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/internal/syncbuf"
 	"github.com/ferryio/ferry/server/servertest"
@@ -45,7 +48,12 @@ func TestStartAPI(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	rc := config.DefaultRuntime()
 	rc.HTTP.Address = "127.0.0.1:0"
-	_, stop, err := startAPI(context.Background(), rc, rt, nil, "0.5.0", nil, log)
+	ln, err := listenAPI(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	url, stop, err := serveAPI(context.Background(), rc, ln, state, rt, nil, "0.5.0", nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +61,10 @@ func TestStartAPI(t *testing.T) {
 	if m == nil {
 		stop()
 		t.Fatalf("no start line with the address in %q", logs.String())
+	}
+	if got, err := readAPIURL(state); err != nil || got != url || url != "http://"+m[1] || strings.HasSuffix(m[1], ":0") {
+		stop()
+		t.Fatalf("http.url holds %q, %v; want %q, the bound address %s", got, err, url, m[1])
 	}
 	c := &http.Client{Transport: &http.Transport{}}
 	resp, err := c.Get("http://" + m[1] + "/stats")
@@ -71,6 +83,9 @@ func TestStartAPI(t *testing.T) {
 		resp.Body.Close()
 		t.Error("API still answers after stop")
 	}
+	if _, err := readAPIURL(state); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("http.url after stop: %v; want it removed", err)
+	}
 }
 
 func TestStartAPIDisabledAndRefused(t *testing.T) {
@@ -79,13 +94,17 @@ func TestStartAPIDisabledAndRefused(t *testing.T) {
 	rc := config.DefaultRuntime()
 	rc.HTTP.Enabled = false
 	rc.HTTP.Address = "0.0.0.0:1" // not even checked when disabled
-	_, stop, err := startAPI(context.Background(), rc, rt, nil, "", nil, log)
+	ln, err := listenAPI(rc)
+	if err != nil || ln != nil {
+		t.Fatalf("disabled: %v, %v", ln, err)
+	}
+	_, stop, err := serveAPI(context.Background(), rc, nil, t.TempDir(), rt, nil, "", nil, log)
 	if err != nil || stop == nil {
 		t.Fatalf("disabled: %v", err)
 	}
 	stop()
 	rc.HTTP.Enabled = true
-	if _, _, err := startAPI(context.Background(), rc, rt, nil, "", nil, log); err == nil || !strings.Contains(err.Error(), "http.address") {
+	if err := httpapi.Validate(rc.HTTP); err == nil || !strings.Contains(err.Error(), "http.address") {
 		t.Fatalf("non-loopback without api_key: %v", err)
 	}
 }

@@ -77,10 +77,15 @@ FERRY_DATA, FERRY_PROGRESS, FERRY_PARTITIONS, FERRY_LOG_LEVEL).`,
 }
 
 func runRuntime(ctx context.Context, f runFlags) (err error) {
-	rc, conns, err := loadConfig(f.config, true)
+	if f.partitions == 0 {
+		return errors.New("--partitions must be at least 1")
+	}
+	plan, err := prepareStart(startOptions{config: f.config, createDir: true, embedded: f.embedded, data: f.data,
+		embeddedAddr: f.embeddedAddr, initData: f.initData})
 	if err != nil {
 		return err
 	}
+	rc, conns := plan.rc, plan.conns
 	log, err := newLogger(os.Stderr, rc.Logging.Format, f.logLevel)
 	if err != nil {
 		return err
@@ -89,7 +94,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 		log.Warn(w)
 	}
 	log.Info("config loaded", "config", rc.Path, "config_dir", absDir(rc.Connectors.ConfigDir),
-		"sources", len(conns.Sources), "sinks", len(conns.Sinks), "plugin_dirs", rc.PluginDirs())
+		"sources", len(conns.Sources), "sinks", len(conns.Sinks), "invalid", len(conns.Invalid), "plugin_dirs", rc.PluginDirs())
 	if displayConfig() {
 		// Secrets redacted (Runtime.String, Sink/Source.String).
 		log.Info("effective runtime config", "config", rc.String())
@@ -100,19 +105,33 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 			log.Info("effective source config", "source", s.String())
 		}
 	}
-	if f.partitions == 0 {
-		return errors.New("--partitions must be at least 1")
-	}
 
+	// Listeners first (the API, the embedded server), then Iggy, then the connectors: a
+	// taken port fails the run before any connector has run. The state directory comes
+	// before the API, which writes its URL there.
+	sdir := stateDir(rc)
+	if err := connect.EnsureStateDir(sdir); err != nil {
+		return err
+	}
+	ln, err := listenAPI(rc)
+	if err != nil {
+		return err
+	}
+	if ln != nil {
+		defer func() {
+			if ln != nil { // not handed to serveAPI
+				_ = ln.Close()
+			}
+		}()
+	}
 	addr := rc.Iggy.Address
 	var srv *server.Server
-	if f.embedded || rc.Embedded.Enabled {
-		if f.embeddedAddr != "" {
-			rc.Embedded.Address = f.embeddedAddr
-		}
-		srv, err = embeddedServer(ctx, rc, f.data, f.initData, log)
+	if plan.embedded != nil {
+		cfg := *plan.embedded
+		cfg.Logger = log.With("component", "server")
+		srv, err = server.Start(ctx, cfg)
 		if err != nil {
-			return err
+			return fmt.Errorf("embedded server: %w", err)
 		}
 		defer func() {
 			if cerr := srv.Close(context.Background()); cerr != nil {
@@ -148,20 +167,19 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := rt.Start(ctx); err != nil {
-		return err
-	}
 	var health func() error
 	if srv != nil {
 		health = srv.StorageFault
 	}
-	apiURL, stopAPI, err := startAPI(ctx, rc, rt, provider, versionString(), health, log)
+	apiURL, stopAPI, err := serveAPI(ctx, rc, ln, sdir, rt, provider, versionString(), health, log)
+	ln = nil // serveAPI owns it now
 	if err != nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.stopTimeout)
-		defer cancel()
-		return errors.Join(err, rt.Stop(sctx))
+		return err
 	}
 	defer stopAPI()
+	if err := rt.Start(ctx); err != nil {
+		return err
+	}
 	for _, st := range rt.Status() {
 		if st.State == connect.StateError && st.LastError != nil {
 			log.Error("connector failed to start", "kind", st.Kind, "key", st.Key, "error", st.LastError.Message)

@@ -80,7 +80,6 @@ func newLogger(w io.Writer, format config.LogFormat, level string) (*slog.Logger
 	return slog.New(slog.NewTextHandler(w, opts)), nil
 }
 
-// loadConfig reads the runtime config and its connector files.
 // loadConfig reads the .env file (into the process environment), the runtime config and
 // the connector files. createDir: a missing config_dir is created (run), else it is an
 // error (check must not change anything).
@@ -141,39 +140,6 @@ func clientOptions(c config.Iggy, log *slog.Logger) ([]iggy.Opt, error) {
 		opts = append(opts, iggy.WithTLS(tc))
 	}
 	return opts, nil
-}
-
-// embeddedServer starts the embedded server for `run --embedded`: listening on
-// [embedded] address (default iggy.address, its first entry if it lists several), data
-// in dataDir, with the [iggy] credentials as root user (applied on the first boot of the
-// data directory).
-func embeddedServer(ctx context.Context, rc *config.Runtime, dataDir string, initDir bool, log *slog.Logger) (*server.Server, error) {
-	addr := rc.Embedded.Address
-	if addr == "" {
-		addr, _, _ = strings.Cut(rc.Iggy.Address, ",") // the first seed
-		addr = strings.TrimSpace(addr)
-	}
-	if dataDir == "" {
-		dataDir = rc.Embedded.DataDir
-	}
-	if dataDir == "" {
-		dataDir = "ferry_data"
-	}
-	cfg := server.Config{Addr: addr, DataDir: dataDir, Logger: log.With("component", "server"),
-		RootUsername: rc.Iggy.Username, RootPassword: rc.Iggy.Password.Reveal(), InitDataDir: initDir}
-	if rc.Iggy.DefaultPassword {
-		// The config layer's built-in "iggy" is no choice of the user's: leave it to
-		// the server, which allows it on a loopback address only.
-		cfg.RootPassword = ""
-	}
-	if err := applyEmbeddedLimits(rc.Embedded, &cfg); err != nil {
-		return nil, err
-	}
-	srv, err := server.Start(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("embedded server: %w", err)
-	}
-	return srv, nil
 }
 
 // applyEmbeddedLimits copies the [embedded] connection limits into cfg (0 or ""

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ferryio/ferry/connect/config"
 )
 
 // Environment fallbacks of the status command's flags.
@@ -24,6 +27,7 @@ const (
 
 type statusFlags struct {
 	url, apiKey string
+	config      string // where to discover the URL when url is ""
 	json        bool
 	timeout     time.Duration
 }
@@ -37,8 +41,11 @@ func newStatusCmd() *cobra.Command {
 source and prints one line each: status, counters (sinks: polled, delivered, committed;
 sources: produced, sent; both: dead-lettered, skipped, decode errors), restarts and the
 last error; then every partition of each sink's topics, in any state of the sink, with
-Iggy's current offset, the group's stored offset and the lag between them. --json prints the API's status documents instead. The exit status
-is 0 when the API answered, 1 otherwise.`,
+Iggy's current offset, the group's stored offset and the lag between them. --json prints
+the API's status documents instead. The exit status is 0 when the API answered, 1
+otherwise. Without --url, the API is found from the runtime config (--config, else as ferry
+run finds it): the URL ferry run wrote to <state.path>/http.url when it bound the API (so
+[http] address may use port 0), else [http] address, else http://127.0.0.1:8081.`,
 		Example: `  ferry status
   ferry status --url http://10.0.0.5:8081 --api-key "$KEY" --json`,
 		Args: cobra.NoArgs,
@@ -47,7 +54,8 @@ is 0 when the API answered, 1 otherwise.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.url, "url", envString(envAPIURL, "http://127.0.0.1:8081"), "the runtime's HTTP API [FERRY_API_URL]")
+	fl.StringVar(&f.url, "url", envString(envAPIURL, ""), "the runtime's HTTP API (default: the URL a running ferry run wrote to <state.path>/http.url, else [http] address, else "+defaultAPIURL+") [FERRY_API_URL]")
+	fl.StringVar(&f.config, "config", envString(envConfig, ""), "the runtime config.toml whose state.path and [http] address find the API when --url is not given [FERRY_CONFIG]")
 	fl.StringVar(&f.apiKey, "api-key", envString(envAPIKey, ""), "the API key ([http] api_key), sent as the api-key header [FERRY_API_KEY]")
 	fl.BoolVar(&f.json, "json", false, "print the status documents as JSON")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound on the whole command")
@@ -210,7 +218,46 @@ func (c *apiClient) connectors(ctx context.Context, kind string) ([]apiStatus, [
 	return sts, raws, nil
 }
 
+// defaultAPIURL is upstream's default http.address as a URL.
+const defaultAPIURL = "http://127.0.0.1:8081"
+
+// discoverURL finds the API of the runtime of config path when no --url is given: the URL
+// `ferry run` wrote to <state.path>/http.url (it names the bound port, so http.address may
+// say port 0), else [http] address (a host binding every interface is asked on 127.0.0.1),
+// else upstream's default. A config that does not load is an error only when named.
+func discoverURL(path string) (string, error) {
+	rc, err := config.ParseRuntime(path)
+	if err != nil && path != "" {
+		return "", err
+	}
+	if err != nil { // none found: the defaults, as a run without one would have
+		rc = config.DefaultRuntime()
+	}
+	if u, err := readAPIURL(stateDir(rc)); err == nil {
+		return u, nil
+	}
+	host, port, err := net.SplitHostPort(rc.HTTP.Address)
+	if err == nil && port != "0" && port != "" {
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			host = "127.0.0.1"
+		}
+		scheme := "http"
+		if rc.HTTP.TLS.Enabled {
+			scheme = "https"
+		}
+		return scheme + "://" + net.JoinHostPort(host, port), nil
+	}
+	return defaultAPIURL, nil // no port to ask
+}
+
 func status(ctx context.Context, w io.Writer, f statusFlags, now func() time.Time) error {
+	if f.url == "" {
+		u, err := discoverURL(f.config)
+		if err != nil {
+			return fmt.Errorf("find the API (or give --url): %w", err)
+		}
+		f.url = u
+	}
 	base := strings.TrimRight(f.url, "/")
 	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("--url %q: want http://HOST:PORT or https://HOST:PORT", f.url)

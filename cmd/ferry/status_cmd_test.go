@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +187,45 @@ func TestStatusExitCode(t *testing.T) {
 	}
 	if code := run([]string{"status", "--url", srv.URL + "/nothing-here"}); code != 1 {
 		t.Fatalf("exit code %d with a 404 on /sinks", code)
+	}
+}
+
+// TestDiscoverURL: without --url, status asks the URL a running ferry run wrote to its state
+// dir (the bound port, for http.address port 0), else [http] address (every interface is
+// asked on loopback), else upstream's default; a named config that does not load is an error.
+func TestDiscoverURL(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	cfg := filepath.Join(dir, "config.toml")
+	write := func(addr string) {
+		body := fmt.Sprintf("[connectors]\nconfig_dir = %q\n[state]\npath = %q\n[http]\nenabled = true\naddress = %q\n", dir, state, addr)
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ addr, file, want string }{
+		{"127.0.0.1:0", "", "http://127.0.0.1:8081"},
+		{"0.0.0.0:9181", "", "http://127.0.0.1:9181"},
+		{"[::1]:9182", "", "http://[::1]:9182"},
+		{"127.0.0.1:0", "http://127.0.0.1:41234\n", "http://127.0.0.1:41234"},
+	} {
+		write(tc.addr)
+		if err := os.RemoveAll(state); err != nil {
+			t.Fatal(err)
+		}
+		if tc.file != "" {
+			if err := os.MkdirAll(state, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(state, apiURLFile), []byte(tc.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := discoverURL(cfg); err != nil || got != tc.want {
+			t.Errorf("address %s, file %q: %q, %v; want %q", tc.addr, tc.file, got, err, tc.want)
+		}
+	}
+	if _, err := discoverURL(filepath.Join(dir, "missing.toml")); err == nil || !strings.Contains(err.Error(), "missing.toml") {
+		t.Errorf("missing named config: %v", err)
 	}
 }

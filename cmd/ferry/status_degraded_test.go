@@ -58,7 +58,11 @@ func TestStatusShowsDegraded(t *testing.T) {
 	}()
 	rc := config.DefaultRuntime()
 	rc.HTTP.Address = "127.0.0.1:0"
-	url, stop, err := startAPI(ctx, rc, rt, nil, "0.5.0", nil, slog.New(slog.DiscardHandler))
+	ln, err := listenAPI(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, stop, err := serveAPI(ctx, rc, ln, t.TempDir(), rt, nil, "0.5.0", nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -342,9 +343,19 @@ func TestLoadConnectorsDiscovery(t *testing.T) {
 func TestLoadConnectorsErrors(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "a.toml", minimalSink)
-	bad := writeFile(t, dir, "b.toml", minimalSink+"batch_length = true\n")
-	_, err := LoadConnectors(dir, nil)
-	wantErr(t, err, bad, 12, "streams[0].batch_length", "")
+	bad := writeFile(t, dir, "b.toml", strings.Replace(minimalSink, `key = "audit"`, `key = "b"`, 1)+"batch_length = true\n")
+	c, err := LoadConnectors(dir, nil)
+	if err != nil || len(c.Sinks) != 1 || c.Sinks[0].Key != "audit" || len(c.Invalid) != 1 {
+		t.Fatalf("LoadConnectors = %+v, %v; want sink audit and one invalid", c, err)
+	}
+	if inv := c.Invalid[0]; inv.Type != TypeSink || inv.Key != "b" || inv.File != bad || !inv.Enabled {
+		t.Fatalf("invalid = %+v", inv)
+	}
+	wantErr(t, c.Invalid[0].Err, bad, 12, "streams[0].batch_length", "")
+	// A file that cannot be told apart (a TOML syntax error) fails the whole load.
+	syntax := writeFile(t, dir, "c.toml", "type = \"sink\"\nkey = [\n")
+	_, err = LoadConnectors(dir, nil)
+	wantErr(t, err, syntax, 2, "", "")
 
 	// A missing config_dir is an error, and loading does not create it; EnsureConfigDir does.
 	missing := filepath.Join(t.TempDir(), "new")
@@ -368,10 +379,10 @@ func TestLoadConnectorsDuplicateKey(t *testing.T) {
 	dir := t.TempDir()
 	first := writeFile(t, dir, "b.toml", sinkFile("b", 1, "B"))
 	second := writeFile(t, dir, "b_copy.toml", sinkFile("b", 1, "B again"))
-	_, err := LoadConnectors(dir, nil)
+	c, err := LoadConnectors(dir, nil)
 	want := second + ": key: sink \"b\" version 1 is also defined in " + first + "; remove one of the two files or change its version"
-	if err == nil || err.Error() != want {
-		t.Fatalf("err = %v\nwant %s", err, want)
+	if err != nil || len(c.Sinks) != 0 || len(c.Invalid) != 1 || c.Invalid[0].Key != "b" || c.Invalid[0].Err.Error() != want {
+		t.Fatalf("LoadConnectors = %+v, %v\nwant sink b invalid: %s", c, err, want)
 	}
 	// Another version of the same key is how versions are kept: no error.
 	writeFile(t, dir, "b_copy.toml", sinkFile("b", 2, "B2"))
@@ -399,7 +410,7 @@ func TestResolvePluginPath(t *testing.T) {
 		}
 	}
 	_, err := ResolvePluginPath("plugins/libz", []string{"/d1", "/d2"})
-	if !errors.Is(err, ErrPluginNotFound) || err.Error() != `plugin library not found: plugins/libz.so (from path "plugins/libz") not found relative to the working directory, nor as libz.so in: /d1, /d2` {
+	if !errors.Is(err, ErrPluginNotFound) || err.Error() != `Plugin library not found: plugins/libz.so (from path "plugins/libz") not found relative to the working directory, nor as libz.so in: /d1, /d2` {
 		t.Fatalf("err = %v", err)
 	}
 	if _, err := ResolvePluginPath("/abs/libz.dylib", nil); !errors.Is(err, ErrPluginNotFound) {
@@ -426,4 +437,32 @@ func TestValidateHandBuilt(t *testing.T) {
 	s.Commit.Delay = time.Millisecond
 	s.OffsetCommit = "weekly"
 	wantErr(t, s.Validate(), "api", 0, "offset_commit", "")
+}
+
+// TestLoadConnectorsIsolates: a mistake inside a file that names its connector is that
+// connector's (Invalid, with upstream's words for the durations its users match on); an
+// invalid file of a version that is not active is a warning; the others load.
+func TestLoadConnectorsIsolates(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "ok.toml", minimalSink)
+	sink := writeFile(t, dir, "bad_sink.toml", strings.Replace(minimalSink, `key = "audit"`, `key = "bad"`, 1)+"poll_interval = \"not-a-valid-duration\"\n")
+	src := writeFile(t, dir, "bad_src.toml", "type = \"source\"\nkey = \"gen\"\nenabled = false\nversion = 0\nname = \"g\"\npath = \"builtin:random\"\n\n[[streams]]\nstream = \"s\"\ntopic = \"t\"\nschema = \"json\"\nlinger_time = \"soon\"\n")
+	old := writeFile(t, dir, "audit_v1.toml", strings.Replace(minimalSink, "version = 2", "version = 1", 1)+"bogus = 1\n")
+	c, err := LoadConnectors(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Sinks) != 1 || c.Sinks[0].Key != "audit" || c.Sinks[0].Version != 2 || len(c.Invalid) != 2 {
+		t.Fatalf("sinks %+v invalid %+v", c.Sinks, c.Invalid)
+	}
+	if got, want := c.Invalid[0].Err.Error(), sink+`:12: streams[0].poll_interval: Invalid poll interval: invalid duration "not-a-valid-duration": expected a number at "not-a-valid-duration"`; got != want {
+		t.Fatalf("sink error %q\nwant %q", got, want)
+	}
+	if got, want := c.Invalid[1].Err.Error(), src+`:12: streams[0].linger_time: Invalid linger time: invalid duration "soon": expected a number at "soon"`; got != want || c.Invalid[1].Enabled || c.Invalid[1].Type != TypeSource {
+		t.Fatalf("source %+v error %q\nwant %q", c.Invalid[1], got, want)
+	}
+	want := "sink audit version 1 ignored (not the active version): " + old + ":12: streams[0].bogus: unknown key"
+	if !slices.Contains(c.Warnings, want) {
+		t.Fatalf("warnings %q lack %q", c.Warnings, want)
+	}
 }

@@ -10,7 +10,11 @@ import (
 )
 
 // ErrPluginNotFound is wrapped by [ResolvePluginPath] when no file matches a plugin path.
-var ErrPluginNotFound = errors.New("plugin library not found")
+// Its words are upstream's, capital letter included: tools written for Iggy's runtime look
+// for "Plugin library not found" in a connector's last_error.
+//
+//lint:ignore ST1005 upstream's words, matched by its users
+var ErrPluginNotFound = errors.New("Plugin library not found") //nolint:staticcheck // upstream's words
 
 // ErrPluginNotAllowed is wrapped by [LoadablePluginPath] when a plugin library lies outside
 // every directory of [plugins] directories: it is never opened.
@@ -37,7 +41,9 @@ func (e *Error) Error() string {
 		fmt.Fprintf(&b, ":%d", e.Line)
 	}
 	if e.Key != "" {
-		b.WriteString(": ")
+		if b.Len() > 0 {
+			b.WriteString(": ")
+		}
 		b.WriteString(e.Key)
 	}
 	if e.Env != "" {

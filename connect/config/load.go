@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -20,9 +22,26 @@ const ActiveVersionsFile = ".active_versions.toml"
 type Connectors struct {
 	Sinks   []*Sink   // sorted by key; disabled ones included (Enabled = false)
 	Sources []*Source // sorted by key
+	// Invalid lists the connectors whose active config file does not load, sorted by type
+	// and key: the runtime shows each in error and runs the others; `ferry check` fails.
+	Invalid []*Invalid
 	// Warnings lists what was skipped: unreadable .active_versions.toml, pinned versions with
-	// no file, ignored environment variables.
+	// no file, invalid files of versions that are not active, ignored environment variables.
 	Warnings []string
+}
+
+// Invalid is a connector whose active config file names it (type, key, version) but does
+// not load: an invalid value, a missing or unknown key, a bad environment override, a
+// second file for the same version. Err is the *Error naming the file, line and key.
+type Invalid struct {
+	Type    ConnectorType
+	Key     string
+	Version uint64
+	File    string
+	Enabled bool   // false only when the file says enabled = false
+	Name    string // name and path as the file gives them, "" when not strings
+	Path    string
+	Err     error
 }
 
 // Sink returns the sink with key, or nil.
@@ -101,10 +120,14 @@ type ActiveVersions struct {
 // LoadConnectors reads every connector file of dir with the environment overrides of env
 // ("K=V" entries, e.g. os.Environ(); nil for none) and keeps one config per key: the version
 // pinned in .active_versions.toml, else the highest version. A key whose pinned version has
-// no file is left out (with a warning; upstream is silent). Two files with the same (type,
-// key, version) are an error naming both (upstream: the last one read wins, silently). Any
-// file that fails to parse fails the whole load, as upstream, with an *Error naming the
-// file, key and line.
+// no file is left out (with a warning; upstream is silent).
+//
+// A file that cannot be read, or whose type, key or version cannot be read (a TOML syntax
+// error among them), fails the whole load, as upstream, with an *Error naming the file and
+// line: it cannot be told which connector it is. Any other mistake is that connector's: when
+// its version is the active one the connector is listed in Invalid (the runtime isolates it),
+// else it is a warning. Two files with the same (type, key, version) make that version
+// invalid, naming both (upstream: the last one read wins, silently).
 func LoadConnectors(dir string, env []string) (*Connectors, error) {
 	files, err := ConnectorFiles(dir)
 	if err != nil {
@@ -120,8 +143,11 @@ func LoadConnectors(dir string, env []string) (*Connectors, error) {
 		return nil, err
 	}
 	out.Warnings = append(out.Warnings, d.warnings...)
-	out.Sinks, out.Warnings = pickActive(d.sinks, active.Sinks, TypeSink, out.Warnings)
-	out.Sources, out.Warnings = pickActive(d.sources, active.Sources, TypeSource, out.Warnings)
+	var inv []*Invalid
+	out.Sinks, inv, out.Warnings = pickActive(d, d.sinks, active.Sinks, TypeSink, out.Warnings)
+	out.Invalid = append(out.Invalid, inv...)
+	out.Sources, inv, out.Warnings = pickActive(d, d.sources, active.Sources, TypeSource, out.Warnings)
+	out.Invalid = append(out.Invalid, inv...)
 	return out, nil
 }
 
@@ -132,44 +158,70 @@ type connID struct {
 	version uint64
 }
 
-// dirConfigs is every connector config of a config_dir, by key and version.
+// dirConfigs is every connector config of a config_dir, by key and version. A version whose
+// file does not load is in the maps with a nil config and its error in invalid.
 type dirConfigs struct {
 	sinks    map[string]map[uint64]*Sink
 	sources  map[string]map[uint64]*Source
+	invalid  map[connID]*Invalid
 	files    map[connID][]string // the names of the file holding each config (two only for a symlink and its target)
 	warnings []string            // ignored environment variables
 }
 
-// scanDir parses files (from [ConnectorFiles]) with the overrides of env. Any file that
-// fails to parse fails the scan, and so does a second file for the same (type, key, version).
+// scanDir parses files (from [ConnectorFiles]) with the overrides of env. A file whose header
+// (type, key, version) cannot be read fails the scan; any other error is recorded against
+// that version (invalid), and so is a second file for the same (type, key, version).
 func scanDir(files, env []string) (*dirConfigs, error) {
-	d := &dirConfigs{sinks: map[string]map[uint64]*Sink{}, sources: map[string]map[uint64]*Source{}, files: map[connID][]string{}}
+	d := &dirConfigs{sinks: map[string]map[uint64]*Sink{}, sources: map[string]map[uint64]*Source{},
+		invalid: map[connID]*Invalid{}, files: map[connID][]string{}}
 	for _, f := range files {
-		c, err := parseConnectorFile(f, env)
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, &Error{File: f, Msg: "cannot read connector file", Err: err}
+		}
+		h, idx, err := readHeader(f, data)
 		if err != nil {
 			return nil, err
 		}
-		switch c := c.(type) {
-		case *Sink:
-			d.warnings = append(d.warnings, c.Warnings...)
-			if d.sinks[c.Key] == nil {
-				d.sinks[c.Key] = map[uint64]*Sink{}
+		id := connID{h.Type, h.Key, h.Version}
+		c, err := parseBody(f, data, env, h, idx)
+		if err == nil {
+			err = d.add(id, f)
+		} else {
+			d.files[id] = append(d.files[id], f)
+		}
+		if err != nil {
+			if d.invalid[id] == nil {
+				d.invalid[id] = &Invalid{Type: h.Type, Key: h.Key, Version: h.Version, File: f, Enabled: h.Enabled,
+					Name: h.Name, Path: h.Path, Err: err}
 			}
-			d.sinks[c.Key][c.Version] = c
-			id := connID{TypeSink, c.Key, c.Version}
-			if err := d.add(id, f); err != nil {
-				return nil, err
+			c = nil
+		}
+		switch h.Type {
+		case TypeSink:
+			s, _ := c.(*Sink)
+			if s != nil {
+				d.warnings = append(d.warnings, s.Warnings...)
 			}
-		case *Source:
-			d.warnings = append(d.warnings, c.Warnings...)
-			if d.sources[c.Key] == nil {
-				d.sources[c.Key] = map[uint64]*Source{}
+			if d.sinks[h.Key] == nil {
+				d.sinks[h.Key] = map[uint64]*Sink{}
 			}
-			d.sources[c.Key][c.Version] = c
-			id := connID{TypeSource, c.Key, c.Version}
-			if err := d.add(id, f); err != nil {
-				return nil, err
+			if d.invalid[id] != nil {
+				s = nil
 			}
+			d.sinks[h.Key][h.Version] = s
+		case TypeSource:
+			s, _ := c.(*Source)
+			if s != nil {
+				d.warnings = append(d.warnings, s.Warnings...)
+			}
+			if d.sources[h.Key] == nil {
+				d.sources[h.Key] = map[uint64]*Source{}
+			}
+			if d.invalid[id] != nil {
+				s = nil
+			}
+			d.sources[h.Key][h.Version] = s
 		}
 	}
 	return d, nil
@@ -179,11 +231,20 @@ func scanDir(files, env []string) (*dirConfigs, error) {
 // The same file reached twice (a symlink beside its target) is one config, listed twice so
 // that a delete removes both names.
 func (d *dirConfigs) add(id connID, file string) error {
-	if prev := d.files[id]; len(prev) > 0 && !sameFile(prev[0], file) {
+	prev := d.files[id]
+	d.files[id] = append(d.files[id], file)
+	if len(prev) > 0 && !sameFile(prev[0], file) {
 		return &Error{File: file, Key: "key", Msg: fmt.Sprintf("%s %q version %d is also defined in %s; remove one of the two files or change its version",
 			id.typ, id.key, id.version, prev[0])}
 	}
-	d.files[id] = append(d.files[id], file)
+	return nil
+}
+
+// errOf returns the error of version v of (typ, key), nil when it loaded.
+func (d *dirConfigs) errOf(typ ConnectorType, key string, v uint64) error {
+	if inv := d.invalid[connID{typ, key, v}]; inv != nil {
+		return inv.Err
+	}
 	return nil
 }
 
@@ -225,18 +286,31 @@ func activeVersion[T any](versions map[uint64]T, pinned map[string]uint64, key s
 	return v, true
 }
 
-func pickActive[T any](byKey map[string]map[uint64]T, pinned map[string]uint64, kind ConnectorType, warnings []string) ([]T, []string) {
+// pickActive chooses the active version of every key of byKey (see [activeVersion]): a valid
+// one is returned, an invalid one listed as Invalid; the invalid files of versions that are
+// not active become warnings.
+func pickActive[T comparable](d *dirConfigs, byKey map[string]map[uint64]T, pinned map[string]uint64, kind ConnectorType, warnings []string) ([]T, []*Invalid, []string) {
 	var out []T
+	var invalid []*Invalid
+	var zero T
 	for _, key := range sortedKeys(byKey) {
 		versions := byKey[key]
 		v, ok := activeVersion(versions, pinned, key)
-		if !ok {
-			warnings = append(warnings, fmt.Sprintf("%s %s not loaded: active version %d has no config file", kind, key, v))
-			continue
+		for _, ver := range slices.Sorted(maps.Keys(versions)) {
+			if inv := d.invalid[connID{kind, key, ver}]; inv != nil && (!ok || ver != v) {
+				warnings = append(warnings, fmt.Sprintf("%s %s version %d ignored (not the active version): %v", kind, key, ver, inv.Err))
+			}
 		}
-		out = append(out, versions[v])
+		switch {
+		case !ok:
+			warnings = append(warnings, fmt.Sprintf("%s %s not loaded: active version %d has no config file", kind, key, v))
+		case versions[v] == zero:
+			invalid = append(invalid, d.invalid[connID{kind, key, v}])
+		default:
+			out = append(out, versions[v])
+		}
 	}
-	return out, warnings
+	return out, invalid, warnings
 }
 
 // readActiveVersions returns the pinned versions; a missing file is no error.

@@ -103,11 +103,15 @@ const (
 	TypeSource ConnectorType = "source"
 )
 
-// header is what a connector file is first read for.
+// header is what a connector file is first read for: what it configures. A file whose
+// header cannot be read cannot be attributed to a connector.
 type header struct {
 	Type    ConnectorType
 	Key     string
 	Version uint64
+	Enabled bool   // false only when the file says enabled = false
+	Name    string // name and path when they are strings (for a connector that does not load)
+	Path    string
 }
 
 // readHeader reads type, key and version of a connector file.
@@ -121,6 +125,9 @@ func readHeader(file string, data []byte) (header, *docIndex, error) {
 		Type    *string `toml:"type"`
 		Key     *string `toml:"key"`
 		Version *uint64 `toml:"version"`
+		Enabled any     `toml:"enabled"` // their types are checked with the rest of the file
+		Name    any     `toml:"name"`
+		Path    any     `toml:"path"`
 	}
 	if err := toml.Unmarshal(data, &h); err != nil {
 		return header{}, nil, tomlError(file, idx, err)
@@ -134,7 +141,9 @@ func readHeader(file string, data []byte) (header, *docIndex, error) {
 	if h.Key == nil {
 		return header{}, nil, loc.errorf("key", nil, "required")
 	}
-	out := header{Type: ConnectorType(*h.Type), Key: *h.Key}
+	out := header{Type: ConnectorType(*h.Type), Key: *h.Key, Enabled: h.Enabled != false}
+	out.Name, _ = h.Name.(string)
+	out.Path, _ = h.Path.(string)
 	if h.Version != nil {
 		out.Version = *h.Version
 	}
@@ -183,6 +192,12 @@ func parseConnectorData(path string, data []byte, env []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseBody(path, data, env, h, idx)
+}
+
+// parseBody parses the connector file path whose header readHeader read: every error it
+// returns is one connector's (h names it).
+func parseBody(path string, data []byte, env []string, h header, idx *docIndex) (any, error) {
 	loc := &locator{file: path, idx: idx, env: map[string]string{}}
 	prefix := EnvPrefix + strings.ToUpper(string(h.Type)) + "_" + strings.ToUpper(h.Key) + "_"
 	em := envMap(env)
@@ -375,6 +390,16 @@ func durationOr(loc *locator, path string, text *string, def time.Duration) (tim
 	return d, nil
 }
 
+// upstreamWords puts words upstream's runtime reports for the same mistake before an
+// *Error's message: users of Iggy's runtime match on them in a connector's last_error.
+func upstreamWords(err error, words string) error {
+	var e *Error
+	if errors.As(err, &e) {
+		e.Msg = words + ": " + e.Msg
+	}
+	return err
+}
+
 func or[T any](p *T, def T) T {
 	if p == nil {
 		return def
@@ -430,7 +455,7 @@ func (r *rawSink) build(loc *locator) (*Sink, error) {
 			BatchLength: or(rs.BatchLength, DefaultBatchLength), ConsumerGroup: or(rs.ConsumerGroup, DefaultConsumerGroup(c.Key)),
 		}
 		if st.PollInterval, err = durationOr(loc, p+"poll_interval", rs.PollInterval, DefaultPollInterval); err != nil {
-			return nil, err
+			return nil, upstreamWords(err, "Invalid poll interval")
 		}
 		if sc, err := sdk.ParseSchema(string(st.Schema)); err == nil {
 			st.Schema = sc
@@ -482,7 +507,7 @@ func (r *rawSource) build(loc *locator) (*Source, error) {
 			BatchLength: or(rs.BatchLength, DefaultBatchLength),
 		}
 		if st.LingerTime, err = durationOr(loc, p+"linger_time", rs.LingerTime, DefaultLingerTime); err != nil {
-			return nil, err
+			return nil, upstreamWords(err, "Invalid linger time")
 		}
 		if sc, err := sdk.ParseSchema(string(st.Schema)); err == nil {
 			st.Schema = sc

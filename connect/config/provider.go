@@ -1,12 +1,15 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,8 +21,10 @@ import (
 // routes, as Iggy's local provider does: every version of a key, the active one, new versions
 // written as <Dir>/<sink|source>_<key>_<version>.toml, and the pins of .active_versions.toml.
 //
-// Every read parses the whole directory with the overrides of Env, as [LoadConnectors] does,
-// so a file that does not parse fails every method with its *Error. Writes replace files
+// Every call parses the whole directory with the overrides of Env, as [LoadConnectors] does.
+// A file whose type, key or version cannot be read fails every method with its *Error; any
+// other invalid file fails the reads of its key only (so a restart of another connector
+// goes on) and every write. Writes replace files
 // atomically (temporary file, fsync, rename). Its methods are safe for concurrent use; two
 // processes writing the same Dir are not coordinated. Do not copy a LocalProvider once used.
 type LocalProvider struct {
@@ -52,6 +57,9 @@ func (p *LocalProvider) SinkConfigs(key string) ([]*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := d.keyErr(TypeSink, key); err != nil {
+		return nil, err
+	}
 	return byVersion(d.sinks[key]), nil
 }
 
@@ -59,6 +67,9 @@ func (p *LocalProvider) SinkConfigs(key string) ([]*Sink, error) {
 func (p *LocalProvider) SourceConfigs(key string) ([]*Source, error) {
 	d, err := p.scan()
 	if err != nil {
+		return nil, err
+	}
+	if err := d.keyErr(TypeSource, key); err != nil {
 		return nil, err
 	}
 	return byVersion(d.sources[key]), nil
@@ -70,7 +81,7 @@ func (p *LocalProvider) SinkConfig(key string, version uint64) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	return lookup(d.sinks[key], p.Dir, TypeSink, key, version)
+	return lookup(d, d.sinks[key], p.Dir, TypeSink, key, version)
 }
 
 // SourceConfig returns version of source key, or an error wrapping [ErrConfigNotFound].
@@ -79,7 +90,7 @@ func (p *LocalProvider) SourceConfig(key string, version uint64) (*Source, error
 	if err != nil {
 		return nil, err
 	}
-	return lookup(d.sources[key], p.Dir, TypeSource, key, version)
+	return lookup(d, d.sources[key], p.Dir, TypeSource, key, version)
 }
 
 // ActiveSink returns the config of sink key that [LoadConnectors] would load: the version
@@ -92,7 +103,7 @@ func (p *LocalProvider) ActiveSink(key string) (*Sink, error) {
 		return nil, err
 	}
 	av, _ := readActiveVersions(p.activePath())
-	return active(d.sinks[key], av.Sinks, p.Dir, TypeSink, key)
+	return active(d, d.sinks[key], av.Sinks, p.Dir, TypeSink, key)
 }
 
 // ActiveSource returns the config of source key that [LoadConnectors] would load; see
@@ -103,7 +114,7 @@ func (p *LocalProvider) ActiveSource(key string) (*Source, error) {
 		return nil, err
 	}
 	av, _ := readActiveVersions(p.activePath())
-	return active(d.sources[key], av.Sources, p.Dir, TypeSource, key)
+	return active(d, d.sources[key], av.Sources, p.Dir, TypeSource, key)
 }
 
 // CreateSink writes a new version of sink key from body, the JSON of Iggy's CreateSinkConfig
@@ -176,24 +187,54 @@ func byVersion[T any](versions map[uint64]T) []T {
 	return out
 }
 
-func lookup[T any](versions map[uint64]T, dir string, typ ConnectorType, key string, version uint64) (T, error) {
+func lookup[T any](d *dirConfigs, versions map[uint64]T, dir string, typ ConnectorType, key string, version uint64) (T, error) {
 	c, ok := versions[version]
 	if !ok {
 		return c, fmt.Errorf("%w: %s %q version %d in %s", ErrConfigNotFound, typ, key, version, dir)
 	}
+	if err := d.errOf(typ, key, version); err != nil {
+		var zero T
+		return zero, err
+	}
 	return c, nil
 }
 
-func active[T any](versions map[uint64]T, pinned map[string]uint64, dir string, typ ConnectorType, key string) (T, error) {
+func active[T any](d *dirConfigs, versions map[uint64]T, pinned map[string]uint64, dir string, typ ConnectorType, key string) (T, error) {
+	var zero T
 	v, ok := activeVersion(versions, pinned, key)
 	if ok {
+		if err := d.errOf(typ, key, v); err != nil {
+			return zero, err
+		}
 		return versions[v], nil
 	}
-	var zero T
 	if len(versions) == 0 {
 		return zero, fmt.Errorf("%w: %s %q in %s", ErrConfigNotFound, typ, key, dir)
 	}
 	return zero, fmt.Errorf("%w: %s %q: active version %d (%s) has no config file in %s", ErrConfigNotFound, typ, key, v, ActiveVersionsFile, dir)
+}
+
+// anyErr returns the error of the first file, by type, key and version, that does not load.
+// Writes refuse to go on while one is there: a write decides from every version of a key
+// and from the pins, so it must see every file.
+func (d *dirConfigs) anyErr() error {
+	ids := slices.SortedFunc(maps.Keys(d.invalid), func(a, b connID) int {
+		return cmp.Or(cmp.Compare(a.typ, b.typ), cmp.Compare(a.key, b.key), cmp.Compare(a.version, b.version))
+	})
+	if len(ids) > 0 {
+		return d.invalid[ids[0]].Err
+	}
+	return nil
+}
+
+// keyErr returns the error of the first version of (typ, key) whose file does not load.
+func (d *dirConfigs) keyErr(typ ConnectorType, key string) error {
+	for _, v := range d.versions(typ, key) {
+		if err := d.errOf(typ, key, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkKey refuses a key that cannot be part of a file name.
@@ -216,6 +257,9 @@ func (p *LocalProvider) create(typ ConnectorType, key string, body []byte) (any,
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d, err := p.scan()
+	if err == nil {
+		err = d.anyErr()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -289,6 +333,9 @@ func (p *LocalProvider) deleteConfig(typ ConnectorType, key string, version *uin
 		return fmt.Errorf("%w: %s %q has no active version in %s", ErrConfigNotFound, typ, key, p.activePath())
 	}
 	d, err := p.scan()
+	if err == nil {
+		err = d.anyErr()
+	}
 	if err != nil {
 		return err
 	}
@@ -315,6 +362,9 @@ func (p *LocalProvider) setActive(typ ConnectorType, key string, version uint64)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d, err := p.scan()
+	if err == nil {
+		err = d.anyErr()
+	}
 	if err != nil {
 		return err
 	}

@@ -221,7 +221,13 @@ func TestProviderEnvAndParseErrors(t *testing.T) {
 		t.Fatalf("env not applied: %+v %v", s, err)
 	}
 	bad := writeFile(t, dir, "zz.toml", "type = \"sink\"\nkey = \"c\"\n")
-	_, err = p.SinkConfigs("a")
+	// Reads of another key go on; reads of c and every write fail with its error.
+	if _, err := p.ActiveSink("a"); err != nil {
+		t.Fatalf("ActiveSink(a) beside an invalid c: %v", err)
+	}
+	_, err = p.SinkConfigs("c")
+	wantErr(t, err, bad, 1, "enabled", "")
+	_, err = p.ActiveSink("c")
 	wantErr(t, err, bad, 1, "enabled", "")
 	_, err = p.CreateSink("a", []byte(minimalBody))
 	wantErr(t, err, bad, 1, "enabled", "")

@@ -308,6 +308,11 @@ func ParseRuntimeEnv(path string, env []string) (*Runtime, error) {
 	pwInFile := loc.idx != nil && loc.idx.has("iggy.password")
 	r.Iggy.DefaultPassword = !pwFromEnv && !pwInFile
 	if err := r.validate(loc); err != nil {
+		if path == "" {
+			// Defaults alone never make a valid config (config_dir has none): say why no
+			// file was read rather than blame a file that does not exist.
+			return nil, fmt.Errorf("no runtime config: %s not found in the working directory or its parents (give its path with --config or IGGY_CONNECTORS_CONFIG_PATH): %w", DefaultRuntimeConfigPath, err)
+		}
 		return nil, err
 	}
 	return r, nil

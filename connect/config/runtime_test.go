@@ -250,3 +250,15 @@ func TestDefaultPasswordMarked(t *testing.T) {
 		t.Error("DefaultRuntime: DefaultPassword false")
 	}
 }
+
+// TestParseRuntimeNoFile: with no runtime config anywhere, the error says that no file was
+// read and how to name one, instead of naming an empty file (": connectors.config_dir").
+func TestParseRuntimeNoFile(t *testing.T) {
+	t.Chdir(t.TempDir())
+	_, err := ParseRuntimeEnv("", nil)
+	want := "no runtime config: core/connectors/runtime/config.toml not found in the working directory or its parents " +
+		"(give its path with --config or IGGY_CONNECTORS_CONFIG_PATH): connectors.config_dir: required when config_type = \"local\" (the directory of connector files)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+}

@@ -110,9 +110,6 @@ func New(opts Options) (*Server, error) {
 	if opts.Runtime == nil {
 		return nil, errors.New("httpapi: Options.Runtime is required")
 	}
-	if opts.HTTP.APIKey == "" && !loopback(opts.HTTP.Address) {
-		return nil, fmt.Errorf("httpapi: http.address %q is not a loopback address and http.api_key is empty: set an api_key, or listen on 127.0.0.1, ::1 or localhost", opts.HTTP.Address)
-	}
 	s := &Server{rt: opts.Runtime, configs: opts.Configs, cfg: opts.HTTP, version: opts.Version,
 		started: opts.Started, log: opts.Logger, health: opts.Health, probe: newProbe(procRoot), limits: opts.Limits.withDefaults()}
 	if s.log == nil {
@@ -124,30 +121,49 @@ func New(opts Options) (*Server, error) {
 	if s.version == "" {
 		s.version = "unknown"
 	}
-	if opts.HTTP.TLS.Enabled {
-		cert, err := tls.LoadX509KeyPair(opts.HTTP.TLS.CertFile, opts.HTTP.TLS.KeyFile)
+	if err := s.build(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Validate returns the error New would return for the [http] section h (every check but
+// the Runtime's), without a runtime and without listening: `ferry check` and `ferry run`
+// call it before anything starts.
+func Validate(h config.HTTP) error {
+	s := &Server{cfg: h, log: slog.New(slog.DiscardHandler)}
+	return s.build()
+}
+
+// build checks s.cfg and builds the handler and the TLS config.
+func (s *Server) build() error {
+	if s.cfg.APIKey == "" && !loopback(s.cfg.Address) {
+		return fmt.Errorf("httpapi: http.address %q is not a loopback address and http.api_key is empty: set an api_key, or listen on 127.0.0.1, ::1 or localhost", s.cfg.Address)
+	}
+	if s.cfg.TLS.Enabled {
+		cert, err := tls.LoadX509KeyPair(s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("httpapi: http.tls: load cert_file %s and key_file %s: %w", opts.HTTP.TLS.CertFile, opts.HTTP.TLS.KeyFile, err)
+			return fmt.Errorf("httpapi: http.tls: load cert_file %s and key_file %s: %w", s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile, err)
 		}
 		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	mux, err := s.routes()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// From the outside in: the keyless Host check, CORS (a preflight ends there), the api
 	// key, the keyless Origin and body checks, the routes.
-	keyless := opts.HTTP.APIKey == ""
+	keyless := s.cfg.APIKey == ""
 	g := newGuard(s)
 	var h http.Handler = mux
 	if keyless {
 		h = s.checkOrigin(g, h)
 	}
 	h = s.authorize(h)
-	if opts.HTTP.CORS.Enabled {
-		c, err := newCORS(opts.HTTP.CORS)
+	if s.cfg.CORS.Enabled {
+		c, err := newCORS(s.cfg.CORS)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		h = c.wrap(h)
 	}
@@ -155,7 +171,7 @@ func New(opts Options) (*Server, error) {
 		h = s.checkHost(g, h)
 	}
 	s.handler = h
-	return s, nil
+	return nil
 }
 
 // loopback reports whether a listen address binds to loopback only: a host of

@@ -69,6 +69,18 @@ func (s *Sink) ID() uint32 {
 	return s.id
 }
 
+// CheckCommit returns the error Open returns when the sink of connector key is opened with a
+// Committer (offset_commit = "sink_controlled") and the library lacks
+// iggy_sink_set_commit_callback: it wraps ErrCommitUnsupported. Nil when the library has it.
+// The runtime and `ferry check` ask it before opening anything.
+func (s *Sink) CheckCommit(key string) error {
+	if s.lib.sinkSetCommit == nil {
+		return fmt.Errorf("plugin %s (connector %q): offset_commit = sink_controlled needs symbol %s: %w",
+			s.lib.path, key, SymSinkSetCommit, ErrCommitUnsupported)
+	}
+	return nil
+}
+
 // Open allocates a new plugin id and calls iggy_sink_open with env.Config. When
 // env.Committer is non-nil the library must export iggy_sink_set_commit_callback (else an
 // error wrapping ErrCommitUnsupported, before anything is opened); it is called right after
@@ -80,9 +92,10 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if env.Committer != nil && s.lib.sinkSetCommit == nil {
-		return fmt.Errorf("plugin %s (connector %q): offset_commit = sink_controlled needs symbol %s: %w",
-			s.lib.path, env.Key, SymSinkSetCommit, ErrCommitUnsupported)
+	if env.Committer != nil {
+		if err := s.CheckCommit(env.Key); err != nil {
+			return err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -417,7 +417,8 @@ batch_length = 100
 	if !errors.As(p.err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("ferry run: err = %v, want exit status 1\n%s", p.err, runOut)
 	}
-	refusal := `open: plugin ` + lib + ` (connector "strict"): offset_commit = sink_controlled needs symbol iggy_sink_set_commit_callback: plugin does not support sink-controlled commits`
+	// The same words as check's: the runtime refuses it before opening it (connect.CheckSink).
+	refusal := `plugin ` + lib + ` (connector "strict"): offset_commit = sink_controlled needs symbol iggy_sink_set_commit_callback: plugin does not support sink-controlled commits`
 	var refusedLine string
 	for _, line := range strings.Split(runOut, "\n") {
 		if strings.Contains(line, `level=ERROR msg="sink not started" sink=strict `) {

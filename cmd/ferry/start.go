@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/httpapi"
+	"github.com/ferryio/ferry/server"
+)
+
+// startOptions are what decides what `ferry run` checks at start (its flags); `ferry check`
+// passes its own.
+type startOptions struct {
+	config       string
+	createDir    bool   // run: a missing config_dir is created; check: it is reported
+	embedded     bool   // --embedded; [embedded] enabled = true counts as well
+	data         string // --data
+	embeddedAddr string // --embedded-addr
+	initData     bool   // --init
+}
+
+// startPlan is what prepareStart read and checked.
+type startPlan struct {
+	rc       *config.Runtime
+	conns    *config.Connectors
+	embedded *server.Config // nil: no embedded server
+}
+
+// prepareStart reads the .env file, the runtime config and the connector files, and checks
+// everything process-wide that `ferry run` refuses at start, before anything listens or
+// connects: the [iggy] credentials and TLS CA file, the [http] section (a non-loopback
+// address without an api_key, TLS files, CORS, the metrics endpoint), and with an embedded
+// server its [embedded] limits and credentials. `ferry check` calls it too, so that check
+// refuses what run refuses, with the same message.
+//
+// A connector's own mistakes are not refused here: a connector file that does not load is in
+// conns.Invalid, and what connect.CheckSink/CheckSource find is found again by the runtime at
+// the connector's start; run isolates both (that connector is in error, the others run),
+// check reports them and fails.
+func prepareStart(o startOptions) (*startPlan, error) {
+	rc, conns, err := loadConfig(o.config, o.createDir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := clientOptions(rc.Iggy, slog.New(slog.DiscardHandler)); err != nil {
+		return nil, err
+	}
+	if rc.HTTP.Enabled {
+		if err := httpapi.Validate(rc.HTTP); err != nil {
+			return nil, err
+		}
+	}
+	plan := &startPlan{rc: rc, conns: conns}
+	if o.embedded || rc.Embedded.Enabled {
+		if o.embeddedAddr != "" {
+			rc.Embedded.Address = o.embeddedAddr
+		}
+		cfg, err := embeddedConfig(rc, o.data, o.initData, slog.New(slog.DiscardHandler))
+		if err != nil {
+			return nil, err
+		}
+		if _, err := server.New(cfg); err != nil { // checks only: nothing is opened
+			return nil, fmt.Errorf("embedded server: %w", err)
+		}
+		plan.embedded = &cfg
+	}
+	return plan, nil
+}
+
+// embeddedConfig is the embedded server's configuration for `run --embedded`: listening on
+// [embedded] address (default iggy.address, its first entry if it lists several), data in
+// dataDir (default [embedded] data_dir, else "ferry_data"), with the [iggy] credentials as
+// root user (applied on the first boot of the data directory).
+func embeddedConfig(rc *config.Runtime, dataDir string, initDir bool, log *slog.Logger) (server.Config, error) {
+	addr := rc.Embedded.Address
+	if addr == "" {
+		addr, _, _ = strings.Cut(rc.Iggy.Address, ",") // the first seed
+		addr = strings.TrimSpace(addr)
+	}
+	if dataDir == "" {
+		dataDir = rc.Embedded.DataDir
+	}
+	if dataDir == "" {
+		dataDir = "ferry_data"
+	}
+	cfg := server.Config{Addr: addr, DataDir: dataDir, Logger: log.With("component", "server"),
+		RootUsername: rc.Iggy.Username, RootPassword: rc.Iggy.Password.Reveal(), InitDataDir: initDir}
+	if rc.Iggy.DefaultPassword {
+		// The config layer's built-in "iggy" is no choice of the user's: leave it to
+		// the server, which allows it on a loopback address only.
+		cfg.RootPassword = ""
+	}
+	if err := applyEmbeddedLimits(rc.Embedded, &cfg); err != nil {
+		return server.Config{}, err
+	}
+	return cfg, nil
+}

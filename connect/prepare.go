@@ -1,0 +1,168 @@
+package connect
+
+// This file is what the Runtime checks of a connector before it opens it, exported as
+// CheckSink and CheckSource so that `ferry check` refuses exactly what a run refuses, with
+// the same words; and the connector that stands for a config that did not load.
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/sdk"
+)
+
+// permanentError marks an error, without changing its text, as one a restart cannot fix
+// (the text is the connector's last_error, which `ferry check` prints as well).
+type permanentError struct{ error }
+
+func (e permanentError) Unwrap() error        { return e.error }
+func (e permanentError) Is(target error) bool { return target == errPermanent }
+
+// CheckSink returns the error with which a Runtime built with opts refuses to start sink
+// cfg before opening it, in the words of its last_error: an unknown built-in, a built-in's
+// plugin_config its spec refuses, a plugin library that is not found, does not load or lacks
+// a symbol, a sink_controlled sink whose library lacks the commit callback. It opens nothing
+// and connects to nothing (a native library is loaded, as at run). Only opts.Builtins and
+// opts.LoadSinkPlugin are read. Nil when the sink can be started.
+func CheckSink(opts Options, cfg *config.Sink) error {
+	_, err := sinkFactory(opts.builtins(), opts.LoadSinkPlugin, cfg, opts.pluginDirs())
+	return err
+}
+
+// CheckSource is [CheckSink] for a source (opts.Builtins, opts.LoadSourcePlugin), and
+// reads its state file as its start does (opts.Runtime's state.path): a directory missing
+// below the state directory fails it; the state directory itself is created at start, so
+// its absence is no error. Nothing is created.
+func CheckSource(opts Options, cfg *config.Source) error {
+	if _, err := sourceFactory(opts.builtins(), opts.LoadSourcePlugin, cfg, opts.pluginDirs()); err != nil {
+		return err
+	}
+	dir := DefaultStateDir
+	if opts.Runtime != nil && opts.Runtime.State.Path != "" {
+		dir = opts.Runtime.State.Path
+	}
+	f := newStateFile(dir, cfg.Key)
+	if filepath.Dir(f.path) == filepath.Clean(dir) {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return nil // created at start
+		}
+	}
+	if _, err := f.load(); err != nil {
+		return stateLoadError(err)
+	}
+	return nil
+}
+
+// stateLoadError is a source's failure to load its state, in the words upstream reports
+// (its users match on "Failed to load source state"). Permanent: the state path comes from
+// the key, so only an operator (creating the directory) fixes it.
+func stateLoadError(err error) error {
+	return permanentError{fmt.Errorf("Failed to load source state: %w", err)} //nolint:staticcheck // upstream's words
+}
+
+// pluginDirs are the directories native plugins may load from ([plugins] directories), as
+// New decides them.
+func (o Options) pluginDirs() []string {
+	rc := o.Runtime
+	if rc == nil {
+		rc = config.DefaultRuntime()
+	}
+	return rc.PluginDirs()
+}
+
+func (o Options) builtins() *sdk.Registry {
+	if o.Builtins == nil {
+		return sdk.NewRegistry()
+	}
+	return o.Builtins
+}
+
+// commitChecker is a native sink instance that can say, before it is opened, whether it
+// can run sink_controlled (connect/plugin's Sink); its error is the one Open would return.
+type commitChecker interface {
+	CheckCommit(key string) error
+}
+
+// sinkFactory finds sink cfg's factory and checks what can be checked before an Open.
+func sinkFactory(reg *sdk.Registry, load SinkPluginLoader, cfg *config.Sink, dirs []string) (sdk.SinkFactory, error) {
+	f, err := connectorFactory("sink", &cfg.Common, reg.Sink, reg.SinkNames, load, dirs)
+	if err != nil {
+		return nil, err
+	}
+	if name, ok := cfg.Builtin(); ok {
+		spec, _ := reg.SinkSpec(name)
+		return f, checkPluginConfig(spec, &cfg.Common)
+	}
+	if cfg.OffsetCommit == config.CommitSinkControlled {
+		if cc, ok := f().(commitChecker); ok {
+			if err := cc.CheckCommit(cfg.Key); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return f, nil
+}
+
+// sourceFactory finds source cfg's factory and checks what can be checked before an Open.
+func sourceFactory(reg *sdk.Registry, load SourcePluginLoader, cfg *config.Source, dirs []string) (sdk.SourceFactory, error) {
+	f, err := connectorFactory("source", &cfg.Common, reg.Source, reg.SourceNames, load, dirs)
+	if err != nil {
+		return nil, err
+	}
+	if name, ok := cfg.Builtin(); ok {
+		spec, _ := reg.SourceSpec(name)
+		return f, checkPluginConfig(spec, &cfg.Common)
+	}
+	return f, nil
+}
+
+// checkPluginConfig validates a built-in connector's plugin_config against its spec, as its
+// Open would, naming the connector's file and every field. Permanent: the config does not
+// change until a restart re-reads it.
+func checkPluginConfig(spec sdk.ConfigSpec, c *config.Common) error {
+	errs := append(spec.Validate(c.PluginConfig), config.CheckOutputPaths(spec, c.PluginConfig)...)
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return permanentError{fmt.Errorf("%s: %s", c.File, strings.Join(msgs, "; "))}
+}
+
+// invalidConnector stands for a connector whose config file did not load
+// (config.Connectors.Invalid): status error with the file's error, never restarted; an
+// operator's restart re-reads the file.
+type invalidConnector struct {
+	runner
+	inv         *config.Invalid
+	startErrors atomic.Uint64 // its failed start, so its errors count says it is in error
+}
+
+func newInvalidConnector(inv *config.Invalid, log *slog.Logger) *invalidConnector {
+	c := &invalidConnector{inv: inv}
+	c.init(string(inv.Type), 0, &c.startErrors, log.With(string(inv.Type), inv.Key))
+	c.failStart(permanentError{inv.Err})
+	return c
+}
+
+func (c *invalidConnector) statusOf() Status {
+	st, le := c.status.get()
+	return Status{Key: c.inv.Key, Kind: c.kind, Name: c.inv.Name, Path: c.inv.Path, Version: c.inv.Version,
+		State: st, LastError: le, Enabled: c.inv.Enabled, PluginVersion: "unknown",
+		Stats: Stats{StartErrors: c.startErrors.Load()}}
+}
+
+// errInvalidConfig is returned by the operations that need a sink's config when its file did
+// not load.
+var errInvalidConfig = errors.New("its config file did not load")
+
+var _ connector = (*invalidConnector)(nil)
