@@ -43,7 +43,7 @@ func TestCheckRefusesPluginOutsideDirs(t *testing.T) {
 	var out bytes.Buffer
 	err = check(&out, startOptions{config: cfg})
 	exe, _ := os.Executable()
-	want := `ERROR: plugin library not in an allowed directory: plugin path "` + lib + `" is ` + lib +
+	want := `ERROR: Failed to resolve plugin path: plugin library not in an allowed directory: plugin path "` + lib + `" is ` + lib +
 		`, outside the plugin directories (` + conns + `, ` + filepath.Dir(exe) + `)`
 	if err == nil || !strings.Contains(out.String(), want) {
 		t.Fatalf("check: %v, output:\n%s\nwant it to contain %q", err, out.String(), want)
