@@ -65,6 +65,7 @@ type runner struct {
 	status    statusCell
 	life      *lifecycle
 	permanent atomic.Bool // failStart's error was permanent
+	bench     *benchLog   // nil unless benchmark = true
 }
 
 func (r *runner) unfixable() bool { return r.permanent.Load() }

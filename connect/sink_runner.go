@@ -39,6 +39,7 @@ type topicKey struct{ stream, topic uint32 }
 func newSinkRunner(cfg *config.Sink, instance uint32, sink sdk.Sink, be backend, log *slog.Logger) *sinkRunner {
 	s := &sinkRunner{cfg: cfg, instance: instance, policy: policyFor(cfg), sink: sink, be: be}
 	s.init("sink", cfg.ShutdownTimeout, log.With("sink", cfg.Key, "instance", instance))
+	s.bench = newBenchLog(cfg.Benchmark, log)
 	s.proc = &batchProcessor{sink: sink, policy: cfg.OnFailure,
 		backoff:  Backoff{Initial: cfg.Retry.InitialBackoff, Max: cfg.Retry.MaxBackoff, Attempts: cfg.Retry.MaxRetries + 1},
 		counters: &s.counters, log: s.log}
@@ -90,6 +91,7 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 	go s.run()
 	s.status.set(StateRunning)
 	s.log.Info("sink running", "offset_commit", s.policy.mode, "on_failure", s.cfg.OnFailure, "consumers", len(s.topics))
+	s.bench.enabled(KindSink, s.instance, s.cfg.Key)
 	return nil
 }
 

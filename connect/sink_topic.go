@@ -130,7 +130,7 @@ func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch) {
 	}
 	start := time.Now()
 	msgs := tc.conv.convert(b.Messages, &tc.s.counters)
-	tc.s.counters.PrepareTime.since(start)
+	prepared := tc.s.counters.PrepareTime.since(start)
 	defer tc.s.counters.BatchTime.since(start)
 	meta := sdk.MessagesMetadata{
 		Partition:     sdk.Partition{StreamID: tc.topic.StreamID, TopicID: tc.topic.TopicID, PartitionID: b.Partition},
@@ -142,6 +142,15 @@ func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch) {
 		return
 	}
 	res, err := tc.s.proc.process(ctx, tc.topic, meta, msgs)
+	if tc.s.bench != nil {
+		processed := 0
+		if res == batchDelivered {
+			processed = len(msgs)
+		}
+		tc.s.bench.sink(sinkBatch{key: tc.s.cfg.Key, stream: tc.topic.Stream, topic: tc.topic.Topic,
+			partition: b.Partition, currentOffset: b.CurrentOffset, size: len(b.Messages), processed: processed,
+			start: start, prepared: prepared, done: time.Now()})
+	}
 	if res == batchAbandoned {
 		tc.abandoned.Store(true)
 	}
