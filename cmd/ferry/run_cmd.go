@@ -263,7 +263,7 @@ func supervise(ctx context.Context, rt *connect.Runtime, f runFlags, p *progress
 			if f.progress > 0 && now.Sub(lastPrint) >= f.progress && !announced {
 				p.print(cur, now)
 				lastPrint = now
-				if line, ok := caughtUp(sts, p.apiURL); ok {
+				if line, ok := caughtUp(sts, serverOffsets(ctx, rt), p.apiURL); ok {
 					fmt.Fprintln(p.w, line) // once, instead of "0/s" lines for ever
 					announced = true
 				}
