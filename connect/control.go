@@ -270,5 +270,7 @@ func (r *Runtime) Failed() <-chan struct{} { return r.failed }
 
 // Configured counts every connector configuration, disabled ones included.
 func (r *Runtime) Configured() (sinks, sources int) {
+	r.mu.Lock() // Reload replaces conns
+	defer r.mu.Unlock()
 	return len(r.conns.Sinks), len(r.conns.Sources)
 }

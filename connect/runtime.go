@@ -116,6 +116,8 @@ type Runtime struct {
 	failed     chan struct{} // closed when every connector failed for good
 	failedOnce sync.Once
 
+	reloadMu sync.Mutex // serialises Reload
+
 	mu      sync.Mutex
 	started bool
 	slots   []*slot // one per enabled connector, sources first

@@ -41,6 +41,7 @@ type slot struct {
 	nextRetry   time.Time // zero unless an automatic restart is scheduled
 	gaveUp      bool
 	userStopped bool
+	removed     bool // its config is gone (Reload): the supervisor ends
 }
 
 // instance is one started runner and when it started.
@@ -54,12 +55,16 @@ type commandOp int
 const (
 	opRestart commandOp = iota
 	opStop
+	opReplace // Reload: restart with the config in the command
+	opRemove  // Reload: stop for good and end the supervisor
 )
 
 type command struct {
 	op    commandOp
 	ctx   context.Context
 	reply chan error
+	sink  *config.Sink   // opReplace
+	src   *config.Source // opReplace
 }
 
 func (r *Runtime) newSlot(kind, key string, sink *config.Sink, src *config.Source) *slot {
@@ -98,6 +103,9 @@ func (sl *slot) supervise() {
 	defer close(sl.done)
 	rt := sl.r.life
 	for {
+		if sl.isRemoved() {
+			return
+		}
 		in := sl.cur.Load()
 		select {
 		case <-rt.soft.Done():
@@ -207,13 +215,18 @@ func (sl *slot) restartCount() uint32 {
 // handle carries out an operator's command on the current instance.
 func (sl *slot) handle(cmd command, in *instance) error {
 	sl.stopInstance(in, cmd.ctx)
-	if cmd.op == opStop {
+	if cmd.op == opStop || cmd.op == opRemove {
 		sl.mu.Lock()
 		sl.userStopped, sl.nextRetry = true, time.Time{}
+		sl.removed = cmd.op == opRemove
 		sl.mu.Unlock()
 		return nil
 	}
-	if err := sl.reload(); err != nil {
+	if cmd.op == opReplace {
+		if !sl.replaceConfig(cmd) {
+			return nil // stopped by the operator: it runs the new config when restarted
+		}
+	} else if err := sl.reload(); err != nil {
 		return err
 	}
 	sl.mu.Lock()

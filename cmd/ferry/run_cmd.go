@@ -77,6 +77,8 @@ FERRY_DATA, FERRY_PROGRESS, FERRY_PARTITIONS, FERRY_LOG_LEVEL).`,
 }
 
 func runRuntime(ctx context.Context, f runFlags) (err error) {
+	hups, stopHUP := catchHUP()
+	defer stopHUP()
 	rc, conns, err := loadConfig(f.config, true)
 	if err != nil {
 		return err
@@ -170,7 +172,9 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 
 	prog := newProgress(os.Stderr)
 	prog.apiURL = apiURL
+	stopReloads := reloadOnHUP(ctx, hups, rt, f.stopTimeout, log)
 	why := supervise(ctx, rt, f, prog)
+	stopReloads()
 	log.Info("stopping", "reason", why)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.stopTimeout)
 	defer cancel()
