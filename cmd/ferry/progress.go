@@ -19,7 +19,8 @@ type totals struct {
 	committed              uint64 // sinks: offsets stored by the runtime
 	errors                 uint64 // send errors + consume errors + store errors
 	sourcesActive, failing int
-	restarting             int // connectors waiting for a scheduled restart
+	restarting             int    // connectors waiting for a scheduled restart
+	restarts               uint64 // restarts so far, automatic and requested
 }
 
 func sum(sts []connect.Status) totals {
@@ -45,14 +46,16 @@ func sum(sts []connect.Status) totals {
 		if !s.Restart.NextRetry.IsZero() {
 			t.restarting++
 		}
+		t.restarts += s.Restart.Total
 	}
 	return t
 }
 
-// moved reports whether any counter differs.
+// moved reports whether any counter differs, or a connector restarted (a restarted
+// connector is announced caught up again once it is).
 func (t totals) moved(o totals) bool {
 	return t.produced != o.produced || t.sent != o.sent || t.polled != o.polled ||
-		t.delivered != o.delivered || t.committed != o.committed
+		t.delivered != o.delivered || t.committed != o.committed || t.restarts != o.restarts
 }
 
 // progress prints one line per tick: totals and per-second rates since the last tick.
