@@ -23,7 +23,9 @@ func run(args []string) int {
 		Short:         "Ferry: a connectors runtime for Apache Iggy with delivery you can trust",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionString(), // --version
 	}
+	root.SetVersionTemplate(versionLine())
 	root.AddCommand(
 		newRunCmd(),
 		newServerCmd(),
