@@ -45,7 +45,8 @@ type RefusedConfig struct {
 // as a restart through the API: its in-flight work finishes and its commits are
 // stored); a new enabled one is started; one whose file is gone, or now disabled, is
 // stopped and dropped; one whose config is the same keeps running untouched, with its
-// instance, offsets and counters. A file that does not load is refused: the connector it
+// instance, offsets and counters. A connector stopped by the operator stays stopped and
+// takes a changed config at its next restart (it is listed as restarted). A file that does not load is refused: the connector it
 // names, or whose config it held, keeps running its old config, and the refusal is in
 // the result (and logged). Reloads are serialised; ctx bounds each stop. Errors: the
 // runtime stopped (ErrStopped), ErrNoReload, an unreadable config_dir (nothing changed).
@@ -140,16 +141,22 @@ func (r *Runtime) Reload(ctx context.Context) (ReloadResult, error) {
 		}
 	}
 	if len(added) > 0 {
-		// Added and launched under r.mu, as Start does: Status never sees a slot without
-		// an instance, and Stop (which takes r.mu) waits for every added supervisor.
+		// Launched before they are listed, so Status never sees a slot without an
+		// instance and no lock is held while a connector opens; listed under r.mu only if
+		// the runtime is not stopping (Stop then waits for their supervisors).
+		for _, sl := range added {
+			sl.launch(ctx)
+		}
 		r.mu.Lock()
 		if r.life.soft.Err() != nil {
 			r.mu.Unlock()
+			for _, sl := range added {
+				sl.stopInstance(sl.cur.Load(), r.life.hard)
+			}
 			return res, ErrStopped
 		}
 		r.slots = append(r.slots, added...)
 		for _, sl := range added {
-			sl.launch(ctx)
 			go sl.supervise()
 			res.Started = append(res.Started, sl.kind+" "+sl.key)
 			r.log.Info("reload: "+sl.kind+" started from a new file", "key", sl.key)
