@@ -270,6 +270,8 @@ func (r *Runtime) Failed() <-chan struct{} { return r.failed }
 
 // Configured counts every connector configuration, disabled ones included.
 func (r *Runtime) Configured() (sinks, sources int) {
+	r.mu.Lock() // Reload replaces conns
+	defer r.mu.Unlock()
 	sinks, sources = len(r.conns.Sinks), len(r.conns.Sources)
 	for _, inv := range r.conns.Invalid { // configured too, though their files did not load
 		if inv.Type == config.TypeSink {

@@ -58,14 +58,16 @@ func (sl *slot) awaitPlugin(prev *instance, reply chan<- error) (ok, replied boo
 		case <-sl.r.life.soft.Done():
 			return false, replied
 		case cmd := <-sl.cmds:
-			if cmd.op == opStop {
+			if cmd.op == opStop || cmd.op == opRemove {
 				sl.mu.Lock()
 				sl.userStopped, sl.nextRetry = true, time.Time{}
+				sl.removed = cmd.op == opRemove
 				sl.mu.Unlock()
 				cmd.reply <- nil
 				return false, replied
 			}
-			cmd.reply <- sl.acceptRestart() // this pending launch is that restart
+			_, err := sl.acceptRestart(cmd) // this pending launch is that restart (or takes its config)
+			cmd.reply <- err
 		case <-idle:
 			waiting = false
 		}

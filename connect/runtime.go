@@ -67,6 +67,7 @@ type runner struct {
 	life        *lifecycle
 	permanent   atomic.Bool    // failStart's error was permanent
 	startErrors *atomic.Uint64 // counts failStart calls (an error of the connector, as metrics report it)
+	bench       *benchLog      // nil unless benchmark = true
 }
 
 func (r *runner) unfixable() bool { return r.permanent.Load() }
@@ -121,6 +122,7 @@ type Runtime struct {
 
 	// pluginDirs are where native plugins may be loaded from (config.Runtime.PluginDirs).
 	pluginDirs []string
+	reloadMu   sync.Mutex // serialises Reload
 
 	mu      sync.Mutex
 	started bool

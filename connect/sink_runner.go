@@ -46,6 +46,7 @@ func newSinkRunner(cfg *config.Sink, instance uint32, sink sdk.Sink, be backend,
 	}
 	s := &sinkRunner{cfg: cfg, instance: instance, policy: policyFor(cfg), sink: sink, be: be, counters: counters}
 	s.init("sink", cfg.ShutdownTimeout, &counters.StartErrors, log.With("sink", cfg.Key, "instance", instance))
+	s.bench = newBenchLog(cfg.Benchmark, log)
 	s.proc = &batchProcessor{sink: sink, commit: s.policy, failure: sinkFailurePolicy(cfg, s.counters, s.log),
 		counters: s.counters, log: s.log}
 	return s
@@ -103,6 +104,7 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 	go s.run()
 	s.status.set(StateRunning)
 	s.log.Info("sink running", "offset_commit", s.policy.mode, "on_failure", s.cfg.OnFailure, "consumers", len(s.topics))
+	s.bench.enabled(KindSink, s.instance, s.cfg.Key)
 	return nil
 }
 

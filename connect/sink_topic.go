@@ -155,7 +155,7 @@ func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch, conv *conve
 	}
 	start := time.Now()
 	msgs := conv.convert(b.Messages, tc.s.counters)
-	tc.s.counters.PrepareTime.since(start)
+	prepared := tc.s.counters.PrepareTime.since(start)
 	defer tc.s.counters.BatchTime.since(start)
 	meta := sdk.MessagesMetadata{
 		Partition:     sdk.Partition{StreamID: tc.topic.StreamID, TopicID: tc.topic.TopicID, PartitionID: b.Partition},
@@ -165,6 +165,15 @@ func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch, conv *conve
 	st := tc.s.proc.deliver(ctx, tc.topic, meta, span{first, last}, msgs, conv.poison)
 	for _, r := range st.resolve {
 		tc.table.resolve(b.part, r.first, r.last)
+	}
+	if tc.s.bench != nil {
+		processed := 0
+		if st.result == batchDelivered {
+			processed = len(msgs)
+		}
+		tc.s.bench.sink(sinkBatch{key: tc.s.cfg.Key, stream: tc.topic.Stream, topic: tc.topic.Topic,
+			partition: b.Partition, currentOffset: b.CurrentOffset, size: len(b.Messages), processed: processed,
+			start: start, prepared: prepared, done: time.Now()})
 	}
 	switch st.result {
 	case batchAbandoned:

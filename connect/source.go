@@ -76,6 +76,7 @@ func newSourceRunner(cfg *config.Source, instance uint32, src sdk.Source, prods 
 	}
 	s := &sourceRunner{cfg: cfg, src: src, prods: prods, state: newStateFile(stateDir, cfg.Key), instance: instance, counters: counters}
 	s.init("source", sourceShutdownTimeout, &counters.startErrs, log.With("source", cfg.Key, "instance", instance))
+	s.bench = newBenchLog(cfg.Benchmark, log)
 	s.failure = sourceFailurePolicy(cfg, s.counters, func(err error) {
 		s.counters.sendErrors.Add(1)
 		s.status.fail(fmt.Errorf("dead-letter send: %w", err))
@@ -149,6 +150,7 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 	s.status.set(StateRunning)
 	s.log.Info("source running", "stream", s.stream.Stream, "topic", s.stream.Topic, "schema", s.stream.Schema,
 		"state_bytes", len(state))
+	s.bench.enabled(KindSource, s.instance, s.cfg.Key)
 	go s.run()
 	return nil
 }
@@ -293,9 +295,14 @@ func (s *sourceRunner) read(soft context.Context, batch *sdk.SourceBatch, ack *s
 func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) (bool, error) {
 	start := time.Now()
 	defer s.counters.batchTime.since(start)
+	ev := sourceBatch{key: s.cfg.Key, stream: s.stream.Stream, topic: s.stream.Topic, size: len(batch.Messages), start: start}
+	if s.bench != nil {
+		defer func() { s.bench.source(ev) }()
+	}
 	n := uint64(len(batch.Messages))
 	s.counters.produced.Add(n)
 	msgs, bad := s.pipe.encode(batch)
+	ev.prepare = time.Since(start)
 	if len(bad) > 0 {
 		if ok, stop := s.rejectMessages(batch, ack, bad); !ok || stop != nil {
 			return ok, stop
@@ -305,13 +312,14 @@ func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) (bool, err
 	if len(msgs) > 0 {
 		sendStart := time.Now()
 		err = s.send(msgs)
-		s.counters.sendTime.since(sendStart)
+		ev.send = s.counters.sendTime.since(sendStart).Sub(sendStart)
 		if err != nil && !errors.Is(err, errRejected) {
 			s.ack(ack, fmt.Errorf("%w: %w", errStopping, err))
 			return false, nil
 		}
 		if err == nil {
 			s.counters.sent.Add(uint64(len(msgs)))
+			ev.sent = len(msgs)
 		}
 	}
 	if err != nil {
@@ -324,11 +332,12 @@ func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) (bool, err
 		// never a skip), so saving is retried like a send.
 		saveStart := time.Now()
 		err := s.retry("save state", &s.counters.stateErrs, func() error { return s.state.save(batch.State) })
-		s.counters.saveTime.since(saveStart)
+		ev.save = s.counters.saveTime.since(saveStart).Sub(saveStart)
 		if err != nil {
 			s.ack(ack, fmt.Errorf("%w: state not saved: %w", errStopping, err))
 			return false, nil
 		}
+		ev.saved = true
 	}
 	s.ack(ack, nil)
 	s.counters.acked.Add(n)

@@ -49,6 +49,7 @@ type slot struct {
 	gaveUp      bool
 	userStopped bool
 	waitPlugin  bool // launch waits for the previous instance's plugin call (awaitPlugin)
+	removed     bool // its config is gone (Reload): the supervisor ends
 }
 
 // instance is one started runner and when it started.
@@ -62,12 +63,16 @@ type commandOp int
 const (
 	opRestart commandOp = iota
 	opStop
+	opReplace // Reload: restart with the config in the command
+	opRemove  // Reload: stop for good and end the supervisor
 )
 
 type command struct {
 	op    commandOp
 	ctx   context.Context
 	reply chan error
+	sink  *config.Sink   // opReplace
+	src   *config.Source // opReplace
 }
 
 func (r *Runtime) newSlot(kind, key string, sink *config.Sink, src *config.Source) *slot {
@@ -136,6 +141,9 @@ func (sl *slot) supervise() {
 	defer close(sl.done)
 	rt := sl.r.life
 	for {
+		if sl.isRemoved() {
+			return
+		}
 		in := sl.cur.Load()
 		select {
 		case <-rt.soft.Done():
@@ -247,31 +255,39 @@ func (sl *slot) restartCount() uint32 {
 // (awaitPlugin).
 func (sl *slot) handle(cmd command, in *instance) {
 	sl.stopInstance(in, cmd.ctx)
-	if cmd.op == opStop {
+	if cmd.op == opStop || cmd.op == opRemove {
 		sl.mu.Lock()
 		sl.userStopped, sl.nextRetry = true, time.Time{}
+		sl.removed = cmd.op == opRemove
 		sl.mu.Unlock()
 		cmd.reply <- nil
 		return
 	}
-	if err := sl.acceptRestart(); err != nil {
-		cmd.reply <- err
+	ok, err := sl.acceptRestart(cmd)
+	if err != nil || !ok {
+		cmd.reply <- err // !ok: stopped by the operator, it runs the new config when restarted
 		return
 	}
 	sl.launch(sl.r.life.soft, cmd.reply)
 }
 
-// acceptRestart reads the config a requested restart runs and starts its counts again.
-func (sl *slot) acceptRestart() error {
-	if err := sl.reload(); err != nil {
-		return err
+// acceptRestart takes the config a requested restart runs (re-read, or the one a reload
+// hands over) and starts its counts again. It reports false, with no error, for a
+// replacement of a connector the operator stopped: it runs the new config when restarted.
+func (sl *slot) acceptRestart(cmd command) (bool, error) {
+	if cmd.op == opReplace {
+		if !sl.replaceConfig(cmd) {
+			return false, nil
+		}
+	} else if err := sl.reload(); err != nil {
+		return false, err
 	}
 	sl.mu.Lock()
 	sl.restarts, sl.gaveUp, sl.userStopped, sl.nextRetry = 0, false, false, time.Time{}
 	sl.total++
 	sl.mu.Unlock()
 	sl.r.log.Info(sl.kind+" restarting on request", "key", sl.key)
-	return nil
+	return true, nil
 }
 
 // stopInstance stops in softly and waits for it; when ctx ends first it is abandoned

@@ -23,7 +23,9 @@ func run(args []string) int {
 		Short:         "Ferry: a connectors runtime for Apache Iggy with delivery you can trust",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionString(), // --version
 	}
+	root.SetVersionTemplate(versionLine())
 	root.AddCommand(
 		newRunCmd(),
 		newServerCmd(),
@@ -38,16 +40,16 @@ func run(args []string) int {
 	root.SetArgs(args)
 
 	// The first SIGINT/SIGTERM cancels ctx (graceful stop); a second one exits at once,
-	// whatever the graceful stop is waiting for.
+	// whatever the graceful stop is waiting for (signals.go). SIGHUP is run's reload.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sigs := make(chan os.Signal, 2)
+	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	finished := make(chan struct{})
 	defer close(finished)
-	go watchSignals(sigs, cancel, finished, func() {
-		fmt.Fprintln(os.Stderr, "ferry: second signal, exiting now")
+	go watchSignals(sigs, cancel, finished, func(sig os.Signal) {
+		fmt.Fprintf(os.Stderr, "ferry: second signal (%v), exiting now\n", sig)
 		os.Exit(130)
 	})
 
@@ -56,20 +58,4 @@ func run(args []string) int {
 		return 1
 	}
 	return 0
-}
-
-// watchSignals cancels at the first signal and calls exit at the second; it ends when
-// finished is closed.
-func watchSignals(sigs <-chan os.Signal, cancel context.CancelFunc, finished <-chan struct{}, exit func()) {
-	select {
-	case <-sigs:
-		cancel()
-	case <-finished:
-		return
-	}
-	select {
-	case <-sigs:
-		exit()
-	case <-finished:
-	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,7 +19,8 @@ type totals struct {
 	committed              uint64 // sinks: offsets stored by the runtime
 	errors                 uint64 // send errors + consume errors + store errors
 	sourcesActive, failing int
-	restarting             int // connectors waiting for a scheduled restart
+	restarting             int    // connectors waiting for a scheduled restart
+	restarts               uint64 // restarts so far, automatic and requested
 }
 
 func sum(sts []connect.Status) totals {
@@ -44,14 +46,16 @@ func sum(sts []connect.Status) totals {
 		if !s.Restart.NextRetry.IsZero() {
 			t.restarting++
 		}
+		t.restarts += s.Restart.Total
 	}
 	return t
 }
 
-// moved reports whether any counter differs.
+// moved reports whether any counter differs, or a connector restarted (a restarted
+// connector is announced caught up again once it is).
 func (t totals) moved(o totals) bool {
 	return t.produced != o.produced || t.sent != o.sent || t.polled != o.polled ||
-		t.delivered != o.delivered || t.committed != o.committed
+		t.delivered != o.delivered || t.committed != o.committed || t.restarts != o.restarts
 }
 
 // progress prints one line per tick: totals and per-second rates since the last tick.
@@ -89,14 +93,32 @@ func (p *progress) print(t totals, now time.Time) {
 	p.last, p.at = t, now
 }
 
+// sinkOffsets reads a sink's partitions from the server: current and stored offsets, and
+// what it has polled and not stored (Runtime.Offsets).
+type sinkOffsets func(key string) ([]connect.PartitionOffsets, error)
+
+// serverOffsets reads a sink's offsets through rt, each read bounded by offsetsTimeout.
+func serverOffsets(ctx context.Context, rt *connect.Runtime) sinkOffsets {
+	return func(key string) ([]connect.PartitionOffsets, error) {
+		octx, cancel := context.WithTimeout(ctx, offsetsTimeout)
+		defer cancel()
+		return rt.Offsets(octx, key)
+	}
+}
+
+// offsetsTimeout bounds one read of a sink's offsets for the caught-up line.
+const offsetsTimeout = 10 * time.Second
+
 // caughtUp reports whether the run has nothing left to do: every source ended (or there
-// is none), at least one sink runs, and every partition of every sink is stored up to
-// its current offset with nothing uncommitted. It returns the line that says so: how
-// many messages, where file sinks wrote them, how to see the offsets.
-func caughtUp(sts []connect.Status, apiURL string) (string, bool) {
-	var produced, committed uint64
-	var files []string
-	var firstSink *connect.Status
+// is none), at least one sink runs, and every partition of every sink is stored, as the
+// server says, up to its current offset with nothing uncommitted. The server's offsets
+// count what earlier runs stored too, so a rerun with nothing new, or a sink restarted
+// through the API, is caught up as well. offsets is called only once the statuses allow
+// it. It returns the line that says so: how many messages, where file sinks wrote them,
+// how to see the offsets.
+func caughtUp(sts []connect.Status, offsets sinkOffsets, apiURL string) (string, bool) {
+	var sinks []*connect.Status
+	var sent uint64
 	for i := range sts {
 		s := &sts[i]
 		switch s.Kind {
@@ -104,46 +126,67 @@ func caughtUp(sts []connect.Status, apiURL string) (string, bool) {
 			if s.State == connect.StateStarting || s.State == connect.StateRunning || s.State == connect.StateStopping {
 				return "", false
 			}
-			produced += s.Stats.Sent
+			sent += s.Stats.Sent
 		case connect.KindSink:
-			if s.State != connect.StateRunning || len(s.Partitions) == 0 {
+			if s.State != connect.StateRunning {
 				return "", false
 			}
-			for _, p := range s.Partitions {
-				// An empty partition is caught up when Iggy says so; the table alone cannot
-				// tell an empty partition from one it has not polled yet.
-				if (p.Current < 0 && !p.FromServer) || p.Stored != p.Current || p.Uncommitted != 0 {
-					return "", false
-				}
+			sinks = append(sinks, s)
+		}
+	}
+	if len(sinks) == 0 {
+		return "", false
+	}
+	type partKey struct {
+		stream, topic string
+		id            uint32
+	}
+	inTopics := map[partKey]uint64{} // messages in each partition the sinks read
+	var stored uint64
+	var files []string
+	var first *connect.PartitionOffsets
+	for _, s := range sinks {
+		parts, err := offsets(s.Key)
+		if err != nil || len(parts) == 0 {
+			return "", false
+		}
+		for i, p := range parts {
+			if p.Lag != 0 || p.Uncommitted != 0 {
+				return "", false
 			}
-			committed += s.Stats.Committed
-			if firstSink == nil {
-				firstSink = s
+			inTopics[partKey{p.Stream, p.Topic, p.Partition}] = uint64(p.Current + 1)
+			stored += uint64(p.Stored + 1)
+			if first == nil {
+				first = &parts[i]
 			}
-			if s.Sink != nil && s.Sink.Path == "builtin:file" {
-				var pc struct{ Path string }
-				if json.Unmarshal(s.Sink.PluginConfig, &pc) == nil && pc.Path != "" {
-					files = append(files, s.Key+" → "+pc.Path)
-				}
+		}
+		if s.Sink != nil && s.Sink.Path == "builtin:file" {
+			var pc struct{ Path string }
+			if json.Unmarshal(s.Sink.PluginConfig, &pc) == nil && pc.Path != "" {
+				files = append(files, s.Key+" → "+pc.Path)
 			}
 		}
 	}
-	if firstSink == nil {
-		return "", false
+	var produced uint64
+	for _, n := range inTopics {
+		produced += n
 	}
-	line := fmt.Sprintf("ferry: caught up: %d messages produced, %d delivered and committed by the sinks", produced, committed)
+	line := fmt.Sprintf("ferry: caught up: %d messages produced", produced)
+	if sent != produced {
+		line += fmt.Sprintf(" (%d by this run)", sent)
+	}
+	line += fmt.Sprintf(", %d delivered and committed by the sinks", stored)
 	if len(files) > 0 {
 		line += " (" + strings.Join(files, ", ") + ")"
 	}
 	if apiURL != "" {
 		line += fmt.Sprintf("; offsets and lag: ferry status --url %s (or %s/ui/)", apiURL, apiURL)
-	} else if firstSink.Sink != nil && len(firstSink.Partitions) > 0 {
-		p := firstSink.Partitions[0]
-		group := firstSink.Sink.Streams[0].ConsumerGroup
+	} else if cfg := sinks[0].Sink; cfg != nil && len(cfg.Streams) > 0 {
+		group := cfg.Streams[0].ConsumerGroup
 		if group == "" {
-			group = config.DefaultConsumerGroup(firstSink.Key)
+			group = config.DefaultConsumerGroup(cfg.Key)
 		}
-		line += fmt.Sprintf("; offsets: ferry offsets --stream %s --topic %s --group %s", p.Stream, p.Topic, group)
+		line += fmt.Sprintf("; offsets: ferry offsets --stream %s --topic %s --group %s", first.Stream, first.Topic, group)
 	}
 	return line + ". Waiting for more; Ctrl-C stops.", true
 }

@@ -80,6 +80,8 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	if f.partitions == 0 {
 		return errors.New("--partitions must be at least 1")
 	}
+	hups, stopHUP := catchHUP()
+	defer stopHUP()
 	plan, err := prepareStart(startOptions{config: f.config, createDir: true, embedded: f.embedded, data: f.data,
 		embeddedAddr: f.embeddedAddr, initData: f.initData})
 	if err != nil {
@@ -188,7 +190,9 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 
 	prog := newProgress(os.Stderr)
 	prog.apiURL = apiURL
+	stopReloads := reloadOnHUP(ctx, hups, rt, f.stopTimeout, log)
 	why := supervise(ctx, rt, f, prog)
+	stopReloads()
 	log.Info("stopping", "reason", why)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.stopTimeout)
 	defer cancel()
@@ -281,7 +285,7 @@ func supervise(ctx context.Context, rt *connect.Runtime, f runFlags, p *progress
 			if f.progress > 0 && now.Sub(lastPrint) >= f.progress && !announced {
 				p.print(cur, now)
 				lastPrint = now
-				if line, ok := caughtUp(withIggyOffsets(ctx, rt, sts), p.apiURL); ok {
+				if line, ok := caughtUp(sts, serverOffsets(ctx, rt), p.apiURL); ok {
 					fmt.Fprintln(p.w, line) // once, instead of "0/s" lines for ever
 					announced = true
 				}

@@ -321,6 +321,7 @@ func (s *Server) routes() (mux *http.ServeMux, err error) {
 	mux.HandleFunc("PUT /sinks/{key}/offsets", s.putOffsets)
 	mux.HandleFunc("POST /sinks/{key}/pause", s.pause)
 	mux.HandleFunc("POST /sinks/{key}/resume", s.resume)
+	mux.HandleFunc("POST /reload", s.reload)
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.Handle("GET /ui/", http.StripPrefix("/ui", ui.Handler()))
 	if s.cfg.Metrics.Enabled {

@@ -46,9 +46,21 @@ type proc struct {
 // test fails.
 func startFerry(t *testing.T, name, dir string, env []string, args ...string) *proc {
 	t.Helper()
+	return startCmd(t, name, ferryCmd(dir, env, args...))
+}
+
+// ferryCmd is the command startFerry runs, for a test that sets more of it first.
+func ferryCmd(dir string, env []string, args ...string) *exec.Cmd {
 	cmd := exec.Command(ferryBin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
+	return cmd
+}
+
+// startCmd starts cmd as startFerry does.
+func startCmd(t *testing.T, name string, cmd *exec.Cmd) *proc {
+	t.Helper()
+	args := cmd.Args[1:]
 	p := &proc{t: t, name: name, cmd: cmd, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
