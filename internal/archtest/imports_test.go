@@ -33,6 +33,9 @@ var forbidden = map[string][]string{
 	"conformance": {"connect", "connectors", "sdk", "cmd"},
 	// A test helper for PostgreSQL knows pgx only.
 	"internal/pgtest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
+	// The S3 sink sees the sdk only, no other connector; its test helper the AWS SDK only.
+	"connectors/s3":   {"iggy", "server", "connect", "cmd", "connectors"},
+	"internal/s3test": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 }
 
 type pkg struct {
