@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 type Server struct {
 	Endpoint, AccessKey, SecretKey, Region string
 	Client                                 *s3.Client
+	lock                                   *os.File // restart.lock, held shared while the test runs
 }
 
 // Connect returns the server of FERRY_S3_ENDPOINT. The test is skipped when the variable is
@@ -52,6 +54,19 @@ func Connect(t testing.TB) *Server {
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
 	})
+	// A test that restarts the server (Restart) holds this lock exclusively meanwhile, so
+	// the tests of other packages, run at the same time, never see it down.
+	if dir := os.Getenv("FERRY_S3_DIR"); dir != "" {
+		f, err := os.OpenFile(filepath.Join(dir, "restart.lock"), os.O_RDWR|os.O_CREATE, 0o666)
+		if err != nil {
+			t.Fatalf("restart lock: %v", err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+			t.Fatalf("restart lock: %v", err)
+		}
+		s.lock = f
+		t.Cleanup(func() { _ = f.Close() })
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := s.Client.ListBuckets(ctx, &s3.ListBucketsInput{}); err != nil {
@@ -114,13 +129,17 @@ func (s *Server) Get(t testing.TB, bucket, key string) []byte {
 	return b
 }
 
-// Restart restarts the server with scripts/s3.sh (same port, same data); root is the
-// repository root.
-func Restart(t testing.TB, root string) {
+// Restart restarts the server with scripts/s3.sh (same port, same data), once no test of
+// another package uses it; root is the repository root.
+func (s *Server) Restart(t testing.TB, root string) {
 	t.Helper()
-	if os.Getenv("FERRY_S3_DIR") == "" {
+	if s.lock == nil {
 		t.Fatal("FERRY_S3_DIR is not set: the restart test needs the server of scripts/s3.sh")
 	}
+	if err := syscall.Flock(int(s.lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("restart lock: %v", err)
+	}
+	defer func() { _ = syscall.Flock(int(s.lock.Fd()), syscall.LOCK_SH) }()
 	out, err := exec.Command("bash", filepath.Join(root, "scripts", "s3.sh"), "restart").CombinedOutput()
 	if err != nil {
 		t.Fatalf("s3 restart: %v\n%s", err, out)
