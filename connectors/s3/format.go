@@ -27,6 +27,9 @@ type buffer struct {
 	schema  sdk.Schema
 	scratch bytes.Buffer
 	enc     *json.Encoder
+	// The stream and topic as JSON strings, quoted once (names and their quoted forms).
+	stream, topic   string
+	qStream, qTopic []byte
 }
 
 // row is one parquet row; payload is written as a string column unless the stream is raw.
@@ -39,17 +42,6 @@ type row struct {
 	originTimestamp int64
 	headers         map[string]string
 	payload         []byte
-}
-
-// record is one message in the JSON formats, upstream's field names and order.
-type record struct {
-	Offset      *uint64         `json:"offset,omitempty"`
-	Timestamp   string          `json:"timestamp,omitempty"`
-	Stream      string          `json:"stream,omitempty"`
-	Topic       string          `json:"topic,omitempty"`
-	PartitionID *uint32         `json:"partition_id,omitempty"`
-	Headers     map[string]any  `json:"headers,omitempty"`
-	Payload     json.RawMessage `json:"payload"`
 }
 
 func (b *buffer) empty() bool { return b.count == 0 }
@@ -105,46 +97,59 @@ func (b *buffer) add(s *settings, topic sdk.TopicMetadata, p sdk.Partition, sche
 	return grew
 }
 
-// appendRecord appends m as upstream's JSON object.
+// appendRecord appends m as upstream's JSON object, its fields in upstream's order.
 func (b *buffer) appendRecord(dst []byte, s *settings, topic sdk.TopicMetadata, p sdk.Partition, schema sdk.Schema, m *sdk.ConsumedMessage) []byte {
-	rec := record{Payload: payloadJSON(schema, m.Payload)}
+	dst = append(dst, '{')
 	if s.IncludeMetadata {
-		off, part := m.Offset, p.PartitionID
-		rec.Offset, rec.PartitionID = &off, &part
-		rec.Timestamp = time.UnixMicro(int64(m.Timestamp)).UTC().Format(time.RFC3339)
-		rec.Stream, rec.Topic = topic.Stream, topic.Topic
+		dst = append(dst, `"offset":`...)
+		dst = strconv.AppendUint(dst, m.Offset, 10)
+		dst = append(dst, `,"timestamp":"`...)
+		dst = time.UnixMicro(int64(m.Timestamp)).UTC().AppendFormat(dst, time.RFC3339)
+		if b.qStream == nil || b.stream != topic.Stream || b.topic != topic.Topic {
+			b.stream, b.topic = topic.Stream, topic.Topic
+			b.qStream, b.qTopic = b.appendString(nil, topic.Stream), b.appendString(nil, topic.Topic)
+		}
+		dst = append(dst, `","stream":`...)
+		dst = append(dst, b.qStream...)
+		dst = append(dst, `,"topic":`...)
+		dst = append(dst, b.qTopic...)
+		dst = append(dst, `,"partition_id":`...)
+		dst = strconv.AppendUint(dst, uint64(p.PartitionID), 10)
+		dst = append(dst, ',')
 	}
 	if s.IncludeHeaders && len(m.Headers) > 0 {
-		rec.Headers = make(map[string]any, len(m.Headers))
-		for _, h := range m.Headers {
-			rec.Headers[headerKey(h.Key)] = headerJSON(h.Value)
+		h := make(map[string]any, len(m.Headers))
+		for _, e := range m.Headers {
+			h[headerKey(e.Key)] = headerJSON(e.Value)
 		}
+		dst = append(dst, `"headers":`...)
+		dst = b.appendJSON(dst, h)
+		dst = append(dst, ',')
 	}
+	dst = append(dst, `"payload":`...)
+	if schema != sdk.SchemaText && json.Valid(m.Payload) {
+		dst = append(dst, m.Payload...)
+	} else if schema == sdk.SchemaText {
+		dst = b.appendString(dst, string(m.Payload))
+	} else {
+		dst = b.appendString(dst, base64.StdEncoding.EncodeToString(m.Payload))
+	}
+	return append(dst, '}')
+}
+
+// appendString appends v as a JSON string (no HTML escaping).
+func (b *buffer) appendString(dst []byte, v string) []byte { return b.appendJSON(dst, v) }
+
+// appendJSON appends v encoded as JSON without HTML escaping; v is plain data (strings,
+// bools, json.Number, maps of them), which always encodes.
+func (b *buffer) appendJSON(dst []byte, v any) []byte {
 	if b.enc == nil {
 		b.enc = json.NewEncoder(&b.scratch)
 		b.enc.SetEscapeHTML(false)
 	}
 	b.scratch.Reset()
-	if err := b.enc.Encode(rec); err != nil { // cannot fail: every field is plain data
-		return dst
-	}
+	_ = b.enc.Encode(v)
 	return append(dst, bytes.TrimSuffix(b.scratch.Bytes(), []byte("\n"))...)
-}
-
-// payloadJSON is the payload as a JSON value: as is when it is JSON (every schema but raw
-// and text reaches the sink as compact JSON), a string for text, else base64 in a string.
-func payloadJSON(schema sdk.Schema, p []byte) json.RawMessage {
-	if schema != sdk.SchemaText && json.Valid(p) {
-		return p
-	}
-	var v string
-	if schema == sdk.SchemaText {
-		v = string(p)
-	} else {
-		v = base64.StdEncoding.EncodeToString(p)
-	}
-	out, _ := json.Marshal(v)
-	return out
 }
 
 // finish returns the object's bytes for the JSON and raw formats.
