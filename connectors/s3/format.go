@@ -152,7 +152,9 @@ func (b *buffer) appendJSON(dst []byte, v any) []byte {
 	return append(dst, bytes.TrimSuffix(b.scratch.Bytes(), []byte("\n"))...)
 }
 
-// finish returns the object's bytes for the JSON and raw formats.
+// finish returns the object's bytes for the JSON and raw formats; the buffer is unchanged
+// (the closing bracket of json_array goes past its length), so a failed upload can be
+// retried and more messages appended.
 func (b *buffer) finish(s *settings) []byte {
 	if s.format == FormatJSONArray {
 		return append(b.data, ']')

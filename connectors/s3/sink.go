@@ -172,13 +172,21 @@ func (s *Sink) appendLocked(ctx context.Context, ps *partState, topic sdk.TopicM
 		ps.size.Store(int64(ps.buf.size))
 		ps.next = m.Offset + 1
 		ps.lastAdd = time.Now()
-		if ps.buf.count >= s.cfg.maxMessages || ps.buf.size >= s.cfg.maxBytes {
+		if s.full(ps) {
 			if err := s.flushLocked(ctx, ps); err != nil {
 				return err
 			}
 		}
 	}
+	if s.full(ps) { // a batch retried after a failed upload: all of it was buffered
+		return s.flushLocked(ctx, ps)
+	}
 	return nil
+}
+
+// full reports whether ps's buffer reached an object's limit.
+func (s *Sink) full(ps *partState) bool {
+	return !ps.buf.empty() && (ps.buf.count >= s.cfg.maxMessages || ps.buf.size >= s.cfg.maxBytes)
 }
 
 // partition returns p's state, creating it when the runtime delivers before any
@@ -242,10 +250,7 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 		ctype = "application/json"
 	}
 	if err := s.upload(ctx, key, body, ctype); err != nil {
-		if s.cfg.format == FormatJSONArray {
-			b.data = b.data[:len(b.data)-1] // finish appended the closing bracket
-		}
-		return err
+		return err // the buffer is kept: the next flush uploads the same key
 	}
 	last := b.last
 	s.buffered.Add(-int64(b.size))

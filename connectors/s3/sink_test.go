@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/ferryio/ferry/internal/s3test"
 	"github.com/ferryio/ferry/sdk"
 )
@@ -327,5 +329,43 @@ func TestConditionalPutRefusesSecondWrite(t *testing.T) {
 	}
 	if got := string(srv.Get(t, bucket, "k")); got != "first" {
 		t.Fatalf("object holds %q, want first", got)
+	}
+}
+
+// TestFailedUploadKeepsTheBuffer: an upload that fails (the bucket is gone) fails Consume
+// and commits nothing; the runtime's retry of the batch uploads it once the bucket is
+// back, as one valid JSON array.
+func TestFailedUploadKeepsTheBuffer(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	c := &commits{}
+	s := open(t, config(srv, bucket, `,"output_format":"json_array","file_rotation":"messages","max_messages_per_file":3,"max_attempts":1,"include_metadata":false`), c)
+	assign(t, s, 0)
+	ctx := context.Background()
+	if _, err := srv.Client.DeleteBucket(ctx, &awss3.DeleteBucketInput{Bucket: &bucket}); err != nil {
+		t.Fatal(err)
+	}
+	batch := msgs(0, 0, 3)
+	err := s.Consume(ctx, topic, sdk.MessagesMetadata{Partition: part(0), Schema: sdk.SchemaJSON}, batch)
+	want := fmt.Sprintf(`s3 sink: upload failed after 1 attempts: put s3://%s/pre/s/t/2024-03-16/14/00000-00000000000000000000-00000000000000000002.json: bucket %q does not exist`, bucket, bucket)
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("consume: %v\nwant %s…", err, want)
+	}
+	if _, ok := c.of(0); ok {
+		t.Fatal("committed after a failed upload")
+	}
+	if _, err := srv.Client.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: &bucket}); err != nil {
+		t.Fatal(err)
+	}
+	consume(t, s, sdk.SchemaJSON, 0, batch) // the runtime's retry
+	if last, ok := c.of(0); !ok || last != 2 {
+		t.Fatalf("committed %d, %v; want 2", last, ok)
+	}
+	keys := srv.Keys(t, bucket)
+	if len(keys) != 1 {
+		t.Fatalf("keys %v", keys)
+	}
+	if got := string(srv.Get(t, bucket, keys[0])); got != `[{"payload":{"p":0,"o":0}},{"payload":{"p":0,"o":1}},{"payload":{"p":0,"o":2}}]` {
+		t.Fatalf("object %s", got)
 	}
 }
