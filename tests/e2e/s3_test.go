@@ -269,3 +269,64 @@ func TestS3MissingBucket(t *testing.T) {
 		return strings.Contains(run.out.String(), want)
 	})
 }
+
+// TestS3PoisonToDeadLetter: one message of a json stream is not JSON; under on_failure =
+// dead_letter it alone goes to the dead-letter topic, the 199 others are in the bucket once
+// (the object around it spans the gap), and a second run writes nothing more.
+func TestS3PoisonToDeadLetter(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	dir := t.TempDir()
+	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
+	c := dial(t, addr)
+	createTopic(t, c, 1)
+	msgs := make([]iggy.Message, 200)
+	for i := range msgs {
+		msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, `{"o":%d}`, i)}
+	}
+	msgs[42].Payload = []byte("not json at all")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(0), msgs); err != nil {
+		t.Fatal(err)
+	}
+	sink := strings.NewReplacer(`offset_commit = "sink_controlled"`, "offset_commit = \"sink_controlled\"\non_failure = \"dead_letter\"\n\n[dead_letter]\nstream = \"dlq\"\ntopic = \"rejected\"",
+		`output_format = "parquet"`, `output_format = "json_lines"`, "max_messages_per_file = 700", "max_messages_per_file = 50").Replace(s3Sink(srv, bucket))
+	conns := filepath.Join(dir, "s3")
+	writeFile(t, filepath.Join(conns, "sink.toml"), sink)
+	args := []string{"run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0"}
+	lines := func() []string {
+		var out []string
+		for _, k := range srv.Keys(t, bucket) {
+			out = append(out, strings.Split(strings.TrimSpace(string(srv.Get(t, bucket, k))), "\n")...)
+		}
+		return out
+	}
+	for round := range 2 {
+		run := startFerry(t, fmt.Sprintf("run %d", round), dir, nil, args...)
+		waitFor(t, 30*time.Second, "199 messages in the bucket", func() bool { return len(lines()) >= 199 })
+		waitFor(t, 30*time.Second, "the sink running", func() bool { return strings.Contains(run.out.String(), `msg="sink running"`) })
+		run.stop(15 * time.Second)
+	}
+	got := lines()
+	if len(got) != 199 {
+		t.Fatalf("%d lines in the bucket, want 199", len(got))
+	}
+	for i, l := range got {
+		o := i
+		if i >= 42 {
+			o = i + 1
+		}
+		if !strings.HasPrefix(l, fmt.Sprintf(`{"offset":%d,`, o)) || !strings.HasSuffix(l, fmt.Sprintf(`"payload":{"o":%d}}`, o)) {
+			t.Fatalf("line %d: %s; want offset %d", i, l, o)
+		}
+	}
+	keys := srv.Keys(t, bucket)
+	if want := "lake/s/t/"; len(keys) != 4 || !strings.HasPrefix(keys[0], want) || !strings.HasSuffix(keys[0], "00000-00000000000000000000-00000000000000000050.jsonl") {
+		t.Fatalf("keys %v; want 4 objects of 50 messages, the first 0-50 (without 42)", keys)
+	}
+	dl := dumpTopic(t, dir, addr, "dlq", "rejected")
+	if len(dl) != 1 || dl[0].Payload != "not json at all" {
+		t.Fatalf("dead-letter topic holds %+v, want only the message that is not JSON", dl)
+	}
+}
