@@ -209,6 +209,17 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 	if strings.Contains(run.out.String(), srv.SecretKey) {
 		t.Fatal("the run logged the secret key")
 	}
+	rows := checkExactlyOnce(t, srv, bucket, perPartition)
+	t.Logf("%d kills, %d S3 restarts: %d rows in %d objects, 0 lost, 0 duplicated", kills, len(restarts), rows, len(srv.Keys(t, bucket)))
+}
+
+// checkExactlyOnce judges the bucket of a 3-partition run of perPartition messages each:
+// the objects' ranges of each partition contiguous from 0 to the end, none overlapping;
+// pyarrow reads exactly 3 × perPartition rows, each (partition, offset) once with its own
+// payload. It returns the number of rows.
+func checkExactlyOnce(t *testing.T, srv *s3test.Server, bucket string, perPartition uint64) int {
+	t.Helper()
+	total := 3 * perPartition
 	ranges, n := s3Ranges(t, srv, bucket)
 	if n != total {
 		t.Fatalf("objects hold %d messages, want %d", n, total)
@@ -240,7 +251,7 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 	if uint64(rows) != total || uint64(len(seen)) != total {
 		t.Fatalf("pyarrow read %d rows, %d distinct (partition, offset); want %d each", rows, len(seen), total)
 	}
-	t.Logf("%d kills, %d S3 restarts: %d rows in %d objects, 0 lost, 0 duplicated", kills, len(restarts), rows, len(srv.Keys(t, bucket)))
+	return rows
 }
 
 // TestS3ExactlyOnceUnderSIGKILL: SIGKILLs at random moments while 3 partitions are
@@ -329,4 +340,54 @@ func TestS3PoisonToDeadLetter(t *testing.T) {
 	if len(dl) != 1 || dl[0].Payload != "not json at all" {
 		t.Fatalf("dead-letter topic holds %+v, want only the message that is not JSON", dl)
 	}
+}
+
+// TestS3GroupTakeover: two ferry processes in one consumer group write to one bucket; one
+// is SIGKILLed mid-stream and the other takes its partitions over from the bucket: each
+// message in exactly one object, no two objects overlapping.
+func TestS3GroupTakeover(t *testing.T) {
+	srv := s3test.Connect(t)
+	s3test.Python(t)
+	perPartition, _ := s3Scale(t)
+	bucket := srv.Bucket(t)
+	dir := t.TempDir()
+	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
+	c := dial(t, addr)
+	createTopic(t, c, 3)
+	start := func(name string) *proc {
+		d := filepath.Join(dir, name)
+		writeFile(t, filepath.Join(d, "s3", "sink.toml"), s3Sink(srv, bucket))
+		return startFerry(t, name, d, nil, "run", "--config", remoteConfig(t, d, addr, filepath.Join(d, "s3")), "--progress", "0")
+	}
+	var wg sync.WaitGroup
+	var prodErr error
+	wg.Go(func() { prodErr = produceN(c, 3, perPartition, 150*time.Millisecond) })
+	a := start("a")
+	b := start("b")
+	owns := regexp.MustCompile(`assignment changed.* assigned="?\[\d`)
+	waitFor(t, 60*time.Second, "both members owning partitions", func() bool {
+		return owns.MatchString(a.out.String()) && owns.MatchString(b.out.String())
+	})
+	written := func() uint64 { _, n := s3Ranges(t, srv, bucket); return n }
+	before := written()
+	waitFor(t, 60*time.Second, "objects written after both joined", func() bool { return written() > before })
+	seeksBefore := strings.Count(b.out.String(), "partition starts where the sink says")
+	a.kill()
+	t.Logf("a killed with %d messages in the bucket", written())
+	wg.Wait()
+	if prodErr != nil {
+		t.Fatal(prodErr)
+	}
+	waitFor(t, 120*time.Second, "every message in the bucket", func() bool {
+		if b.exited() {
+			t.Fatalf("b exited: %v", b.err)
+		}
+		return written() >= 3*perPartition
+	})
+	b.stop(30 * time.Second)
+	if strings.Count(b.out.String(), "partition starts where the sink says") <= seeksBefore {
+		t.Fatalf("b took a's partitions over without reading where they stand from the bucket:\n%s", tail(b.out.String(), 30))
+	}
+	rows := checkExactlyOnce(t, srv, bucket, perPartition)
+	t.Logf("%d rows in %d objects, 0 lost, 0 duplicated", rows, len(srv.Keys(t, bucket)))
 }
