@@ -66,6 +66,9 @@ const (
 	FieldCompression = "compression"
 	// FieldRowGroupSize: parquet rows per row group; default 65536.
 	FieldRowGroupSize = "row_group_size"
+	// FieldColumns: [[plugin_config.columns]] name, type, path: typed parquet columns
+	// filled from the JSON payload's fields (see Column).
+	FieldColumns = "columns"
 )
 
 // Defaults.
@@ -115,31 +118,33 @@ var Spec = sdk.ConfigSpec{Fields: []sdk.ConfigField{
 	{Name: FieldMaxBufferedBytes, Type: sdk.TypeString, Default: DefaultMaxBufferedBytes, Doc: "bytes buffered across partitions before the largest is uploaded early"},
 	{Name: FieldCompression, Type: sdk.TypeString, Default: "zstd", Doc: "parquet: zstd, snappy, gzip or none"},
 	{Name: FieldRowGroupSize, Type: sdk.TypeUnsigned, Default: DefaultRowGroupSize, Doc: "parquet: rows per row group"},
+	{Name: FieldColumns, Type: sdk.TypeTables, Doc: "parquet: [[plugin_config.columns]] name, type (string, int64, float64, bool, json), path: typed columns from JSON payload fields"},
 }}
 
 // Config is the sink's plugin_config as written. Pointers tell "unset" from zero.
 type Config struct {
-	Bucket             string  `json:"bucket"`
-	Region             string  `json:"region"`
-	Prefix             string  `json:"prefix"`
-	Endpoint           string  `json:"endpoint"`
-	AccessKeyID        string  `json:"access_key_id"`
-	SecretAccessKey    string  `json:"secret_access_key"`
-	PathTemplate       string  `json:"path_template"`
-	FileRotation       string  `json:"file_rotation"`
-	MaxFileSize        string  `json:"max_file_size"`
-	MaxMessagesPerFile *uint64 `json:"max_messages_per_file"`
-	OutputFormat       string  `json:"output_format"`
-	IncludeMetadata    bool    `json:"include_metadata"`
-	IncludeHeaders     bool    `json:"include_headers"`
-	MaxAttempts        *uint64 `json:"max_attempts"`
-	MaxRetries         *uint64 `json:"max_retries"`
-	RetryDelay         string  `json:"retry_delay"`
-	PathStyle          *bool   `json:"path_style"`
-	FlushInterval      string  `json:"flush_interval"`
-	MaxBufferedBytes   string  `json:"max_buffered_bytes"`
-	Compression        string  `json:"compression"`
-	RowGroupSize       uint64  `json:"row_group_size"`
+	Bucket             string   `json:"bucket"`
+	Region             string   `json:"region"`
+	Prefix             string   `json:"prefix"`
+	Endpoint           string   `json:"endpoint"`
+	AccessKeyID        string   `json:"access_key_id"`
+	SecretAccessKey    string   `json:"secret_access_key"`
+	PathTemplate       string   `json:"path_template"`
+	FileRotation       string   `json:"file_rotation"`
+	MaxFileSize        string   `json:"max_file_size"`
+	MaxMessagesPerFile *uint64  `json:"max_messages_per_file"`
+	OutputFormat       string   `json:"output_format"`
+	IncludeMetadata    bool     `json:"include_metadata"`
+	IncludeHeaders     bool     `json:"include_headers"`
+	MaxAttempts        *uint64  `json:"max_attempts"`
+	MaxRetries         *uint64  `json:"max_retries"`
+	RetryDelay         string   `json:"retry_delay"`
+	PathStyle          *bool    `json:"path_style"`
+	FlushInterval      string   `json:"flush_interval"`
+	MaxBufferedBytes   string   `json:"max_buffered_bytes"`
+	Compression        string   `json:"compression"`
+	RowGroupSize       uint64   `json:"row_group_size"`
+	Columns            []Column `json:"columns"`
 }
 
 // settings is Config resolved: every limit a number, every choice validated.
@@ -246,6 +251,9 @@ func parseConfig(raw []byte) (settings, error) {
 	}
 	if _, err := newTemplate(c.PathTemplate); err != nil {
 		return bad(FieldPathTemplate, "%v", err)
+	}
+	if err := checkColumns(c.Columns, s.format); err != nil {
+		return s, err
 	}
 	return s, nil
 }

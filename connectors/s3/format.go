@@ -42,6 +42,7 @@ type row struct {
 	originTimestamp int64
 	headers         map[string]string
 	payload         []byte
+	extra           []any // the typed columns' values, in plugin_config order
 }
 
 func (b *buffer) empty() bool { return b.count == 0 }
@@ -51,8 +52,16 @@ func (b *buffer) reset() {
 	b.count, b.size, b.first, b.last, b.firstTS = 0, 0, 0, 0, 0
 }
 
-// add appends one message; it returns the bytes the buffer grew by.
-func (b *buffer) add(s *settings, topic sdk.TopicMetadata, p sdk.Partition, schema sdk.Schema, m *sdk.ConsumedMessage) uint64 {
+// add appends one message; it returns the bytes the buffer grew by. It refuses a message
+// whose typed columns cannot be filled (nothing is appended then).
+func (b *buffer) add(s *settings, topic sdk.TopicMetadata, p sdk.Partition, schema sdk.Schema, m *sdk.ConsumedMessage) (uint64, error) {
+	var extra []any
+	if len(s.Columns) > 0 {
+		var err error
+		if extra, err = extract(s.Columns, m.Payload); err != nil {
+			return 0, err
+		}
+	}
 	if b.count == 0 {
 		b.first, b.firstTS, b.schema = m.Offset, m.Timestamp, schema
 	}
@@ -64,7 +73,7 @@ func (b *buffer) add(s *settings, topic sdk.TopicMetadata, p sdk.Partition, sche
 		r := row{
 			stream: topic.Stream, topic: topic.Topic, partition: p.PartitionID, offset: m.Offset,
 			id: m.ID.String(), timestamp: int64(m.Timestamp), originTimestamp: int64(m.OriginTimestamp),
-			payload: bytes.Clone(m.Payload),
+			payload: bytes.Clone(m.Payload), extra: extra,
 		}
 		if len(m.Headers) > 0 {
 			r.headers = make(map[string]string, len(m.Headers))
@@ -94,7 +103,7 @@ func (b *buffer) add(s *settings, topic sdk.TopicMetadata, p sdk.Partition, sche
 		grew = uint64(len(b.data) - before)
 	}
 	b.size += grew
-	return grew
+	return grew, nil
 }
 
 // appendRecord appends m as upstream's JSON object, its fields in upstream's order.

@@ -95,3 +95,21 @@ func TestUpstreamConfigAccepted(t *testing.T) {
 		t.Fatalf("resolved %+v", s)
 	}
 }
+
+func TestColumnErrorsNameTheEntry(t *testing.T) {
+	for cols, want := range map[string]string{
+		`[{"name":"x","type":"int64","path":"a"}]`:                                          `plugin_config.columns: typed columns need output_format = "parquet"`,
+		`[{"name":"offset","type":"int64","path":"a"}]`:                                     `plugin_config.columns[0].name: "offset" is taken`,
+		`[{"name":"x","type":"int64","path":"a"},{"name":"y","type":"decimal","path":"b"}]`: `plugin_config.columns[1].type: unknown type "decimal"`,
+		`[{"name":"x","type":"bool","path":""}]`:                                            `plugin_config.columns[0].path: "" is not a dot-separated field path`,
+	} {
+		format := `"parquet"`
+		if strings.Contains(want, "need output_format") {
+			format = `"json_lines"`
+		}
+		_, err := parseConfig([]byte(`{"bucket":"b","region":"r","output_format":` + format + `,"columns":` + cols + `}`))
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", cols, err, want)
+		}
+	}
+}

@@ -62,11 +62,16 @@ func encodeParquet(s *settings, b *buffer) ([]byte, error) {
 		parquet.CreatedBy("ferry", "", ""),
 	}
 	var err error
-	if b.schema == sdk.SchemaRaw {
+	raw := b.schema == sdk.SchemaRaw
+	switch {
+	case len(s.Columns) > 0:
+		opts = append(opts, columnsSchema(s.Columns, raw))
+		err = writeRows(&out, opts, b.rows, func(r *row) map[string]any { return columnsRow(s.Columns, r, raw) })
+	case raw:
 		err = writeRows(&out, opts, b.rows, func(r *row) parquetBytes {
 			return parquetBytes{r.stream, r.topic, r.partition, r.offset, r.id, r.timestamp, r.originTimestamp, r.headers, r.payload}
 		})
-	} else {
+	default:
 		err = writeRows(&out, opts, b.rows, func(r *row) parquetText {
 			return parquetText{r.stream, r.topic, r.partition, r.offset, r.id, r.timestamp, r.originTimestamp, r.headers, string(r.payload)}
 		})

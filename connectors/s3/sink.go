@@ -19,6 +19,7 @@ type Sink struct {
 	tpl       template
 	st        *store
 	committer sdk.Committer
+	onFailure string
 	log       *slog.Logger
 
 	mu    sync.Mutex // guards parts
@@ -43,6 +44,14 @@ type partState struct {
 	next    uint64       // messages below it are buffered or in the bucket: a redelivery skips them
 	lastAdd time.Time
 	gone    bool // revoked or reassigned: drop everything
+	// committed is an offset known done in the runtime (the last commit, or the offset
+	// before the sought one): committing it again changes nothing (hasCommitted).
+	committed    uint64
+	hasCommitted bool
+	started      bool // a message of this assignment was seen
+	// rejected holds the messages a typed column refused until Consume reports them (a
+	// failed upload may end the call first; the runtime's retry of the batch reports them).
+	rejected *sdk.RejectedMessages
 }
 
 var (
@@ -64,7 +73,7 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 	if env.Committer == nil {
 		return errors.New(`s3 sink: offset_commit = "sink_controlled" is required (the sink commits a partition's offsets once their object is in the bucket, and resumes from the bucket)`)
 	}
-	s.cfg, s.committer, s.log = cfg, env.Committer, env.Logger
+	s.cfg, s.committer, s.onFailure, s.log = cfg, env.Committer, env.OnFailure, env.Logger
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -102,7 +111,7 @@ func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sd
 		if err != nil {
 			return nil, fmt.Errorf("s3 sink: partition %d of %s/%s: %w", p.PartitionID, topic.Stream, topic.Topic, err)
 		}
-		fresh := &partState{topic: topic, part: p, next: next}
+		fresh := &partState{topic: topic, part: p, next: next, committed: next - 1, hasCommitted: found}
 		s.mu.Lock()
 		old := s.parts[p]
 		s.parts[p] = fresh
@@ -167,7 +176,28 @@ func (s *Sink) appendLocked(ctx context.Context, ps *partState, topic sdk.TopicM
 			continue
 		}
 		ps.topic = topic
-		grew := ps.buf.add(&s.cfg, topic, ps.part, meta.Schema, m)
+		if !ps.started && !ps.hasCommitted && m.Offset > 0 {
+			// The assignment's first message: everything before it is done in the runtime
+			// (it starts there, or resolved a poison message before delivering this one).
+			ps.committed, ps.hasCommitted = m.Offset-1, true
+		}
+		ps.started = true
+		grew, err := ps.buf.add(&s.cfg, topic, ps.part, meta.Schema, m)
+		if err != nil {
+			// A typed column refuses it: on_failure decides for it alone. Under stop nothing
+			// at or past it may be buffered (it would be committed past).
+			if ps.rejected == nil {
+				ps.rejected = &sdk.RejectedMessages{Err: fmt.Errorf("s3 sink: offset %d: %w", m.Offset, err)}
+			}
+			ps.rejected.Offsets = append(ps.rejected.Offsets, m.Offset)
+			if s.onFailure == "stop" {
+				r := ps.rejected
+				ps.rejected = nil
+				return r
+			}
+			ps.next = m.Offset + 1
+			continue
+		}
 		s.buffered.Add(int64(grew))
 		ps.size.Store(int64(ps.buf.size))
 		ps.next = m.Offset + 1
@@ -179,7 +209,13 @@ func (s *Sink) appendLocked(ctx context.Context, ps *partState, topic sdk.TopicM
 		}
 	}
 	if s.full(ps) { // a batch retried after a failed upload: all of it was buffered
-		return s.flushLocked(ctx, ps)
+		if err := s.flushLocked(ctx, ps); err != nil {
+			return err
+		}
+	}
+	if r := ps.rejected; r != nil {
+		ps.rejected = nil
+		return r
 	}
 	return nil
 }
@@ -223,9 +259,9 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 	if b.empty() || ps.gone {
 		return nil
 	}
-	// Still ours? A commit at or below what is committed changes nothing and answers that
+	// Still ours? A commit of an offset already done changes nothing and answers that
 	// (stale: ours; unknown partition: revoked, so another member may write these offsets).
-	if b.first > 0 && errors.Is(s.committer.Commit(ps.part, b.first-1), sdk.ErrCommitUnknownPartition) {
+	if ps.hasCommitted && errors.Is(s.committer.Commit(ps.part, ps.committed), sdk.ErrCommitUnknownPartition) {
 		s.log.Info("s3 sink: partition revoked; its buffer is dropped", "partition", ps.part.PartitionID,
 			"first", b.first, "last", b.last)
 		s.buffered.Add(-int64(b.size))
@@ -259,6 +295,7 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 	err := s.committer.Commit(ps.part, last)
 	switch {
 	case err == nil, errors.Is(err, sdk.ErrCommitStale):
+		ps.committed, ps.hasCommitted = last, true
 	case errors.Is(err, sdk.ErrCommitUnknownPartition):
 		ps.gone = true
 		s.log.Info("s3 sink: partition revoked after an upload", "key", key, "err", err)

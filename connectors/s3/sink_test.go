@@ -369,3 +369,47 @@ func TestFailedUploadKeepsTheBuffer(t *testing.T) {
 		t.Fatalf("object %s", got)
 	}
 }
+
+// TestParquetTypedColumns: [[plugin_config.columns]] fill typed columns from the JSON
+// payload (a missing field is null); a message whose field has the wrong type is rejected
+// alone (sdk.RejectedMessages, on_failure skip) and the others are written.
+func TestParquetTypedColumns(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	c := &commits{}
+	cols := `,"columns":[{"name":"user","type":"string","path":"user.name"},{"name":"n","type":"int64","path":"n"},` +
+		`{"name":"score","type":"float64","path":"score"},{"name":"ok","type":"bool","path":"ok"},{"name":"u","type":"json","path":"user"}]`
+	s := New()
+	env := sdk.SinkEnv{Config: []byte(config(srv, bucket, `,"output_format":"parquet"`+cols)), Committer: c, OnFailure: "skip"}
+	if err := s.Open(context.Background(), env); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	assign(t, s, 0)
+	batch := msgs(0, 0, 3)
+	batch[0].Payload = []byte(`{"user":{"name":"ann","id":7},"n":5,"score":1.5,"ok":true}`)
+	batch[1].Payload = []byte(`{"n":"five"}`)
+	batch[2].Payload = []byte(`{"n":-2}`)
+	err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(0), Schema: sdk.SchemaJSON}, batch)
+	var rej *sdk.RejectedMessages
+	if !errors.As(err, &rej) || !slices.Equal(rej.Offsets, []uint64{1}) || !strings.Contains(err.Error(), `column "n" (path n): want an integer, got the string "five"`) {
+		t.Fatalf("consume: %v; want offset 1 rejected for column n", err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	objs := srv.ReadParquet(t, bucket)
+	if len(objs) != 1 || len(objs[0].Rows) != 2 {
+		t.Fatalf("objects %+v; want one with 2 rows", objs)
+	}
+	r0, r2 := objs[0].Rows[0].Columns, objs[0].Rows[1].Columns
+	if fmt.Sprint(r0) != `map[n:5 ok:true score:1.5 u:{"id":7,"name":"ann"} user:ann]` ||
+		fmt.Sprint(r2) != `map[n:-2 ok:<nil> score:<nil> u:<nil> user:<nil>]` || objs[0].Rows[1].Offset != 2 {
+		t.Fatalf("typed columns %v and %v (offset %d)", r0, r2, objs[0].Rows[1].Offset)
+	}
+	for _, want := range []string{"n: int64", "score: double", "ok: bool", "user: string", "u: string"} {
+		if !strings.Contains(objs[0].Schema, want) {
+			t.Fatalf("schema %s lacks %q", objs[0].Schema, want)
+		}
+	}
+}

@@ -1,5 +1,6 @@
 """Reads every object of a bucket as Parquet with pyarrow and prints one JSON line per
-object: its key, its schema and its rows (partition, offset, payload as text or base64).
+object: its key, its schema and its rows (partition, offset, payload as text or base64, any
+other column by name).
 
 usage: readparquet.py ENDPOINT ACCESS_KEY SECRET_KEY REGION BUCKET
 """
@@ -10,6 +11,8 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as fs
 import pyarrow.parquet as pq
+
+BASE = {"stream", "topic", "partition", "offset", "id", "timestamp", "origin_timestamp", "headers", "payload"}
 
 endpoint, access, secret, region, bucket = sys.argv[1:6]
 u = urlparse(endpoint)
@@ -30,7 +33,8 @@ for info in sorted(infos, key=lambda i: i.path):
         rows.append({"partition": cols["partition"][i], "offset": cols["offset"][i], "payload": p,
                      "id": cols["id"][i], "stream": cols["stream"][i], "topic": cols["topic"][i],
                      "timestamp_us": int(cols["timestamp"][i].timestamp() * 1e6) if cols["timestamp"][i] else None,
-                     "headers": dict(headers) if headers else {}})
+                     "headers": dict(headers) if headers else {},
+                     "columns": {c: cols[c][i] for c in cols if c not in BASE}})
     meta = pq.read_metadata(info.path, filesystem=s3)
     print(json.dumps({"key": info.path[len(bucket) + 1:], "schema": str(table.schema).replace("\n", "; "),
                       "compression": meta.row_group(0).column(0).compression if meta.num_row_groups else "",

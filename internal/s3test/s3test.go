@@ -168,6 +168,7 @@ type ParquetRow struct {
 	Topic       string            `json:"topic"`
 	TimestampUS int64             `json:"timestamp_us"`
 	Headers     map[string]string `json:"headers"`
+	Columns     map[string]any    `json:"columns"` // every column but the metadata and payload
 }
 
 // ParquetObject is one object of the bucket as pyarrow read it.
