@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -213,9 +214,14 @@ func (s *Sink) appendLocked(ctx context.Context, ps *partState, topic sdk.TopicM
 			return err
 		}
 	}
-	if r := ps.rejected; r != nil {
+	if r := ps.rejected; r != nil && len(msgs) > 0 {
 		ps.rejected = nil
-		return r
+		// Only this batch's: a batch the runtime gave up on meanwhile took its own with it.
+		lo, hi := msgs[0].Offset, msgs[len(msgs)-1].Offset
+		r.Offsets = slices.DeleteFunc(r.Offsets, func(o uint64) bool { return o < lo || o > hi })
+		if len(r.Offsets) > 0 {
+			return r
+		}
 	}
 	return nil
 }
