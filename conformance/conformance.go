@@ -89,7 +89,7 @@ type Config struct {
 	Modes []string
 	// Scenarios restricts the run to these scenario names (default all of Scenarios()).
 	Scenarios []string
-	// Soak is the number of SIGKILLs of the soak and postgres-soak scenarios per mode; 0
+	// Soak is the number of SIGKILLs of the soak, postgres-soak and s3-soak scenarios per mode; 0
 	// skips them.
 	Soak int
 	// Postgres is the URL of a PostgreSQL database for postgres-soak (the suite creates
@@ -106,6 +106,9 @@ type Config struct {
 	// answers a failed offset write with 10006 CannotWriteToFile; 20 ResourceNotFound is a
 	// server that takes a full disk for a lost partition).
 	StorageFaultCode uint32
+	// S3 is the S3-compatible server of s3-soak (ParseS3Target; the suite creates a bucket
+	// per run there and removes it); nil makes that scenario "not supported".
+	S3 *S3Target
 	// Seed makes the chaos (proxy faults, soak kill moments) repeatable.
 	Seed int64
 	// WorkDir receives config files, records and runtime logs (default a temp dir,
@@ -183,7 +186,7 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 	}
 	defer r.close()
 	for _, sc := range selected {
-		if (sc.name == "soak" || sc.name == "postgres-soak") && cfg.Soak <= 0 {
+		if (sc.name == "soak" || sc.name == "postgres-soak" || sc.name == "s3-soak") && cfg.Soak <= 0 {
 			continue
 		}
 		modes := cfg.Modes

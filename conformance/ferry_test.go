@@ -51,18 +51,30 @@ func TestFerryConforms(t *testing.T) {
 	// postgres-soak runs when FERRY_POSTGRES_URL is set (scripts/postgres.sh start; CI sets
 	// it) and is "not supported" otherwise.
 	pg := os.Getenv("FERRY_POSTGRES_URL")
-	res := run(t, conformance.Config{Runtime: ferryRuntime(), Soak: 3, Seed: 1, Scenarios: names, Postgres: pg,
+	// s3-soak likewise with the server of scripts/s3.sh (FERRY_S3_ENDPOINT).
+	var s3 *conformance.S3Target
+	if ep := os.Getenv("FERRY_S3_ENDPOINT"); ep != "" {
+		s3 = &conformance.S3Target{Endpoint: ep, Region: os.Getenv("FERRY_S3_REGION"),
+			AccessKey: os.Getenv("FERRY_S3_ACCESS_KEY"), SecretKey: os.Getenv("FERRY_S3_SECRET_KEY")}
+	}
+	res := run(t, conformance.Config{Runtime: ferryRuntime(), Soak: 3, Seed: 1, Scenarios: names, Postgres: pg, S3: s3,
 		ServerCommand: []string{ferryBin, "server", "--addr", "{addr}", "--data", "{data}"}})
-	// Every scenario in every mode, but late-commit, commit-order and commit-after-stop
-	// (sink_controlled only), storage-fault (the two at-least-once modes) and the six
-	// source scenarios (once each, mode "source").
-	if want := (len(conformance.Scenarios())-3-1-6)*len(conformance.AllModes) + 3 + 2 + 6; len(names) == 0 && len(res) != want {
+	// Every scenario in every mode, but late-commit, commit-order, commit-after-stop and
+	// s3-soak (sink_controlled only), storage-fault (the two at-least-once modes) and the
+	// six source scenarios (once each, mode "source").
+	if want := (len(conformance.Scenarios())-4-1-6)*len(conformance.AllModes) + 4 + 2 + 6; len(names) == 0 && len(res) != want {
 		t.Fatalf("got %d results, want %d", len(res), want)
 	}
 	for _, r := range res {
 		if r.Scenario == "postgres-soak" && pg == "" {
 			if r.Verdict != conformance.NotSupported || !strings.Contains(r.Observed, "no PostgreSQL database given") {
 				t.Errorf("%s/%s without FERRY_POSTGRES_URL: %s (%s), want not supported", r.Scenario, r.Mode, r.Verdict, r.Observed)
+			}
+			continue
+		}
+		if r.Scenario == "s3-soak" && s3 == nil {
+			if r.Verdict != conformance.NotSupported || !strings.Contains(r.Observed, "no S3 server given") {
+				t.Errorf("%s/%s without FERRY_S3_ENDPOINT: %s (%s), want not supported", r.Scenario, r.Mode, r.Verdict, r.Observed)
 			}
 			continue
 		}

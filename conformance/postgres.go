@@ -281,7 +281,7 @@ func runPostgresSoak(ctx context.Context, r *Runner, mode string) Result {
 		}
 		switch kind {
 		case "held store":
-			seen, past, err := s.killAtHeldStore(ctx, p, gate)
+			seen, past, err := killAtHeldStore(ctx, s.f, s, p, gate)
 			if err != nil {
 				return fail(fmt.Errorf("kill %d: %w", k+1, err))
 			}
@@ -311,7 +311,7 @@ func runPostgresSoak(ctx context.Context, r *Runner, mode string) Result {
 	}
 	// A run that never completes (a sink stuck on its errors) is judged too: the tally
 	// after the stop says what is missing.
-	waitErr := s.waitWritten(ctx, p)
+	waitErr := waitWritten(ctx, s.f, s, p)
 	if err := p.term(20 * time.Second); errors.Is(err, errNoExit) {
 		return fail(fmt.Errorf("stopping the runtime at the end: %w", err))
 	}
@@ -342,11 +342,18 @@ func runPostgresSoak(ctx context.Context, r *Runner, mode string) Result {
 // stores no offset of its own in that time is killed there anyway, as at a random moment.
 const heldStoreWait = 10 * time.Second
 
+// soakTarget is where a soak scenario's sink writes (postgres-soak's table, s3-soak's
+// bucket), read back to judge.
+type soakTarget interface {
+	tally(ctx context.Context) (pgTally, error)
+	// maxWritten is the highest offset written per partition (-1 = none).
+	maxWritten(ctx context.Context) (map[uint32]int64, error)
+}
+
 // killAtHeldStore arms the gate, produces a batch and SIGKILLs the runtime once the gate
-// holds its offset store: seen reports that it did, past that the table then had rows the
-// group's stored offset did not cover.
-func (s *pgSoak) killAtHeldStore(ctx context.Context, p *proc, gate *storeGate) (seen, past bool, err error) {
-	f := s.f
+// holds its offset store: seen reports that it did, past that the target then had messages
+// the group's stored offset did not cover.
+func killAtHeldStore(ctx context.Context, f *fixture, s soakTarget, p *proc, gate *storeGate) (seen, past bool, err error) {
 	held := gate.arm()
 	defer gate.drop()
 	if err := f.produce(ctx, 20, nil); err != nil {
@@ -433,17 +440,16 @@ func exitError(p *proc) error {
 	return errors.New("runtime exited with status 0")
 }
 
-// waitWritten waits until every produced message has a row: Iggy's stored offset is only
-// a hint for an exactly-once sink (it may lag the table, and under after_polling it runs
-// ahead of it), so the table says when the run is done. A runtime that lost messages never
-// gets there: once the group's stored offsets are at the end and the table did not change
-// for quietPeriod, the run is over too and the tally shows the loss.
-func (s *pgSoak) waitWritten(ctx context.Context, p *proc) error {
-	f := s.f
+// waitWritten waits until every produced message is in the target: Iggy's stored offset is
+// only a hint for an exactly-once sink (it may lag the target, and under after_polling it
+// runs ahead of it), so the target says when the run is done. A runtime that lost messages
+// never gets there: once the group's stored offsets are at the end and the target did not
+// change for quietPeriod, the run is over too and the tally shows the loss.
+func waitWritten(ctx context.Context, f *fixture, s soakTarget, p *proc) error {
 	total := len(f.sent)
 	rows, since := -1, time.Now()
 	var last pgTally
-	err := f.wait(ctx, "a row for every produced message", func() bool {
+	err := f.wait(ctx, "every produced message written", func() bool {
 		if p.exited() {
 			return true
 		}
@@ -477,7 +483,7 @@ func (s *pgSoak) waitWritten(ctx context.Context, p *proc) error {
 		err = fmt.Errorf("%w; log: %s", exitError(p), oneLine(p.tail(5)))
 	}
 	if err != nil {
-		return fmt.Errorf("%w (%d of %d messages had a row)", err, last.covered, total)
+		return fmt.Errorf("%w (%d of %d messages written)", err, last.covered, total)
 	}
 	return nil
 }

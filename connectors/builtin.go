@@ -5,17 +5,19 @@ import (
 	"github.com/ferryio/ferry/connectors/null"
 	"github.com/ferryio/ferry/connectors/postgres"
 	"github.com/ferryio/ferry/connectors/random"
+	s3 "github.com/ferryio/ferry/connectors/s3"
 	"github.com/ferryio/ferry/connectors/stdout"
 	"github.com/ferryio/ferry/sdk"
 )
 
 // Registry returns a new registry holding every built-in connector: sinks "stdout", "null",
-// "file" and "postgres", source "random". Each call returns a fresh value the caller may extend.
+// "file", "postgres" and "s3", source "random". Each call returns a fresh value the caller may extend.
 func Registry() *sdk.Registry {
 	return sdk.NewRegistry().
 		AddSink(stdout.Name, func() sdk.Sink { return stdout.New() }, stdout.Spec).
 		AddSink(null.Name, func() sdk.Sink { return null.New() }, null.Spec).
 		AddSink(file.Name, func() sdk.Sink { return file.New() }, file.Spec).
 		AddSink(postgres.Name, func() sdk.Sink { return postgres.New() }, postgres.Spec).
+		AddSink(s3.Name, func() sdk.Sink { return s3.New() }, s3.Spec).
 		AddSource(random.Name, func() sdk.Source { return random.New() }, random.Spec)
 }

@@ -22,6 +22,12 @@ out="${1:-bench.txt}"
   else
     echo "skipped: FERRY_POSTGRES_URL is not set (eval \"\$(bash scripts/postgres.sh start)\")"
   fi
+  echo "## S3 sink: rows/s into Parquet and JSON Lines beside the S3 server's own PUT loop (needs FERRY_S3_ENDPOINT)"
+  if [ -n "${FERRY_S3_ENDPOINT:-}" ]; then
+    go test -run '^$' -bench Sink -benchtime 300x -benchmem ./connectors/s3/
+  else
+    echo "skipped: FERRY_S3_ENDPOINT is not set (eval \"\$(bash scripts/s3.sh start)\")"
+  fi
   echo "## end to end: ferry bench (random source -> discarding sink, fsync always)"
   go run ./cmd/ferry bench
 } 2>&1 | tee "$out"

@@ -22,6 +22,10 @@ pg_args=()
 if [ -n "${FERRY_POSTGRES_URL:-}" ]; then
   pg_args=(--postgres "$FERRY_POSTGRES_URL")
 fi
+# s3-soak likewise when FERRY_S3_ENDPOINT is set (scripts/s3.sh start).
+if [ -n "${FERRY_S3_ENDPOINT:-}" ]; then
+  pg_args+=(--s3 "${FERRY_S3_ENDPOINT%%://*}://$FERRY_S3_ACCESS_KEY:$FERRY_S3_SECRET_KEY@${FERRY_S3_ENDPOINT#*://}?region=${FERRY_S3_REGION:-us-east-1}")
+fi
 "$conf_bin/ferry" conformance --soak 20 --seed "${CONFORMANCE_SEED:-1}" "${pg_args[@]}"
 
 echo "--- fuzz smoke (each target ${FUZZTIME:-3s})"

@@ -25,6 +25,7 @@ type conformanceFlags struct {
 	soak       int
 	postgres   string
 	pgPlugin   string
+	s3         string
 	seed       int64
 	timeout    time.Duration
 	workDir    string
@@ -53,7 +54,8 @@ scenario · mode · expected · observed · verdict per line, and exits 1 when a
 "fail". A runtime that refuses a mode (exits before opening the plugin) gets "not
 supported". postgres-soak (with --soak N and --postgres URL) runs a PostgreSQL sink
 (--postgres-plugin, default builtin:postgres) into a table of its own and judges from the
-table: every message exactly once.
+table: every message exactly once. s3-soak (with --soak N and --s3 URL, sink_controlled
+only) runs Ferry's S3 sink into a bucket of its own and judges from the objects.
 
 Scenarios:
 ` + list.String(),
@@ -74,6 +76,7 @@ Scenarios:
 	fl.IntVar(&f.soak, "soak", 0, "SIGKILL the runtime this many times at random moments in the soak scenario, per mode (0 skips the soak)")
 	fl.StringVar(&f.postgres, "postgres", "", "PostgreSQL URL for the postgres-soak scenario (a table of its own per run, dropped at the end; without it the scenario is \"not supported\")")
 	fl.StringVar(&f.pgPlugin, "postgres-plugin", "builtin:postgres", "path of the PostgreSQL sink plugin in the connector file of postgres-soak (another runtime: its PostgreSQL sink plugin, which takes the official sink's plugin_config keys)")
+	fl.StringVar(&f.s3, "s3", "", "S3-compatible server for the s3-soak scenario, http://ACCESS:SECRET@host:port[?region=R] (without ACCESS:SECRET, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; a bucket of its own per run, removed at the end; without it the scenario is \"not supported\")")
 	fl.Int64Var(&f.seed, "seed", 1, "seed of the random kill moments and proxy faults (the same seed repeats the same chaos)")
 	fl.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on each wait of a scenario (a runtime that stalls fails the scenario after it)")
 	fl.StringVar(&f.workDir, "work-dir", "", "keep config files, probe records and runtime logs in this directory (default: a temporary directory, removed)")
@@ -116,6 +119,17 @@ func runConformance(cmd *cobra.Command, f conformanceFlags) error {
 	if f.postgres != "" && f.soak == 0 {
 		return errors.New("--postgres: postgres-soak needs --soak N (the number of SIGKILLs per mode)")
 	}
+	var s3 *conformance.S3Target
+	if f.s3 != "" {
+		if f.soak == 0 {
+			return errors.New("--s3: s3-soak needs --soak N (the number of SIGKILLs)")
+		}
+		t, err := conformance.ParseS3Target(f.s3)
+		if err != nil {
+			return fmt.Errorf("--s3: %w", err)
+		}
+		s3 = &t
+	}
 	if f.pgPlugin == "" {
 		return errors.New("--postgres-plugin: must name the PostgreSQL sink plugin (default builtin:postgres)")
 	}
@@ -126,7 +140,7 @@ func runConformance(cmd *cobra.Command, f conformanceFlags) error {
 	out := cmd.OutOrStdout()
 	results, err := conformance.Run(cmd.Context(), conformance.Config{
 		Runtime: runtime, RuntimeEnv: f.runtimeEnv, Server: f.server, ServerCommand: serverCommand(), Modes: f.modes, Scenarios: f.scenarios,
-		Soak: f.soak, Postgres: f.postgres, PostgresPlugin: f.pgPlugin, Seed: f.seed, Timeout: f.timeout, WorkDir: f.workDir, Keep: f.workDir != "", Logger: log,
+		Soak: f.soak, Postgres: f.postgres, PostgresPlugin: f.pgPlugin, S3: s3, Seed: f.seed, Timeout: f.timeout, WorkDir: f.workDir, Keep: f.workDir != "", Logger: log,
 		OnResult: func(r conformance.Result) { fmt.Fprintln(out, conformance.Line(r)) },
 	})
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 )
 
 func TestConformanceFlagErrors(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "") // --s3 without credentials must find none
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -17,6 +19,9 @@ func TestConformanceFlagErrors(t *testing.T) {
 		{[]string{"--soak", "-1"}, "--soak: must be 0 or more"},
 		{[]string{"--postgres", "postgres://localhost/db"}, "--postgres: postgres-soak needs --soak N"},
 		{[]string{"--postgres-plugin", ""}, "--postgres-plugin: must name the PostgreSQL sink plugin"},
+		{[]string{"--s3", "http://a:b@127.0.0.1:9000"}, "--s3: s3-soak needs --soak N"},
+		{[]string{"--soak", "1", "--s3", "127.0.0.1:9000"}, "--s3: want http://ACCESS:SECRET@host:port[?region=R]"},
+		{[]string{"--soak", "1", "--s3", "http://127.0.0.1:9000"}, "--s3: no credentials"},
 		{[]string{"--modes", "at_once", "--runtime", "/bin/true"}, `conformance: unknown mode "at_once"`},
 		{[]string{"--scenarios", "nope", "--runtime", "/bin/true"}, `conformance: unknown scenario "nope"`},
 	} {
@@ -40,7 +45,7 @@ func TestConformanceHelpNamesEveryFlagAndScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"--runtime ", "--runtime-env", "--server", "--modes", "--scenarios", "--report", "--soak", "--seed", "--timeout", "--work-dir", "--verbose",
-		"--postgres ", "--postgres-plugin", "postgres-soak", "clean", "failed-batch", "sigkill-mid-batch", "plugin-abort", "commit-codes", "late-commit", "sigterm-in-flight", "poison", "rebalance", "flaky-network", "server-restart", "soak"} {
+		"--postgres ", "--postgres-plugin", "postgres-soak", "--s3 ", "s3-soak", "clean", "failed-batch", "sigkill-mid-batch", "plugin-abort", "commit-codes", "late-commit", "sigterm-in-flight", "poison", "rebalance", "flaky-network", "server-restart", "soak"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("--help does not mention %q", s)
 		}

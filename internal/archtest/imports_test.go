@@ -35,6 +35,9 @@ var forbidden = map[string][]string{
 	"internal/pgtest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 	// A test helper that runs promtool knows nothing of Ferry.
 	"internal/promtooltest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
+	// The S3 sink sees the sdk only, no other connector; its test helper the AWS SDK only.
+	"connectors/s3":   {"iggy", "server", "connect", "cmd", "connectors"},
+	"internal/s3test": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 }
 
 type pkg struct {

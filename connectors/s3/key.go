@@ -1,0 +1,177 @@
+package s3
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// An object's key is a pure function of its messages: the prefix, the path template with
+// every variable taken from the object's first message (never the wall clock), and a file
+// name holding the partition and the object's first and last offsets, zero-padded so keys
+// sort by offset. Upstream's s3_sink names its files the same way:
+//
+//	<prefix>/<template>/<partition:05>-<first:020>-<last:020>.<ext>
+//
+// so an upload retried after a crash targets the same key, and the conditional PUT
+// (If-None-Match: *) makes the second one a no-op.
+
+// extensions are the file name endings per output format; listing matches any of them,
+// so objects written under another output_format still count as written.
+var extensions = map[string]string{
+	FormatJSONLines: "jsonl",
+	FormatJSONArray: "json",
+	FormatRaw:       "bin",
+	FormatParquet:   "parquet",
+}
+
+// template is a parsed path_template: literal text and variables, in order.
+type template struct {
+	parts []tplPart
+}
+
+type tplPart struct {
+	lit string // literal text, when name is ""
+	// name is the variable: stream, topic, partition, date, hour or timestamp.
+	name string
+}
+
+var tplVar = regexp.MustCompile(`\{([a-z_]+)\}`)
+
+// newTemplate parses path_template; an unknown {variable} is an error naming it.
+func newTemplate(s string) (template, error) {
+	var t template
+	last := 0
+	for _, m := range tplVar.FindAllStringSubmatchIndex(s, -1) {
+		name := s[m[2]:m[3]]
+		switch name {
+		case "stream", "topic", "partition", "date", "hour", "timestamp":
+		default:
+			return t, fmt.Errorf("unknown variable {%s} at byte %d (known: {stream} {topic} {partition} {date} {hour} {timestamp})", name, m[0])
+		}
+		if m[0] > last {
+			t.parts = append(t.parts, tplPart{lit: s[last:m[0]]})
+		}
+		t.parts = append(t.parts, tplPart{name: name})
+		last = m[1]
+	}
+	if last < len(s) {
+		t.parts = append(t.parts, tplPart{lit: s[last:]})
+	}
+	return t, nil
+}
+
+// keyCtx is what a key is made of besides the offsets.
+type keyCtx struct {
+	stream, topic string
+	partition     uint32
+	firstTS       uint64 // µs since the epoch: the object's first message's timestamp
+}
+
+// render fills the template for one object.
+func (t template) render(c keyCtx) string {
+	at := time.UnixMicro(int64(c.firstTS)).UTC()
+	var b strings.Builder
+	for _, p := range t.parts {
+		switch p.name {
+		case "":
+			b.WriteString(p.lit)
+		case "stream":
+			b.WriteString(sanitize(c.stream))
+		case "topic":
+			b.WriteString(sanitize(c.topic))
+		case "partition":
+			b.WriteString(strconv.FormatUint(uint64(c.partition), 10))
+		case "date":
+			b.WriteString(at.Format("2006-01-02"))
+		case "hour":
+			b.WriteString(at.Format("15"))
+		case "timestamp":
+			b.WriteString(strconv.FormatUint(c.firstTS/1000, 10))
+		}
+	}
+	return b.String()
+}
+
+// sanitize keeps a stream or topic name to letters, digits, '.', '_' and '-' (anything
+// else becomes '_'), as upstream does, so a name never adds a directory.
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// joinKey puts the prefix, the rendered directories and the file name together.
+func joinKey(prefix, dir, file string) string {
+	p := strings.Trim(prefix, "/")
+	if p == "" {
+		return dir + "/" + file
+	}
+	return p + "/" + dir + "/" + file
+}
+
+// objectKey is the key of the object holding offsets first..last of c's partition.
+func objectKey(prefix string, t template, c keyCtx, first, last uint64, format string) string {
+	file := fmt.Sprintf("%05d-%020d-%020d.%s", c.partition, first, last, extensions[format])
+	return joinKey(prefix, t.render(c), file)
+}
+
+// finder locates one partition's objects whatever their date: LIST under listPrefix (the
+// key up to the first time variable) and keep the keys match accepts.
+type finder struct {
+	listPrefix string
+	match      *regexp.Regexp // groups 1 and 2: first and last offset
+}
+
+// newFinder builds the finder of partition c.partition of c.stream/c.topic.
+func newFinder(prefix string, t template, c keyCtx) finder {
+	head := strings.Trim(prefix, "/")
+	if head != "" {
+		head += "/"
+	}
+	static := head // the key before the first time variable
+	re := regexp.QuoteMeta(head)
+	timeSeen := false
+	for _, p := range t.parts {
+		pat := ""
+		switch p.name {
+		case "date":
+			pat = `\d{4}-\d{2}-\d{2}`
+		case "hour":
+			pat = `\d{2}`
+		case "timestamp":
+			pat = `\d+`
+		}
+		if pat != "" {
+			timeSeen = true
+			re += pat
+			continue
+		}
+		lit := template{parts: []tplPart{p}}.render(c)
+		re += regexp.QuoteMeta(lit)
+		if !timeSeen {
+			static += lit
+		}
+	}
+	if !timeSeen {
+		static += "/"
+	}
+	re = "^" + re + fmt.Sprintf(`/%05d-(\d{20})-(\d{20})\.(?:jsonl|json|bin|parquet)$`, c.partition)
+	return finder{listPrefix: static, match: regexp.MustCompile(re)}
+}
+
+// offsets returns the first and last offsets in key, if key is one of the partition's.
+func (f finder) offsets(key string) (first, last uint64, ok bool) {
+	m := f.match.FindStringSubmatch(key)
+	if m == nil {
+		return 0, 0, false
+	}
+	first, err1 := strconv.ParseUint(m[1], 10, 64)
+	last, err2 := strconv.ParseUint(m[2], 10, 64)
+	return first, last, err1 == nil && err2 == nil && first <= last
+}

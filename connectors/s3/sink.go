@@ -1,0 +1,395 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ferryio/ferry/sdk"
+)
+
+// Sink writes each partition's messages to objects in one bucket, exactly once: see the
+// package comment. Consume, Assigned and Close are safe for concurrent use.
+type Sink struct {
+	cfg       settings
+	tpl       template
+	st        *store
+	committer sdk.Committer
+	onFailure string
+	log       *slog.Logger
+
+	mu    sync.Mutex // guards parts
+	parts map[sdk.Partition]*partState
+
+	buffered atomic.Int64 // bytes in every partition's buffer
+
+	bg     context.Context // cancelled by Close: ends the flusher's uploads
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the flusher returns
+	closed atomic.Bool
+}
+
+// partState is one assigned partition. Its lock is held across an upload, so a partition's
+// objects are written one at a time, in offset order.
+type partState struct {
+	mu      sync.Mutex
+	topic   sdk.TopicMetadata
+	part    sdk.Partition
+	buf     buffer
+	size    atomic.Int64 // buf.size, readable without mu
+	next    uint64       // messages below it are buffered or in the bucket: a redelivery skips them
+	lastAdd time.Time
+	gone    bool // revoked or reassigned: drop everything
+	// committed is an offset known done in the runtime (the last commit, or the offset
+	// before the sought one): committing it again changes nothing (hasCommitted).
+	committed    uint64
+	hasCommitted bool
+	started      bool // a message of this assignment was seen
+	// rejected holds the messages a typed column refused until Consume reports them (a
+	// failed upload may end the call first; the runtime's retry of the batch reports them).
+	rejected *sdk.RejectedMessages
+}
+
+var (
+	_ sdk.Sink            = (*Sink)(nil)
+	_ sdk.PartitionSeeker = (*Sink)(nil)
+)
+
+// New returns an unopened S3 sink.
+func New() *Sink { return &Sink{parts: map[sdk.Partition]*partState{}} }
+
+// Open reads plugin_config, checks that the bucket exists and may be listed, and starts the
+// goroutine that uploads idle partitions. It refuses any offset_commit but sink_controlled:
+// the sink alone knows when an object is durable.
+func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
+	cfg, err := parseConfig(env.Config)
+	if err != nil {
+		return fmt.Errorf("s3 sink: %w", err)
+	}
+	if env.Committer == nil {
+		return errors.New(`s3 sink: offset_commit = "sink_controlled" is required (the sink commits a partition's offsets once their object is in the bucket, and resumes from the bucket)`)
+	}
+	s.cfg, s.committer, s.onFailure, s.log = cfg, env.Committer, env.OnFailure, env.Logger
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.tpl, _ = newTemplate(cfg.PathTemplate) // parseConfig checked it
+	if s.st, err = newStore(ctx, cfg); err != nil {
+		return fmt.Errorf("s3 sink: %w", err)
+	}
+	if err := s.st.check(ctx); err != nil {
+		s.st.close()
+		return fmt.Errorf("s3 sink: %w", err)
+	}
+	s.bg, s.cancel = context.WithCancel(context.Background())
+	s.done = make(chan struct{})
+	go s.flusher()
+	s.log.Info("s3 sink open", "bucket", cfg.Bucket, "prefix", cfg.Prefix, "format", cfg.format,
+		"path_template", cfg.PathTemplate, "endpoint", cfg.Endpoint)
+	return nil
+}
+
+// Assigned implements sdk.PartitionSeeker: for each partition it lists the partition's
+// objects and returns the offset after the highest one written; a partition with no object
+// resumes from the group's stored offset. Whatever the sink buffered for an earlier
+// assignment of the partition is dropped: it is polled again from there.
+func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]uint64, error) {
+	out := map[sdk.Partition]uint64{}
+	for _, p := range parts {
+		f := newFinder(s.cfg.Prefix, s.tpl, keyCtx{stream: topic.Stream, topic: topic.Topic, partition: p.PartitionID})
+		var next uint64
+		found := false
+		err := s.st.list(ctx, f.listPrefix, func(key string) {
+			if _, last, ok := f.offsets(key); ok && last+1 > next {
+				next, found = last+1, true
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("s3 sink: partition %d of %s/%s: %w", p.PartitionID, topic.Stream, topic.Topic, err)
+		}
+		fresh := &partState{topic: topic, part: p, next: next, committed: next - 1, hasCommitted: found}
+		s.mu.Lock()
+		old := s.parts[p]
+		s.parts[p] = fresh
+		s.mu.Unlock()
+		if old != nil {
+			s.drop(old)
+		}
+		if found {
+			out[p] = next
+		}
+		s.log.Debug("s3 sink: partition assigned", "stream", topic.Stream, "topic", topic.Topic,
+			"partition", p.PartitionID, "resume_at", next, "found", found)
+	}
+	return out, nil
+}
+
+// drop forgets a partition's buffer (revoked, or assigned again).
+func (s *Sink) drop(ps *partState) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.gone = true
+	s.buffered.Add(-int64(ps.buf.size))
+	ps.buf.reset()
+	ps.size.Store(0)
+}
+
+// Consume appends the batch to its partition's buffer and uploads the buffer whenever it
+// reaches max_file_size or max_messages_per_file; then, while the sink holds more than
+// max_buffered_bytes, it uploads the largest buffer. An upload that fails max_attempts
+// times fails the call; the runtime retries the batch, whose messages already buffered are
+// skipped.
+func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
+	ps := s.partition(topic, meta.Partition)
+	ps.mu.Lock()
+	err := s.appendLocked(ctx, ps, topic, meta, msgs)
+	ps.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for uint64(s.buffered.Load()) > s.cfg.maxBuffered {
+		big := s.largest()
+		if big == nil {
+			break
+		}
+		big.mu.Lock()
+		err := s.flushLocked(ctx, big)
+		big.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Sink) appendLocked(ctx context.Context, ps *partState, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
+	if ps.gone {
+		return nil // a batch of an assignment that ended: its commits would be refused
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Offset < ps.next {
+			continue
+		}
+		ps.topic = topic
+		if !ps.started && !ps.hasCommitted && m.Offset > 0 {
+			// The assignment's first message: everything before it is done in the runtime
+			// (it starts there, or resolved a poison message before delivering this one).
+			ps.committed, ps.hasCommitted = m.Offset-1, true
+		}
+		ps.started = true
+		grew, err := ps.buf.add(&s.cfg, topic, ps.part, meta.Schema, m)
+		if err != nil {
+			// A typed column refuses it: on_failure decides for it alone. Under stop nothing
+			// at or past it may be buffered (it would be committed past).
+			if ps.rejected == nil {
+				ps.rejected = &sdk.RejectedMessages{Err: fmt.Errorf("s3 sink: offset %d: %w", m.Offset, err)}
+			}
+			ps.rejected.Offsets = append(ps.rejected.Offsets, m.Offset)
+			if s.onFailure == "stop" {
+				r := ps.rejected
+				ps.rejected = nil
+				return r
+			}
+			ps.next = m.Offset + 1
+			continue
+		}
+		s.buffered.Add(int64(grew))
+		ps.size.Store(int64(ps.buf.size))
+		ps.next = m.Offset + 1
+		ps.lastAdd = time.Now()
+		if s.full(ps) {
+			if err := s.flushLocked(ctx, ps); err != nil {
+				return err
+			}
+		}
+	}
+	if s.full(ps) { // a batch retried after a failed upload: all of it was buffered
+		if err := s.flushLocked(ctx, ps); err != nil {
+			return err
+		}
+	}
+	if r := ps.rejected; r != nil && len(msgs) > 0 {
+		ps.rejected = nil
+		// Only this batch's: a batch the runtime gave up on meanwhile took its own with it.
+		lo, hi := msgs[0].Offset, msgs[len(msgs)-1].Offset
+		r.Offsets = slices.DeleteFunc(r.Offsets, func(o uint64) bool { return o < lo || o > hi })
+		if len(r.Offsets) > 0 {
+			return r
+		}
+	}
+	return nil
+}
+
+// full reports whether ps's buffer reached an object's limit.
+func (s *Sink) full(ps *partState) bool {
+	return !ps.buf.empty() && (ps.buf.count >= s.cfg.maxMessages || ps.buf.size >= s.cfg.maxBytes)
+}
+
+// partition returns p's state, creating it when the runtime delivers before any
+// assignment was announced (it always announces first to a PartitionSeeker).
+func (s *Sink) partition(topic sdk.TopicMetadata, p sdk.Partition) *partState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := s.parts[p]
+	if ps == nil {
+		ps = &partState{topic: topic, part: p}
+		s.parts[p] = ps
+	}
+	return ps
+}
+
+// largest returns the partition with the most bytes buffered, nil when all are empty.
+func (s *Sink) largest() *partState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var big *partState
+	for _, ps := range s.parts {
+		if ps.size.Load() > 0 && (big == nil || ps.size.Load() > big.size.Load()) {
+			big = ps
+		}
+	}
+	return big
+}
+
+// flushLocked uploads ps's buffer as one object and then commits its last offset. The key
+// names the offsets, so a second upload of the same messages (a retry whose first attempt
+// landed, another owner) is refused by the conditional PUT and counts as written.
+func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
+	b := &ps.buf
+	if b.empty() || ps.gone {
+		return nil
+	}
+	// Still ours? A commit of an offset already done changes nothing and answers that
+	// (stale: ours; unknown partition: revoked, so another member may write these offsets).
+	if ps.hasCommitted && errors.Is(s.committer.Commit(ps.part, ps.committed), sdk.ErrCommitUnknownPartition) {
+		s.log.Info("s3 sink: partition revoked; its buffer is dropped", "partition", ps.part.PartitionID,
+			"first", b.first, "last", b.last)
+		s.buffered.Add(-int64(b.size))
+		b.reset()
+		ps.size.Store(0)
+		ps.gone = true
+		return nil
+	}
+	kc := keyCtx{stream: ps.topic.Stream, topic: ps.topic.Topic, partition: ps.part.PartitionID, firstTS: b.firstTS}
+	key := objectKey(s.cfg.Prefix, s.tpl, kc, b.first, b.last, s.cfg.format)
+	body, ctype := b.finish(&s.cfg), "application/octet-stream"
+	switch s.cfg.format {
+	case FormatParquet:
+		var err error
+		if body, err = encodeParquet(&s.cfg, b); err != nil {
+			return fmt.Errorf("s3 sink: %w", err)
+		}
+		ctype = "application/vnd.apache.parquet"
+	case FormatJSONLines:
+		ctype = "application/x-ndjson"
+	case FormatJSONArray:
+		ctype = "application/json"
+	}
+	if err := s.upload(ctx, key, body, ctype); err != nil {
+		return err // the buffer is kept: the next flush uploads the same key
+	}
+	last := b.last
+	s.buffered.Add(-int64(b.size))
+	b.reset()
+	ps.size.Store(0)
+	err := s.committer.Commit(ps.part, last)
+	switch {
+	case err == nil, errors.Is(err, sdk.ErrCommitStale):
+		ps.committed, ps.hasCommitted = last, true
+	case errors.Is(err, sdk.ErrCommitUnknownPartition):
+		ps.gone = true
+		s.log.Info("s3 sink: partition revoked after an upload", "key", key, "err", err)
+	default:
+		s.log.Warn("s3 sink: commit refused", "key", key, "err", err)
+	}
+	return nil
+}
+
+// upload puts one object with up to max_attempts attempts, waiting retry_delay, doubled
+// after each failure up to a minute, in between.
+func (s *Sink) upload(ctx context.Context, key string, body []byte, ctype string) error {
+	delay := s.cfg.retryDelay
+	for attempt := 1; ; attempt++ {
+		err := s.st.put(ctx, key, body, ctype)
+		if errors.Is(err, errExists) {
+			s.log.Info("s3 sink: object already in the bucket; counted as written", "key", key)
+			return nil
+		}
+		if err == nil {
+			s.log.Debug("s3 sink: uploaded", "key", key, "bytes", len(body))
+			return nil
+		}
+		if attempt >= s.cfg.maxAttempts || ctx.Err() != nil {
+			return fmt.Errorf("s3 sink: upload failed after %d attempts: %w", attempt, err)
+		}
+		s.log.Warn("s3 sink: upload failed; retrying", "key", key, "attempt", attempt, "wait", delay, "err", err)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("s3 sink: upload of %s abandoned: %w", key, ctx.Err())
+		case <-t.C:
+		}
+		delay = min(2*delay, maxRetryDelay)
+	}
+}
+
+// flusher uploads every partition that got nothing for flush_interval, until Close.
+func (s *Sink) flusher() {
+	defer close(s.done)
+	tick := max(s.cfg.flushInterval/4, 5*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.bg.Done():
+			return
+		case <-t.C:
+		}
+		for _, ps := range s.snapshot() {
+			ps.mu.Lock()
+			if !ps.buf.empty() && time.Since(ps.lastAdd) >= s.cfg.flushInterval {
+				if err := s.flushLocked(s.bg, ps); err != nil && s.bg.Err() == nil {
+					s.log.Warn("s3 sink: flush of an idle partition failed; retrying", "partition", ps.part.PartitionID, "err", err)
+				}
+			}
+			ps.mu.Unlock()
+		}
+	}
+}
+
+func (s *Sink) snapshot() []*partState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*partState, 0, len(s.parts))
+	for _, ps := range s.parts {
+		out = append(out, ps)
+	}
+	return out
+}
+
+// Close stops the flusher and uploads and commits every buffer; ctx bounds the uploads.
+// It is idempotent.
+func (s *Sink) Close(ctx context.Context) error {
+	if s.cancel == nil || !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.cancel()
+	<-s.done
+	var errs []error
+	for _, ps := range s.snapshot() {
+		ps.mu.Lock()
+		if err := s.flushLocked(ctx, ps); err != nil {
+			errs = append(errs, fmt.Errorf("partition %d: %w", ps.part.PartitionID, err))
+		}
+		ps.mu.Unlock()
+	}
+	s.st.close()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,415 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/ferryio/ferry/internal/s3test"
+	"github.com/ferryio/ferry/sdk"
+)
+
+// commits records the sink's commits as the runtime's partition table judges them: an
+// offset at or below the last one is stale; a partition in revoked is unknown.
+type commits struct {
+	mu      sync.Mutex
+	got     map[sdk.Partition]uint64
+	revoked map[sdk.Partition]bool
+}
+
+func (c *commits) Commit(p sdk.Partition, off uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.revoked[p] {
+		return fmt.Errorf("%w: partition %d", sdk.ErrCommitUnknownPartition, p.PartitionID)
+	}
+	if c.got == nil {
+		c.got = map[sdk.Partition]uint64{}
+	}
+	if last, ok := c.got[p]; ok && off <= last {
+		return fmt.Errorf("%w: %d", sdk.ErrCommitStale, off)
+	}
+	c.got[p] = off
+	return nil
+}
+
+func (c *commits) of(p uint32) (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.got[part(p)]
+	return v, ok
+}
+
+var topic = sdk.TopicMetadata{Stream: "s", Topic: "t", StreamID: 1, TopicID: 2}
+
+func part(id uint32) sdk.Partition { return sdk.Partition{StreamID: 1, TopicID: 2, PartitionID: id} }
+
+const ts0 = 1_710_597_600_000_000 // 2024-03-16T14:00:00Z
+
+func msgs(p uint32, first, n uint64) []sdk.ConsumedMessage {
+	out := make([]sdk.ConsumedMessage, n)
+	for i := range out {
+		o := first + uint64(i)
+		out[i] = sdk.ConsumedMessage{ID: sdk.MessageIDFromUint64(uint64(p)<<32 | o), Offset: o,
+			Timestamp: ts0 + o, OriginTimestamp: ts0, Payload: fmt.Appendf(nil, `{"p":%d,"o":%d}`, p, o),
+			Headers: []sdk.Header{{Key: sdk.String("k"), Value: sdk.Uint64(o)}}}
+	}
+	return out
+}
+
+func config(srv *s3test.Server, bucket, extra string) string {
+	return fmt.Sprintf(`{"bucket":%q,"region":%q,"endpoint":%q,"access_key_id":%q,"secret_access_key":%q,"prefix":"pre"%s}`,
+		bucket, srv.Region, srv.Endpoint, srv.AccessKey, srv.SecretKey, extra)
+}
+
+func open(t *testing.T, cfg string, c sdk.Committer) *Sink {
+	t.Helper()
+	s := New()
+	if err := s.Open(context.Background(), sdk.SinkEnv{Key: "k", Config: []byte(cfg), Committer: c}); err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
+}
+
+func assign(t *testing.T, s *Sink, ids ...uint32) map[sdk.Partition]uint64 {
+	t.Helper()
+	var ps []sdk.Partition
+	for _, id := range ids {
+		ps = append(ps, part(id))
+	}
+	got, err := s.Assigned(context.Background(), topic, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func consume(t *testing.T, s *Sink, schema sdk.Schema, p uint32, m []sdk.ConsumedMessage) {
+	t.Helper()
+	if err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(p), Schema: schema}, m); err != nil {
+		t.Fatalf("consume: %v", err)
+	}
+}
+
+// TestParquetReadByPyarrow: 3 partitions × 250 messages, 100 per object, read back by
+// pyarrow: exactly the (partition, offset) pairs, payloads, ids, headers, zstd, and the
+// commits at each object's last offset.
+func TestParquetReadByPyarrow(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	c := &commits{}
+	s := open(t, config(srv, bucket, `,"output_format":"parquet","file_rotation":"messages","max_messages_per_file":100,"row_group_size":40`), c)
+	if got := assign(t, s, 0, 1, 2); len(got) != 0 {
+		t.Fatalf("empty bucket: seek %v, want none", got)
+	}
+	for p := uint32(0); p < 3; p++ {
+		for first := uint64(0); first < 250; first += 50 {
+			consume(t, s, sdk.SchemaJSON, p, msgs(p, first, 50))
+		}
+	}
+	if last, _ := c.of(1); last != 199 {
+		t.Fatalf("partition 1 committed %d before close, want 199 (two full objects)", last)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	objs := srv.ReadParquet(t, bucket)
+	if len(objs) != 9 {
+		t.Fatalf("%d objects, want 9", len(objs))
+	}
+	want := "pre/s/t/2024-03-16/14/00001-00000000000000000200-00000000000000000249.parquet"
+	if objs[5].Key != want {
+		t.Fatalf("object 5 is %s, want %s", objs[5].Key, want)
+	}
+	seen := map[[2]uint64]bool{}
+	for _, o := range objs {
+		if o.Compression != "ZSTD" {
+			t.Fatalf("%s: compression %q, want ZSTD", o.Key, o.Compression)
+		}
+		if len(o.Rows) > 40 && o.RowGroups < 2 {
+			t.Fatalf("%s: %d rows in %d row groups, want groups of 40", o.Key, len(o.Rows), o.RowGroups)
+		}
+		for _, r := range o.Rows {
+			k := [2]uint64{uint64(r.Partition), r.Offset}
+			if seen[k] {
+				t.Fatalf("(%d, %d) twice", r.Partition, r.Offset)
+			}
+			seen[k] = true
+			wantPayload := fmt.Sprintf(`{"p":%d,"o":%d}`, r.Partition, r.Offset)
+			wantID := sdk.MessageIDFromUint64(uint64(r.Partition)<<32 | r.Offset).String()
+			if r.Payload != wantPayload || r.ID != wantID || r.Stream != "s" || r.Topic != "t" ||
+				r.TimestampUS != int64(ts0+r.Offset) || r.Headers["k"] != fmt.Sprint(r.Offset) {
+				t.Fatalf("%s: row %+v; want payload %s, id %s, timestamp %d, header k=%d", o.Key, r, wantPayload, wantID, ts0+r.Offset, r.Offset)
+			}
+		}
+	}
+	if len(seen) != 750 {
+		t.Fatalf("%d distinct (partition, offset), want 750", len(seen))
+	}
+	for p := uint32(0); p < 3; p++ {
+		if last, _ := c.of(p); last != 249 {
+			t.Fatalf("partition %d committed %d, want 249", p, last)
+		}
+	}
+}
+
+// TestResumeSeeksPastTheBucket: a second sink on the same bucket (a restart) is told by
+// the bucket where each partition resumes, whatever the objects' dates; a redelivered
+// batch is skipped; an upload of a range already there is refused by the conditional PUT
+// and counted as written (committed, no second object).
+func TestResumeSeeksPastTheBucket(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	cfg := config(srv, bucket, `,"file_rotation":"messages","max_messages_per_file":10`)
+	c1 := &commits{}
+	s1 := open(t, cfg, c1)
+	assign(t, s1, 0, 1)
+	consume(t, s1, sdk.SchemaJSON, 0, msgs(0, 0, 25))
+	late := msgs(1, 0, 10)
+	for i := range late { // partition 1's objects an hour apart: another directory
+		late[i].Timestamp += uint64(time.Hour / time.Microsecond)
+	}
+	consume(t, s1, sdk.SchemaJSON, 1, late)
+	consume(t, s1, sdk.SchemaJSON, 1, msgs(1, 10, 10))
+	consume(t, s1, sdk.SchemaJSON, 0, msgs(0, 20, 5)) // redelivered: skipped
+	// "Crash": s1's buffer of partition 0 (offsets 20-24) is never uploaded.
+	s1.cancel()
+	<-s1.done
+	s1.st.close()
+	s1.closed.Store(true)
+
+	c2 := &commits{}
+	s2 := open(t, cfg, c2)
+	got := assign(t, s2, 0, 1, 2)
+	want := map[sdk.Partition]uint64{part(0): 20, part(1): 20}
+	if len(got) != 2 || got[part(0)] != 20 || got[part(1)] != 20 {
+		t.Fatalf("seek %v, want %v", got, want)
+	}
+	// The first owner's upload of 10-19 arrives again (a retry that landed before): refused
+	// by If-None-Match, counted as written.
+	consume(t, s2, sdk.SchemaJSON, 0, msgs(0, 0, 20)) // below the seek: skipped
+	s2.parts[part(0)].next = 10                       // as if the sink had been told to resume at 10
+	consume(t, s2, sdk.SchemaJSON, 0, msgs(0, 10, 10))
+	if last, ok := c2.of(0); !ok || last != 19 {
+		t.Fatalf("partition 0 committed %d, %v; want 19 (the existing object counts as written)", last, ok)
+	}
+	consume(t, s2, sdk.SchemaJSON, 0, msgs(0, 20, 10))
+	keys := srv.Keys(t, bucket)
+	wantKeys := []string{
+		"pre/s/t/2024-03-16/14/00000-00000000000000000000-00000000000000000009.jsonl",
+		"pre/s/t/2024-03-16/14/00000-00000000000000000010-00000000000000000019.jsonl",
+		"pre/s/t/2024-03-16/14/00000-00000000000000000020-00000000000000000029.jsonl",
+		"pre/s/t/2024-03-16/14/00001-00000000000000000010-00000000000000000019.jsonl",
+		"pre/s/t/2024-03-16/15/00001-00000000000000000000-00000000000000000009.jsonl",
+	}
+	if !slices.Equal(keys, wantKeys) {
+		t.Fatalf("keys\n%s\nwant\n%s", strings.Join(keys, "\n"), strings.Join(wantKeys, "\n"))
+	}
+	body := string(srv.Get(t, bucket, wantKeys[2]))
+	if n := strings.Count(body, "\n"); n != 10 || !strings.HasPrefix(body, `{"offset":20,"timestamp":"2024-03-16T14:00:00Z","stream":"s","topic":"t","partition_id":0,"payload":{"p":0,"o":20}}`+"\n") {
+		t.Fatalf("object 20-29: %d lines:\n%s", n, body)
+	}
+}
+
+// TestJSONShapes: json_array and raw objects byte for byte, headers included.
+func TestJSONShapes(t *testing.T) {
+	srv := s3test.Connect(t)
+	for format, want := range map[string]string{
+		"json_array": `[{"offset":0,"timestamp":"2024-03-16T14:00:00Z","stream":"s","topic":"t","partition_id":3,"headers":{"k":0},"payload":{"p":3,"o":0}},` +
+			`{"offset":1,"timestamp":"2024-03-16T14:00:00Z","stream":"s","topic":"t","partition_id":3,"headers":{"k":1},"payload":{"p":3,"o":1}}]`,
+		"raw": `{"p":3,"o":0}{"p":3,"o":1}`,
+	} {
+		bucket := srv.Bucket(t)
+		s := open(t, config(srv, bucket, fmt.Sprintf(`,"output_format":%q,"include_headers":true,"path_template":"{topic}"`, format)), &commits{})
+		assign(t, s, 3)
+		consume(t, s, sdk.SchemaJSON, 3, msgs(3, 0, 2))
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		keys := srv.Keys(t, bucket)
+		if len(keys) != 1 {
+			t.Fatalf("%s: keys %v", format, keys)
+		}
+		if got := string(srv.Get(t, bucket, keys[0])); got != want {
+			t.Fatalf("%s: %s\nwant %s", format, got, want)
+		}
+	}
+}
+
+// TestIdleAndMemoryFlushes: flush_interval uploads an idle partition; max_buffered_bytes
+// uploads the largest buffer early.
+func TestIdleAndMemoryFlushes(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	c := &commits{}
+	s := open(t, config(srv, bucket, `,"flush_interval":"50ms","max_buffered_bytes":"1000"`), c)
+	assign(t, s, 0, 1)
+	consume(t, s, sdk.SchemaJSON, 0, msgs(0, 0, 3))
+	deadline := time.Now().Add(30 * time.Second)
+	for last, ok := c.of(0); !ok || last != 2; last, ok = c.of(0) {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle partition was never flushed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// About 150 bytes a message: 10 messages pass 1000 bytes; the largest (partition 1) goes.
+	if err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(1), Schema: sdk.SchemaJSON}, msgs(1, 0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if last, ok := c.of(1); !ok || last != 9 {
+		t.Fatalf("partition 1 committed %d, %v; want 9 (max_buffered_bytes)", last, ok)
+	}
+	if n := s.buffered.Load(); n != 0 {
+		t.Fatalf("%d bytes still buffered", n)
+	}
+}
+
+// TestRevokedPartitionNotUploaded: a partition the runtime no longer assigns (its commit
+// says unknown partition) is dropped, not uploaded: the new owner writes it.
+func TestRevokedPartitionNotUploaded(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	c := &commits{revoked: map[sdk.Partition]bool{}}
+	s := open(t, config(srv, bucket, ""), c)
+	assign(t, s, 0)
+	consume(t, s, sdk.SchemaJSON, 0, msgs(0, 5, 3))
+	c.mu.Lock()
+	c.revoked[part(0)] = true
+	c.mu.Unlock()
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if keys := srv.Keys(t, bucket); len(keys) != 0 {
+		t.Fatalf("keys %v, want none", keys)
+	}
+}
+
+func TestMissingBucketNamed(t *testing.T) {
+	srv := s3test.Connect(t)
+	err := New().Open(context.Background(), sdk.SinkEnv{Config: []byte(config(srv, "no-such-bucket-ferry", "")), Committer: &commits{}})
+	if err == nil || err.Error() != `s3 sink: bucket "no-such-bucket-ferry" does not exist` {
+		t.Fatalf("open: %v", err)
+	}
+	err = New().Open(context.Background(), sdk.SinkEnv{Config: []byte(strings.Replace(config(srv, srv.Bucket(t), ""), srv.SecretKey, "wrong", 1)), Committer: &commits{}})
+	if err == nil || !strings.HasPrefix(err.Error(), `s3 sink: access to bucket "testmissingbucketnamed-`) {
+		t.Fatalf("open with a wrong secret: %v", err)
+	}
+	if strings.Contains(err.Error(), srv.SecretKey) || strings.Contains(err.Error(), "wrong") {
+		t.Fatalf("the error shows a secret: %v", err)
+	}
+}
+
+func TestOtherCommitModesRefused(t *testing.T) {
+	err := New().Open(context.Background(), sdk.SinkEnv{Config: []byte(`{"bucket":"b","region":"r"}`)})
+	if err == nil || !strings.Contains(err.Error(), `offset_commit = "sink_controlled" is required`) {
+		t.Fatalf("open: %v", err)
+	}
+}
+
+// TestConditionalPutRefusesSecondWrite: the server honours If-None-Match: * (the second
+// PUT of a key is refused, the first object stays).
+func TestConditionalPutRefusesSecondWrite(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	s := open(t, config(srv, bucket, ""), &commits{})
+	ctx := context.Background()
+	if err := s.st.put(ctx, "k", []byte("first"), "text/plain"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.st.put(ctx, "k", []byte("second"), "text/plain"); !errors.Is(err, errExists) {
+		t.Fatalf("second put: %v, want errExists", err)
+	}
+	if got := string(srv.Get(t, bucket, "k")); got != "first" {
+		t.Fatalf("object holds %q, want first", got)
+	}
+}
+
+// TestFailedUploadKeepsTheBuffer: an upload that fails (the bucket is gone) fails Consume
+// and commits nothing; the runtime's retry of the batch uploads it once the bucket is
+// back, as one valid JSON array.
+func TestFailedUploadKeepsTheBuffer(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	c := &commits{}
+	s := open(t, config(srv, bucket, `,"output_format":"json_array","file_rotation":"messages","max_messages_per_file":3,"max_attempts":1,"include_metadata":false`), c)
+	assign(t, s, 0)
+	ctx := context.Background()
+	if _, err := srv.Client.DeleteBucket(ctx, &awss3.DeleteBucketInput{Bucket: &bucket}); err != nil {
+		t.Fatal(err)
+	}
+	batch := msgs(0, 0, 3)
+	err := s.Consume(ctx, topic, sdk.MessagesMetadata{Partition: part(0), Schema: sdk.SchemaJSON}, batch)
+	want := fmt.Sprintf(`s3 sink: upload failed after 1 attempts: put s3://%s/pre/s/t/2024-03-16/14/00000-00000000000000000000-00000000000000000002.json: bucket %q does not exist`, bucket, bucket)
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("consume: %v\nwant %s…", err, want)
+	}
+	if _, ok := c.of(0); ok {
+		t.Fatal("committed after a failed upload")
+	}
+	if _, err := srv.Client.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: &bucket}); err != nil {
+		t.Fatal(err)
+	}
+	consume(t, s, sdk.SchemaJSON, 0, batch) // the runtime's retry
+	if last, ok := c.of(0); !ok || last != 2 {
+		t.Fatalf("committed %d, %v; want 2", last, ok)
+	}
+	keys := srv.Keys(t, bucket)
+	if len(keys) != 1 {
+		t.Fatalf("keys %v", keys)
+	}
+	if got := string(srv.Get(t, bucket, keys[0])); got != `[{"payload":{"p":0,"o":0}},{"payload":{"p":0,"o":1}},{"payload":{"p":0,"o":2}}]` {
+		t.Fatalf("object %s", got)
+	}
+}
+
+// TestParquetTypedColumns: [[plugin_config.columns]] fill typed columns from the JSON
+// payload (a missing field is null); a message whose field has the wrong type is rejected
+// alone (sdk.RejectedMessages, on_failure skip) and the others are written.
+func TestParquetTypedColumns(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	c := &commits{}
+	cols := `,"columns":[{"name":"user","type":"string","path":"user.name"},{"name":"n","type":"int64","path":"n"},` +
+		`{"name":"score","type":"float64","path":"score"},{"name":"ok","type":"bool","path":"ok"},{"name":"u","type":"json","path":"user"}]`
+	s := New()
+	env := sdk.SinkEnv{Config: []byte(config(srv, bucket, `,"output_format":"parquet"`+cols)), Committer: c, OnFailure: "skip"}
+	if err := s.Open(context.Background(), env); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	assign(t, s, 0)
+	batch := msgs(0, 0, 3)
+	batch[0].Payload = []byte(`{"user":{"name":"ann","id":7},"n":5,"score":1.5,"ok":true}`)
+	batch[1].Payload = []byte(`{"n":"five"}`)
+	batch[2].Payload = []byte(`{"n":-2}`)
+	err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(0), Schema: sdk.SchemaJSON}, batch)
+	var rej *sdk.RejectedMessages
+	if !errors.As(err, &rej) || !slices.Equal(rej.Offsets, []uint64{1}) || !strings.Contains(err.Error(), `column "n" (path n): want an integer, got the string "five"`) {
+		t.Fatalf("consume: %v; want offset 1 rejected for column n", err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	objs := srv.ReadParquet(t, bucket)
+	if len(objs) != 1 || len(objs[0].Rows) != 2 {
+		t.Fatalf("objects %+v; want one with 2 rows", objs)
+	}
+	r0, r2 := objs[0].Rows[0].Columns, objs[0].Rows[1].Columns
+	if fmt.Sprint(r0) != `map[n:5 ok:true score:1.5 u:{"id":7,"name":"ann"} user:ann]` ||
+		fmt.Sprint(r2) != `map[n:-2 ok:<nil> score:<nil> u:<nil> user:<nil>]` || objs[0].Rows[1].Offset != 2 {
+		t.Fatalf("typed columns %v and %v (offset %d)", r0, r2, objs[0].Rows[1].Offset)
+	}
+	for _, want := range []string{"n: int64", "score: double", "ok: bool", "user: string", "u: string"} {
+		if !strings.Contains(objs[0].Schema, want) {
+			t.Fatalf("schema %s lacks %q", objs[0].Schema, want)
+		}
+	}
+}
