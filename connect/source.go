@@ -263,7 +263,7 @@ func (s *sourceRunner) read(soft context.Context, batch *sdk.SourceBatch, ack *s
 		case steerReconnect:
 			s.log.Warn("source not connected; reconnecting", "error", err, "attempt", attempt)
 			if reconnect(soft, s.src, sourceBackoff, s.log) != nil {
-				return nil
+				return nil //nolint:nilerr // reconnect fails only at the stop, which ends reading quietly
 			}
 			continue
 		case steerBackOff:

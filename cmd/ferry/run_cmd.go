@@ -297,27 +297,6 @@ func supervise(ctx context.Context, rt *connect.Runtime, f runFlags, p *progress
 	}
 }
 
-// withIggyOffsets gives every running sink of sts all the partitions of its topics with
-// the offsets Iggy has for them (Runtime.SinkPartitions: one read per topic per second at
-// most), once every source has ended: a run with nothing new to poll (a rerun, a sink
-// restarted after it had consumed everything) polls no batch, and its tables alone never
-// learn that the partitions are caught up.
-func withIggyOffsets(ctx context.Context, rt *connect.Runtime, sts []connect.Status) []connect.Status {
-	for _, s := range sts {
-		if s.Kind == connect.KindSource && (s.State == connect.StateStarting || s.State == connect.StateRunning || s.State == connect.StateStopping) {
-			return sts // not caught up yet: no need to ask Iggy
-		}
-	}
-	for i := range sts {
-		if sts[i].Kind == connect.KindSink && sts[i].State == connect.StateRunning {
-			if parts, err := rt.SinkPartitions(ctx, sts[i]); err == nil {
-				sts[i].Partitions = parts
-			}
-		}
-	}
-	return sts
-}
-
 func printStatus(sts []connect.Status) {
 	for _, st := range sts {
 		line := fmt.Sprintf("%-6s %-24s %-8s", st.Kind, st.Key, st.State)
