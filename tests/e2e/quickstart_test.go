@@ -48,7 +48,7 @@ func TestQuickstart(t *testing.T) {
 	p = startFerry(t, "quickstart rerun", dir, env, "run", "--config", cfg, "--embedded",
 		"--embedded-addr", "127.0.0.1:0", "--exit-when-idle", "3s", "--progress", "100ms")
 	p.wait(20 * time.Second)
-	if again := "ferry: caught up: 0 messages produced, 0 delivered and committed by the sinks"; strings.Count(p.out.String(), again) != 1 {
+	if again := "ferry: caught up: 200000 messages produced (0 by this run), 200000 delivered and committed by the sinks"; strings.Count(p.out.String(), again) != 1 {
 		t.Fatalf("the rerun does not say once that it is caught up (%q):\n%s", again, tail(p.out.String(), 20))
 	}
 	if n := countLines(filepath.Join(dir, "quickstart", "events.jsonl")); n != 200000 {

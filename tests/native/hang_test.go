@@ -100,7 +100,8 @@ func TestHungSourceCloseNotReopened(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt, err := connect.New(connect.Options{Connectors: &config.Connectors{Sources: []*config.Source{cfg}}, Client: e.dial(),
-		LoadSourcePlugin: connect.NativeSourceLoader, Runtime: &config.Runtime{State: config.State{Path: t.TempDir()}}, Logger: quietLog})
+		LoadSourcePlugin: connect.NativeSourceLoader, Runtime: &config.Runtime{State: config.State{Path: t.TempDir()},
+			Plugins: config.Plugins{Directories: []string{filepath.Dir(so)}}}, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
