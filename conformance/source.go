@@ -491,8 +491,11 @@ const minSourceKills = 5
 func runSourceSigkill(ctx context.Context, r *Runner, _ string) Result {
 	const batch = 20
 	kills := max(minSourceKills, r.cfg.Soak)
-	// Each kill waits for at most 12 more ACKs: enough batches that the data outlasts them.
-	total := batch * (14*kills + 10)
+	// A kill waits for 3..12 more ACKs, then up to 20 ms while the probe goes on (a batch
+	// every 2 ms or so), so a run between two kills ACKs about 15 batches on a fast machine:
+	// 40 per kill leave the source producing at every kill on any machine; if it ever ends
+	// first, the scenario says so instead of waiting for ACKs that cannot come.
+	total := batch * (40*kills + 10)
 	expected := fmt.Sprintf("%d SIGKILLs while the source produces %d messages: lost 0, duplicated ≤ %d (one unsaved batch per kill), no batch ACKed before Iggy stored it", kills, total, kills*batch)
 	rng := rand.New(rand.NewSource(r.cfg.Seed))
 	f, p, err := r.beginSource(ctx, "source-sigkill", sourceConnector{total: total, batch: batch, intervalMS: 2}, "", false)
@@ -503,7 +506,13 @@ func runSourceSigkill(ctx context.Context, r *Runner, _ string) Result {
 		// The kill lands a seeded number of ACKs into this run, plus a seeded pause: with a
 		// batch being sent, saved or acknowledged.
 		target := f.count('A') + 3 + rng.Intn(10)
-		err := f.wait(ctx, fmt.Sprintf("%d ACKs before kill %d", target, k+1), func() bool { return f.count('A') >= target || p.exited() })
+		ended := f.count('D')
+		err := f.wait(ctx, fmt.Sprintf("%d ACKs before kill %d", target, k+1), func() bool {
+			return f.count('A') >= target || p.exited() || f.count('D') > ended
+		})
+		if err == nil && f.count('A') < target && f.count('D') > ended {
+			err = fmt.Errorf("the source produced all %d messages before kill %d: the data did not outlast the kills", total, k+1)
+		}
 		if err != nil {
 			p.kill()
 			return broken(expected, err)
