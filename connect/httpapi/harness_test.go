@@ -175,21 +175,8 @@ func newEnv(t *testing.T) *env {
 	rc := config.DefaultRuntime()
 	rc.State.Path = t.TempDir()
 	rc.Connectors.ConfigDir = dir // native plugins may load from there (and the test binary's directory)
-	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: dial(t, srv.Addr()),
-		Builtins: connectors.Registry(), LoadSinkPlugin: connect.NativeSinkLoader, Logger: quietLog, Configs: provider})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Stop(sctx); err != nil {
-			t.Errorf("runtime stop: %v", err)
-		}
-	})
+	rt := startRuntime(ctx, t, connect.Options{Connectors: conns, Runtime: rc, Client: dial(t, srv.Addr()),
+		Builtins: connectors.Registry(), LoadSinkPlugin: connect.NativeSinkLoader, Configs: provider})
 	defer func() {
 		if t.Failed() {
 			for _, st := range rt.Status() {
@@ -422,4 +409,26 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// startRuntime builds a runtime with opts (quiet logs), starts it and stops it when the
+// test ends.
+func startRuntime(ctx context.Context, t *testing.T, opts connect.Options) *connect.Runtime {
+	t.Helper()
+	opts.Logger = quietLog
+	rt, err := connect.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rt.Stop(sctx); err != nil {
+			t.Errorf("runtime stop: %v", err)
+		}
+	})
+	return rt
 }

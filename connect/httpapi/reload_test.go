@@ -84,21 +84,8 @@ func reloadEnv(t *testing.T, files map[string]string, want int) (*env, *api) {
 	provider := &config.LocalProvider{Dir: dir}
 	rc := config.DefaultRuntime()
 	rc.State.Path = t.TempDir()
-	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: dial(t, srv.Addr()),
-		Builtins: connectors.Registry(), Logger: quietLog, Configs: provider})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Stop(sctx); err != nil {
-			t.Errorf("runtime stop: %v", err)
-		}
-	})
+	rt := startRuntime(ctx, t, connect.Options{Connectors: conns, Runtime: rc, Client: dial(t, srv.Addr()),
+		Builtins: connectors.Registry(), Configs: provider})
 	e := &env{t: t, admin: admin, rt: rt, dir: dir, configs: provider}
 	waitFor(t, "every connector running", func() bool {
 		sts := rt.Status()

@@ -84,21 +84,8 @@ func TestStoreFailureReported(t *testing.T) {
 	}
 	rc := config.DefaultRuntime()
 	rc.State.Path = t.TempDir()
-	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: dial(t, srv.Addr()),
-		Builtins: connectors.Registry(), Logger: quietLog, Configs: &config.LocalProvider{Dir: dir}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Stop(sctx); err != nil {
-			t.Errorf("runtime stop: %v", err)
-		}
-	})
+	rt := startRuntime(ctx, t, connect.Options{Connectors: conns, Runtime: rc, Client: dial(t, srv.Addr()),
+		Builtins: connectors.Registry(), Configs: &config.LocalProvider{Dir: dir}})
 	t.Cleanup(func() { faulted.Store(false) }) // first: the stop stores, the server's close syncs
 	a := serveOpts(t, Options{Runtime: rt, Version: "0.5.0", Logger: quietLog,
 		HTTP: config.HTTP{Enabled: true, Address: "127.0.0.1:0", Metrics: config.Metrics{Enabled: true, Endpoint: "/metrics"}}})
