@@ -215,7 +215,14 @@ func (sl *slot) send(ctx context.Context, cmd command) error {
 	case err := <-cmd.reply:
 		return err
 	case <-sl.done:
-		return ErrStopped
+		// A supervisor that ends right after its reply (a removal) has both ready: the
+		// reply wins.
+		select {
+		case err := <-cmd.reply:
+			return err
+		default:
+			return ErrStopped
+		}
 	}
 }
 

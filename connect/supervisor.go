@@ -364,7 +364,14 @@ func (sl *slot) do(ctx context.Context, op commandOp) error {
 	case err := <-reply:
 		return err
 	case <-sl.done:
-		return ErrStopped
+		// A supervisor that ends right after its reply (a removal) has both ready: the
+		// reply wins.
+		select {
+		case err := <-reply:
+			return err
+		default:
+			return ErrStopped
+		}
 	}
 }
 
