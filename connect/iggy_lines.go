@@ -64,6 +64,7 @@ func sinkConsumeFailedLine(id uint32, err error) string {
 func sourceStartedLine(id uint32) string {
 	return fmt.Sprintf("Source connector with ID: %d started.", id)
 }
+
 func sourceStoppedLine(id uint32) string {
 	return fmt.Sprintf("Source connector with ID: %d stopped.", id)
 }
