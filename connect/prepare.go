@@ -149,7 +149,7 @@ type invalidConnector struct {
 
 func newInvalidConnector(inv *config.Invalid, log *slog.Logger) *invalidConnector {
 	c := &invalidConnector{inv: inv}
-	c.init(string(inv.Type), 0, &c.startErrors, log.With(string(inv.Type), inv.Key))
+	c.init(string(inv.Type), inv.Key, inv.Name, 0, &c.startErrors, log.With(string(inv.Type), inv.Key))
 	c.failStart(permanentError{inv.Err})
 	return c
 }

@@ -62,6 +62,7 @@ func permanent(err error) bool {
 // a failed start is recorded. It implements connector but for statusOf.
 type runner struct {
 	kind        string // "sink" or "source"
+	key, name   string // the connector's, for the lines in upstream's words (iggy_lines.go)
 	log         *slog.Logger
 	status      statusCell
 	life        *lifecycle
@@ -72,8 +73,8 @@ type runner struct {
 
 func (r *runner) unfixable() bool { return r.permanent.Load() }
 
-func (r *runner) init(kind string, timeout time.Duration, startErrors *atomic.Uint64, log *slog.Logger) {
-	r.kind, r.log, r.life, r.startErrors = kind, log, newLifecycle(timeout), startErrors
+func (r *runner) init(kind, key, name string, timeout time.Duration, startErrors *atomic.Uint64, log *slog.Logger) {
+	r.kind, r.key, r.name, r.log, r.life, r.startErrors = kind, key, name, log, newLifecycle(timeout), startErrors
 	r.status.set(StateStarting)
 }
 
@@ -99,6 +100,7 @@ func (r *runner) failStart(err error) {
 	r.startErrors.Add(1)
 	r.status.fail(err)
 	r.log.Error(r.kind+" not started", "error", err)
+	r.logNotStarted(err)
 	r.life.Finish()
 }
 
@@ -170,14 +172,18 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	r.started = true
 	for _, cfg := range r.conns.Sources {
-		if cfg.Enabled {
-			r.slots = append(r.slots, r.newSlot(KindSource, cfg.Key, nil, cfg))
+		if !cfg.Enabled {
+			r.log.Warn(disabledLine(KindSource, cfg.Name, cfg.Key), "source", cfg.Key)
+			continue
 		}
+		r.slots = append(r.slots, r.newSlot(KindSource, cfg.Key, nil, cfg))
 	}
 	for _, cfg := range r.conns.Sinks {
-		if cfg.Enabled {
-			r.slots = append(r.slots, r.newSlot(KindSink, cfg.Key, cfg, nil))
+		if !cfg.Enabled {
+			r.log.Warn(disabledLine(KindSink, cfg.Name, cfg.Key), "sink", cfg.Key)
+			continue
 		}
+		r.slots = append(r.slots, r.newSlot(KindSink, cfg.Key, cfg, nil))
 	}
 	for _, inv := range r.conns.Invalid {
 		if !inv.Enabled {
@@ -248,7 +254,7 @@ func connectorFactory[F any](kind string, c *config.Common, builtin func(string)
 	}
 	f, err := load(path)
 	if err != nil {
-		return zero, fmt.Errorf("load plugin %s: %w", path, err)
+		return zero, fmt.Errorf("Failed to load %s container from %s: %w", kind, path, err) //nolint:staticcheck // upstream's words
 	}
 	return f, nil
 }

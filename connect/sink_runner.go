@@ -45,7 +45,7 @@ func newSinkRunner(cfg *config.Sink, instance uint32, sink sdk.Sink, be backend,
 		counters = new(Counters)
 	}
 	s := &sinkRunner{cfg: cfg, instance: instance, policy: policyFor(cfg), sink: sink, be: be, counters: counters}
-	s.init("sink", cfg.ShutdownTimeout, &counters.StartErrors, log.With("sink", cfg.Key, "instance", instance))
+	s.init(KindSink, cfg.Key, cfg.Name, cfg.ShutdownTimeout, &counters.StartErrors, log.With("sink", cfg.Key, "instance", instance))
 	s.bench = newBenchLog(cfg.Benchmark, log)
 	s.proc = &batchProcessor{sink: sink, commit: s.policy, failure: sinkFailurePolicy(cfg, s.counters, s.log),
 		counters: s.counters, log: s.log}
@@ -71,6 +71,7 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 		env.Committer = sinkCommitter{s}
 	}
 	if err := callSafely(func() error { return s.sink.Open(ctx, env) }); err != nil {
+		s.logOpenFailed(err)
 		return fmt.Errorf("open: %w", err)
 	}
 	// Asked after Open: a sink's limit may come from its config (a pool's size).
@@ -104,6 +105,10 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 	go s.run()
 	s.status.set(StateRunning)
 	s.log.Info("sink running", "offset_commit", s.policy.mode, "on_failure", s.cfg.OnFailure, "consumers", len(s.topics))
+	s.logInitialized(s.instance)
+	for range s.topics {
+		s.log.Info(sinkConsumingLine(s.instance))
+	}
 	s.bench.enabled(KindSink, s.instance, s.cfg.Key)
 	return nil
 }
@@ -177,6 +182,7 @@ func (c sinkCommitter) Commit(p sdk.Partition, offset uint64) error {
 
 // fail records a batch that failed for good under on_failure = stop and stops the sink.
 func (s *sinkRunner) fail(err error) {
+	s.log.Error(sinkConsumeFailedLine(s.instance, err))
 	s.status.fail(err)
 	s.life.Stop()
 }
@@ -211,9 +217,11 @@ func (s *sinkRunner) run() {
 		}
 	}
 	var errs []error
+	s.logClosing(s.instance)
 	if err := s.closeSink(); err != nil {
 		errs = append(errs, fmt.Errorf("close sink: %w", err))
 	}
+	s.logClosed(s.instance)
 	for _, tc := range s.topics {
 		tc.table.close()
 	}
@@ -227,6 +235,7 @@ func (s *sinkRunner) run() {
 		if err := tc.cons.Close(s.life.hard); err != nil {
 			errs = append(errs, fmt.Errorf("leave group on %s/%s: %w", tc.topic.Stream, tc.topic.Topic, err))
 		}
+		s.log.Info(sinkStoppedConsumingLine(s.instance))
 	}
 	if s.dlq != nil {
 		if err := s.dlq.close(s.life.hard); err != nil {

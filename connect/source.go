@@ -75,7 +75,7 @@ func newSourceRunner(cfg *config.Source, instance uint32, src sdk.Source, prods 
 		counters = new(sourceCounters)
 	}
 	s := &sourceRunner{cfg: cfg, src: src, prods: prods, state: newStateFile(stateDir, cfg.Key), instance: instance, counters: counters}
-	s.init("source", sourceShutdownTimeout, &counters.startErrs, log.With("source", cfg.Key, "instance", instance))
+	s.init(KindSource, cfg.Key, cfg.Name, sourceShutdownTimeout, &counters.startErrs, log.With("source", cfg.Key, "instance", instance))
 	s.bench = newBenchLog(cfg.Benchmark, log)
 	s.failure = sourceFailurePolicy(cfg, s.counters, func(err error) {
 		s.counters.sendErrors.Add(1)
@@ -143,6 +143,7 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 	}
 	env := sdk.SourceEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, State: state, Logger: s.log}
 	if err := callSafely(func() error { return s.src.Open(ctx, env) }); err != nil {
+		s.logOpenFailed(err)
 		closeProducers()
 		return fmt.Errorf("open: %w", err)
 	}
@@ -150,6 +151,8 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 	s.status.set(StateRunning)
 	s.log.Info("source running", "stream", s.stream.Stream, "topic", s.stream.Topic, "schema", s.stream.Schema,
 		"state_bytes", len(state))
+	s.logInitialized(s.instance)
+	s.log.Info(sourceStartedLine(s.instance))
 	s.bench.enabled(KindSource, s.instance, s.cfg.Key)
 	go s.run()
 	return nil
@@ -178,9 +181,12 @@ func (s *sourceRunner) run() {
 		s.status.set(StateStopping)
 	}
 	s.life.Stop() // the end of input stops the source too; bounds Close below
+	s.log.Info(sourceStoppedLine(s.instance))
+	s.logClosing(s.instance)
 	if cerr := callSafely(func() error { return s.src.Close(s.life.hard) }); cerr != nil {
 		s.log.Warn("source close failed", "error", cerr)
 	}
+	s.logClosed(s.instance)
 	if cerr := s.prod.close(s.life.hard); cerr != nil {
 		s.log.Warn("producer close failed", "error", cerr)
 	}

@@ -102,7 +102,8 @@ func (sl *slot) policy() config.RestartPolicy {
 // call into the previous instance's plugin runs (awaitPlugin). reply, when not nil, is
 // the requested restart's: it gets nil once the instance started or the wait began.
 func (sl *slot) launch(ctx context.Context, reply chan<- error) {
-	if prev := sl.cur.Load(); prev != nil {
+	prev := sl.cur.Load() // nil: the first start, else a restart
+	if prev != nil {
 		ok, replied := sl.awaitPlugin(prev, reply)
 		if replied {
 			reply = nil
@@ -133,6 +134,9 @@ func (sl *slot) launch(ctx context.Context, reply chan<- error) {
 	sl.cur.Store(&instance{c: c, started: time.Now()})
 	if sl.r.life.hard.Err() != nil {
 		c.abandon()
+	}
+	if prev != nil && c.statusOf().State != StateError {
+		sl.r.log.Info(restartedLine(sl.kind, sl.key), sl.kind, sl.key)
 	}
 }
 
@@ -211,6 +215,7 @@ func (sl *slot) waitRetry(wait time.Duration) bool {
 	sl.total++
 	sl.nextRetry = time.Time{}
 	sl.mu.Unlock()
+	sl.r.log.Info(restartingLine(sl.kind, sl.key), sl.kind, sl.key)
 	sl.launch(sl.r.life.soft, nil)
 	return true
 }
@@ -254,6 +259,9 @@ func (sl *slot) restartCount() uint32 {
 // restart once its new instance started, or once it waits for the old plugin
 // (awaitPlugin).
 func (sl *slot) handle(cmd command, in *instance) {
+	if cmd.op == opRestart || (cmd.op == opReplace && !sl.stoppedByUser()) {
+		sl.r.log.Info(restartingLine(sl.kind, sl.key), sl.kind, sl.key)
+	}
 	sl.stopInstance(in, cmd.ctx)
 	if cmd.op == opStop || cmd.op == opRemove {
 		sl.mu.Lock()

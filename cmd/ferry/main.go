@@ -41,14 +41,14 @@ func run(args []string) int {
 
 	// The first SIGINT/SIGTERM cancels ctx (graceful stop); a second one exits at once,
 	// whatever the graceful stop is waiting for (signals.go). SIGHUP is run's reload.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	finished := make(chan struct{})
 	defer close(finished)
-	go watchSignals(sigs, cancel, finished, func(sig os.Signal) {
+	go watchSignals(sigs, func(sig os.Signal) { cancel(stopSignal{sig}) }, finished, func(sig os.Signal) {
 		fmt.Fprintf(os.Stderr, "ferry: second signal (%v), exiting now\n", sig)
 		os.Exit(130)
 	})

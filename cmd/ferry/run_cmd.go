@@ -182,6 +182,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	if err := rt.Start(ctx); err != nil {
 		return err
 	}
+	log.Info(lineSpawned)
 	for _, st := range rt.Status() {
 		if st.State == connect.StateError && st.LastError != nil {
 			log.Error("connector failed to start", "kind", st.Kind, "key", st.Key, "error", st.LastError.Message)
@@ -194,6 +195,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	why := supervise(ctx, rt, f, prog)
 	stopReloads()
 	log.Info("stopping", "reason", why)
+	log.Info(shutdownLine(ctx, why))
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.stopTimeout)
 	defer cancel()
 	stopErr := rt.Stop(sctx)
@@ -207,6 +209,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	if stopErr != nil {
 		return fmt.Errorf("graceful stop did not finish within %s: %w", f.stopTimeout, stopErr)
 	}
+	log.Info(lineShutdownComplete)
 	var failed []string
 	for _, st := range final {
 		if st.State == connect.StateError {
@@ -225,6 +228,14 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 
 // reasonAllFailed is supervise's answer when every enabled connector failed for good.
 const reasonAllFailed = "every connector failed for good"
+
+// The runtime's start and end lines in the words of Iggy's runtime, which operators'
+// alerts match on (docs/iggy-compatibility.md, "Log lines, JSON logs and exit codes"),
+// written beside Ferry's own.
+const (
+	lineSpawned          = "All sources and sinks spawned."
+	lineShutdownComplete = "All connectors closed. Runtime shutdown complete."
+)
 
 // dialWithin connects to Iggy, retrying with backoff until timeout: a server that is
 // still starting (connection refused) is waited for, as a service manager expects.

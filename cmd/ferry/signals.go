@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -14,14 +16,41 @@ import (
 // Ctrl-C, or a different signal at any time, is a second request.
 var sameStopWindow = time.Second
 
-// watchSignals cancels at the first stop signal and calls exit at the second; a repeat of
+// stopSignal is the cause of the command's context when a stop signal cancelled it.
+type stopSignal struct{ sig os.Signal }
+
+func (s stopSignal) Error() string { return "received " + signalName(s.sig) }
+
+// signalName is a signal as the shutdown line names it: SIGINT, SIGTERM.
+func signalName(sig os.Signal) string {
+	switch sig {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return sig.String()
+}
+
+// shutdownLine is the line that begins a graceful stop, in the words of Iggy's runtime
+// ("Received SIGTERM. Shutting down connectors runtime..."), which operators match on; a
+// stop of Ferry's own (--duration, idle, every connector failed) gives its reason instead.
+func shutdownLine(ctx context.Context, reason string) string {
+	var s stopSignal
+	if reason == "signal" && errors.As(context.Cause(ctx), &s) {
+		return "Received " + signalName(s.sig) + ". Shutting down connectors runtime..."
+	}
+	return "Stopping (" + reason + "). Shutting down connectors runtime..."
+}
+
+// watchSignals calls cancel at the first stop signal and exit at the second; a repeat of
 // the first signal within sameStopWindow is the same request, not a second one. It ends
 // when finished is closed.
-func watchSignals(sigs <-chan os.Signal, cancel context.CancelFunc, finished <-chan struct{}, exit func(os.Signal)) {
+func watchSignals(sigs <-chan os.Signal, cancel func(os.Signal), finished <-chan struct{}, exit func(os.Signal)) {
 	var first os.Signal
 	select {
 	case first = <-sigs:
-		cancel()
+		cancel(first)
 	case <-finished:
 		return
 	}

@@ -36,7 +36,7 @@ func TestWatchSignals(t *testing.T) {
 			exited := make(chan os.Signal, 1)
 			go func() {
 				defer close(ended)
-				watchSignals(sigs, cancel, finished, func(s os.Signal) { exited <- s })
+				watchSignals(sigs, func(os.Signal) { cancel() }, finished, func(s os.Signal) { exited <- s })
 			}()
 			for _, s := range tc.sigs {
 				sigs <- s // unbuffered: the watcher took it
