@@ -254,6 +254,9 @@ pub extern "C" fn iggy_sink_close(id: u32) -> i32 {
     if committing::is_open(id) {
         return committing::close(id);
     }
+    // Ferry announces topic ids to every instance of a library that exports
+    // iggy_sink_set_topic_ids, so the plain sink has an entry in the crate's registry too.
+    ferry_commit::CommitHandle::new(id).forget();
     match sinks().lock().unwrap().remove(&id) {
         Some(_) => 0,
         None => -1,
