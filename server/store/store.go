@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -294,12 +295,23 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// commit commits b with the store's write options and closes it.
+// commit commits b with the store's write options and closes it, also when a fault
+// refuses the write before the commit starts (an unclosed batch keeps its buffer from
+// Pebble's pool).
 func (s *Store) commit(b *pebble.Batch, what string) error {
+	// Whoever claims the batch first closes it: the commit when it runs, or this function
+	// when the guard returned without running it (or before its goroutine started).
+	var claimed atomic.Bool
 	err := s.guarded(func() error {
+		if !claimed.CompareAndSwap(false, true) {
+			return errors.New("batch abandoned")
+		}
 		defer func() { _ = b.Close() }()
 		return b.Commit(s.wo)
 	})
+	if claimed.CompareAndSwap(false, true) {
+		_ = b.Close()
+	}
 	if err != nil {
 		return fmt.Errorf("store: %s: commit: %w", what, err)
 	}
