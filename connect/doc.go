@@ -63,7 +63,7 @@
 //
 // # What it must not import
 //
-// server, connectors/* and cmd/* (tests may: servertest, the null and file sinks): connect sits
+// server, connectors/*, ferrycli and cmd/* (tests may: servertest, the null and file sinks): connect sits
 // below ferrycli and above iggy, sdk, connect/config and connect/plugin. Only native.go
 // needs cgo; without cgo the package builds without [NativeSinkLoader] and
 // [NativeSourceLoader], and native plugins come in through [Options.LoadSinkPlugin] and
