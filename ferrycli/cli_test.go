@@ -194,6 +194,31 @@ schema = "json"
 		!strings.Contains(out, "plugin_config.size: ") || !strings.Contains(out, "plugin_config.target: required field is missing") {
 		t.Fatalf("check of a bad plugin_config: %v\n%s", err, out)
 	}
+
+	// A source is checked with its own spec, apart from the sink of the same name.
+	sinkFile("target = \"x\"\n")
+	if err := c.AddSource("mine", newTestSource, sdk.ConfigSpec{Fields: []sdk.ConfigField{{Name: "rate", Type: sdk.TypeNumber, Doc: "per second"}}}); err != nil {
+		t.Fatal(err)
+	}
+	writeTestFile(t, filepath.Join(conns, "src.toml"), `type = "source"
+key = "src"
+enabled = true
+version = 0
+name = "src"
+path = "builtin:mine"
+
+[[streams]]
+stream = "s"
+topic = "t"
+schema = "json"
+
+[plugin_config]
+target = "x"
+`)
+	out, err = execute(t, c, "check", "--config", cfg)
+	if err == nil || !strings.Contains(out, "plugin_config.target: unknown field (known: rate)") || strings.Count(out, "ERROR") != 1 {
+		t.Fatalf("check of a source with a sink's field: %v\n%s", err, out)
+	}
 }
 
 func writeTestFile(t *testing.T, path, content string) {
