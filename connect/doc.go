@@ -39,7 +39,7 @@
 //
 // # File map
 //
-//   - runtime.go, status.go: the Runtime API cmd/ferry uses; iggy_backend.go: [New],
+//   - runtime.go, status.go: the Runtime API ferrycli (the command line) uses; iggy_backend.go: [New],
 //     [Options] and the adapter over the iggy client (backend.go is its interface).
 //   - sink_runner.go (one sink connector), sink_topic.go (one stream × topic of it),
 //     partitions.go and stores.go (the partition table and its store loop), policy.go,
@@ -63,8 +63,8 @@
 //
 // # What it must not import
 //
-// server, connectors/* and cmd/* (tests may: servertest, the null and file sinks): connect sits
-// below cmd/ferry and above iggy, sdk, connect/config and connect/plugin. Only native.go
+// server, connectors/*, ferrycli and cmd/* (tests may: servertest, the null and file sinks): connect sits
+// below ferrycli and above iggy, sdk, connect/config and connect/plugin. Only native.go
 // needs cgo; without cgo the package builds without [NativeSinkLoader] and
 // [NativeSourceLoader], and native plugins come in through [Options.LoadSinkPlugin] and
 // [Options.LoadSourcePlugin].

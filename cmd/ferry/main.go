@@ -1,61 +1,17 @@
 // Command ferry is the single Ferry binary: the connectors runtime, the embedded
-// Iggy-compatible server and the operator tools.
+// Iggy-compatible server and the operator tools, with the built-in connectors. The command
+// line itself lives in package ferrycli, which a program of your own calls to build Ferry
+// with connectors of its own (docs/connectors.md).
 package main
 
-import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
+import "github.com/ferryio/ferry/ferrycli"
 
-	"github.com/spf13/cobra"
-)
+// Version is set at build time with -ldflags "-X main.Version=$(cat VERSION)" (the README's
+// build line); empty, the VERSION file embedded in package ferry is reported.
+var Version = ""
 
 func main() {
-	os.Exit(run(os.Args[1:]))
-}
-
-// run executes the CLI and returns the process exit code.
-func run(args []string) int {
-	root := &cobra.Command{
-		Use:           "ferry",
-		Short:         "Ferry: a connectors runtime for Apache Iggy with delivery you can trust",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Version:       versionString(), // --version
-	}
-	root.SetVersionTemplate(versionLine())
-	root.AddCommand(
-		newRunCmd(),
-		newServerCmd(),
-		newCheckCmd(),
-		newConnectorsCmd(),
-		newOffsetsCmd(),
-		newBenchCmd(),
-		newVersionCmd(),
-		newStatusCmd(),
-		newConformanceCmd(),
-	)
-	root.SetArgs(args)
-
-	// The first SIGINT/SIGTERM cancels ctx (graceful stop); a second one exits at once,
-	// whatever the graceful stop is waiting for (signals.go). SIGHUP is run's reload.
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	finished := make(chan struct{})
-	defer close(finished)
-	go watchSignals(sigs, func(sig os.Signal) { cancel(stopSignal{sig}) }, finished, func(sig os.Signal) {
-		fmt.Fprintf(os.Stderr, "ferry: second signal (%v), exiting now\n", sig)
-		os.Exit(130)
-	})
-
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "ferry:", err)
-		return 1
-	}
-	return 0
+	cli := ferrycli.New()
+	cli.SetVersion(Version)
+	cli.Main()
 }

@@ -1,4 +1,4 @@
-package main
+package ferrycli
 
 import (
 	"bytes"
@@ -182,10 +182,10 @@ func TestStatusExitCode(t *testing.T) {
 	srv := fakeRuntimeAPI("")
 	defer srv.Close()
 	t.Setenv(envAPIURL, srv.URL)
-	if code := run([]string{"status", "--json"}); code != 0 {
+	if code := New().Run([]string{"status", "--json"}); code != 0 {
 		t.Fatalf("exit code %d with a reachable API", code)
 	}
-	if code := run([]string{"status", "--url", srv.URL + "/nothing-here"}); code != 1 {
+	if code := New().Run([]string{"status", "--url", srv.URL + "/nothing-here"}); code != 1 {
 		t.Fatalf("exit code %d with a 404 on /sinks", code)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package ferrycli
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func apiURL(rc *config.Runtime, ln net.Listener) string {
 // the API is disabled and a no-op is returned), writes its URL to stateDir/http.url, and
 // returns the URL and the function that stops it (within a second; call it once, after
 // rt.Stop: the API keeps answering while the runtime stops, so ctx ending does not stop
-// it) and removes the file. version is Ferry's (versionString). Errors: the API's
+// it) and removes the file. version is Ferry's (orVersion). Errors: the API's
 // configuration (checked before by prepareStart), or the file cannot be written; ln is
 // closed on error. store may be nil (the configs routes then answer 500).
 func serveAPI(ctx context.Context, rc *config.Runtime, ln net.Listener, stateDir string, rt *connect.Runtime, store httpapi.ConfigStore, version string, health func() error, log *slog.Logger) (url string, stop func(), err error) {

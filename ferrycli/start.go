@@ -1,4 +1,4 @@
-package main
+package ferrycli
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/connect/httpapi"
+	"github.com/ferryio/ferry/sdk"
 	"github.com/ferryio/ferry/server"
 )
 
@@ -14,11 +15,12 @@ import (
 // passes its own.
 type startOptions struct {
 	config       string
-	createDir    bool   // run: a missing config_dir is created; check: it is reported
-	embedded     bool   // --embedded; [embedded] enabled = true counts as well
-	data         string // --data
-	embeddedAddr string // --embedded-addr
-	initData     bool   // --init
+	createDir    bool          // run: a missing config_dir is created; check: it is reported
+	embedded     bool          // --embedded; [embedded] enabled = true counts as well
+	data         string        // --data
+	embeddedAddr string        // --embedded-addr
+	initData     bool          // --init
+	builtins     *sdk.Registry // check: the Go connectors; nil: connectors.Registry()
 }
 
 // startPlan is what prepareStart read and checked.

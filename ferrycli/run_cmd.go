@@ -1,4 +1,4 @@
-package main
+package ferrycli
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
-	"github.com/ferryio/ferry/connectors"
 	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/sdk"
 	"github.com/ferryio/ferry/server"
 )
 
@@ -33,10 +33,12 @@ type runFlags struct {
 	embeddedAddr string
 	initData     bool
 	createTopics bool
+	builtins     *sdk.Registry // the Go connectors ("builtin:NAME"); nil: connectors.Registry()
+	version      string        // reported by the HTTP API; "": the embedded VERSION file's
 }
 
-func newRunCmd() *cobra.Command {
-	var f runFlags
+func newRunCmd(builtins *sdk.Registry, version string) *cobra.Command {
+	f := runFlags{builtins: builtins, version: version}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the connectors of a config.toml (sources → Iggy → sinks)",
@@ -165,7 +167,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 
 	provider := &config.LocalProvider{Dir: rc.Connectors.ConfigDir, Env: os.Environ(), PluginDirs: rc.PluginDirs()}
 	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: client, Configs: provider,
-		Builtins: connectors.Registry(), LoadSinkPlugin: connect.NativeSinkLoader, LoadSourcePlugin: connect.NativeSourceLoader, Logger: log})
+		Builtins: orBuiltins(f.builtins), LoadSinkPlugin: connect.NativeSinkLoader, LoadSourcePlugin: connect.NativeSourceLoader, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -173,7 +175,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	if srv != nil {
 		health = srv.StorageFault
 	}
-	apiURL, stopAPI, err := serveAPI(ctx, rc, ln, sdir, rt, provider, versionString(), health, log)
+	apiURL, stopAPI, err := serveAPI(ctx, rc, ln, sdir, rt, provider, orVersion(f.version), health, log)
 	ln = nil // serveAPI owns it now
 	if err != nil {
 		return err

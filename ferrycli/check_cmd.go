@@ -1,4 +1,4 @@
-package main
+package ferrycli
 
 import (
 	"fmt"
@@ -9,10 +9,11 @@ import (
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/connectors"
+	"github.com/ferryio/ferry/sdk"
 )
 
-func newCheckCmd() *cobra.Command {
-	var o startOptions
+func newCheckCmd(builtins *sdk.Registry) *cobra.Command {
+	o := startOptions{builtins: builtins}
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Validate a config.toml, its connector files and their plugins without connecting",
@@ -41,8 +42,8 @@ refuse to start on the first kind, and run every other connector beside one with
 }
 
 // checkOptions are the runtime options `ferry run` builds its connectors with.
-func checkOptions(rc *config.Runtime) connect.Options {
-	return connect.Options{Runtime: rc, Builtins: connectors.Registry(),
+func checkOptions(rc *config.Runtime, builtins *sdk.Registry) connect.Options {
+	return connect.Options{Runtime: rc, Builtins: orBuiltins(builtins),
 		LoadSinkPlugin: connect.NativeSinkLoader, LoadSourcePlugin: connect.NativeSourceLoader}
 }
 
@@ -59,7 +60,7 @@ func check(w io.Writer, o startOptions) error {
 	for _, warn := range append(append([]string(nil), rc.Warnings...), conns.Warnings...) {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
-	opts := checkOptions(rc)
+	opts := checkOptions(rc, o.builtins)
 	bad := 0
 	for _, s := range conns.Sources {
 		detail := "last [[streams]]: none"
@@ -87,6 +88,14 @@ func check(w io.Writer, o startOptions) error {
 		return fmt.Errorf("check: %d connector(s) with problems", bad)
 	}
 	return nil
+}
+
+// orBuiltins is reg, or the built-in connectors when reg is nil (a test's options).
+func orBuiltins(reg *sdk.Registry) *sdk.Registry {
+	if reg == nil {
+		return connectors.Registry()
+	}
+	return reg
 }
 
 func report(w io.Writer, kind string, c *config.Common, detail string, err error) int {

@@ -1,4 +1,4 @@
-package main
+package ferrycli
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ func TestCheckRefusesPluginOutsideDirs(t *testing.T) {
 	libDir := t.TempDir()
 	lib := filepath.Join(libDir, "marker.so")
 	if msg, err := exec.Command(gcc, "-std=gnu11", "-O2", "-Wall", "-shared", "-fPIC", "-o", lib,
-		filepath.Join("..", "..", "connect", "httpapi", "testdata", "loaded_marker.c")).CombinedOutput(); err != nil {
+		filepath.Join("..", "connect", "httpapi", "testdata", "loaded_marker.c")).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, msg)
 	}
 	dir := t.TempDir()
