@@ -205,3 +205,26 @@ func asBodyError(err error) error {
 	msg := strings.NewReplacer("TOML ", "JSON ", "into a table", "into an object").Replace(ce.Msg)
 	return &Error{File: BodyFile, Key: ce.Key, Env: ce.Env, Msg: msg, Err: ErrInvalidConfig}
 }
+
+// ConnectorFromJSON reads body, a connector config in the JSON form of the HTTP API
+// (Iggy's SinkConfig or SourceConfig, or a create body: enabled, name, path and streams
+// required), as the config of connector (typ, key, version), with the environment
+// overrides of env (nil for none). It returns a *Sink or a *Source whose File is file. It is
+// how a remote config provider's answers are read: the same keys, checks and defaults as a
+// connector file. An invalid body is an *Error with File file whose Key is the JSON field,
+// wrapping [ErrInvalidConfig].
+func ConnectorFromJSON(typ ConnectorType, key string, version uint64, body []byte, file string, env []string) (any, error) {
+	data, err := bodyToTOML(typ, key, version, body)
+	if err == nil {
+		var c any
+		if c, err = parseConnectorData(file, data, env); err == nil {
+			return c, nil
+		}
+		err = asBodyError(err)
+	}
+	var ce *Error
+	if errors.As(err, &ce) {
+		ce.File = file
+	}
+	return nil, err
+}

@@ -20,10 +20,6 @@ var ErrPluginNotFound = errors.New("Plugin library not found") //nolint:staticch
 // every directory of [plugins] directories: it is never opened.
 var ErrPluginNotAllowed = errors.New("plugin library not in an allowed directory")
 
-// ErrNotSupported is wrapped by errors about configuration Ferry parses but cannot run yet
-// (connectors.config_type = "http").
-var ErrNotSupported = errors.New("not supported")
-
 // Error is a problem with one key of one configuration file.
 type Error struct {
 	File string // the file, as given to the parser
@@ -91,6 +87,11 @@ var ErrConfigNotFound = errors.New("connector config not found")
 // as its Key), by a key that cannot be part of a file name, and by [RenderPluginConfig] for an
 // unknown format or a plugin_config the format cannot hold.
 var ErrInvalidConfig = errors.New("invalid connector config")
+
+// ErrProviderRequest is wrapped by the errors of a request to a remote config provider
+// that failed: unreachable, timed out, answered with an error status, or with an error at
+// its response.error_path (the HTTP API answers them 500 http_request_failed, as upstream).
+var ErrProviderRequest = errors.New("config provider request failed")
 
 // ErrNoPluginConfig is returned by [RenderPluginConfig] when the connector has no
 // plugin_config.

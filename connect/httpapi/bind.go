@@ -9,6 +9,7 @@ import (
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/provider"
 )
 
 // The ConfigStore's errors, matched with errors.Is.
@@ -16,6 +17,8 @@ var (
 	errConfigNotFound = config.ErrConfigNotFound
 	errInvalidConfig  = config.ErrInvalidConfig
 	errNoPluginConfig = config.ErrNoPluginConfig
+	// errProviderRequest: a remote config provider failed (500 http_request_failed).
+	errProviderRequest = config.ErrProviderRequest
 )
 
 // renderSink renders a sink config as Iggy's SinkConfig JSON object, redacted.
@@ -34,4 +37,5 @@ func renderPluginConfig(c *config.Common, format string) ([]byte, string, error)
 var (
 	_ Runtime     = (*connect.Runtime)(nil)
 	_ ConfigStore = (*config.LocalProvider)(nil)
+	_ ConfigStore = (*provider.HTTP)(nil)
 )
