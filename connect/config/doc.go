@@ -16,8 +16,7 @@
 //
 // Differences from upstream, on purpose: a numeric or boolean environment value for a string
 // field is taken as text (upstream fails to load); an empty connector key, a zero batch_length
-// and an unknown `.active_versions.toml` version are reported (the last as a warning); the
-// `http` connector provider is parsed but refused as not supported. In the API's JSON forms,
+// and an unknown `.active_versions.toml` version are reported (the last as a warning). In the API's JSON forms,
 // batch_length, poll_interval, linger_time and consumer_group give the value in effect where
 // upstream echoes the file (null when unset), and a create body whose plugin_config holds a
 // null is refused, since the TOML file written for it cannot hold one.
@@ -25,7 +24,9 @@
 // [LocalProvider] serves a config_dir to the HTTP API's configs routes (versions, the active
 // one, creating, deleting and pinning versions); [SinkJSON], [SourceJSON] and
 // [RenderPluginConfig] give the API's JSON forms and plugin config renderings, with secrets
-// redacted ([RedactSecrets]).
+// redacted ([RedactSecrets]). [ConnectorFromJSON] reads a config in that JSON form, as a
+// remote config provider (connect/provider) serves it; the `[connectors]` keys of the http
+// provider are checked here, its requests are made there.
 //
 // It does no network I/O and starts no goroutines. It may import only the standard library,
 // go-toml, go-yaml (for rendering) and Ferry's sdk package; never connect, iggy, server or

@@ -332,3 +332,22 @@ error_path = "error.message"
 		t.Fatalf("String() = %s", r.String())
 	}
 }
+
+// TestRuntimeHTTPProviderEnv: the http provider's scalar keys from the environment, as
+// upstream's loader names them.
+func TestRuntimeHTTPProviderEnv(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "config.toml", "[connectors]\nconfig_dir = \"c\"\n")
+	r, err := ParseRuntimeEnv(p, []string{
+		"IGGY_CONNECTORS_CONNECTORS_CONFIG_TYPE=http", "IGGY_CONNECTORS_CONNECTORS_BASE_URL=http://cfg:8080",
+		"IGGY_CONNECTORS_CONNECTORS_TIMEOUT=2s", "IGGY_CONNECTORS_CONNECTORS_RESPONSE_DATA_PATH=data",
+		"IGGY_CONNECTORS_CONNECTORS_RESPONSE_ERROR_PATH=error", "IGGY_CONNECTORS_CONNECTORS_RETRY_MAX_ATTEMPTS=7",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Connectors
+	if c.ConfigType != ProviderHTTP || c.BaseURL != "http://cfg:8080" || c.Timeout != 2*time.Second || c.Response.DataPath != "data" ||
+		c.Response.ErrorPath != "error" || c.Retry.MaxAttempts != 7 || len(r.Warnings) != 0 {
+		t.Fatalf("%+v %v", c, r.Warnings)
+	}
+}

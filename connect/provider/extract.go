@@ -124,12 +124,12 @@ func shape(doc []byte) string {
 }
 
 func kindOf(v []byte) string {
-	switch c := firstByte(v); {
-	case c == '"':
+	switch firstByte(v) {
+	case '"':
 		return "string"
-	case c == 't' || c == 'f':
+	case 't', 'f':
 		return "bool"
-	case c == 'n':
+	case 'n':
 		return "null"
 	}
 	return "number"

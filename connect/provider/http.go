@@ -286,7 +286,7 @@ func parse[C config.Sink | config.Source](typ config.ConnectorType, want string,
 	if err != nil {
 		return nil, h, err
 	}
-	return any(c).(*C), h, nil
+	return c.(*C), h, nil
 }
 
 func (p *HTTP) file(op string, typ config.ConnectorType, key string) string {
