@@ -138,7 +138,7 @@ func loadConfig(ctx context.Context, path string, createDir bool, logFor func(*c
 	if plan.conns, err = config.LoadConnectors(rc.Connectors.ConfigDir, os.Environ()); err != nil {
 		return nil, err
 	}
-	plan.store = &config.LocalProvider{Dir: rc.Connectors.ConfigDir, Env: os.Environ(), PluginDirs: rc.PluginDirs()}
+	plan.store = &provider.Local{Dir: rc.Connectors.ConfigDir, Env: os.Environ(), PluginDirs: rc.PluginDirs()}
 	plan.closeStore = func() {}
 	return plan, nil
 }

@@ -78,20 +78,11 @@ func tomlError(file string, idx *docIndex, err error) error {
 	return &Error{File: file, Msg: err.Error(), Err: err}
 }
 
-// ErrConfigNotFound is wrapped by the [LocalProvider] methods when the connector config asked
-// for (a key, a version, or the version pinned in .active_versions.toml) has no file.
-var ErrConfigNotFound = errors.New("connector config not found")
-
-// ErrInvalidConfig is wrapped by [LocalProvider.CreateSink] and [LocalProvider.CreateSource]
-// when the request body is not a valid connector config (the *Error then names the JSON field
+// ErrInvalidConfig is wrapped by the config providers' creates (connect/provider) and by
+// connect/configjson when a request body is not a valid connector config (the *Error then names the JSON field
 // as its Key), by a key that cannot be part of a file name, and by [RenderPluginConfig] for an
 // unknown format or a plugin_config the format cannot hold.
 var ErrInvalidConfig = errors.New("invalid connector config")
-
-// ErrProviderRequest is wrapped by the errors of a request to a remote config provider
-// that failed: unreachable, timed out, answered with an error status, or with an error at
-// its response.error_path (the HTTP API answers them 500 http_request_failed, as upstream).
-var ErrProviderRequest = errors.New("config provider request failed")
 
 // ErrNoPluginConfig is returned by [RenderPluginConfig] when the connector has no
 // plugin_config.

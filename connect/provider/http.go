@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/configjson"
 )
 
 // HTTP serves connector configs from a remote HTTP API, as the http config provider of
@@ -126,7 +127,7 @@ type answer struct {
 
 // do sends one operation, retrying transient failures (a transport error or timeout, 408,
 // 429 and 5xx) max_attempts times after the first, with exponential backoff; it returns the
-// last answer, or the error of the last attempt wrapping [config.ErrProviderRequest].
+// last answer, or the error of the last attempt wrapping [ErrProviderRequest].
 func (p *HTTP) do(ctx context.Context, method, op string, vars map[string]string, query url.Values, body []byte) (answer, error) {
 	path := p.templates[op]
 	for k, v := range vars {
@@ -150,7 +151,7 @@ func (p *HTTP) do(ctx context.Context, method, op string, vars map[string]string
 		if err == nil {
 			err = p.statusError(method, a)
 		} else {
-			err = fmt.Errorf("%w: %s %s: %w", config.ErrProviderRequest, method, shown, stripURL(err))
+			err = fmt.Errorf("%w: %s %s: %w", ErrProviderRequest, method, shown, stripURL(err))
 		}
 		if n >= attempts || ctx.Err() != nil {
 			if n > 1 {
@@ -231,19 +232,19 @@ func (p *HTTP) statusError(method string, a answer) error {
 	if msg == "" {
 		msg = excerpt(a.body)
 	}
-	return fmt.Errorf("%w: %s %s: HTTP %d: %s", config.ErrProviderRequest, method, a.url, a.status, msg)
+	return fmt.Errorf("%w: %s %s: HTTP %d: %s", ErrProviderRequest, method, a.url, a.status, msg)
 }
 
 // call sends an operation and returns the payload of its successful answer (nil for
 // DELETE and PUT, whose body is not read). When what is not "", a 404 is
-// [config.ErrConfigNotFound] naming what.
+// [ErrConfigNotFound] naming what.
 func (p *HTTP) call(ctx context.Context, method, op string, vars map[string]string, query url.Values, body []byte, what string) (json.RawMessage, error) {
 	a, err := p.do(ctx, method, op, vars, query, body)
 	if err != nil {
 		return nil, err
 	}
 	if a.status == http.StatusNotFound && what != "" {
-		return nil, fmt.Errorf("%w: %s at %s", config.ErrConfigNotFound, what, p.String())
+		return nil, fmt.Errorf("%w: %s at %s", ErrConfigNotFound, what, p.String())
 	}
 	if a.status < 200 || a.status > 299 {
 		return nil, p.statusError(method, a)
@@ -253,7 +254,7 @@ func (p *HTTP) call(ctx context.Context, method, op string, vars map[string]stri
 	}
 	v, err := p.extract.data(a.body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s %s: %w", config.ErrProviderRequest, method, a.url, err)
+		return nil, fmt.Errorf("%w: %s %s: %w", ErrProviderRequest, method, a.url, err)
 	}
 	return v, nil
 }
@@ -282,7 +283,7 @@ func parse[C config.Sink | config.Source](typ config.ConnectorType, want string,
 	case want != "" && *h.Key != want:
 		return nil, h, &config.Error{File: file, Key: "key", Msg: fmt.Sprintf("%q, want %q", *h.Key, want), Err: config.ErrInvalidConfig}
 	}
-	c, err := config.ConnectorFromJSON(typ, *h.Key, *h.Version, raw, file, nil)
+	c, err := configjson.ConnectorFromJSON(typ, *h.Key, *h.Version, raw, file, nil)
 	if err != nil {
 		return nil, h, err
 	}
@@ -344,7 +345,7 @@ func (p *HTTP) active(ctx context.Context) (*config.Connectors, []invalid, error
 	}
 	var ac activeConfigs
 	if err := json.Unmarshal(raw, &ac); err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: the active configs are not an object of sinks and sources: %w", config.ErrProviderRequest, p.String(), err)
+		return nil, nil, fmt.Errorf("%w: %s: the active configs are not an object of sinks and sources: %w", ErrProviderRequest, p.String(), err)
 	}
 	out := &config.Connectors{}
 	var bad []invalid
@@ -414,7 +415,7 @@ func list[C config.Sink | config.Source](p *HTTP, typ config.ConnectorType, op, 
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, fmt.Errorf("%w: %s: the configs of %s %q are not an array: %w", config.ErrProviderRequest, p.file(op, typ, key), typ, key, err)
+		return nil, fmt.Errorf("%w: %s: the configs of %s %q are not an array: %w", ErrProviderRequest, p.file(op, typ, key), typ, key, err)
 	}
 	out := make([]*C, 0, len(items))
 	versions := make([]uint64, 0, len(items))
@@ -439,7 +440,7 @@ func list[C config.Sink | config.Source](p *HTTP, typ config.ConnectorType, op, 
 }
 
 // ActiveSink returns the active config of sink key (get_active_sink_config); a 404 is
-// [config.ErrConfigNotFound].
+// [ErrConfigNotFound].
 func (p *HTTP) ActiveSink(key string) (*config.Sink, error) {
 	return one[config.Sink](p, config.TypeSink, config.OpGetActiveSinkConfig, key, nil)
 }
@@ -450,7 +451,7 @@ func (p *HTTP) ActiveSource(key string) (*config.Source, error) {
 }
 
 // SinkConfig returns version of sink key (get_sink_config); a 404 is
-// [config.ErrConfigNotFound].
+// [ErrConfigNotFound].
 func (p *HTTP) SinkConfig(key string, version uint64) (*config.Sink, error) {
 	return one[config.Sink](p, config.TypeSink, config.OpGetSinkConfig, key, &version)
 }
@@ -487,7 +488,7 @@ func create[C config.Sink | config.Source](p *HTTP, typ config.ConnectorType, op
 	if key == "" {
 		return nil, fmt.Errorf("%w: connector key is empty", config.ErrInvalidConfig)
 	}
-	c, err := config.ConnectorFromJSON(typ, key, 0, body, config.BodyFile, nil)
+	c, err := configjson.ConnectorFromJSON(typ, key, 0, body, configjson.BodyFile, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -500,7 +501,7 @@ func create[C config.Sink | config.Source](p *HTTP, typ config.ConnectorType, op
 	}
 	out, _, err := parse[C](typ, key, raw, p.file(op, typ, key))
 	if err != nil {
-		return nil, fmt.Errorf("%w: the created config: %w", config.ErrProviderRequest, err)
+		return nil, fmt.Errorf("%w: the created config: %w", ErrProviderRequest, err)
 	}
 	return out, nil
 }
@@ -521,13 +522,13 @@ func checkPlugin(c any, dirs []string) error {
 		return nil
 	}
 	if _, err := config.LoadablePluginPath(common.Path, dirs); errors.Is(err, config.ErrPluginNotAllowed) {
-		return &config.Error{File: config.BodyFile, Key: "path", Msg: err.Error(), Err: config.ErrInvalidConfig}
+		return &config.Error{File: configjson.BodyFile, Key: "path", Msg: err.Error(), Err: config.ErrInvalidConfig}
 	}
 	return nil
 }
 
 // DeleteSinkConfig deletes version of sink key, or without a version the active one
-// (delete_sink_config, with ?version=N when given); a 404 is [config.ErrConfigNotFound].
+// (delete_sink_config, with ?version=N when given); a 404 is [ErrConfigNotFound].
 func (p *HTTP) DeleteSinkConfig(key string, version *uint64) error {
 	return p.delete(config.TypeSink, config.OpDeleteSinkConfig, key, version)
 }
@@ -549,7 +550,7 @@ func (p *HTTP) delete(typ config.ConnectorType, op, key string, version *uint64)
 }
 
 // SetActiveSink makes version the active one of sink key (set_active_sink, body
-// {"version": N}); a 404 is [config.ErrConfigNotFound].
+// {"version": N}); a 404 is [ErrConfigNotFound].
 func (p *HTTP) SetActiveSink(key string, version uint64) error {
 	return p.setActive(config.TypeSink, config.OpSetActiveSink, key, version)
 }

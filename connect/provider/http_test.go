@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/configjson"
 	"github.com/ferryio/ferry/internal/providertest"
 )
 
@@ -155,13 +156,13 @@ func TestHTTPProviderOperations(t *testing.T) {
 			if one, err := p.SinkConfig("stdout", 1); err != nil || one.Streams[0].Topics[0] != "other_topic" {
 				t.Fatalf("version 1: %+v %v", one, err)
 			}
-			if _, err := p.SinkConfig("stdout", 7); !errors.Is(err, config.ErrConfigNotFound) {
+			if _, err := p.SinkConfig("stdout", 7); !errors.Is(err, ErrConfigNotFound) {
 				t.Fatalf("version 7: %v, want ErrConfigNotFound", err)
 			}
 			if err := p.SetActiveSink("stdout", 1); err != nil {
 				t.Fatal(err)
 			}
-			if err := p.SetActiveSink("stdout", 9); !errors.Is(err, config.ErrConfigNotFound) {
+			if err := p.SetActiveSink("stdout", 9); !errors.Is(err, ErrConfigNotFound) {
 				t.Fatalf("activate 9: %v", err)
 			}
 			if a, err := p.ActiveSink("stdout"); err != nil || a.Version != 1 {
@@ -174,7 +175,7 @@ func TestHTTPProviderOperations(t *testing.T) {
 			if err := p.DeleteSinkConfig("stdout", nil); err != nil { // the active one, 1
 				t.Fatal(err)
 			}
-			if _, err := p.ActiveSink("stdout"); !errors.Is(err, config.ErrConfigNotFound) {
+			if _, err := p.ActiveSink("stdout"); !errors.Is(err, ErrConfigNotFound) {
 				t.Fatalf("active after deleting it: %v", err)
 			}
 			if all, err := p.SourceConfigs("random"); err != nil || len(all) != 2 {
@@ -254,7 +255,7 @@ func TestHTTPProviderErrorPath(t *testing.T) {
 			base, count := fixedAPI(t, tc.body, tc.status)
 			p, _ := newProvider(t, settings(base, tc.wrapped))
 			err := tc.call(p)
-			if !errors.Is(err, config.ErrProviderRequest) || !strings.HasSuffix(err.Error(), tc.want) {
+			if !errors.Is(err, ErrProviderRequest) || !strings.HasSuffix(err.Error(), tc.want) {
 				t.Fatalf("err %v\nwant ErrProviderRequest ending with %s", err, tc.want)
 			}
 			if n := count(); n != 1 {
@@ -314,7 +315,7 @@ func TestHTTPProviderRetries(t *testing.T) {
 
 	srv.FailNext(10, "down for maintenance")
 	_, err = p.Load(context.Background())
-	if !errors.Is(err, config.ErrProviderRequest) || !strings.HasSuffix(err.Error(), "HTTP 503: down for maintenance (after 4 attempts)") {
+	if !errors.Is(err, ErrProviderRequest) || !strings.HasSuffix(err.Error(), "HTTP 503: down for maintenance (after 4 attempts)") {
 		t.Fatalf("exhausted: %v", err)
 	}
 	if n := len(srv.Requests()); n != 3+4 {
@@ -325,7 +326,7 @@ func TestHTTPProviderRetries(t *testing.T) {
 	c.Retry.Enabled = false
 	p2, _ := newProvider(t, c)
 	srv.FailNext(1, "once")
-	if _, err := p2.Load(context.Background()); !errors.Is(err, config.ErrProviderRequest) || !strings.HasSuffix(err.Error(), "HTTP 503: once") {
+	if _, err := p2.Load(context.Background()); !errors.Is(err, ErrProviderRequest) || !strings.HasSuffix(err.Error(), "HTTP 503: once") {
 		t.Fatalf("retry disabled: %v", err)
 	}
 	srv.FailNext(0, "")
@@ -385,7 +386,7 @@ func TestHTTPProviderTimeout(t *testing.T) {
 	start := time.Now()
 	_, err := p.ActiveSink("stdout")
 	took := time.Since(start)
-	if !errors.Is(err, config.ErrProviderRequest) || !strings.Contains(err.Error(), "GET "+base+"/sinks/stdout/configs/active: timed out") ||
+	if !errors.Is(err, ErrProviderRequest) || !strings.Contains(err.Error(), "GET "+base+"/sinks/stdout/configs/active: timed out") ||
 		!strings.HasSuffix(err.Error(), "(after 2 attempts)") {
 		t.Fatalf("err %v", err)
 	}
@@ -442,7 +443,7 @@ func TestHTTPProviderInvalidConfigs(t *testing.T) {
 	before := len(srv.Requests())
 	_, err = p.CreateSink("stdout", []byte(`{"enabled": true, "name": "n", "path": "builtin:null", "streams": [{"stream": "s", "topics": ["t"], "schema": "json", "batch_length": -1}]}`))
 	var ce *config.Error
-	if !errors.Is(err, config.ErrInvalidConfig) || !errors.As(err, &ce) || ce.File != config.BodyFile || ce.Key != "streams[0].batch_length" {
+	if !errors.Is(err, config.ErrInvalidConfig) || !errors.As(err, &ce) || ce.File != configjson.BodyFile || ce.Key != "streams[0].batch_length" {
 		t.Fatalf("bad body: %v", err)
 	}
 	evil := filepath.Join(t.TempDir(), "libevil.so") // outside the plugin directories

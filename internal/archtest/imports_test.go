@@ -24,6 +24,8 @@ var forbidden = map[string][]string{
 	"connect":        {"server", "connectors", "cmd"},
 	// A config provider reads and writes configs; it knows config, nothing that runs.
 	"connect/provider": {"iggy", "server", "connectors", "cmd", "connect"},
+	// The API's JSON forms of configs are data over config.
+	"connect/configjson": {"iggy", "server", "connectors", "cmd", "connect"},
 	// Payload decoders/encoders and transforms are pure: bytes and values in and out.
 	"connect/schema":    {"iggy", "server", "connectors", "cmd", "connect"},
 	"connect/transform": {"iggy", "server", "connectors", "cmd", "connect"},
@@ -109,7 +111,9 @@ func allowedBelow(rule, dep string) bool {
 		return false
 	case "connect/config": // validates transform tables at parse time
 		return within(dep, "connect/transform") || within(dep, "connect/schema")
-	case "connect/provider": // configs are parsed by config
+	case "connect/provider": // configs are parsed by config, bodies by configjson
+		return within(dep, "connect/config") || within(dep, "connect/configjson") || within(dep, "connect/transform") || within(dep, "connect/schema")
+	case "connect/configjson": // over config
 		return within(dep, "connect/config") || within(dep, "connect/transform") || within(dep, "connect/schema")
 	case "connect/transform":
 		return within(dep, "connect/schema")
