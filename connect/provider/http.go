@@ -101,8 +101,12 @@ func NewHTTP(c config.Provider, o HTTPOptions) (*HTTP, error) {
 	return p, nil
 }
 
-// Close ends the requests in flight and the waits between retries; later requests fail.
-func (p *HTTP) Close() { p.cancel() }
+// Close ends the requests in flight and the waits between retries, and closes the idle
+// connections (their goroutines end); later requests fail.
+func (p *HTTP) Close() {
+	p.cancel()
+	p.client.CloseIdleConnections()
+}
 
 // String names the provider in logs: its base_url, without a password.
 func (p *HTTP) String() string { return "config provider " + p.shown }
