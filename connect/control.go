@@ -29,7 +29,7 @@ const (
 )
 
 // ConfigSource re-reads a connector's active configuration when it is restarted
-// (config.LocalProvider implements it). nil: a restart reuses the configuration the
+// (connect/provider's Local and HTTP implement it). nil: a restart reuses the configuration the
 // connector started with.
 type ConfigSource interface {
 	ActiveSink(key string) (*config.Sink, error)

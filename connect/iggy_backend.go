@@ -33,7 +33,7 @@ type Options struct {
 	// Logger receives the runtime's logs; nil = slog.Default().
 	Logger *slog.Logger
 	// Configs re-reads a connector's active configuration when it is restarted on
-	// request (config.LocalProvider); nil = restart with the configuration it had.
+	// request (connect/provider's Local or HTTP); nil = restart with the configuration it had.
 	Configs ConfigSource
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/provider"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -38,7 +39,7 @@ func TestInvalidConfigSlot(t *testing.T) {
 	var made atomic.Int32
 	reg := sdk.NewRegistry().AddSource("seq", func() sdk.Source { return srcs[made.Add(1)-1] })
 	be := &memSource{}
-	rt := newRuntime(Options{Connectors: conns, Builtins: reg, Configs: &config.LocalProvider{Dir: dir}, Logger: quietLog}, be, t.TempDir())
+	rt := newRuntime(Options{Connectors: conns, Builtins: reg, Configs: &provider.Local{Dir: dir}, Logger: quietLog}, be, t.TempDir())
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 	"github.com/ferryio/ferry/connect/config"
 )
 
-// ConnectorScanner reads every connector file of the runtime's config_dir for a reload,
-// keeping the files that load apart from those that do not (config.LocalProvider
-// implements it). Options.Configs must implement it for [Runtime.Reload].
+// ConnectorScanner reads every connector config for a reload (the files of the runtime's
+// config_dir, or a config API's active configs), keeping those that load apart from those
+// that do not (connect/provider's Local and HTTP implement it). Options.Configs must implement it for [Runtime.Reload].
 type ConnectorScanner interface {
 	Scan() (*config.Connectors, []config.FileError, error)
 }

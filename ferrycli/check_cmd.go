@@ -30,6 +30,7 @@ refuse to start on the first kind, and run every other connector beside one with
 		Example: `  ferry check --config examples/quickstart/config.toml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.ctx, o.logTo, o.logLevel = cmd.Context(), cmd.ErrOrStderr(), "warn"
 			return check(cmd.OutOrStdout(), o)
 		},
 	}
@@ -55,8 +56,9 @@ func check(w io.Writer, o startOptions) error {
 	if err != nil {
 		return err
 	}
+	defer plan.closeStore()
 	rc, conns := plan.rc, plan.conns
-	fmt.Fprintf(w, "config %s: ok (iggy %s, config_dir %s, state %s)\n", rc.Path, rc.Iggy.Address, rc.Connectors.ConfigDir, rc.State.Path)
+	fmt.Fprintf(w, "config %s: ok (iggy %s, %s, state %s)\n", rc.Path, rc.Iggy.Address, configSource(rc), rc.State.Path)
 	for _, warn := range append(append([]string(nil), rc.Warnings...), conns.Warnings...) {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -35,6 +36,7 @@ type runFlags struct {
 	createTopics bool
 	builtins     *sdk.Registry // the Go connectors ("builtin:NAME"); nil: connectors.Registry()
 	version      string        // reported by the HTTP API; "": the embedded VERSION file's
+	logTo        io.Writer     // nil = stderr (a test reads the logs)
 }
 
 func newRunCmd(builtins *sdk.Registry, version string) *cobra.Command {
@@ -84,20 +86,25 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	}
 	hups, stopHUP := catchHUP()
 	defer stopHUP()
-	plan, err := prepareStart(startOptions{config: f.config, createDir: true, embedded: f.embedded, data: f.data,
-		embeddedAddr: f.embeddedAddr, initData: f.initData})
+	logTo := f.logTo
+	if logTo == nil {
+		logTo = os.Stderr
+	}
+	plan, err := prepareStart(startOptions{ctx: ctx, logTo: logTo, logLevel: f.logLevel, config: f.config, createDir: true,
+		embedded: f.embedded, data: f.data, embeddedAddr: f.embeddedAddr, initData: f.initData})
 	if err != nil {
 		return err
 	}
-	rc, conns := plan.rc, plan.conns
-	log, err := newLogger(os.Stderr, rc.Logging.Format, f.logLevel)
-	if err != nil {
-		return err
-	}
+	defer plan.closeStore()
+	rc, conns, log := plan.rc, plan.conns, plan.log
 	for _, w := range append(append([]string(nil), rc.Warnings...), conns.Warnings...) {
 		log.Warn(w)
 	}
-	log.Info("config loaded", "config", rc.Path, "config_dir", absDir(rc.Connectors.ConfigDir),
+	srcKey, src := "config_dir", absDir(rc.Connectors.ConfigDir)
+	if rc.Connectors.ConfigType == config.ProviderHTTP {
+		srcKey, src = "provider", config.RedactURL(rc.Connectors.BaseURL)
+	}
+	log.Info("config loaded", "config", rc.Path, srcKey, src,
 		"sources", len(conns.Sources), "sinks", len(conns.Sinks), "invalid", len(conns.Invalid), "plugin_dirs", rc.PluginDirs())
 	if displayConfig() {
 		// Secrets redacted (Runtime.String, Sink/Source.String).
@@ -165,7 +172,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 		}
 	}
 
-	provider := &config.LocalProvider{Dir: rc.Connectors.ConfigDir, Env: os.Environ(), PluginDirs: rc.PluginDirs()}
+	provider := plan.store
 	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: client, Configs: provider,
 		Builtins: orBuiltins(f.builtins), LoadSinkPlugin: connect.NativeSinkLoader, LoadSourcePlugin: connect.NativeSourceLoader, Logger: log})
 	if err != nil {

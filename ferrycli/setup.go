@@ -14,7 +14,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/httpapi"
+	"github.com/ferryio/ferry/connect/provider"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/sdk"
 	"github.com/ferryio/ferry/server"
@@ -80,34 +83,72 @@ func newLogger(w io.Writer, format config.LogFormat, level string) (*slog.Logger
 	return slog.New(slog.NewTextHandler(w, opts)), nil
 }
 
+// configStore is where connector configs come from: the local config_dir or the http
+// provider. The runtime re-reads a connector's config from it at a restart and every
+// config at a reload; the HTTP API's configs routes read and write it.
+type configStore interface {
+	httpapi.ConfigStore
+	connect.ConfigSource
+	connect.ConnectorScanner
+}
+
 // loadConfig reads the .env file (into the process environment), the runtime config and
-// the connector files. createDir: a missing config_dir is created (run), else it is an
-// error (check must not change anything).
-func loadConfig(path string, createDir bool) (*config.Runtime, *config.Connectors, error) {
+// the connectors' configs: the files of config_dir (createDir: a missing config_dir is
+// created (run), else it is an error (check must not change anything)), or the active
+// configs of the http provider, whose request retries logFor's logger reports. ctx bounds
+// the provider's requests.
+func loadConfig(ctx context.Context, path string, createDir bool, logFor func(*config.Runtime) (*slog.Logger, error)) (*startPlan, error) {
 	dot, err := config.LoadDotEnv(os.Environ())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := dot.Apply(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	rc, err := config.ParseRuntime(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if dot.Path != "" {
 		rc.Warnings = append(rc.Warnings, fmt.Sprintf("loaded %d variable(s) from %s", len(dot.Vars), dot.Path))
 	}
+	log, err := logFor(rc)
+	if err != nil {
+		return nil, err
+	}
+	plan := &startPlan{rc: rc, log: log}
+	if rc.Connectors.ConfigType == config.ProviderHTTP {
+		p, err := provider.NewHTTP(rc.Connectors, provider.HTTPOptions{Logger: log.With("component", "config_provider"), PluginDirs: rc.PluginDirs()})
+		if err != nil {
+			return nil, err
+		}
+		log.Info("reading the connectors' configs", "provider", p.String())
+		if plan.conns, err = p.Load(ctx); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("connectors: read the active configs: %w", err)
+		}
+		plan.store, plan.closeStore = p, p.Close
+		return plan, nil
+	}
 	if createDir {
 		if err := config.EnsureConfigDir(rc.Connectors.ConfigDir); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	conns, err := config.LoadConnectors(rc.Connectors.ConfigDir, os.Environ())
-	if err != nil {
-		return nil, nil, err
+	if plan.conns, err = config.LoadConnectors(rc.Connectors.ConfigDir, os.Environ()); err != nil {
+		return nil, err
 	}
-	return rc, conns, nil
+	plan.store = &provider.Local{Dir: rc.Connectors.ConfigDir, Env: os.Environ(), PluginDirs: rc.PluginDirs()}
+	plan.closeStore = func() {}
+	return plan, nil
+}
+
+// configSource names where the connectors' configs come from, for logs and check.
+func configSource(rc *config.Runtime) string {
+	if rc.Connectors.ConfigType == config.ProviderHTTP {
+		return "config provider " + config.RedactURL(rc.Connectors.BaseURL)
+	}
+	return "config_dir " + rc.Connectors.ConfigDir
 }
 
 // clientOptions turns the [iggy] section into client options: a token (personal access

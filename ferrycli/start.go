@@ -1,7 +1,9 @@
 package ferrycli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 
@@ -14,6 +16,9 @@ import (
 // startOptions are what decides what `ferry run` checks at start (its flags); `ferry check`
 // passes its own.
 type startOptions struct {
+	ctx          context.Context // bounds reading the configs (a remote provider); nil = Background
+	logTo        io.Writer       // where the logs go; nil = nowhere
+	logLevel     string          // "" = info
 	config       string
 	createDir    bool          // run: a missing config_dir is created; check: it is reported
 	embedded     bool          // --embedded; [embedded] enabled = true counts as well
@@ -28,6 +33,11 @@ type startPlan struct {
 	rc       *config.Runtime
 	conns    *config.Connectors
 	embedded *server.Config // nil: no embedded server
+	log      *slog.Logger   // in [logging] format, to startOptions.logTo
+	// store is where the configs came from; closeStore ends its requests (call it once
+	// the runtime has stopped).
+	store      configStore
+	closeStore func()
 }
 
 // prepareStart reads the .env file, the runtime config and the connector files, and checks
@@ -41,11 +51,27 @@ type startPlan struct {
 // conns.Invalid, and what connect.CheckSink/CheckSource find is found again by the runtime at
 // the connector's start; run isolates both (that connector is in error, the others run),
 // check reports them and fails.
-func prepareStart(o startOptions) (*startPlan, error) {
-	rc, conns, err := loadConfig(o.config, o.createDir)
+func prepareStart(o startOptions) (_ *startPlan, err error) {
+	ctx := o.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	logTo := o.logTo
+	if logTo == nil {
+		logTo = io.Discard
+	}
+	plan, err := loadConfig(ctx, o.config, o.createDir, func(rc *config.Runtime) (*slog.Logger, error) {
+		return newLogger(logTo, rc.Logging.Format, o.logLevel)
+	})
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			plan.closeStore()
+		}
+	}()
+	rc := plan.rc
 	if _, err := clientOptions(rc.Iggy, slog.New(slog.DiscardHandler)); err != nil {
 		return nil, err
 	}
@@ -54,7 +80,6 @@ func prepareStart(o startOptions) (*startPlan, error) {
 			return nil, err
 		}
 	}
-	plan := &startPlan{rc: rc, conns: conns}
 	if o.embedded || rc.Embedded.Enabled {
 		if o.embeddedAddr != "" {
 			rc.Embedded.Address = o.embeddedAddr

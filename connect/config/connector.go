@@ -333,7 +333,7 @@ func (s *Source) validate(loc *locator) error {
 // looks like a secret replaced by "***", at any depth (see [RedactSecrets]); "(invalid JSON)"
 // when PluginConfig does not parse. For logs.
 func (c *Common) RedactedPluginConfig() string {
-	b, ok := redactedJSON(c.PluginConfig)
+	b, ok := RedactJSON(c.PluginConfig)
 	if !ok {
 		return "(invalid JSON)"
 	}

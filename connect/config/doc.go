@@ -16,16 +16,13 @@
 //
 // Differences from upstream, on purpose: a numeric or boolean environment value for a string
 // field is taken as text (upstream fails to load); an empty connector key, a zero batch_length
-// and an unknown `.active_versions.toml` version are reported (the last as a warning); the
-// `http` connector provider is parsed but refused as not supported. In the API's JSON forms,
-// batch_length, poll_interval, linger_time and consumer_group give the value in effect where
-// upstream echoes the file (null when unset), and a create body whose plugin_config holds a
-// null is refused, since the TOML file written for it cannot hold one.
+// and an unknown `.active_versions.toml` version are reported (the last as a warning).
 //
-// [LocalProvider] serves a config_dir to the HTTP API's configs routes (versions, the active
-// one, creating, deleting and pinning versions); [SinkJSON], [SourceJSON] and
-// [RenderPluginConfig] give the API's JSON forms and plugin config renderings, with secrets
-// redacted ([RedactSecrets]).
+// Its one job is reading and checking configuration. [ReadDir] gives every version of every
+// connector of a config_dir to connect/provider, which serves and writes them (and talks to
+// the http config provider, whose `[connectors]` keys are checked here);
+// connect/configjson holds the HTTP API's JSON forms. [RenderPluginConfig] renders a
+// connector's plugin_config in its formats, and [RedactSecrets] hides secrets in them.
 //
 // It does no network I/O and starts no goroutines. It may import only the standard library,
 // go-toml, go-yaml (for rendering) and Ferry's sdk package; never connect, iggy, server or

@@ -20,10 +20,6 @@ var ErrPluginNotFound = errors.New("Plugin library not found") //nolint:staticch
 // every directory of [plugins] directories: it is never opened.
 var ErrPluginNotAllowed = errors.New("plugin library not in an allowed directory")
 
-// ErrNotSupported is wrapped by errors about configuration Ferry parses but cannot run yet
-// (connectors.config_type = "http").
-var ErrNotSupported = errors.New("not supported")
-
 // Error is a problem with one key of one configuration file.
 type Error struct {
 	File string // the file, as given to the parser
@@ -82,12 +78,8 @@ func tomlError(file string, idx *docIndex, err error) error {
 	return &Error{File: file, Msg: err.Error(), Err: err}
 }
 
-// ErrConfigNotFound is wrapped by the [LocalProvider] methods when the connector config asked
-// for (a key, a version, or the version pinned in .active_versions.toml) has no file.
-var ErrConfigNotFound = errors.New("connector config not found")
-
-// ErrInvalidConfig is wrapped by [LocalProvider.CreateSink] and [LocalProvider.CreateSource]
-// when the request body is not a valid connector config (the *Error then names the JSON field
+// ErrInvalidConfig is wrapped by the config providers' creates (connect/provider) and by
+// connect/configjson when a request body is not a valid connector config (the *Error then names the JSON field
 // as its Key), by a key that cannot be part of a file name, and by [RenderPluginConfig] for an
 // unknown format or a plugin_config the format cannot hold.
 var ErrInvalidConfig = errors.New("invalid connector config")

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -134,7 +135,7 @@ func LoadConnectors(dir string, env []string) (*Connectors, error) {
 		return nil, err
 	}
 	out := &Connectors{}
-	active, err := readActiveVersions(filepath.Join(dir, ActiveVersionsFile))
+	active, err := ReadActiveVersions(filepath.Join(dir, ActiveVersionsFile))
 	if err != nil {
 		out.Warnings = append(out.Warnings, fmt.Sprintf("%s ignored: %v", ActiveVersionsFile, err))
 	}
@@ -158,9 +159,9 @@ type connID struct {
 	version uint64
 }
 
-// dirConfigs is every connector config of a config_dir, by key and version. A version whose
-// file does not load is in the maps with a nil config and its error in invalid.
-type dirConfigs struct {
+// DirConfigs is every connector config of a config_dir, by key and version ([ReadDir]). A
+// version whose file does not load is in the maps with a nil config and its error in invalid.
+type DirConfigs struct {
 	sinks    map[string]map[uint64]*Sink
 	sources  map[string]map[uint64]*Source
 	invalid  map[connID]*Invalid
@@ -171,8 +172,8 @@ type dirConfigs struct {
 // scanDir parses files (from [ConnectorFiles]) with the overrides of env. A file whose header
 // (type, key, version) cannot be read fails the scan; any other error is recorded against
 // that version (invalid), and so is a second file for the same (type, key, version).
-func scanDir(files, env []string) (*dirConfigs, error) {
-	d := &dirConfigs{sinks: map[string]map[uint64]*Sink{}, sources: map[string]map[uint64]*Source{},
+func scanDir(files, env []string) (*DirConfigs, error) {
+	d := &DirConfigs{sinks: map[string]map[uint64]*Sink{}, sources: map[string]map[uint64]*Source{},
 		invalid: map[connID]*Invalid{}, files: map[connID][]string{}}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -230,7 +231,7 @@ func scanDir(files, env []string) (*dirConfigs, error) {
 // add records that file holds id; a second file for the same id is an error naming both.
 // The same file reached twice (a symlink beside its target) is one config, listed twice so
 // that a delete removes both names.
-func (d *dirConfigs) add(id connID, file string) error {
+func (d *DirConfigs) add(id connID, file string) error {
 	prev := d.files[id]
 	d.files[id] = append(d.files[id], file)
 	if len(prev) > 0 && !sameFile(prev[0], file) {
@@ -240,8 +241,63 @@ func (d *dirConfigs) add(id connID, file string) error {
 	return nil
 }
 
-// errOf returns the error of version v of (typ, key), nil when it loaded.
-func (d *dirConfigs) errOf(typ ConnectorType, key string, v uint64) error {
+// AnyErr returns the error of the first file, by type, key and version, that does not load
+// (a provider that writes refuses to go on while one is there: a write decides from every
+// version of a key and from the pins, so it must see every file).
+func (d *DirConfigs) AnyErr() error {
+	ids := slices.SortedFunc(maps.Keys(d.invalid), func(a, b connID) int {
+		return cmp.Or(cmp.Compare(a.typ, b.typ), cmp.Compare(a.key, b.key), cmp.Compare(a.version, b.version))
+	})
+	if len(ids) > 0 {
+		return d.invalid[ids[0]].Err
+	}
+	return nil
+}
+
+// KeyErr returns the error of the first version of (typ, key) whose file does not load.
+func (d *DirConfigs) KeyErr(typ ConnectorType, key string) error {
+	for _, v := range d.Versions(typ, key) {
+		if err := d.Err(typ, key, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Pins returns the pins of typ (possibly nil).
+func (av *ActiveVersions) Pins(typ ConnectorType) map[string]uint64 {
+	if typ == TypeSink {
+		return av.Sinks
+	}
+	return av.Sources
+}
+
+// ReadDir parses every connector file of dir (see [ConnectorFiles]) with the overrides of
+// env: every version of every key, loaded or not. A file whose type, key or version cannot
+// be read fails it with its *Error. It is what a provider that serves and writes versions
+// reads (connect/provider.Local); [LoadConnectors] picks the active versions from the same.
+func ReadDir(dir string, env []string) (*DirConfigs, error) {
+	files, err := ConnectorFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	return scanDir(files, env)
+}
+
+// Sinks returns every version of sink key; a version whose file does not load maps to nil.
+func (d *DirConfigs) Sinks(key string) map[uint64]*Sink { return d.sinks[key] }
+
+// Sources returns every version of source key; see [DirConfigs.Sinks].
+func (d *DirConfigs) Sources(key string) map[uint64]*Source { return d.sources[key] }
+
+// Files returns the files holding version v of (typ, key): none when there is no such
+// version, two for a symlink beside its target.
+func (d *DirConfigs) Files(typ ConnectorType, key string, v uint64) []string {
+	return d.files[connID{typ, key, v}]
+}
+
+// Err returns the error of version v of (typ, key), nil when it loaded.
+func (d *DirConfigs) Err(typ ConnectorType, key string, v uint64) error {
 	if inv := d.invalid[connID{typ, key, v}]; inv != nil {
 		return inv.Err
 	}
@@ -258,7 +314,7 @@ func sameFile(a, b string) bool {
 }
 
 // versions returns the versions of (typ, key) in ascending order.
-func (d *dirConfigs) versions(typ ConnectorType, key string) []uint64 {
+func (d *DirConfigs) Versions(typ ConnectorType, key string) []uint64 {
 	var vs []uint64
 	for id := range d.files {
 		if id.typ == typ && id.key == key {
@@ -272,7 +328,7 @@ func (d *dirConfigs) versions(typ ConnectorType, key string) []uint64 {
 // activeVersion is the choice LoadConnectors makes for one key: the version pinned for it,
 // else the highest in versions. ok is false when the key has no config, or when its pinned
 // version has none (v is then that pinned version).
-func activeVersion[T any](versions map[uint64]T, pinned map[string]uint64, key string) (v uint64, ok bool) {
+func ActiveVersion[T any](versions map[uint64]T, pinned map[string]uint64, key string) (v uint64, ok bool) {
 	if v, ok := pinned[key]; ok {
 		_, has := versions[v]
 		return v, has
@@ -289,13 +345,13 @@ func activeVersion[T any](versions map[uint64]T, pinned map[string]uint64, key s
 // pickActive chooses the active version of every key of byKey (see [activeVersion]): a valid
 // one is returned, an invalid one listed as Invalid; the invalid files of versions that are
 // not active become warnings.
-func pickActive[T comparable](d *dirConfigs, byKey map[string]map[uint64]T, pinned map[string]uint64, kind ConnectorType, warnings []string) ([]T, []*Invalid, []string) {
+func pickActive[T comparable](d *DirConfigs, byKey map[string]map[uint64]T, pinned map[string]uint64, kind ConnectorType, warnings []string) ([]T, []*Invalid, []string) {
 	var out []T
 	var invalid []*Invalid
 	var zero T
 	for _, key := range sortedKeys(byKey) {
 		versions := byKey[key]
-		v, ok := activeVersion(versions, pinned, key)
+		v, ok := ActiveVersion(versions, pinned, key)
 		for _, ver := range slices.Sorted(maps.Keys(versions)) {
 			if inv := d.invalid[connID{kind, key, ver}]; inv != nil && (!ok || ver != v) {
 				warnings = append(warnings, fmt.Sprintf("%s %s version %d ignored (not the active version): %v", kind, key, ver, inv.Err))
@@ -313,8 +369,8 @@ func pickActive[T comparable](d *dirConfigs, byKey map[string]map[uint64]T, pinn
 	return out, invalid, warnings
 }
 
-// readActiveVersions returns the pinned versions; a missing file is no error.
-func readActiveVersions(path string) (ActiveVersions, error) {
+// ReadActiveVersions returns the pinned versions; a missing file is no error.
+func ReadActiveVersions(path string) (ActiveVersions, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return ActiveVersions{}, nil

@@ -183,11 +183,11 @@ func parseConnectorFile(path string, env []string) (any, error) {
 	if err != nil {
 		return nil, &Error{File: path, Msg: "cannot read connector file", Err: err}
 	}
-	return parseConnectorData(path, data, env)
+	return ParseConnectorData(path, data, env)
 }
 
-// parseConnectorData parses data as the connector file path; see parseConnectorFile.
-func parseConnectorData(path string, data []byte, env []string) (any, error) {
+// ParseConnectorData parses data as the connector file path; see parseConnectorFile.
+func ParseConnectorData(path string, data []byte, env []string) (any, error) {
 	h, idx, err := readHeader(path, data)
 	if err != nil {
 		return nil, err

@@ -155,9 +155,9 @@ func compactJSON(v any) ([]byte, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// redactedJSON returns the JSON document data with its secrets redacted; ok is false when
+// RedactJSON returns the JSON document data with its secrets redacted; ok is false when
 // data is not JSON.
-func redactedJSON(data []byte) ([]byte, bool) {
+func RedactJSON(data []byte) ([]byte, bool) {
 	v, err := decodeJSON(data)
 	if err != nil {
 		return nil, false

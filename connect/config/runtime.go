@@ -105,7 +105,7 @@ type ProviderType string
 // Provider types.
 const (
 	ProviderLocal ProviderType = "local"
-	ProviderHTTP  ProviderType = "http" // parsed, not supported yet
+	ProviderHTTP  ProviderType = "http" // a remote HTTP API (connect/provider.HTTP)
 )
 
 // Provider is the [connectors] section.
@@ -113,13 +113,16 @@ type Provider struct {
 	ConfigType ProviderType `toml:"config_type"` // default local
 	ConfigDir  string       `toml:"config_dir"`  // local: required
 
-	// The http provider's fields; parsed and kept, not used.
-	BaseURL        string            `toml:"base_url"`
-	Timeout        time.Duration     `toml:"timeout"` // default 10s
-	RequestHeaders map[string]string `toml:"request_headers"`
-	URLTemplates   map[string]string `toml:"url_templates"`
-	Response       ProviderResponse  `toml:"response"`
-	Retry          ProviderRetry     `toml:"retry"`
+	// The http provider's fields.
+	BaseURL string        `toml:"base_url"` // http: required, an absolute http or https URL
+	Timeout time.Duration `toml:"timeout"`  // per request, default 10s
+	// RequestHeaders are sent with every request (an API key, typically); their values
+	// are secrets.
+	RequestHeaders map[string]Secret `toml:"request_headers"`
+	// URLTemplates override the path of an operation (keys: [ProviderOperations]).
+	URLTemplates map[string]string `toml:"url_templates"`
+	Response     ProviderResponse  `toml:"response"`
+	Retry        ProviderRetry     `toml:"retry"`
 }
 
 // ProviderResponse is [connectors.response].
@@ -204,7 +207,7 @@ type rawProvider struct {
 	ConfigDir      string            `toml:"config_dir"`
 	BaseURL        string            `toml:"base_url,omitempty"`
 	Timeout        string            `toml:"timeout"`
-	RequestHeaders map[string]string `toml:"request_headers,omitempty"`
+	RequestHeaders map[string]Secret `toml:"request_headers,omitempty"`
 	URLTemplates   map[string]string `toml:"url_templates,omitempty"`
 	Response       ProviderResponse  `toml:"response"`
 	Retry          rawProviderRetry  `toml:"retry"`
@@ -420,6 +423,14 @@ func (r *Runtime) String() string {
 	raw.Iggy.Password = Secret(raw.Iggy.Password.String())
 	raw.Iggy.Token = Secret(raw.Iggy.Token.String())
 	raw.HTTP.APIKey = Secret(raw.HTTP.APIKey.String())
+	raw.Connectors.BaseURL = RedactURL(raw.Connectors.BaseURL)
+	if len(raw.Connectors.RequestHeaders) > 0 {
+		h := make(map[string]Secret, len(raw.Connectors.RequestHeaders))
+		for k := range raw.Connectors.RequestHeaders {
+			h[k] = "***"
+		}
+		raw.Connectors.RequestHeaders = h
+	}
 	b, err := toml.Marshal(raw)
 	if err != nil {
 		return "config: " + err.Error()
@@ -440,7 +451,9 @@ func (r *Runtime) validate(loc *locator) error {
 			return loc.errorf("connectors.config_dir", nil, "required when config_type = \"local\" (the directory of connector files)")
 		}
 	case ProviderHTTP:
-		return loc.errorf("connectors.config_type", ErrNotSupported, "config_type = \"http\" is not supported by Ferry yet; use \"local\"")
+		if err := r.Connectors.validateHTTP(loc); err != nil {
+			return err
+		}
 	default:
 		return loc.errorf("connectors.config_type", nil, "unknown value %q (want local or http)", r.Connectors.ConfigType)
 	}

@@ -143,7 +143,21 @@ func TestRuntimeErrors(t *testing.T) {
 		{name: "unknown section", body: "[connectors]\nconfig_dir = \"c\"\n[ferry]\nx = 1\n", line: 3, key: "ferry", msg: "unknown key"},
 		{name: "wrong type", body: "[connectors]\nconfig_dir = \"c\"\n[http]\nenabled = \"yes\"\n", line: 4, key: "http.enabled", msg: "cannot decode TOML string into bool"},
 		{name: "missing config_dir", body: "[connectors]\nconfig_type = \"local\"\n", line: 1, key: "connectors.config_dir"},
-		{name: "http provider", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"http://x\"\n", line: 2, key: "connectors.config_type", is: ErrNotSupported},
+		{name: "http without base_url", body: "[connectors]\nconfig_type = \"http\"\n", line: 1, key: "connectors.base_url", msg: `required when config_type = "http" (the URL of the config API)`},
+		{name: "http relative base_url", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"/api\"\n", line: 3, key: "connectors.base_url", msg: `"/api": want an absolute http:// or https:// URL`},
+		{name: "http base_url password hidden", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"ftp://u:hunter2@x/api\"\n", line: 3, key: "connectors.base_url", msg: `"ftp://u:xxxxx@x/api": want an absolute http:// or https:// URL`},
+		{name: "http base_url query", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"http://x/api?a=1\"\n", line: 3, key: "connectors.base_url", msg: `"http://x/api?a=1": must not have a query or fragment (the operations' paths are appended to it)`},
+		{name: "http zero timeout", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"http://x\"\ntimeout = \"0\"\n", line: 4, key: "connectors.timeout", msg: "must be more than 0 (the bound on one request)"},
+		{name: "http bad header name", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"http://x\"\n[connectors.request_headers]\n\"api key\" = \"k\"\n", line: 4, key: "connectors.request_headers", msg: `"api key" is not a valid HTTP header name`},
+		{name: "http bad header value", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"http://x\"\n[connectors.request_headers]\napi-key = \"k\\r\\nX: 1\"\n", line: 5, key: "connectors.request_headers.api-key", msg: "the value holds a control character (CR, LF, NUL...)"},
+		{name: "http unknown operation", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"http://x\"\n[connectors.url_templates]\nget_all = \"/all\"\n", line: 5, key: "connectors.url_templates.get_all"},
+		{name: "http template not a path", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"http://x\"\n[connectors.url_templates]\ncreate_sink = \"sinks/{key}\"\n", line: 5, key: "connectors.url_templates.create_sink", msg: `"sinks/{key}" must start with / (it is appended to base_url)`},
+		{name: "http unknown placeholder", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"http://x\"\n[connectors.url_templates]\ncreate_sink = \"/{type}/{key}\"\n", line: 5, key: "connectors.url_templates.create_sink", msg: `"/{type}/{key}": the only placeholders are {key} and {version}`},
+		{name: "http version without value", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"http://x\"\n[connectors.url_templates]\ncreate_sink = \"/s/{key}/{version}\"\n", line: 5, key: "connectors.url_templates.create_sink", msg: `"/s/{key}/{version}": {version} has no value in create_sink (only in get_sink_config and get_source_config)`},
+		{name: "http empty path segment", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"http://x\"\n[connectors.response]\ndata_path = \"data..config\"\n", line: 5, key: "connectors.response.data_path", msg: `"data..config" has an empty segment (want names or array indexes separated by dots, e.g. data.config)`},
+		{name: "http zero backoff", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"http://x\"\n[connectors.retry]\ninitial_backoff = \"0\"\n", line: 5, key: "connectors.retry.initial_backoff", msg: "must be more than 0 when retry.enabled = true"},
+		{name: "http max below initial", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"http://x\"\n[connectors.retry]\ninitial_backoff = \"5s\"\nmax_backoff = \"1s\"\n", line: 6, key: "connectors.retry.max_backoff", msg: "must not be less than initial_backoff (5s)"},
+		{name: "http zero multiplier", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"http://x\"\n[connectors.retry]\nbackoff_multiplier = 0\n", line: 5, key: "connectors.retry.backoff_multiplier", msg: "must be at least 1"},
 		{name: "bad enum", body: "[connectors]\nconfig_dir = \"c\"\n[logging]\nformat = \"xml\"\n", line: 4, key: "logging.format", msg: `unknown value "xml" (want text or json)`},
 		{name: "bad duration", body: "[connectors]\nconfig_dir = \"c\"\ntimeout = \"10 parsecs\"\n", line: 3, key: "connectors.timeout"},
 		{name: "bad address", body: "[connectors]\nconfig_dir = \"c\"\n[iggy]\naddress = \"a:1,b\"\n", line: 4, key: "iggy.address", msg: `"a:1,b": want host:port, or several separated by commas`},
@@ -260,5 +274,80 @@ func TestParseRuntimeNoFile(t *testing.T) {
 		"(give its path with --config or IGGY_CONNECTORS_CONFIG_PATH): connectors.config_dir: required when config_type = \"local\" (the directory of connector files)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+}
+
+// TestRuntimeHTTPProvider: the http provider's keys, as upstream's README writes them, and
+// their secrets (header values, a password in base_url) kept out of every rendering.
+func TestRuntimeHTTPProvider(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "config.toml", `[connectors]
+config_type = "http"
+base_url = "http://ops:pw-789@localhost:8080/api"
+timeout = "3 s"
+
+[connectors.request_headers]
+api-key = "key-123"
+
+[connectors.retry]
+enabled = true
+max_attempts = 5
+initial_backoff = "1 s"
+max_backoff = "30 s"
+backoff_multiplier = 3
+
+[connectors.url_templates]
+create_sink = "/v2/sinks/{key}"
+get_sink_config = "/v2/sinks/{key}/versions/{version}"
+
+[connectors.response]
+data_path = "data"
+error_path = "error.message"
+`)
+	r, err := ParseRuntimeEnv(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Connectors
+	if c.ConfigType != ProviderHTTP || c.BaseURL != "http://ops:pw-789@localhost:8080/api" || c.Timeout != 3*time.Second ||
+		c.RequestHeaders["api-key"].Reveal() != "key-123" || c.Retry.MaxAttempts != 5 || c.Retry.BackoffMultiplier != 3 ||
+		c.Retry.InitialBackoff != time.Second || c.Retry.MaxBackoff != 30*time.Second ||
+		c.URLTemplates["get_sink_config"] != "/v2/sinks/{key}/versions/{version}" || c.Response.ErrorPath != "error.message" {
+		t.Fatalf("parsed %+v", c)
+	}
+	var logBuf bytes.Buffer
+	slog.New(slog.NewTextHandler(&logBuf, nil)).Info("config", "runtime", r)
+	// Header values are Secrets: no rendering shows them. base_url is a string: the
+	// renderings Ferry logs (String, LogValue) hide its password.
+	for _, s := range []string{r.String(), fmt.Sprintf("%+v", *r), fmt.Sprintf("%#v", r.Connectors), logBuf.String()} {
+		if strings.Contains(s, "key-123") {
+			t.Fatalf("the header value in %s", s)
+		}
+	}
+	for _, s := range []string{r.String(), logBuf.String()} {
+		if strings.Contains(s, "pw-789") {
+			t.Fatalf("base_url's password in %s", s)
+		}
+	}
+	if !strings.Contains(r.String(), `api-key = '***'`) || !strings.Contains(r.String(), `base_url = 'http://ops:xxxxx@localhost:8080/api'`) {
+		t.Fatalf("String() = %s", r.String())
+	}
+}
+
+// TestRuntimeHTTPProviderEnv: the http provider's scalar keys from the environment, as
+// upstream's loader names them.
+func TestRuntimeHTTPProviderEnv(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "config.toml", "[connectors]\nconfig_dir = \"c\"\n")
+	r, err := ParseRuntimeEnv(p, []string{
+		"IGGY_CONNECTORS_CONNECTORS_CONFIG_TYPE=http", "IGGY_CONNECTORS_CONNECTORS_BASE_URL=http://cfg:8080",
+		"IGGY_CONNECTORS_CONNECTORS_TIMEOUT=2s", "IGGY_CONNECTORS_CONNECTORS_RESPONSE_DATA_PATH=data",
+		"IGGY_CONNECTORS_CONNECTORS_RESPONSE_ERROR_PATH=error", "IGGY_CONNECTORS_CONNECTORS_RETRY_MAX_ATTEMPTS=7",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Connectors
+	if c.ConfigType != ProviderHTTP || c.BaseURL != "http://cfg:8080" || c.Timeout != 2*time.Second || c.Response.DataPath != "data" ||
+		c.Response.ErrorPath != "error" || c.Retry.MaxAttempts != 7 || len(r.Warnings) != 0 {
+		t.Fatalf("%+v %v", c, r.Warnings)
 	}
 }

@@ -29,7 +29,7 @@ func ScanConnectors(dir string, env []string) (*Connectors, []FileError, error) 
 		return nil, nil, err
 	}
 	out := &Connectors{}
-	active, err := readActiveVersions(filepath.Join(dir, ActiveVersionsFile))
+	active, err := ReadActiveVersions(filepath.Join(dir, ActiveVersionsFile))
 	if err != nil {
 		out.Warnings = append(out.Warnings, fmt.Sprintf("%s ignored: %v", ActiveVersionsFile, err))
 	}
@@ -96,9 +96,4 @@ func without(files []string, file string, typ ConnectorType, key string) []strin
 		out = append(out, f)
 	}
 	return out
-}
-
-// Scan reads every connector file of Dir with [ScanConnectors].
-func (p *LocalProvider) Scan() (*Connectors, []FileError, error) {
-	return ScanConnectors(p.Dir, p.Env)
 }

@@ -9,20 +9,24 @@ import (
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/configjson"
+	"github.com/ferryio/ferry/connect/provider"
 )
 
 // The ConfigStore's errors, matched with errors.Is.
 var (
-	errConfigNotFound = config.ErrConfigNotFound
+	errConfigNotFound = provider.ErrConfigNotFound
 	errInvalidConfig  = config.ErrInvalidConfig
 	errNoPluginConfig = config.ErrNoPluginConfig
+	// errProviderRequest: a remote config provider failed (500 http_request_failed).
+	errProviderRequest = provider.ErrProviderRequest
 )
 
 // renderSink renders a sink config as Iggy's SinkConfig JSON object, redacted.
-func renderSink(s *config.Sink) ([]byte, error) { return json.Marshal(config.SinkJSON(s)) }
+func renderSink(s *config.Sink) ([]byte, error) { return json.Marshal(configjson.SinkJSON(s)) }
 
 // renderSource renders a source config as Iggy's SourceConfig JSON object, redacted.
-func renderSource(s *config.Source) ([]byte, error) { return json.Marshal(config.SourceJSON(s)) }
+func renderSource(s *config.Source) ([]byte, error) { return json.Marshal(configjson.SourceJSON(s)) }
 
 // renderPluginConfig renders c's plugin_config, redacted, in format (json, yaml, toml,
 // text; "" = the connector's plugin_config_format, else toml) with its Content-Type.
@@ -33,5 +37,6 @@ func renderPluginConfig(c *config.Common, format string) ([]byte, string, error)
 // The real parts the API is built over.
 var (
 	_ Runtime     = (*connect.Runtime)(nil)
-	_ ConfigStore = (*config.LocalProvider)(nil)
+	_ ConfigStore = (*provider.Local)(nil)
+	_ ConfigStore = (*provider.HTTP)(nil)
 )

@@ -72,6 +72,8 @@ func storeError(kind, key string, version uint64, err error) *apiError {
 		return configNotFound(kind, key, version)
 	case errors.Is(err, errInvalidConfig):
 		return invalidConfig(err)
+	case errors.Is(err, errProviderRequest):
+		return &apiError{Status: http.StatusInternalServerError, Code: codeHTTPRequestFailed, Reason: err.Error()}
 	}
 	return internalError(err.Error())
 }

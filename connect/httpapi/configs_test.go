@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/ferryio/ferry/connect"
-	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/provider"
 )
 
 // The keys of a config answer: upstream's (Iggy's SinkConfig, with offset_commit of PR
@@ -213,7 +213,7 @@ func TestDeleteConfig(t *testing.T) {
 	if list := a.do("GET", "/sinks/nsink/configs", "").want(t, http.StatusOK).array(t); len(list) != 0 {
 		t.Fatalf("configs after deleting the active one: %v", list)
 	}
-	if c, err := e.configs.ActiveSink("nsink"); !errors.Is(err, config.ErrConfigNotFound) {
+	if c, err := e.configs.ActiveSink("nsink"); !errors.Is(err, provider.ErrConfigNotFound) {
 		t.Fatalf("provider's active nsink after the delete = %+v, %v; want ErrConfigNotFound", c, err)
 	}
 	if m := a.do("GET", "/sinks/nsink/configs/active", "").want(t, http.StatusOK).object(t); m["version"] != 1.0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/configjson"
 )
 
 // lastErrorJSON is Iggy's ConnectorError: the timestamp in µs since the epoch.
@@ -85,14 +86,14 @@ func (s *Server) getConnector(w http.ResponseWriter, r *http.Request, kind strin
 	if !ok {
 		return
 	}
-	var streams any = []config.SinkStreamJSON{}
+	var streams any = []configjson.SinkStreamJSON{}
 	switch {
 	case st.Sink != nil:
-		streams = config.SinkJSON(st.Sink).Streams
+		streams = configjson.SinkJSON(st.Sink).Streams
 	case st.Source != nil:
-		streams = config.SourceJSON(st.Source).Streams
+		streams = configjson.SourceJSON(st.Source).Streams
 	case kind == connect.KindSource:
-		streams = []config.SourceStreamJSON{}
+		streams = []configjson.SourceStreamJSON{}
 	}
 	s.writeJSON(w, http.StatusOK, struct {
 		infoJSON

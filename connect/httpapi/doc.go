@@ -17,7 +17,8 @@
 //   - the server stops when the context given to Serve ends (within a second).
 //
 // It reads the runtime through the Runtime interface (connect.Runtime implements it) and
-// connector config versions through ConfigStore (connect/config's LocalProvider).
+// connector config versions through ConfigStore (connect/provider's Local or HTTP), rendered
+// in connect/configjson's JSON forms.
 //
 // Must not import: server, connectors, cmd (internal/archtest). The runtime never
 // imports this package.

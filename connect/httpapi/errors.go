@@ -18,6 +18,7 @@ const (
 	codeSourceConfigNotFound = "source_config_not_found"
 	codeInvalidConfiguration = "invalid_configuration"
 	codeJSONError            = "json_error"
+	codeHTTPRequestFailed    = "http_request_failed" // a remote config provider failed
 	codeError                = "error"
 	codeSinkNotStopped       = "sink_not_stopped"
 	codeSinkNotRunning       = "sink_not_running"

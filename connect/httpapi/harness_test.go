@@ -20,6 +20,7 @@ import (
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/provider"
 	"github.com/ferryio/ferry/connectors"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
@@ -120,7 +121,7 @@ nsink = 1
 }
 
 // env is one real embedded Iggy server, a real connect.Runtime running the connectors of
-// a real config_dir over it, the config.LocalProvider over that same directory (the
+// a real config_dir over it, the provider.Local over that same directory (the
 // API's ConfigStore, and the runtime's source of configs for a restart), and the admin
 // client that created the topics.
 type env struct {
@@ -128,7 +129,7 @@ type env struct {
 	admin   *iggy.Client
 	rt      *connect.Runtime
 	dir     string // the config_dir
-	configs *config.LocalProvider
+	configs *provider.Local
 }
 
 func dial(t *testing.T, addr string) *iggy.Client {
@@ -171,7 +172,7 @@ func newEnv(t *testing.T) *env {
 	if s := conns.Sink("nsink"); s == nil || s.Version != 1 {
 		t.Fatalf("loaded nsink %+v, want version 1 (pinned)", s)
 	}
-	provider := &config.LocalProvider{Dir: dir}
+	provider := &provider.Local{Dir: dir}
 	rc := config.DefaultRuntime()
 	rc.State.Path = t.TempDir()
 	rc.Connectors.ConfigDir = dir // native plugins may load from there (and the test binary's directory)

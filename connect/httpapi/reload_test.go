@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/provider"
 	"github.com/ferryio/ferry/connectors"
 	"github.com/ferryio/ferry/server/servertest"
 )
@@ -81,7 +82,7 @@ func reloadEnv(t *testing.T, files map[string]string, want int) (*env, *api) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	provider := &config.LocalProvider{Dir: dir}
+	provider := &provider.Local{Dir: dir}
 	rc := config.DefaultRuntime()
 	rc.State.Path = t.TempDir()
 	rt := startRuntime(ctx, t, connect.Options{Connectors: conns, Runtime: rc, Client: dial(t, srv.Addr()),

@@ -37,8 +37,8 @@ type Runtime interface {
 	SetOffsets(ctx context.Context, key string, changes []connect.OffsetChange) error
 }
 
-// ConfigStore holds every version of every connector config (config.LocalProvider
-// implements it). An error wrapping config.ErrConfigNotFound means no such version (answered
+// ConfigStore holds every version of every connector config (connect/provider's Local and
+// HTTP implement it). An error wrapping provider.ErrConfigNotFound means no such version (answered
 // 500 *_config_not_found, as upstream), config.ErrInvalidConfig a body that does not make a
 // valid config (400 invalid_configuration); anything else is 500 error. (bind.go binds
 // those sentinels.) Its methods must be safe for concurrent use.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/provider"
 	"github.com/ferryio/ferry/connectors"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
@@ -85,7 +86,7 @@ func TestStoreFailureReported(t *testing.T) {
 	rc := config.DefaultRuntime()
 	rc.State.Path = t.TempDir()
 	rt := startRuntime(ctx, t, connect.Options{Connectors: conns, Runtime: rc, Client: dial(t, srv.Addr()),
-		Builtins: connectors.Registry(), Configs: &config.LocalProvider{Dir: dir}})
+		Builtins: connectors.Registry(), Configs: &provider.Local{Dir: dir}})
 	t.Cleanup(func() { faulted.Store(false) }) // first: the stop stores, the server's close syncs
 	a := serveOpts(t, Options{Runtime: rt, Version: "0.5.0", Logger: quietLog,
 		HTTP: config.HTTP{Enabled: true, Address: "127.0.0.1:0", Metrics: config.Metrics{Enabled: true, Endpoint: "/metrics"}}})

@@ -22,6 +22,10 @@ var forbidden = map[string][]string{
 	// Configuration is data: it knows the sdk's types, nothing that runs.
 	"connect/config": {"iggy", "server", "connectors", "cmd", "connect"},
 	"connect":        {"server", "connectors", "cmd"},
+	// A config provider reads and writes configs; it knows config, nothing that runs.
+	"connect/provider": {"iggy", "server", "connectors", "cmd", "connect"},
+	// The API's JSON forms of configs are data over config.
+	"connect/configjson": {"iggy", "server", "connectors", "cmd", "connect"},
 	// Payload decoders/encoders and transforms are pure: bytes and values in and out.
 	"connect/schema":    {"iggy", "server", "connectors", "cmd", "connect"},
 	"connect/transform": {"iggy", "server", "connectors", "cmd", "connect"},
@@ -33,6 +37,8 @@ var forbidden = map[string][]string{
 	"conformance": {"connect", "connectors", "sdk", "cmd"},
 	// A test helper for PostgreSQL knows pgx only.
 	"internal/pgtest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
+	// The config API of the http provider's tests is the remote side: it knows nothing of Ferry.
+	"internal/providertest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 	// A test helper that runs promtool knows nothing of Ferry.
 	"internal/promtooltest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 	// The S3 sink sees the sdk only, no other connector; its test helper the AWS SDK only.
@@ -105,6 +111,10 @@ func allowedBelow(rule, dep string) bool {
 		return false
 	case "connect/config": // validates transform tables at parse time
 		return within(dep, "connect/transform") || within(dep, "connect/schema")
+	case "connect/provider": // configs are parsed by config, bodies by configjson
+		return within(dep, "connect/config") || within(dep, "connect/configjson") || within(dep, "connect/transform") || within(dep, "connect/schema")
+	case "connect/configjson": // over config
+		return within(dep, "connect/config") || within(dep, "connect/transform") || within(dep, "connect/schema")
 	case "connect/transform":
 		return within(dep, "connect/schema")
 	}

@@ -1,8 +1,9 @@
-package config
+package provider
 
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +12,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/configjson"
 )
 
 const minimalBody = `{"enabled":true,"name":"N","path":"builtin:stdout","streams":[{"stream":"s","topics":["a"],"schema":"json"}]}`
@@ -41,7 +45,7 @@ func readText(t *testing.T, path string) string {
 
 func TestCreateSinkWritesNextVersion(t *testing.T) {
 	dir := t.TempDir()
-	p := &LocalProvider{Dir: dir}
+	p := &Local{Dir: dir}
 	s, err := p.CreateSink("k", []byte(minimalBody))
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +66,7 @@ topics = ['a']
 	if got := readText(t, path); got != want {
 		t.Fatalf("file:\n%s\nwant:\n%s", got, want)
 	}
-	back, err := ParseSinkFile(path, nil)
+	back, err := config.ParseSinkFile(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,14 +91,14 @@ topics = ['a']
 
 func TestCreateSinkIgnoresUnknownAndNullKeys(t *testing.T) {
 	dir := t.TempDir()
-	p := &LocalProvider{Dir: dir}
+	p := &Local{Dir: dir}
 	s, err := p.CreateSink("k", []byte(`{"enabled":true,"name":"N","path":"builtin:stdout","key":"other","version":9,"active":true,"colour":"red",
 		"streams":[{"stream":"s","topics":["a"],"schema":"json","batch_length":null,"poll_interval":null,"consumer_group":null,"avro_schema_json":null,"extra":1}],
 		"transforms":null,"plugin_config_format":null,"plugin_config":null,"dead_letter":null,"retry":{"max_retries":1,"backoff":"x"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Key != "k" || s.Version != 0 || s.Retry.MaxRetries != 1 || s.Streams[0].BatchLength != DefaultBatchLength ||
+	if s.Key != "k" || s.Version != 0 || s.Retry.MaxRetries != 1 || s.Streams[0].BatchLength != config.DefaultBatchLength ||
 		s.Streams[0].ConsumerGroup != "iggy-connect-sink-k" || string(s.PluginConfig) != "null" || s.Transforms != nil {
 		t.Fatalf("unexpected %#v", s)
 	}
@@ -152,17 +156,17 @@ func TestCreateBodyErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			p := &LocalProvider{Dir: dir}
+			p := &Local{Dir: dir}
 			var err error
 			if tc.source {
 				_, err = p.CreateSource("k", []byte(tc.body))
 			} else {
 				_, err = p.CreateSink("k", []byte(tc.body))
 			}
-			if !errors.Is(err, ErrInvalidConfig) {
+			if !errors.Is(err, config.ErrInvalidConfig) {
 				t.Fatalf("err = %v, want ErrInvalidConfig", err)
 			}
-			ce := wantErr(t, err, BodyFile, 0, tc.key, "")
+			ce := wantErr(t, err, configjson.BodyFile, 0, tc.key, "")
 			if tc.msg != "" && ce.Msg != tc.msg {
 				t.Errorf("msg = %q, want %q", ce.Msg, tc.msg)
 			}
@@ -175,12 +179,12 @@ func TestCreateBodyErrors(t *testing.T) {
 
 func TestCreateRejectsUnsafeKeys(t *testing.T) {
 	dir := t.TempDir()
-	p := &LocalProvider{Dir: dir}
+	p := &Local{Dir: dir}
 	for _, key := range []string{"", "a/b", "../x", ".hidden", `a\b`, "a\x00b"} {
-		if _, err := p.CreateSink(key, []byte(minimalBody)); !errors.Is(err, ErrInvalidConfig) {
+		if _, err := p.CreateSink(key, []byte(minimalBody)); !errors.Is(err, config.ErrInvalidConfig) {
 			t.Errorf("CreateSink(%q) = %v, want ErrInvalidConfig", key, err)
 		}
-		if _, err := p.CreateSource(key, []byte(minimalBody)); !errors.Is(err, ErrInvalidConfig) {
+		if _, err := p.CreateSource(key, []byte(minimalBody)); !errors.Is(err, config.ErrInvalidConfig) {
 			t.Errorf("CreateSource(%q) = %v, want ErrInvalidConfig", key, err)
 		}
 	}
@@ -196,7 +200,7 @@ func TestCreateRefusesToOverwriteAnotherConfig(t *testing.T) {
 	dir := t.TempDir()
 	// sink_k_0.toml holds key "other": creating k version 0 must not replace it.
 	other := writeFile(t, dir, "sink_k_0.toml", sinkFile("other", 3, "O"))
-	p := &LocalProvider{Dir: dir}
+	p := &Local{Dir: dir}
 	_, err := p.CreateSink("k", []byte(minimalBody))
 	if err == nil || err.Error() != `cannot create sink version 0 of "k": `+other+` exists and holds another config` {
 		t.Fatalf("err = %v", err)
@@ -208,7 +212,7 @@ func TestCreateRefusesToOverwriteAnotherConfig(t *testing.T) {
 
 func TestCreateSinkConcurrent(t *testing.T) {
 	dir := t.TempDir()
-	p := &LocalProvider{Dir: dir}
+	p := &Local{Dir: dir}
 	const n = 8
 	var wg sync.WaitGroup
 	versions := make([]uint64, n)
@@ -236,7 +240,7 @@ func TestCreateSinkConcurrent(t *testing.T) {
 
 func TestCreateAppliesEnv(t *testing.T) {
 	dir := t.TempDir()
-	p := &LocalProvider{Dir: dir, Env: []string{"IGGY_CONNECTORS_SINK_K_NAME=from-env"}}
+	p := &Local{Dir: dir, Env: []string{"IGGY_CONNECTORS_SINK_K_NAME=from-env"}}
 	s, err := p.CreateSink("k", []byte(minimalBody))
 	if err != nil || s.Name != "from-env" {
 		t.Fatalf("%v %+v", err, s)
@@ -246,10 +250,10 @@ func TestCreateAppliesEnv(t *testing.T) {
 	}
 	// An override that makes the body invalid is the body's error, and nothing is written.
 	dir = t.TempDir()
-	p = &LocalProvider{Dir: dir, Env: []string{"IGGY_CONNECTORS_SINK_K_ON_FAILURE=explode"}}
+	p = &Local{Dir: dir, Env: []string{"IGGY_CONNECTORS_SINK_K_ON_FAILURE=explode"}}
 	_, err = p.CreateSink("k", []byte(minimalBody))
-	ce := wantErr(t, err, BodyFile, 0, "on_failure", "IGGY_CONNECTORS_SINK_K_ON_FAILURE")
-	if !errors.Is(err, ErrInvalidConfig) || ce.Msg != `unknown value "explode" (want stop, dead_letter or skip)` {
+	ce := wantErr(t, err, configjson.BodyFile, 0, "on_failure", "IGGY_CONNECTORS_SINK_K_ON_FAILURE")
+	if !errors.Is(err, config.ErrInvalidConfig) || ce.Msg != `unknown value "explode" (want stop, dead_letter or skip)` {
 		t.Fatalf("err = %v", err)
 	}
 	if names := dirNames(t, dir); len(names) != 0 {
@@ -257,18 +261,18 @@ func TestCreateAppliesEnv(t *testing.T) {
 	}
 }
 
-// A GET (SinkJSON) then POST (CreateSink) gives back the same config.
+// A GET (configjson.SinkJSON) then POST (CreateSink) gives back the same config.
 func TestSinkJSONCreateRoundTrip(t *testing.T) {
-	src := writeFile(t, t.TempDir(), "full.toml", fullSinkFile)
-	orig, err := ParseSinkFile(src, nil)
+	src := "../configjson/testdata/full_sink.toml"
+	orig, err := config.ParseSinkFile(src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, err := json.Marshal(SinkJSON(orig))
+	body, err := json.Marshal(configjson.SinkJSON(orig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &LocalProvider{Dir: t.TempDir()}
+	p := &Local{Dir: t.TempDir()}
 	got, err := p.CreateSink(orig.Key, body)
 	if err != nil {
 		t.Fatal(err)
@@ -278,23 +282,23 @@ func TestSinkJSONCreateRoundTrip(t *testing.T) {
 	// A JSON body's transforms are an object, whose order the body cannot keep: they come
 	// back in type order (docs/iggy-compatibility.md, "Differences from Iggy's runtime").
 	want.Transforms = slices.Clone(want.Transforms)
-	slices.SortFunc(want.Transforms, func(a, b Transform) int { return strings.Compare(a.Type, b.Type) })
+	slices.SortFunc(want.Transforms, func(a, b config.Transform) int { return strings.Compare(a.Type, b.Type) })
 	if !reflect.DeepEqual(got, &want) {
 		t.Fatalf("got  %#v\nwant %#v", got, &want)
 	}
 }
 
 func TestSourceJSONCreateRoundTrip(t *testing.T) {
-	src := writeFile(t, t.TempDir(), "src.toml", fullSourceFile)
-	orig, err := ParseSourceFile(src, nil)
+	src := "../configjson/testdata/full_source.toml"
+	orig, err := config.ParseSourceFile(src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, err := json.Marshal(SourceJSON(orig))
+	body, err := json.Marshal(configjson.SourceJSON(orig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &LocalProvider{Dir: t.TempDir()}
+	p := &Local{Dir: t.TempDir()}
 	got, err := p.CreateSource(orig.Key, body)
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +308,7 @@ func TestSourceJSONCreateRoundTrip(t *testing.T) {
 	// A JSON body's transforms are an object, whose order the body cannot keep: they come
 	// back in type order (docs/iggy-compatibility.md, "Differences from Iggy's runtime").
 	want.Transforms = slices.Clone(want.Transforms)
-	slices.SortFunc(want.Transforms, func(a, b Transform) int { return strings.Compare(a.Type, b.Type) })
+	slices.SortFunc(want.Transforms, func(a, b config.Transform) int { return strings.Compare(a.Type, b.Type) })
 	if !reflect.DeepEqual(got, &want) {
 		t.Fatalf("got  %#v\nwant %#v", got, &want)
 	}
@@ -312,6 +316,45 @@ func TestSourceJSONCreateRoundTrip(t *testing.T) {
 
 // The runtime re-reads restarted connectors through this interface (connect.ConfigSource).
 var _ interface {
-	ActiveSink(key string) (*Sink, error)
-	ActiveSource(key string) (*Source, error)
-} = (*LocalProvider)(nil)
+	ActiveSink(key string) (*config.Sink, error)
+	ActiveSource(key string) (*config.Source, error)
+} = (*Local)(nil)
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// sinkFile is a minimal sink connector file of key, version and name.
+func sinkFile(key string, version int, name string) string {
+	return fmt.Sprintf(`type = "sink"
+key = %q
+enabled = true
+version = %d
+name = %q
+path = "builtin:stdout"
+
+[[streams]]
+stream = "s1"
+topics = ["a", "b"]
+schema = "json"
+`, key, version, name)
+}
+
+// wantErr checks that err is a *config.Error with exactly file, line and key.
+func wantErr(t *testing.T, err error, file string, line int, key, env string) *config.Error {
+	t.Helper()
+	var ce *config.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("error %v (%T) is not *config.Error", err, err)
+	}
+	if ce.File != file || ce.Line != line || ce.Key != key || ce.Env != env {
+		t.Fatalf("error %q: got file=%q line=%d key=%q env=%q; want file=%q line=%d key=%q env=%q",
+			ce.Error(), ce.File, ce.Line, ce.Key, ce.Env, file, line, key, env)
+	}
+	return ce
+}

@@ -1,14 +1,15 @@
-package config
+package configjson
 
 import (
 	"encoding/json"
 
+	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/sdk"
 )
 
 // SinkConfigJSON is a sink config in the JSON form of the HTTP API: the keys of Iggy's
 // SinkConfig (with offset_commit, which upstream added later) followed by Ferry's keys, which
-// upstream clients ignore. Build it with [SinkJSON]; [LocalProvider.CreateSink] accepts it as
+// upstream clients ignore. Build it with [SinkJSON]; [provider.Local.CreateSink] accepts it as
 // a request body. The API adds "active" by embedding it.
 //
 // Unlike upstream, which echoes the optional stream keys as written (null when absent),
@@ -25,19 +26,19 @@ type SinkConfigJSON struct {
 	Streams    []SinkStreamJSON `json:"streams"`
 	// PluginConfigFormat is nil (null) when the file names none.
 	PluginConfigFormat *string `json:"plugin_config_format"`
-	// PluginConfig is the plugin config with secrets redacted ([RedactSecrets]); nil (null)
+	// PluginConfig is the plugin config with secrets redacted ([config.RedactSecrets]); nil (null)
 	// when absent.
-	PluginConfig    json.RawMessage `json:"plugin_config"`
-	Verbose         bool            `json:"verbose"`
-	Benchmark       bool            `json:"benchmark"`
-	OffsetCommit    CommitMode      `json:"offset_commit"`
-	OnFailure       FailurePolicy   `json:"on_failure"`
-	Retry           RetryJSON       `json:"retry"`
-	DeadLetter      *DeadLetterJSON `json:"dead_letter"` // nil (null) when neither key is set
-	Commit          CommitJSON      `json:"commit"`
-	ShutdownTimeout string          `json:"shutdown_timeout"`
-	MaxInFlight     uint32          `json:"max_in_flight"`
-	Restart         RestartJSON     `json:"restart"`
+	PluginConfig    json.RawMessage      `json:"plugin_config"`
+	Verbose         bool                 `json:"verbose"`
+	Benchmark       bool                 `json:"benchmark"`
+	OffsetCommit    config.CommitMode    `json:"offset_commit"`
+	OnFailure       config.FailurePolicy `json:"on_failure"`
+	Retry           RetryJSON            `json:"retry"`
+	DeadLetter      *DeadLetterJSON      `json:"dead_letter"` // nil (null) when neither key is set
+	Commit          CommitJSON           `json:"commit"`
+	ShutdownTimeout string               `json:"shutdown_timeout"`
+	MaxInFlight     uint32               `json:"max_in_flight"`
+	Restart         RestartJSON          `json:"restart"`
 }
 
 // SinkStreamJSON is upstream's StreamConsumerConfig: one entry of a sink's streams.
@@ -55,21 +56,21 @@ type SinkStreamJSON struct {
 // SourceConfigJSON is a source config in the JSON form of the HTTP API: the keys of Iggy's
 // SourceConfig followed by Ferry's keys. Build it with [SourceJSON]; see [SinkConfigJSON].
 type SourceConfigJSON struct {
-	Key                string             `json:"key"`
-	Enabled            bool               `json:"enabled"`
-	Version            uint64             `json:"version"`
-	Name               string             `json:"name"`
-	Path               string             `json:"path"`
-	Transforms         map[string]any     `json:"transforms"`
-	Streams            []SourceStreamJSON `json:"streams"`
-	PluginConfigFormat *string            `json:"plugin_config_format"`
-	PluginConfig       json.RawMessage    `json:"plugin_config"`
-	Verbose            bool               `json:"verbose"`
-	Benchmark          bool               `json:"benchmark"`
-	OnFailure          FailurePolicy      `json:"on_failure"`
-	Retry              RetryJSON          `json:"retry"`
-	DeadLetter         *DeadLetterJSON    `json:"dead_letter"`
-	Restart            RestartJSON        `json:"restart"`
+	Key                string               `json:"key"`
+	Enabled            bool                 `json:"enabled"`
+	Version            uint64               `json:"version"`
+	Name               string               `json:"name"`
+	Path               string               `json:"path"`
+	Transforms         map[string]any       `json:"transforms"`
+	Streams            []SourceStreamJSON   `json:"streams"`
+	PluginConfigFormat *string              `json:"plugin_config_format"`
+	PluginConfig       json.RawMessage      `json:"plugin_config"`
+	Verbose            bool                 `json:"verbose"`
+	Benchmark          bool                 `json:"benchmark"`
+	OnFailure          config.FailurePolicy `json:"on_failure"`
+	Retry              RetryJSON            `json:"retry"`
+	DeadLetter         *DeadLetterJSON      `json:"dead_letter"`
+	Restart            RestartJSON          `json:"restart"`
 }
 
 // SourceStreamJSON is upstream's StreamProducerConfig: one entry of a source's streams.
@@ -112,7 +113,7 @@ type RestartJSON struct {
 
 // SinkJSON returns the JSON form of s, with plugin_config secrets redacted. Durations are
 // written as [sdk.FormatDuration] does ("5ms", "1m 30s"), which the files' parser reads back.
-func SinkJSON(s *Sink) SinkConfigJSON {
+func SinkJSON(s *config.Sink) SinkConfigJSON {
 	out := SinkConfigJSON{
 		Key: s.Key, Enabled: s.Enabled, Version: s.Version, Name: s.Name, Path: s.Path,
 		Transforms: transformsJSON(s.Transforms), Streams: []SinkStreamJSON{},
@@ -140,7 +141,7 @@ func SinkJSON(s *Sink) SinkConfigJSON {
 }
 
 // SourceJSON returns the JSON form of s, with plugin_config secrets redacted; see [SinkJSON].
-func SourceJSON(s *Source) SourceConfigJSON {
+func SourceJSON(s *config.Source) SourceConfigJSON {
 	out := SourceConfigJSON{
 		Key: s.Key, Enabled: s.Enabled, Version: s.Version, Name: s.Name, Path: s.Path,
 		Transforms: transformsJSON(s.Transforms), Streams: []SourceStreamJSON{},
@@ -165,7 +166,7 @@ func optString(s string) *string {
 	return &s
 }
 
-func transformsJSON(ts []Transform) map[string]any {
+func transformsJSON(ts []config.Transform) map[string]any {
 	if len(ts) == 0 {
 		return nil
 	}
@@ -178,23 +179,23 @@ func transformsJSON(ts []Transform) map[string]any {
 
 // pluginConfigJSON is PluginConfig redacted; nil (null) when absent or not JSON.
 func pluginConfigJSON(pc []byte) json.RawMessage {
-	b, ok := redactedJSON(pc)
+	b, ok := config.RedactJSON(pc)
 	if !ok || string(b) == "null" {
 		return nil
 	}
 	return b
 }
 
-func retryJSON(r Retry) RetryJSON {
+func retryJSON(r config.Retry) RetryJSON {
 	return RetryJSON{MaxRetries: r.MaxRetries, InitialBackoff: sdk.FormatDuration(r.InitialBackoff), MaxBackoff: sdk.FormatDuration(r.MaxBackoff)}
 }
 
-func restartJSON(r RestartPolicy) RestartJSON {
+func restartJSON(r config.RestartPolicy) RestartJSON {
 	return RestartJSON{MaxRestarts: r.MaxRestarts, InitialBackoff: sdk.FormatDuration(r.InitialBackoff), MaxBackoff: sdk.FormatDuration(r.MaxBackoff)}
 }
 
-func deadLetterJSON(d DeadLetter) *DeadLetterJSON {
-	if d == (DeadLetter{}) {
+func deadLetterJSON(d config.DeadLetter) *DeadLetterJSON {
+	if d == (config.DeadLetter{}) {
 		return nil
 	}
 	return &DeadLetterJSON{Stream: optString(d.Stream), Topic: optString(d.Topic)}

@@ -1,38 +1,38 @@
-package config
+package provider
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 
 	toml "github.com/pelletier/go-toml/v2"
+
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/configjson"
 )
 
-// LocalProvider serves the connector configs of a config_dir for the HTTP API's configs
+// Local serves the connector configs of a config_dir for the HTTP API's configs
 // routes, as Iggy's local provider does: every version of a key, the active one, new versions
 // written as <Dir>/<sink|source>_<key>_<version>.toml, and the pins of .active_versions.toml.
 //
-// Every call parses the whole directory with the overrides of Env, as [LoadConnectors] does.
-// A file whose type, key or version cannot be read fails every method with its *Error; any
+// Every call parses the whole directory with the overrides of Env, as [config.LoadConnectors] does.
+// A file whose type, key or version cannot be read fails every method with its *config.Error; any
 // other invalid file fails the reads of its key only (so a restart of another connector
 // goes on) and every write. Writes replace files
 // atomically (temporary file, fsync, rename). Its methods are safe for concurrent use; two
-// processes writing the same Dir are not coordinated. Do not copy a LocalProvider once used.
-type LocalProvider struct {
+// processes writing the same Dir are not coordinated. Do not copy a Local once used.
+type Local struct {
 	Dir string   // the config_dir
 	Env []string // "K=V" entries for the connector overrides (e.g. os.Environ()); nil for none
 	// PluginDirs are where a created config's native plugin may lie (the runtime's
-	// [Runtime.PluginDirs]); nil: [DefaultPluginDirs] of Dir. A path outside them is refused
-	// with [ErrInvalidConfig]; one that names no file yet is accepted (the runtime checks
+	// [config.Runtime.PluginDirs]); nil: [config.DefaultPluginDirs] of Dir. A path outside them is refused
+	// with [config.ErrInvalidConfig]; one that names no file yet is accepted (the runtime checks
 	// again when it loads it).
 	PluginDirs []string
 
@@ -40,81 +40,75 @@ type LocalProvider struct {
 }
 
 // scan parses every connector file of Dir.
-func (p *LocalProvider) scan() (*dirConfigs, error) {
-	files, err := ConnectorFiles(p.Dir)
-	if err != nil {
-		return nil, err
-	}
-	return scanDir(files, p.Env)
-}
+func (p *Local) scan() (*config.DirConfigs, error) { return config.ReadDir(p.Dir, p.Env) }
 
-func (p *LocalProvider) activePath() string { return filepath.Join(p.Dir, ActiveVersionsFile) }
+func (p *Local) activePath() string { return filepath.Join(p.Dir, config.ActiveVersionsFile) }
 
 // SinkConfigs returns every version of sink key found in Dir, enabled or not, sorted by
 // version; none is no error.
-func (p *LocalProvider) SinkConfigs(key string) ([]*Sink, error) {
+func (p *Local) SinkConfigs(key string) ([]*config.Sink, error) {
 	d, err := p.scan()
 	if err != nil {
 		return nil, err
 	}
-	if err := d.keyErr(TypeSink, key); err != nil {
+	if err := d.KeyErr(config.TypeSink, key); err != nil {
 		return nil, err
 	}
-	return byVersion(d.sinks[key]), nil
+	return byVersion(d.Sinks(key)), nil
 }
 
-// SourceConfigs returns every version of source key; see [LocalProvider.SinkConfigs].
-func (p *LocalProvider) SourceConfigs(key string) ([]*Source, error) {
+// SourceConfigs returns every version of source key; see [Local.SinkConfigs].
+func (p *Local) SourceConfigs(key string) ([]*config.Source, error) {
 	d, err := p.scan()
 	if err != nil {
 		return nil, err
 	}
-	if err := d.keyErr(TypeSource, key); err != nil {
+	if err := d.KeyErr(config.TypeSource, key); err != nil {
 		return nil, err
 	}
-	return byVersion(d.sources[key]), nil
+	return byVersion(d.Sources(key)), nil
 }
 
 // SinkConfig returns version of sink key, or an error wrapping [ErrConfigNotFound].
-func (p *LocalProvider) SinkConfig(key string, version uint64) (*Sink, error) {
+func (p *Local) SinkConfig(key string, version uint64) (*config.Sink, error) {
 	d, err := p.scan()
 	if err != nil {
 		return nil, err
 	}
-	return lookup(d, d.sinks[key], p.Dir, TypeSink, key, version)
+	return lookup(d, d.Sinks(key), p.Dir, config.TypeSink, key, version)
 }
 
 // SourceConfig returns version of source key, or an error wrapping [ErrConfigNotFound].
-func (p *LocalProvider) SourceConfig(key string, version uint64) (*Source, error) {
+func (p *Local) SourceConfig(key string, version uint64) (*config.Source, error) {
 	d, err := p.scan()
 	if err != nil {
 		return nil, err
 	}
-	return lookup(d, d.sources[key], p.Dir, TypeSource, key, version)
+	return lookup(d, d.Sources(key), p.Dir, config.TypeSource, key, version)
 }
 
-// ActiveSink returns the config of sink key that [LoadConnectors] would load: the version
+// ActiveSink returns the config of sink key that [config.LoadConnectors] would load: the version
 // pinned in .active_versions.toml, else the highest (an unreadable .active_versions.toml is
 // ignored, as there). The error wraps [ErrConfigNotFound] when key has no config, or when
 // its pinned version has no file.
-func (p *LocalProvider) ActiveSink(key string) (*Sink, error) {
+func (p *Local) ActiveSink(key string) (*config.Sink, error) {
 	d, err := p.scan()
 	if err != nil {
 		return nil, err
 	}
-	av, _ := readActiveVersions(p.activePath())
-	return active(d, d.sinks[key], av.Sinks, p.Dir, TypeSink, key)
+	av, _ := config.ReadActiveVersions(p.activePath())
+	return active(d, d.Sinks(key), av.Sinks, p.Dir, config.TypeSink, key)
 }
 
-// ActiveSource returns the config of source key that [LoadConnectors] would load; see
-// [LocalProvider.ActiveSink].
-func (p *LocalProvider) ActiveSource(key string) (*Source, error) {
+// ActiveSource returns the config of source key that [config.LoadConnectors] would load; see
+// [Local.ActiveSink].
+func (p *Local) ActiveSource(key string) (*config.Source, error) {
 	d, err := p.scan()
 	if err != nil {
 		return nil, err
 	}
-	av, _ := readActiveVersions(p.activePath())
-	return active(d, d.sources[key], av.Sources, p.Dir, TypeSource, key)
+	av, _ := config.ReadActiveVersions(p.activePath())
+	return active(d, d.Sources(key), av.Sources, p.Dir, config.TypeSource, key)
 }
 
 // CreateSink writes a new version of sink key from body, the JSON of Iggy's CreateSinkConfig
@@ -126,26 +120,26 @@ func (p *LocalProvider) ActiveSource(key string) (*Source, error) {
 // <Dir>/sink_<key>_<version>.toml, holding the keys given. It does not pin the version.
 //
 // It returns the new config as read back from the file with Env. Errors: an invalid body, or
-// one that Env makes invalid, is an *Error with File [BodyFile] whose Key is the JSON field,
-// wrapping [ErrInvalidConfig]; a key that cannot be part of a file name (empty, containing a
-// path separator or NUL, or starting with '.') wraps ErrInvalidConfig as well.
-func (p *LocalProvider) CreateSink(key string, body []byte) (*Sink, error) {
-	c, err := p.create(TypeSink, key, body)
+// one that Env makes invalid, is an *config.Error with File [configjson.BodyFile] whose Key is the JSON field,
+// wrapping [config.ErrInvalidConfig]; a key that cannot be part of a file name (empty, containing a
+// path separator or NUL, or starting with '.') wraps config.ErrInvalidConfig as well.
+func (p *Local) CreateSink(key string, body []byte) (*config.Sink, error) {
+	c, err := p.create(config.TypeSink, key, body)
 	if err != nil {
 		return nil, err
 	}
-	return c.(*Sink), nil
+	return c.(*config.Sink), nil
 }
 
 // CreateSource writes a new version of source key from body, the JSON of Iggy's
 // CreateSourceConfig (streams of StreamProducerConfig) plus Ferry's optional on_failure,
-// retry, dead_letter and restart; see [LocalProvider.CreateSink].
-func (p *LocalProvider) CreateSource(key string, body []byte) (*Source, error) {
-	c, err := p.create(TypeSource, key, body)
+// retry, dead_letter and restart; see [Local.CreateSink].
+func (p *Local) CreateSource(key string, body []byte) (*config.Source, error) {
+	c, err := p.create(config.TypeSource, key, body)
 	if err != nil {
 		return nil, err
 	}
-	return c.(*Source), nil
+	return c.(*config.Source), nil
 }
 
 // DeleteSinkConfig deletes version of sink key (every file holding it), or without a version
@@ -153,25 +147,25 @@ func (p *LocalProvider) CreateSource(key string, body []byte) (*Source, error) {
 // error wraps [ErrConfigNotFound] when no file holds that version, or when version is nil and
 // no version is pinned. An existing .active_versions.toml that does not parse is an error, and
 // nothing is deleted.
-func (p *LocalProvider) DeleteSinkConfig(key string, version *uint64) error {
-	return p.deleteConfig(TypeSink, key, version)
+func (p *Local) DeleteSinkConfig(key string, version *uint64) error {
+	return p.deleteConfig(config.TypeSink, key, version)
 }
 
-// DeleteSourceConfig deletes a version of source key; see [LocalProvider.DeleteSinkConfig].
-func (p *LocalProvider) DeleteSourceConfig(key string, version *uint64) error {
-	return p.deleteConfig(TypeSource, key, version)
+// DeleteSourceConfig deletes a version of source key; see [Local.DeleteSinkConfig].
+func (p *Local) DeleteSourceConfig(key string, version *uint64) error {
+	return p.deleteConfig(config.TypeSource, key, version)
 }
 
 // SetActiveSink pins version of sink key in .active_versions.toml, keeping the other pins. The
 // error wraps [ErrConfigNotFound] when no file holds that version. An existing
 // .active_versions.toml that does not parse is an error (it is not overwritten).
-func (p *LocalProvider) SetActiveSink(key string, version uint64) error {
-	return p.setActive(TypeSink, key, version)
+func (p *Local) SetActiveSink(key string, version uint64) error {
+	return p.setActive(config.TypeSink, key, version)
 }
 
-// SetActiveSource pins version of source key; see [LocalProvider.SetActiveSink].
-func (p *LocalProvider) SetActiveSource(key string, version uint64) error {
-	return p.setActive(TypeSource, key, version)
+// SetActiveSource pins version of source key; see [Local.SetActiveSink].
+func (p *Local) SetActiveSource(key string, version uint64) error {
+	return p.setActive(config.TypeSource, key, version)
 }
 
 func byVersion[T any](versions map[uint64]T) []T {
@@ -187,23 +181,23 @@ func byVersion[T any](versions map[uint64]T) []T {
 	return out
 }
 
-func lookup[T any](d *dirConfigs, versions map[uint64]T, dir string, typ ConnectorType, key string, version uint64) (T, error) {
+func lookup[T any](d *config.DirConfigs, versions map[uint64]T, dir string, typ config.ConnectorType, key string, version uint64) (T, error) {
 	c, ok := versions[version]
 	if !ok {
 		return c, fmt.Errorf("%w: %s %q version %d in %s", ErrConfigNotFound, typ, key, version, dir)
 	}
-	if err := d.errOf(typ, key, version); err != nil {
+	if err := d.Err(typ, key, version); err != nil {
 		var zero T
 		return zero, err
 	}
 	return c, nil
 }
 
-func active[T any](d *dirConfigs, versions map[uint64]T, pinned map[string]uint64, dir string, typ ConnectorType, key string) (T, error) {
+func active[T any](d *config.DirConfigs, versions map[uint64]T, pinned map[string]uint64, dir string, typ config.ConnectorType, key string) (T, error) {
 	var zero T
-	v, ok := activeVersion(versions, pinned, key)
+	v, ok := config.ActiveVersion(versions, pinned, key)
 	if ok {
-		if err := d.errOf(typ, key, v); err != nil {
+		if err := d.Err(typ, key, v); err != nil {
 			return zero, err
 		}
 		return versions[v], nil
@@ -211,46 +205,23 @@ func active[T any](d *dirConfigs, versions map[uint64]T, pinned map[string]uint6
 	if len(versions) == 0 {
 		return zero, fmt.Errorf("%w: %s %q in %s", ErrConfigNotFound, typ, key, dir)
 	}
-	return zero, fmt.Errorf("%w: %s %q: active version %d (%s) has no config file in %s", ErrConfigNotFound, typ, key, v, ActiveVersionsFile, dir)
-}
-
-// anyErr returns the error of the first file, by type, key and version, that does not load.
-// Writes refuse to go on while one is there: a write decides from every version of a key
-// and from the pins, so it must see every file.
-func (d *dirConfigs) anyErr() error {
-	ids := slices.SortedFunc(maps.Keys(d.invalid), func(a, b connID) int {
-		return cmp.Or(cmp.Compare(a.typ, b.typ), cmp.Compare(a.key, b.key), cmp.Compare(a.version, b.version))
-	})
-	if len(ids) > 0 {
-		return d.invalid[ids[0]].Err
-	}
-	return nil
-}
-
-// keyErr returns the error of the first version of (typ, key) whose file does not load.
-func (d *dirConfigs) keyErr(typ ConnectorType, key string) error {
-	for _, v := range d.versions(typ, key) {
-		if err := d.errOf(typ, key, v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return zero, fmt.Errorf("%w: %s %q: active version %d (%s) has no config file in %s", ErrConfigNotFound, typ, key, v, config.ActiveVersionsFile, dir)
 }
 
 // checkKey refuses a key that cannot be part of a file name.
 func checkKey(key string) error {
 	switch {
 	case key == "":
-		return fmt.Errorf("%w: connector key is empty", ErrInvalidConfig)
+		return fmt.Errorf("%w: connector key is empty", config.ErrInvalidConfig)
 	case strings.HasPrefix(key, "."):
-		return fmt.Errorf("%w: connector key %q starts with '.'", ErrInvalidConfig, key)
+		return fmt.Errorf("%w: connector key %q starts with '.'", config.ErrInvalidConfig, key)
 	case strings.ContainsAny(key, "/\\\x00"):
-		return fmt.Errorf("%w: connector key %q contains '/', '\\' or NUL", ErrInvalidConfig, key)
+		return fmt.Errorf("%w: connector key %q contains '/', '\\' or NUL", config.ErrInvalidConfig, key)
 	}
 	return nil
 }
 
-func (p *LocalProvider) create(typ ConnectorType, key string, body []byte) (any, error) {
+func (p *Local) create(typ config.ConnectorType, key string, body []byte) (any, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
@@ -258,28 +229,28 @@ func (p *LocalProvider) create(typ ConnectorType, key string, body []byte) (any,
 	defer p.mu.Unlock()
 	d, err := p.scan()
 	if err == nil {
-		err = d.anyErr()
+		err = d.AnyErr()
 	}
 	if err != nil {
 		return nil, err
 	}
 	var version uint64
-	if vs := d.versions(typ, key); len(vs) > 0 {
+	if vs := d.Versions(typ, key); len(vs) > 0 {
 		if vs[len(vs)-1] == math.MaxUint64 {
 			return nil, fmt.Errorf("cannot create %s %q: version %d is the last", typ, key, vs[len(vs)-1])
 		}
 		version = vs[len(vs)-1] + 1
 	}
-	data, err := bodyToTOML(typ, key, version, body)
+	data, err := configjson.BodyToTOML(typ, key, version, body)
 	if err != nil {
 		return nil, err
 	}
 	path := filepath.Join(p.Dir, fmt.Sprintf("%s_%s_%d.toml", typ, key, version))
-	c, err := parseConnectorData(path, data, p.Env)
+	c, err := config.ParseConnectorData(path, data, p.Env)
 	if err != nil {
-		return nil, asBodyError(err)
+		return nil, configjson.AsBodyError(err)
 	}
-	if err := p.checkPlugin(c); err != nil {
+	if err := checkPlugin(c, p.pluginDirs()); err != nil {
 		return nil, err
 	}
 	if _, err := os.Lstat(path); err == nil {
@@ -291,39 +262,22 @@ func (p *LocalProvider) create(typ ConnectorType, key string, body []byte) (any,
 	return c, nil
 }
 
-// checkPlugin refuses a new config whose native plugin lies outside the plugin
-// directories, so the API never stores a path the runtime would refuse to load.
-func (p *LocalProvider) checkPlugin(c any) error {
-	var common *Common
-	switch c := c.(type) {
-	case *Sink:
-		common = &c.Common
-	case *Source:
-		common = &c.Common
-	default:
-		return nil
+// pluginDirs are where a created config's native plugin may lie.
+func (p *Local) pluginDirs() []string {
+	if p.PluginDirs != nil {
+		return p.PluginDirs
 	}
-	if _, ok := common.Builtin(); ok {
-		return nil
-	}
-	dirs := p.PluginDirs
-	if dirs == nil {
-		dirs = DefaultPluginDirs(p.Dir)
-	}
-	if _, err := LoadablePluginPath(common.Path, dirs); errors.Is(err, ErrPluginNotAllowed) {
-		return &Error{File: BodyFile, Key: "path", Msg: err.Error(), Err: ErrInvalidConfig}
-	}
-	return nil
+	return config.DefaultPluginDirs(p.Dir)
 }
 
-func (p *LocalProvider) deleteConfig(typ ConnectorType, key string, version *uint64) error {
+func (p *Local) deleteConfig(typ config.ConnectorType, key string, version *uint64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	av, err := readActiveVersions(p.activePath())
+	av, err := config.ReadActiveVersions(p.activePath())
 	if err != nil {
 		return fmt.Errorf("cannot read %s: %w", p.activePath(), err)
 	}
-	pins := av.pins(typ)
+	pins := av.Pins(typ)
 	var v uint64
 	if version != nil {
 		v = *version
@@ -334,12 +288,12 @@ func (p *LocalProvider) deleteConfig(typ ConnectorType, key string, version *uin
 	}
 	d, err := p.scan()
 	if err == nil {
-		err = d.anyErr()
+		err = d.AnyErr()
 	}
 	if err != nil {
 		return err
 	}
-	files := d.files[connID{typ, key, v}]
+	files := d.Files(typ, key, v)
 	if len(files) == 0 {
 		return fmt.Errorf("%w: %s %q version %d in %s", ErrConfigNotFound, typ, key, v, p.Dir)
 	}
@@ -358,24 +312,24 @@ func (p *LocalProvider) deleteConfig(typ ConnectorType, key string, version *uin
 	return nil
 }
 
-func (p *LocalProvider) setActive(typ ConnectorType, key string, version uint64) error {
+func (p *Local) setActive(typ config.ConnectorType, key string, version uint64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d, err := p.scan()
 	if err == nil {
-		err = d.anyErr()
+		err = d.AnyErr()
 	}
 	if err != nil {
 		return err
 	}
-	if len(d.files[connID{typ, key, version}]) == 0 {
+	if len(d.Files(typ, key, version)) == 0 {
 		return fmt.Errorf("%w: %s %q version %d in %s", ErrConfigNotFound, typ, key, version, p.Dir)
 	}
-	av, err := readActiveVersions(p.activePath())
+	av, err := config.ReadActiveVersions(p.activePath())
 	if err != nil {
 		return fmt.Errorf("cannot read %s: %w", p.activePath(), err)
 	}
-	if typ == TypeSink {
+	if typ == config.TypeSink {
 		if av.Sinks == nil {
 			av.Sinks = map[string]uint64{}
 		}
@@ -389,15 +343,7 @@ func (p *LocalProvider) setActive(typ ConnectorType, key string, version uint64)
 	return p.writeActive(av)
 }
 
-// pins returns the pins of typ (possibly nil).
-func (av *ActiveVersions) pins(typ ConnectorType) map[string]uint64 {
-	if typ == TypeSink {
-		return av.Sinks
-	}
-	return av.Sources
-}
-
-func (p *LocalProvider) writeActive(av ActiveVersions) error {
+func (p *Local) writeActive(av config.ActiveVersions) error {
 	if av.Sinks == nil {
 		av.Sinks = map[string]uint64{}
 	}
@@ -406,7 +352,7 @@ func (p *LocalProvider) writeActive(av ActiveVersions) error {
 	}
 	data, err := toml.Marshal(av)
 	if err != nil {
-		return fmt.Errorf("encode %s: %w", ActiveVersionsFile, err)
+		return fmt.Errorf("encode %s: %w", config.ActiveVersionsFile, err)
 	}
 	return writeFileAtomic(p.activePath(), data)
 }
@@ -459,4 +405,9 @@ func syncDir(dir string) error {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// Scan reads every connector file of Dir for a reload, with [config.ScanConnectors].
+func (p *Local) Scan() (*config.Connectors, []config.FileError, error) {
+	return config.ScanConnectors(p.Dir, p.Env)
 }

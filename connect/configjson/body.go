@@ -1,4 +1,4 @@
-package config
+package configjson
 
 import (
 	"bytes"
@@ -9,10 +9,12 @@ import (
 	"strings"
 
 	toml "github.com/pelletier/go-toml/v2"
+
+	"github.com/ferryio/ferry/connect/config"
 )
 
-// BodyFile is the File of the *Error values [LocalProvider.CreateSink] and
-// [LocalProvider.CreateSource] return for a bad request body; their Key is the JSON field.
+// BodyFile is the File of the *config.Error values [provider.Local.CreateSink] and
+// [provider.Local.CreateSource] return for a bad request body; their Key is the JSON field.
 const BodyFile = "request body"
 
 // bodyKeys lists the keys of one JSON object of a create body that are written to the file.
@@ -53,25 +55,25 @@ func withKeys(a, b bodyKeys) bodyKeys {
 	return out
 }
 
-func bodyError(key, format string, args ...any) *Error {
-	return &Error{File: BodyFile, Key: key, Msg: fmt.Sprintf(format, args...), Err: ErrInvalidConfig}
+func bodyError(key, format string, args ...any) *config.Error {
+	return &config.Error{File: BodyFile, Key: key, Msg: fmt.Sprintf(format, args...), Err: config.ErrInvalidConfig}
 }
 
 // fileHeader leads a file written for a create body, so that type, key and version come
 // first; the other keys follow in name order.
 type fileHeader struct {
-	Type    ConnectorType `toml:"type"`
-	Key     string        `toml:"key"`
-	Enabled any           `toml:"enabled"`
-	Version uint64        `toml:"version"`
-	Name    any           `toml:"name"`
-	Path    any           `toml:"path"`
+	Type    config.ConnectorType `toml:"type"`
+	Key     string               `toml:"key"`
+	Enabled any                  `toml:"enabled"`
+	Version uint64               `toml:"version"`
+	Name    any                  `toml:"name"`
+	Path    any                  `toml:"path"`
 }
 
 // bodyToTOML turns a CreateSinkConfig or CreateSourceConfig JSON body into the connector file
 // for (typ, key, version). Only JSON syntax, required keys and nulls are checked here; the
 // file's parser checks the rest.
-func bodyToTOML(typ ConnectorType, key string, version uint64, body []byte) ([]byte, error) {
+func BodyToTOML(typ config.ConnectorType, key string, version uint64, body []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
@@ -91,7 +93,7 @@ func bodyToTOML(typ ConnectorType, key string, version uint64, body []byte) ([]b
 		}
 	}
 	keys := sinkBodyKeys
-	if typ == TypeSource {
+	if typ == config.TypeSource {
 		keys = sourceBodyKeys
 	}
 	picked, err := pickBody(obj, keys, "")
@@ -197,11 +199,34 @@ func tomlValue(v any, path string) (any, error) {
 
 // asBodyError turns an error from parsing the file written for a body into one about the
 // body: the same key (the JSON field has the TOML key's name) and message.
-func asBodyError(err error) error {
-	var ce *Error
+func AsBodyError(err error) error {
+	var ce *config.Error
 	if !errors.As(err, &ce) {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return fmt.Errorf("%w: %w", config.ErrInvalidConfig, err)
 	}
 	msg := strings.NewReplacer("TOML ", "JSON ", "into a table", "into an object").Replace(ce.Msg)
-	return &Error{File: BodyFile, Key: ce.Key, Env: ce.Env, Msg: msg, Err: ErrInvalidConfig}
+	return &config.Error{File: BodyFile, Key: ce.Key, Env: ce.Env, Msg: msg, Err: config.ErrInvalidConfig}
+}
+
+// ConnectorFromJSON reads body, a connector config in the JSON form of the HTTP API
+// (Iggy's SinkConfig or SourceConfig, or a create body: enabled, name, path and streams
+// required), as the config of connector (typ, key, version), with the environment
+// overrides of env (nil for none). It returns a *Sink or a *Source whose File is file. It is
+// how a remote config provider's answers are read: the same keys, checks and defaults as a
+// connector file. An invalid body is an *config.Error with File file whose Key is the JSON field,
+// wrapping [config.ErrInvalidConfig].
+func ConnectorFromJSON(typ config.ConnectorType, key string, version uint64, body []byte, file string, env []string) (any, error) {
+	data, err := BodyToTOML(typ, key, version, body)
+	if err == nil {
+		var c any
+		if c, err = config.ParseConnectorData(file, data, env); err == nil {
+			return c, nil
+		}
+		err = AsBodyError(err)
+	}
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		ce.File = file
+	}
+	return nil, err
 }

@@ -1,14 +1,17 @@
-package config
+package provider
 
 import (
 	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/configjson"
 )
 
 // FuzzCreateSinkBody checks, for any request body: CreateSink never panics; a refused body
-// wraps ErrInvalidConfig and writes nothing; an accepted one comes back equal from its own
+// wraps config.ErrInvalidConfig and writes nothing; an accepted one comes back equal from its own
 // JSON form (GET then POST), plugin_config aside when redaction changed it.
 func FuzzCreateSinkBody(f *testing.F) {
 	f.Add([]byte(minimalBody))
@@ -23,17 +26,17 @@ func FuzzCreateSinkBody(f *testing.F) {
 	f.Add([]byte(`{"enabled":true,"name":"n'\"\n","path":"p","streams":[],"plugin_config":{"":1,"a.b":{"c d":"'\"\n\u00e9\t"},"x":[[1],[]],"y":{},"big":1e20,"neg":-3}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		dir := t.TempDir()
-		p := &LocalProvider{Dir: dir}
+		p := &Local{Dir: dir}
 		s, err := p.CreateSink("k", body)
 		if err != nil {
-			if errors.Is(err, ErrInvalidConfig) {
+			if errors.Is(err, config.ErrInvalidConfig) {
 				if names := dirNames(t, dir); len(names) != 0 {
 					t.Fatalf("refused body wrote %v", names)
 				}
 			}
 			return
 		}
-		again, err := json.Marshal(SinkJSON(s))
+		again, err := json.Marshal(configjson.SinkJSON(s))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +46,7 @@ func FuzzCreateSinkBody(f *testing.F) {
 		}
 		want := *s
 		want.File, want.Version = back.File, back.Version
-		if redacted, _ := redactedJSON(s.PluginConfig); string(redacted) != string(s.PluginConfig) {
+		if redacted, _ := config.RedactJSON(s.PluginConfig); string(redacted) != string(s.PluginConfig) {
 			want.PluginConfig = back.PluginConfig
 		}
 		if !reflect.DeepEqual(back, &want) {

@@ -1,4 +1,4 @@
-package config
+package provider
 
 import (
 	"errors"
@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferryio/ferry/connect/config"
 )
 
 // versionsDir holds sink a versions 0, 1 (disabled), 3, sink b 2 and source a 7.
-func versionsDir(t *testing.T) (string, *LocalProvider) {
+func versionsDir(t *testing.T) (string, *Local) {
 	t.Helper()
 	dir := t.TempDir()
 	writeFile(t, dir, "a3.toml", sinkFile("a", 3, "A3"))
@@ -17,10 +19,10 @@ func versionsDir(t *testing.T) (string, *LocalProvider) {
 	writeFile(t, dir, "a1.toml", strings.Replace(sinkFile("a", 1, "A1"), "enabled = true", "enabled = false", 1))
 	writeFile(t, dir, "b.toml", sinkFile("b", 2, "B2"))
 	writeFile(t, dir, "src.toml", "type = \"source\"\nkey = \"a\"\nenabled = true\nversion = 7\nname = \"SA\"\npath = \"builtin:seq\"\n")
-	return dir, &LocalProvider{Dir: dir}
+	return dir, &Local{Dir: dir}
 }
 
-func sinkNames(ss []*Sink) string {
+func sinkNames(ss []*config.Sink) string {
 	var out []string
 	for _, s := range ss {
 		out = append(out, s.Name)
@@ -65,7 +67,7 @@ func TestProviderActiveMatchesLoadConnectors(t *testing.T) {
 		if err != nil || s.Name != wantA {
 			t.Fatalf("ActiveSink(a) = %+v, %v; want %s", s, err, wantA)
 		}
-		c, err := LoadConnectors(dir, nil)
+		c, err := config.LoadConnectors(dir, nil)
 		if err != nil || c.Sink("a").Name != wantA {
 			t.Fatalf("LoadConnectors chose %+v, %v; want %s", c.Sink("a"), err, wantA)
 		}
@@ -75,10 +77,10 @@ func TestProviderActiveMatchesLoadConnectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("A1") // pinned, disabled or not
-	writeFile(t, dir, ActiveVersionsFile, "[sinks\n")
+	writeFile(t, dir, config.ActiveVersionsFile, "[sinks\n")
 	check("A3") // an unreadable file is ignored
 
-	writeFile(t, dir, ActiveVersionsFile, "[sinks]\na = 9\n")
+	writeFile(t, dir, config.ActiveVersionsFile, "[sinks]\na = 9\n")
 	_, err := p.ActiveSink("a")
 	if !errors.Is(err, ErrConfigNotFound) ||
 		err.Error() != `connector config not found: sink "a": active version 9 (.active_versions.toml) has no config file in `+dir {
@@ -97,11 +99,11 @@ func TestProviderActiveMatchesLoadConnectors(t *testing.T) {
 
 func TestSetActiveKeepsOtherPins(t *testing.T) {
 	dir, p := versionsDir(t)
-	writeFile(t, dir, ActiveVersionsFile, "[sinks]\nb = 2\n[sources]\na = 7\n")
+	writeFile(t, dir, config.ActiveVersionsFile, "[sinks]\nb = 2\n[sources]\na = 7\n")
 	if err := p.SetActiveSink("a", 0); err != nil {
 		t.Fatal(err)
 	}
-	if got := readText(t, filepath.Join(dir, ActiveVersionsFile)); got != "[sinks]\na = 0\nb = 2\n\n[sources]\na = 7\n" {
+	if got := readText(t, filepath.Join(dir, config.ActiveVersionsFile)); got != "[sinks]\na = 0\nb = 2\n\n[sources]\na = 7\n" {
 		t.Fatalf("active versions:\n%s", got)
 	}
 	err := p.SetActiveSink("a", 2)
@@ -114,12 +116,12 @@ func TestSetActiveKeepsOtherPins(t *testing.T) {
 	if err := p.SetActiveSource("a", 7); err != nil {
 		t.Fatal(err)
 	}
-	if got := readText(t, filepath.Join(dir, ActiveVersionsFile)); got != "[sinks]\na = 0\nb = 2\n\n[sources]\na = 7\n" {
+	if got := readText(t, filepath.Join(dir, config.ActiveVersionsFile)); got != "[sinks]\na = 0\nb = 2\n\n[sources]\na = 7\n" {
 		t.Fatalf("active versions:\n%s", got)
 	}
 	// An unparsable file is not overwritten.
-	writeFile(t, dir, ActiveVersionsFile, "[sinks\n")
-	if err := p.SetActiveSink("a", 0); err == nil || readText(t, filepath.Join(dir, ActiveVersionsFile)) != "[sinks\n" {
+	writeFile(t, dir, config.ActiveVersionsFile, "[sinks\n")
+	if err := p.SetActiveSink("a", 0); err == nil || readText(t, filepath.Join(dir, config.ActiveVersionsFile)) != "[sinks\n" {
 		t.Fatalf("broken file: err %v", err)
 	}
 	if got, want := strings.Join(dirNames(t, dir), " "), ".active_versions.toml a0.toml a1.toml a3.toml b.toml src.toml"; got != want {
@@ -130,7 +132,7 @@ func TestSetActiveKeepsOtherPins(t *testing.T) {
 func TestDeleteConfig(t *testing.T) {
 	dir, p := versionsDir(t)
 	u := func(v uint64) *uint64 { return &v }
-	active := filepath.Join(dir, ActiveVersionsFile)
+	active := filepath.Join(dir, config.ActiveVersionsFile)
 
 	// Without a pin, deleting "the active version" is an error.
 	err := p.DeleteSinkConfig("a", nil)
@@ -189,7 +191,7 @@ func TestProviderDuplicatesAndSymlinks(t *testing.T) {
 	first := writeFile(t, dir, "x1.toml", sinkFile("x", 1, "first"))
 	second := writeFile(t, dir, "x2.toml", sinkFile("x", 1, "second"))
 	writeFile(t, dir, "x0.toml", sinkFile("x", 0, "zero"))
-	p := &LocalProvider{Dir: dir}
+	p := &Local{Dir: dir}
 	v := uint64(1)
 	err := p.DeleteSinkConfig("x", &v)
 	if err == nil || !strings.Contains(err.Error(), second+": key: sink \"x\" version 1 is also defined in "+first) {
