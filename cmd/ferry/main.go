@@ -13,7 +13,10 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	stop := startCPUProfile()
+	code := run(os.Args[1:])
+	stop()
+	os.Exit(code)
 }
 
 // run executes the CLI and returns the process exit code.
