@@ -522,3 +522,49 @@ func TestPostgresGroupCommitRevokeMidGroup(t *testing.T) {
 		t.Fatalf("rows %d, distinct %d, matching %d; want %d each", rows, distinct, matching, total)
 	}
 }
+
+// TestPostgresGroupCommitUnderBackpressure: commit.max_uncommitted (2000) is below what a
+// group would hold (a second's worth, up to a million rows), so each partition pauses with
+// its group open; the group's timer still commits it, the pause lifts, and every message
+// lands once. No group holds more than max_uncommitted plus the one batch polled ahead.
+func TestPostgresGroupCommitUnderBackpressure(t *testing.T) {
+	db, url := pgDB(t)
+	table := fmt.Sprintf("e2e_backpressure_%d", time.Now().UnixNano()%1_000_000)
+	t.Cleanup(func() {
+		_, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_offsets")
+	})
+	dir := t.TempDir()
+	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
+	c := dial(t, addr)
+	createTopic(t, c, pgPartitions)
+	if err := produce(t, c, 0); err != nil {
+		t.Fatal(err)
+	}
+	sink := strings.Replace(pgGroupSink("pg", url, table, "300ms"), "[plugin_config]", "[commit]\nmax_uncommitted = 2000\n\n[plugin_config]", 1)
+	writeFile(t, filepath.Join(dir, "pg", "sink.toml"), sink)
+	run := startFerry(t, "run", dir, nil, "run", "--config", remoteConfig(t, dir, addr, filepath.Join(dir, "pg")), "--progress", "0")
+	total := int64(pgPartitions * pgPerPartition)
+	waitFor(t, 120*time.Second, "every message in the table", func() bool {
+		if run.exited() {
+			t.Fatalf("run exited: %v", run.err)
+		}
+		return pgCount(db, "SELECT coalesce(sum(last_offset + 1), 0) FROM "+table+"_offsets") == total
+	})
+	run.stop(15 * time.Second)
+	groupRows := regexp.MustCompile(`msg="group written".* rows=(\d+)`)
+	groups := groupRows.FindAllStringSubmatch(run.out.String(), -1)
+	if len(groups) == 0 {
+		t.Fatalf("no group written:\n%s", tail(run.out.String(), 30))
+	}
+	for _, m := range groups {
+		if n, _ := strconv.Atoi(m[1]); n > 2000+pgBatch {
+			t.Fatalf("a group held %d rows, past max_uncommitted (2000) and one batch", n)
+		}
+	}
+	rows := pgCount(db, "SELECT count(*) FROM "+table)
+	distinct := pgCount(db, "SELECT count(DISTINCT (iggy_partition_id, iggy_offset)) FROM "+table)
+	if rows != total || distinct != total {
+		t.Fatalf("rows %d, distinct %d; want %d each", rows, distinct, total)
+	}
+	t.Logf("%d groups, each at most %d rows", len(groups), 2000+pgBatch)
+}
