@@ -177,16 +177,24 @@ func (s *Sink) consumeGrouped(ctx context.Context, topic sdk.TopicMetadata, p sd
 			s.log.Warn("row rejected by the database", "partition", p.PartitionID, "offset", msgs[bad].Offset, "error", err)
 			continue
 		}
-		// The transaction is gone (or unusable): write the group, this batch in it,
-		// again in a new one.
+		// The transaction is gone with what the group held: write that again in a new
+		// one (committed at once), then this batch into a new group. This batch joins no
+		// group until it is written, so a batch that fails for good goes to on_failure
+		// without also reaching the table later.
 		s.log.Warn("postgres transaction lost; writing the partition's open group again", "partition", p.PartitionID, "error", err)
 		g.abort(ctx)
-		g.add(msgs[from:], rows[from:], refused, from, last)
-		g.pending = true
+		g.pending = len(g.msgs) > 0
+		if !transient(err) {
+			return fmt.Errorf("postgres sink: partition %d: %w", p.PartitionID, err)
+		}
 		if err := s.writeAgain(ctx, g); err != nil {
 			return err
 		}
-		return rejected(msgs, refused, rejErr)
+		if err := s.retryTransient(ctx, "begin transaction", func(ctx context.Context) error { return s.begin(ctx, g) }); err != nil {
+			return fmt.Errorf("postgres sink: partition %d: %w", p.PartitionID, err)
+		}
+		from = after(msgs, g.top)
+		idx = unrefused(from, len(msgs), refused)
 	}
 	g.add(msgs[from:], rows[from:], refused, from, last)
 	g.batches++

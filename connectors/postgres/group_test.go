@@ -207,8 +207,9 @@ func TestGroupAssignedAgainCommitsFirst(t *testing.T) {
 }
 
 // TestGroupTransactionLost: the group's backend is terminated while it holds two batches;
-// the next batch finds the transaction gone and writes the whole group again in a new
-// one: every row once, the offsets row and the commit at the last offset.
+// the next batch finds the transaction gone, writes those two again in a new one
+// (committed at once) and opens a new group with itself: every row once, the offsets row
+// and the commit at the last offset after Close.
 func TestGroupTransactionLost(t *testing.T) {
 	db, url := testDB(t)
 	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
@@ -228,8 +229,17 @@ WHERE datname = current_database() AND state = 'idle in transaction' AND backend
 	if err := consume(t, s, 0, msgs(200, 100, jsonPayload)); err != nil {
 		t.Fatal(err)
 	}
+	if off, _ := c.last(part(0)); off != 199 {
+		t.Fatalf("commit = %d, want 199 (the lost group written again at once)", off)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 200 {
+		t.Fatalf("rows before Close = %d, want 200 (the third batch in an open group)", n)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if off, _ := c.last(part(0)); off != 299 {
-		t.Fatalf("commit = %d, want 299 (the group written again at once)", off)
+		t.Fatalf("commit after Close = %d, want 299", off)
 	}
 	if n := count(t, db, "SELECT count(DISTINCT iggy_offset) FROM "+tbl+" WHERE payload->>'n' = iggy_offset::text"); n != 300 {
 		t.Fatalf("distinct rows = %d, want 300", n)
