@@ -196,10 +196,14 @@ func (s *Sink) consumeGrouped(ctx context.Context, topic sdk.TopicMetadata, p sd
 		from = after(msgs, g.top)
 		idx = unrefused(from, len(msgs), refused)
 	}
+	before := g.mark()
 	g.add(msgs[from:], rows[from:], refused, from, last)
 	g.batches++
 	if len(g.msgs) >= s.cfg.MaxRowsPerTransaction || g.batches >= maxGroupBatches {
 		if err := s.commitGroup(ctx, g); err != nil {
+			if g.pending { // this batch fails: what is kept to write again is what came before it
+				g.undo(before)
+			}
 			return err
 		}
 	} else {
@@ -223,6 +227,24 @@ func (g *group) add(msgs []sdk.ConsumedMessage, rows [][]any, refused []int, fro
 	g.rows = append(g.rows, rows...)
 	g.top = max(g.top, last)
 	g.given = max(g.given, last)
+}
+
+// groupMark is how much a group held before a batch joined it.
+type groupMark struct {
+	msgs, refused, batches int
+	top, given             int64
+}
+
+func (g *group) mark() groupMark {
+	return groupMark{msgs: len(g.msgs), refused: len(g.refused), batches: g.batches, top: g.top, given: g.given}
+}
+
+// undo takes the batches added since m out of the group again.
+func (g *group) undo(m groupMark) {
+	clear(g.msgs[m.msgs:])
+	clear(g.rows[m.msgs:])
+	g.msgs, g.rows, g.refused = g.msgs[:m.msgs], g.rows[:m.msgs], g.refused[:m.refused]
+	g.batches, g.top, g.given = m.batches, m.top, m.given
 }
 
 // begin opens g's transaction on a connection of its own and locks the partition's
