@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -175,6 +176,7 @@ type benchSeries struct {
 	name   string
 	run    func(group string) (time.Duration, uint64)
 	rate   []float64 // msgs/s per round
+	cpu    []float64 // CPU ns of the whole process (server, client, runtime) per message, per round
 	stores []float64 // offset stores/s per round
 }
 
@@ -189,6 +191,16 @@ func median(v []float64) float64 {
 	return r[len(r)/2]
 }
 
+// processCPU is the user and system CPU time this process has used: on a machine shared
+// with other work it moves far less than the wall time (docs/benchmarks.md).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // measureSeries runs every series once per round, interleaved (so drift on a shared
 // machine hits all of them alike), then reports each median as a sub-benchmark.
 func measureSeries(b *testing.B, series []*benchSeries) map[string]*benchSeries {
@@ -198,7 +210,9 @@ func measureSeries(b *testing.B, series []*benchSeries) map[string]*benchSeries 
 	rounds := benchRounds()
 	for r := range rounds {
 		for _, s := range series {
+			cpu0 := processCPU()
 			d, stores := s.run(fmt.Sprintf("%s-r%d", strings.NewReplacer("/", "-", "=", "").Replace(s.name), r))
+			s.cpu = append(s.cpu, float64(processCPU()-cpu0)/benchMessages)
 			s.rate = append(s.rate, float64(benchMessages)/d.Seconds())
 			s.stores = append(s.stores, float64(stores)/d.Seconds())
 		}
@@ -209,6 +223,7 @@ func measureSeries(b *testing.B, series []*benchSeries) map[string]*benchSeries 
 		b.Run(s.name, func(b *testing.B) {
 			b.ReportMetric(s.median(), "msgs/s")
 			b.ReportMetric(median(s.stores), "stores/s")
+			b.ReportMetric(median(s.cpu), "cpu-ns/msg")
 			b.ReportMetric(0, "ns/op")
 		})
 	}

@@ -113,9 +113,13 @@ func (c *CLI) Run(args []string) int {
 }
 
 // Main runs the command line of the process (os.Args) and exits with its code: the whole
-// body of a main function.
+// body of a main function. With FERRY_CPU_PROFILE set it writes a CPU profile of the run
+// there (docs/benchmarks.md).
 func (c *CLI) Main() {
-	os.Exit(c.Run(os.Args[1:]))
+	stop := startCPUProfile()
+	code := c.Run(os.Args[1:])
+	stop()
+	os.Exit(code)
 }
 
 // command builds the cobra tree; every subcommand that builds connectors gets c's registry.

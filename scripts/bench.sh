@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reproduces every figure of docs/benchmarks.md in one run, side by side.
-# Usage: scripts/bench.sh [outfile]   (default bench.txt). Takes about 5 minutes on 2 cores.
+# Usage: scripts/bench.sh [outfile]   (default bench.txt). Takes about 10 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-bench.txt}"
@@ -19,6 +19,12 @@ out="${1:-bench.txt}"
   echo "## PostgreSQL sink: rows/s per write mode, exactly_once on and off (needs FERRY_POSTGRES_URL)"
   if [ -n "${FERRY_POSTGRES_URL:-}" ]; then
     go test -run '^$' -bench Sink -benchtime 200x ./connectors/postgres/
+  else
+    echo "skipped: FERRY_POSTGRES_URL is not set (eval \"\$(bash scripts/postgres.sh start)\")"
+  fi
+  echo "## PostgreSQL side by side: 300k JSON rows on 3 partitions of a ferry server on TCP, one batch per transaction, max_in_flight 3, group commit, bare pgx COPY loops (needs FERRY_POSTGRES_URL, FERRY_POSTGRES_DIR)"
+  if [ -n "${FERRY_POSTGRES_URL:-}" ]; then
+    FERRY_BENCH_ROUNDS="${FERRY_BENCH_ROUNDS:-3}" go test -run '^$' -bench PostgresSideBySide -benchtime 1x -timeout 30m ./tests/e2e/
   else
     echo "skipped: FERRY_POSTGRES_URL is not set (eval \"\$(bash scripts/postgres.sh start)\")"
   fi

@@ -65,6 +65,15 @@ const (
 	// FieldColumns: [[plugin_config.columns]] name, type, path: extra columns filled from
 	// the JSON payload's field at path (dot-separated; missing → NULL).
 	FieldColumns = "columns"
+	// FieldFlushInterval: group commit. 0 (default): each batch is one transaction. A
+	// duration: a partition's transaction stays open across batches and commits when it
+	// is this old, holds max_rows_per_transaction rows, or the sink stops or the
+	// partition is assigned again; the offset goes to Iggy only after that commit
+	// (offset_commit = "sink_controlled"). Keep it below the connector's shutdown_timeout.
+	FieldFlushInterval = "flush_interval"
+	// FieldMaxRowsPerTransaction: with flush_interval, a partition's transaction commits
+	// once it holds this many rows; default 10000.
+	FieldMaxRowsPerTransaction = "max_rows_per_transaction"
 )
 
 // Defaults.
@@ -73,6 +82,8 @@ const (
 	DefaultOffsetsTable   = "ferry_offsets"
 	DefaultBatchSize      = 100
 	DefaultMaxConnections = 10
+	// DefaultMaxRowsPerTransaction is max_rows_per_transaction when unset.
+	DefaultMaxRowsPerTransaction = 10000
 )
 
 // Spec declares plugin_config (the constants above, their types and defaults); parseConfig
@@ -96,6 +107,8 @@ var Spec = sdk.ConfigSpec{Fields: []sdk.ConfigField{
 	{Name: FieldWriteMode, Type: sdk.TypeString, Default: ModeCopy, Doc: "copy (COPY FROM), insert, or upsert (ON CONFLICT (upsert_key) DO UPDATE)"},
 	{Name: FieldUpsertKey, Type: sdk.TypeString, Default: "id", Doc: "the column upsert conflicts on (unique index)"},
 	{Name: FieldColumns, Type: sdk.TypeTables, Doc: "[[plugin_config.columns]] name, type, path: extra columns from JSON payload fields"},
+	{Name: FieldFlushInterval, Type: sdk.TypeDuration, Default: "0s", Doc: "group commit: a partition's transaction spans batches and commits at this age (0: one transaction per batch)"},
+	{Name: FieldMaxRowsPerTransaction, Type: sdk.TypeInteger, Default: DefaultMaxRowsPerTransaction, Doc: "with flush_interval: commit a partition's transaction once it holds this many rows"},
 }}
 
 // Write modes.
@@ -132,6 +145,8 @@ type Config struct {
 	WriteMode              string   `json:"write_mode"`
 	UpsertKey              string   `json:"upsert_key"`
 	Columns                []Column `json:"columns"`
+	FlushInterval          string   `json:"flush_interval"`
+	MaxRowsPerTransaction  int      `json:"max_rows_per_transaction"`
 }
 
 // Column maps a JSON payload field to a column.
@@ -244,6 +259,17 @@ func parseConfig(raw []byte) (Config, error) {
 		if !regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_ (),]*$`).MatchString(c.Columns[i].Type) {
 			return c, fmt.Errorf("%s (%s): type %q: want an SQL type name", where, col.Name, col.Type)
 		}
+	}
+	if c.FlushInterval != "" {
+		if d, err := sdk.ParseDuration(c.FlushInterval); err != nil || d < 0 {
+			return c, fmt.Errorf("plugin_config: %s %q: want a duration like \"500ms\" (0: one transaction per batch)", FieldFlushInterval, c.FlushInterval)
+		}
+	}
+	switch {
+	case c.MaxRowsPerTransaction == 0:
+		c.MaxRowsPerTransaction = DefaultMaxRowsPerTransaction
+	case c.MaxRowsPerTransaction < 0:
+		return c, fmt.Errorf("plugin_config: %s %d: want a positive number", FieldMaxRowsPerTransaction, c.MaxRowsPerTransaction)
 	}
 	if c.WriteMode == ModeUpsert && c.UpsertKey != "id" && !seen[c.UpsertKey] {
 		return c, fmt.Errorf("plugin_config: upsert_key %q: want id or the name of one of columns", c.UpsertKey)

@@ -8,4 +8,8 @@
 // skipped inside the transaction, so a batch delivered twice (a crash between the database
 // commit and Iggy's offset store, a rebalance race) is written once. Rows the database
 // refuses (a constraint, a type) are returned as sdk.RejectedMessages for on_failure.
+//
+// With flush_interval set (group commit, group.go) one transaction per partition spans
+// several batches and commits by age, size, reassignment or Close; the offset goes to the
+// Committer only after that commit, so the guarantee is the same.
 package postgres

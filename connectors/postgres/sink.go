@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,18 +19,22 @@ import (
 // Sink writes messages to a PostgreSQL table. Consume is safe for concurrent use (one
 // caller per topic, as the runtime calls it); each call is one transaction.
 type Sink struct {
-	cfg       Config
-	key       string
-	stop      bool // on_failure = stop: never commit past a rejected row
-	committer sdk.Committer
-	log       *slog.Logger
-	pool      *pgxpool.Pool
-	cols      []string // target columns, in row order
-	offsets   string   // quoted offsets table
-	target    pgx.Identifier
-	ref       tableRef // the target's full name, recorded in the offsets rows
+	cfg        Config
+	key        string
+	stop       bool // on_failure = stop: never commit past a rejected row
+	committer  sdk.Committer
+	log        *slog.Logger
+	pool       *pgxpool.Pool
+	cols       []string // target columns, in row order
+	payloadCol int      // the payload's index in cols
+	offsets    string   // quoted offsets table
+	target     pgx.Identifier
+	ref        tableRef // the target's full name, recorded in the offsets rows
 	// Retry pacing for transient database errors (connection lost, server restarting).
 	backoffInitial, backoffMax time.Duration
+	// Group commit (flush_interval > 0): one open transaction per partition (group.go).
+	flushEvery time.Duration
+	groups     groups
 }
 
 // New returns an unopened PostgreSQL sink.
@@ -69,6 +74,8 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 	s.target = pgx.Identifier{cfg.TargetTable}
 	s.offsets = pgx.Identifier{cfg.OffsetsTable}.Sanitize()
 	s.cols = s.columns()
+	s.flushEvery, _ = sdk.ParseDuration(cmp.Or(cfg.FlushInterval, "0s")) // checked by parseConfig
+	s.groups.init()
 	err = s.retryTransient(ctx, "prepare tables", func(ctx context.Context) error { return s.prepare(ctx) })
 	if err != nil {
 		s.pool.Close()
@@ -92,6 +99,7 @@ func (s *Sink) columns() []string {
 		cols = append(cols, "iggy_origin_timestamp")
 	}
 	cols = append(cols, "payload")
+	s.payloadCol = len(cols) - 1
 	for _, c := range s.cfg.Columns {
 		cols = append(cols, c.Name)
 	}
@@ -143,8 +151,12 @@ func (s *Sink) prepare(ctx context.Context) (err error) {
 
 // Assigned implements sdk.PartitionSeeker: each partition with a row in the offsets table
 // starts at its last written offset + 1 (0 after on_offsets_mismatch = restart set it
-// to -1); the others at the group's offset in Iggy.
+// to -1); the others at the group's offset in Iggy. A partition assigned again while its
+// group (flush_interval) is open commits that group first, so it starts after it.
 func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]uint64, error) {
+	if err := s.flushPartitions(ctx, parts); err != nil {
+		return nil, fmt.Errorf("postgres sink: %w", err)
+	}
 	if !*s.cfg.ExactlyOnce {
 		return nil, nil
 	}
@@ -176,6 +188,8 @@ func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sd
 // until ctx ends (so a restart of PostgreSQL never reaches on_failure); a row the database
 // refuses is handed back as sdk.RejectedMessages (or, under on_failure = stop, an error,
 // with nothing of the batch committed). After the commit the offset goes to the Committer.
+// With flush_interval the batch joins its partition's open transaction instead
+// (group.go), and the offset goes to the Committer when that commits.
 func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
 	if len(msgs) == 0 {
 		return nil
@@ -183,6 +197,9 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 	rows := make([][]any, len(msgs))
 	for i := range msgs {
 		rows[i] = s.row(topic, meta.Partition.PartitionID, &msgs[i])
+	}
+	if s.flushEvery > 0 {
+		s.keepPayloads(rows, msgs) // the group outlives this call; msgs' bytes do not
 	}
 	var refused []int // indices into msgs, ascending
 	for i := range rows {
@@ -198,62 +215,91 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 	if len(refused) > 0 {
 		rejErr = rows[refused[0]][len(rows[refused[0]])-1].(convError)
 	}
+	if s.flushEvery > 0 {
+		return s.consumeGrouped(ctx, topic, meta.Partition, msgs, rows, refused, rejErr)
+	}
+	refused, rejErr, err := s.writeBatch(ctx, topic, meta.Partition.PartitionID, msgs, rows, refused, rejErr)
+	if err != nil {
+		return err
+	}
+	last := msgs[len(msgs)-1].Offset
+	s.log.Log(ctx, s.batchLevel(), "batch written", "partition", meta.Partition.PartitionID, "first_offset", msgs[0].Offset,
+		"last_offset", last, "rejected", len(refused))
+	s.commit(meta.Partition, last)
+	return rejected(msgs, refused, rejErr)
+}
+
+// writeBatch writes msgs but refused in one transaction (writeTx), retrying transient
+// errors until ctx ends; rows the database refuses join refused (rejErr is the first
+// refusal), or, under on_failure = stop, fail the batch with nothing of it written.
+func (s *Sink) writeBatch(ctx context.Context, topic sdk.TopicMetadata, part uint32, msgs []sdk.ConsumedMessage, rows [][]any, refused []int, rejErr error) ([]int, error, error) {
 	insert := s.cfg.WriteMode != ModeCopy
 	for {
 		bad := noRow
 		err := s.retryTransient(ctx, "write batch", func(ctx context.Context) error {
 			var err error
-			bad, err = s.writeTx(ctx, topic, meta.Partition.PartitionID, msgs, rows, refused, insert)
+			bad, err = s.writeTx(ctx, topic, part, msgs, rows, refused, insert)
 			return err
 		})
 		if err == nil {
-			break
+			return refused, rejErr, nil
 		}
 		switch {
 		case bad == locateRow: // COPY refused some row: find which, one INSERT each
 			insert = true
 			continue
 		case bad == noRow:
-			return fmt.Errorf("postgres sink: %w", err)
+			return nil, nil, fmt.Errorf("postgres sink: %w", err)
 		case s.stop:
-			return fmt.Errorf("postgres sink: partition %d offset %d rejected (nothing of the batch written): %w",
-				meta.Partition.PartitionID, msgs[bad].Offset, err)
+			return nil, nil, fmt.Errorf("postgres sink: partition %d offset %d rejected (nothing of the batch written): %w",
+				part, msgs[bad].Offset, err)
 		}
 		refused = append(refused, bad)
 		slices.Sort(refused)
 		if rejErr == nil {
 			rejErr = err
 		}
-		s.log.Warn("row rejected by the database", "partition", meta.Partition.PartitionID, "offset", msgs[bad].Offset, "error", err)
+		s.log.Warn("row rejected by the database", "partition", part, "offset", msgs[bad].Offset, "error", err)
 	}
-	last := msgs[len(msgs)-1].Offset
-	lvl := slog.LevelDebug
-	if s.cfg.VerboseLogging {
-		lvl = slog.LevelInfo
-	}
-	s.log.Log(ctx, lvl, "batch written", "partition", meta.Partition.PartitionID, "first_offset", msgs[0].Offset,
-		"last_offset", last, "rejected", len(refused))
-	if s.committer != nil {
-		if err := s.committer.Commit(meta.Partition, last); err != nil && !errors.Is(err, sdk.ErrCommitStale) {
-			// Written and recorded in the database: the next owner starts after it anyway.
-			s.log.Debug("offset commit refused after the database commit", "partition", meta.Partition.PartitionID, "offset", last, "error", err)
-		}
-	}
-	if len(refused) > 0 {
-		offs := make([]uint64, len(refused))
-		for i, idx := range refused {
-			offs[i] = msgs[idx].Offset
-		}
-		return &sdk.RejectedMessages{Offsets: offs, Err: rejErr}
-	}
-	return nil
 }
 
-// Close releases the pool. Every Consume committed its own transaction, so there is
-// nothing to flush.
-func (s *Sink) Close(context.Context) error {
+// batchLevel is the level of the "batch written" lines: info with verbose_logging.
+func (s *Sink) batchLevel() slog.Level {
+	if s.cfg.VerboseLogging {
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug
+}
+
+// commit hands the partition's last written offset to the Committer (sink_controlled).
+func (s *Sink) commit(p sdk.Partition, last uint64) {
+	if s.committer == nil {
+		return
+	}
+	if err := s.committer.Commit(p, last); err != nil && !errors.Is(err, sdk.ErrCommitStale) {
+		// Written and recorded in the database: the next owner starts after it anyway.
+		s.log.Debug("offset commit refused after the database commit", "partition", p.PartitionID, "offset", last, "error", err)
+	}
+}
+
+// rejected is Consume's result for a batch written but for the messages refused.
+func rejected(msgs []sdk.ConsumedMessage, refused []int, rejErr error) error {
+	if len(refused) == 0 {
+		return nil
+	}
+	offs := make([]uint64, len(refused))
+	for i, idx := range refused {
+		offs[i] = msgs[idx].Offset
+	}
+	return &sdk.RejectedMessages{Offsets: offs, Err: rejErr}
+}
+
+// Close commits every open group (flush_interval), bounded by ctx, then releases the
+// pool. Without group commit every Consume committed its own transaction.
+func (s *Sink) Close(ctx context.Context) error {
+	err := s.closeGroups(ctx)
 	if s.pool != nil {
 		s.pool.Close()
 	}
-	return nil
+	return err
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -69,14 +70,28 @@ func count(t *testing.T, db *pgxpool.Pool, q string, args ...any) int64 {
 	return n
 }
 
-type commits struct{ got map[sdk.Partition]uint64 }
+// commits records the last commit per partition; safe for the group flush timers.
+type commits struct {
+	mu  sync.Mutex
+	got map[sdk.Partition]uint64
+}
 
 func (c *commits) Commit(p sdk.Partition, off uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.got == nil {
 		c.got = map[sdk.Partition]uint64{}
 	}
 	c.got[p] = off
 	return nil
+}
+
+// last returns p's last commit, and whether there was one.
+func (c *commits) last(p sdk.Partition) (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	off, ok := c.got[p]
+	return off, ok
 }
 
 var topic = sdk.TopicMetadata{Stream: "s", Topic: "t", StreamID: 1, TopicID: 2}

@@ -35,55 +35,95 @@ func (s *Sink) writeTx(ctx context.Context, topic sdk.TopicMetadata, part uint32
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // no-op once committed
 	from := 0
 	if *s.cfg.ExactlyOnce {
-		var lastDB int64
-		err := tx.QueryRow(ctx, `INSERT INTO `+s.offsets+` AS o (connector, stream, topic, partition_id, last_offset,
-	target_database, target_schema, target_table, wrote_rows)
-VALUES ($1, $2, $3, $4, -1, $5, $6, $7, false)
-ON CONFLICT (connector, stream, topic, partition_id) DO UPDATE SET last_offset = o.last_offset
-RETURNING last_offset`, s.key, topic.Stream, topic.Topic, int32(part), s.ref.database, s.ref.schema, s.ref.table).Scan(&lastDB)
+		lastDB, err := s.lockOffsets(ctx, tx, topic, part)
 		if err != nil {
-			return noRow, fmt.Errorf("lock %s: %w", s.cfg.OffsetsTable, err)
+			return noRow, err
 		}
-		for from < len(msgs) && int64(msgs[from].Offset) <= lastDB {
-			from++
-		}
+		from = after(msgs, lastDB)
 		if from == len(msgs) {
 			return noRow, nil // written before (a redelivery): nothing to do
 		}
 	}
-	idx := make([]int, 0, len(msgs)-from)
-	for i := from; i < len(msgs); i++ {
+	idx := unrefused(from, len(msgs), refused)
+	if bad, err := s.writeRows(ctx, tx, rows, idx, insert); err != nil {
+		return bad, err
+	}
+	if err := s.recordOffset(ctx, tx, topic, part, int64(msgs[len(msgs)-1].Offset), len(idx) > 0); err != nil {
+		return noRow, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return noRow, fmt.Errorf("commit: %w", err)
+	}
+	return noRow, nil
+}
+
+// lockOffsets locks the partition's offsets row (creating it, last offset -1, when
+// missing) for the rest of tx and returns its last offset.
+func (s *Sink) lockOffsets(ctx context.Context, tx pgx.Tx, topic sdk.TopicMetadata, part uint32) (int64, error) {
+	var lastDB int64
+	err := tx.QueryRow(ctx, `INSERT INTO `+s.offsets+` AS o (connector, stream, topic, partition_id, last_offset,
+	target_database, target_schema, target_table, wrote_rows)
+VALUES ($1, $2, $3, $4, -1, $5, $6, $7, false)
+ON CONFLICT (connector, stream, topic, partition_id) DO UPDATE SET last_offset = o.last_offset
+RETURNING last_offset`, s.key, topic.Stream, topic.Topic, int32(part), s.ref.database, s.ref.schema, s.ref.table).Scan(&lastDB)
+	if err != nil {
+		return 0, fmt.Errorf("lock %s: %w", s.cfg.OffsetsTable, err)
+	}
+	return lastDB, nil
+}
+
+// recordOffset sets the partition's last written offset (exactly_once only).
+func (s *Sink) recordOffset(ctx context.Context, tx pgx.Tx, topic sdk.TopicMetadata, part uint32, last int64, wrote bool) error {
+	if !*s.cfg.ExactlyOnce {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE `+s.offsets+` SET last_offset = $5, updated_at = now(), wrote_rows = wrote_rows OR $6
+WHERE connector = $1 AND stream = $2 AND topic = $3 AND partition_id = $4`,
+		s.key, topic.Stream, topic.Topic, int32(part), last, wrote); err != nil {
+		return fmt.Errorf("update %s: %w", s.cfg.OffsetsTable, err)
+	}
+	return nil
+}
+
+// after returns the index of the first message above offset last.
+func after(msgs []sdk.ConsumedMessage, last int64) int {
+	i := 0
+	for i < len(msgs) && int64(msgs[i].Offset) <= last {
+		i++
+	}
+	return i
+}
+
+// unrefused lists the indices from..to-1 that are not in refused (ascending).
+func unrefused(from, to int, refused []int) []int {
+	idx := make([]int, 0, to-from)
+	for i := from; i < to; i++ {
 		if _, found := slices.BinarySearch(refused, i); !found {
 			idx = append(idx, i)
 		}
 	}
-	if len(idx) > 0 {
-		if insert {
-			if bad, err := s.insertRows(ctx, tx, rows, idx); err != nil {
-				return bad, err
-			}
-		} else {
-			_, err := tx.CopyFrom(ctx, s.target, s.cols, pgx.CopyFromSlice(len(idx), func(i int) ([]any, error) {
-				r := rows[idx[i]]
-				return r[:len(r)-1], nil
-			}))
-			if err != nil {
-				if rowError(err) {
-					return locateRow, err
-				}
-				return noRow, fmt.Errorf("copy into %s: %w", s.cfg.TargetTable, err)
-			}
-		}
+	return idx
+}
+
+// writeRows writes the rows idx in tx: COPY, or INSERT statements when insert (or in
+// the insert and upsert modes). A row the database refuses gives its index (INSERT) or
+// locateRow (COPY does not say which).
+func (s *Sink) writeRows(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int, insert bool) (int, error) {
+	if len(idx) == 0 {
+		return noRow, nil
 	}
-	if *s.cfg.ExactlyOnce {
-		if _, err := tx.Exec(ctx, `UPDATE `+s.offsets+` SET last_offset = $5, updated_at = now(), wrote_rows = wrote_rows OR $6
-WHERE connector = $1 AND stream = $2 AND topic = $3 AND partition_id = $4`,
-			s.key, topic.Stream, topic.Topic, int32(part), int64(msgs[len(msgs)-1].Offset), len(idx) > 0); err != nil {
-			return noRow, fmt.Errorf("update %s: %w", s.cfg.OffsetsTable, err)
-		}
+	if insert {
+		return s.insertRows(ctx, tx, rows, idx)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return noRow, fmt.Errorf("commit: %w", err)
+	_, err := tx.CopyFrom(ctx, s.target, s.cols, pgx.CopyFromSlice(len(idx), func(i int) ([]any, error) {
+		r := rows[idx[i]]
+		return r[:len(r)-1], nil
+	}))
+	if err != nil {
+		if rowError(err) {
+			return locateRow, err
+		}
+		return noRow, fmt.Errorf("copy into %s: %w", s.cfg.TargetTable, err)
 	}
 	return noRow, nil
 }

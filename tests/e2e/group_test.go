@@ -33,13 +33,13 @@ var serverAddrRE = regexp.MustCompile(`iggy server listening" addr=(\S+)`)
 
 // remoteConfig writes a config.toml pointing at a separate server, HTTP API off, and
 // returns its path.
-func remoteConfig(t *testing.T, dir, addr, connectorsDir string) string {
+func remoteConfig(t testing.TB, dir, addr, connectorsDir string) string {
 	t.Helper()
 	return remoteConfigWith(t, dir, addr, connectorsDir, "[http]\nenabled = false\n")
 }
 
 // remoteConfigWith is remoteConfig with extra sections (the [http] ones) at the end.
-func remoteConfigWith(t *testing.T, dir, addr, connectorsDir, extra string) string {
+func remoteConfigWith(t testing.TB, dir, addr, connectorsDir, extra string) string {
 	t.Helper()
 	path := filepath.Join(dir, "config.toml")
 	writeFile(t, path, fmt.Sprintf(`[iggy]

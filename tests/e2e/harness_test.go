@@ -19,7 +19,7 @@ import (
 )
 
 // waitFor polls cond every 20ms until it holds or timeout passes (then the test fails).
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -32,7 +32,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 
 // proc is one ferry child process.
 type proc struct {
-	t      *testing.T
+	t      testing.TB
 	name   string
 	cmd    *exec.Cmd
 	out    *syncbuf.Buffer // stdout + stderr
@@ -44,7 +44,7 @@ type proc struct {
 // startFerry runs the ferry binary with args in dir, with extra environment entries. The
 // process is killed at the end of the test if it still runs; its output is logged when the
 // test fails.
-func startFerry(t *testing.T, name, dir string, env []string, args ...string) *proc {
+func startFerry(t testing.TB, name, dir string, env []string, args ...string) *proc {
 	t.Helper()
 	return startCmd(t, name, ferryCmd(dir, env, args...))
 }
@@ -58,7 +58,7 @@ func ferryCmd(dir string, env []string, args ...string) *exec.Cmd {
 }
 
 // startCmd starts cmd as startFerry does.
-func startCmd(t *testing.T, name string, cmd *exec.Cmd) *proc {
+func startCmd(t testing.TB, name string, cmd *exec.Cmd) *proc {
 	t.Helper()
 	args := cmd.Args[1:]
 	p := &proc{t: t, name: name, cmd: cmd, out: &syncbuf.Buffer{}, done: make(chan struct{})}
@@ -247,7 +247,7 @@ func offsets(t *testing.T, addr, stream, topic, group string) (map[uint32]partit
 }
 
 // writeFile writes content to dir/name, creating dirs.
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -258,7 +258,7 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 // runtimeConfig writes a config.toml for an embedded run under dir and returns its path.
-func runtimeConfig(t *testing.T, dir, connectorsDir string) string {
+func runtimeConfig(t testing.TB, dir, connectorsDir string) string {
 	t.Helper()
 	path := filepath.Join(dir, "config.toml")
 	writeFile(t, path, fmt.Sprintf(`[iggy]

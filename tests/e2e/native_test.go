@@ -88,7 +88,7 @@ flush_interval_ms = %d
 
 // startServer runs `ferry server` on dataDir (loopback, random port) and returns it with its
 // address.
-func startServer(t *testing.T, name, dir, dataDir string) (*proc, string) {
+func startServer(t testing.TB, name, dir, dataDir string) (*proc, string) {
 	t.Helper()
 	srv := startFerry(t, name, dir, nil, "server", "--addr", "127.0.0.1:0", "--data", dataDir)
 	var addr string

@@ -11,8 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -34,7 +36,7 @@ const (
 )
 
 // pgDB connects to FERRY_POSTGRES_URL (pgtest.Connect).
-func pgDB(t *testing.T) (*pgxpool.Pool, string) { return pgtest.Connect(t) }
+func pgDB(t testing.TB) (*pgxpool.Pool, string) { return pgtest.Connect(t) }
 
 // pgCount runs a count query, retrying while PostgreSQL restarts; -1 if it never answers.
 func pgCount(db *pgxpool.Pool, q string) int64 {
@@ -109,7 +111,7 @@ payload_format = "json"
 }
 
 // createTopic creates stream s, topic t with n partitions on the server at addr.
-func createTopic(t *testing.T, c *iggy.Client, n uint32) {
+func createTopic(t testing.TB, c *iggy.Client, n uint32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -121,7 +123,7 @@ func createTopic(t *testing.T, c *iggy.Client, n uint32) {
 	}
 }
 
-func dial(t *testing.T, addr string) *iggy.Client {
+func dial(t testing.TB, addr string) *iggy.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -157,11 +159,29 @@ func produce(t *testing.T, c *iggy.Client, pause time.Duration) error {
 	return nil
 }
 
+// pgGroupSink is pgSink with group commit: max_in_flight 3, each partition's transaction
+// open for flush (and up to a million rows), batches logged at info (verbose_logging).
+func pgGroupSink(key, url, table, flush string) string {
+	s := strings.Replace(pgSink(key, url, table, "stop"), "\n[[streams]]", "max_in_flight = 3\n\n[[streams]]", 1)
+	return s + fmt.Sprintf("flush_interval = %q\nmax_rows_per_transaction = 1000000\nverbose_logging = true\n", flush)
+}
+
+// groupBatches finds the batch count of each "group written" line.
+var groupBatches = regexp.MustCompile(`msg="group written".* batches=(\d+)`)
+
+// openGroup is a query that counts the transactions holding rows of table not yet
+// committed (a group in progress).
+func openGroup(table string) string {
+	return `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+WHERE l.relation = to_regclass('` + table + `') AND l.mode = 'RowExclusiveLock' AND a.xact_start IS NOT NULL AND a.pid <> pg_backend_pid()`
+}
+
 // exactlyOnceUnderKills runs the sink in ferry processes that are SIGKILLed pgKills times
 // at random moments (seeded; the seed is logged) while the partitions are produced, with
 // PostgreSQL restarted at the kills listed in pgRestarts, then lets it run to the end:
-// every (partition, offset) must be in the table exactly once.
-func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool) {
+// every (partition, offset) must be in the table exactly once. With group, the sink runs
+// group commit and each kill lands while a group transaction holds rows of the table.
+func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool, group bool) {
 	db, url := pgDB(t)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -175,13 +195,22 @@ func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool) {
 	c := dial(t, addr)
 	createTopic(t, c, pgPartitions)
 	conns := filepath.Join(dir, "pg")
-	writeFile(t, filepath.Join(conns, "sink.toml"), pgSink("pg", url, table, "stop"))
+	sink := pgSink("pg", url, table, "stop")
+	if group {
+		sink = pgGroupSink("pg", url, table, "1s")
+	}
+	writeFile(t, filepath.Join(conns, "sink.toml"), sink)
 	cfg := remoteConfig(t, dir, addr, conns)
 	args := []string{"run", "--config", cfg, "--progress", "0"}
+	inGroup := 0 // kills that landed with a group open
 
 	var wg sync.WaitGroup
 	var prodErr error
-	wg.Go(func() { prodErr = produce(t, c, 200*time.Millisecond) })
+	var produced atomic.Bool
+	wg.Go(func() {
+		prodErr = produce(t, c, 200*time.Millisecond)
+		produced.Store(true)
+	})
 	total := int64(pgPartitions * pgPerPartition)
 	progress := "SELECT coalesce(sum(last_offset + 1), 0) FROM " + table + "_offsets"
 	run := startFerry(t, "run 0", dir, nil, args...)
@@ -194,10 +223,20 @@ func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool) {
 			return run.exited() || pgCount(db, progress) > before || before == total
 		})
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		if group {
+			// Once everything is produced and written no group opens again.
+			waitFor(t, 30*time.Second, fmt.Sprintf("run %d holding an open group", i-1), func() bool {
+				return run.exited() || pgCount(db, openGroup(table)) > 0 || (produced.Load() && pgCount(db, progress) == total)
+			})
+		}
 		if run.exited() {
 			t.Fatalf("run %d exited by itself: %v\n%s", i-1, run.err, tail(run.out.String(), 30))
 		}
+		open := group && pgCount(db, openGroup(table)) > 0
 		run.kill()
+		if open {
+			inGroup++
+		}
 		if pgRestarts[i] {
 			pgRestart(t)
 		}
@@ -221,6 +260,8 @@ func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool) {
 		}
 		return pgCount(db, progress) == total
 	})
+	// A run started after everything was written still takes its signal handler first.
+	waitFor(t, 30*time.Second, "the last run consuming", func() bool { return strings.Contains(run.out.String(), "sink running") })
 	run.stop(15 * time.Second)
 	if restartedUnder != nil && !strings.Contains(restartedUnder.out.String(), "postgres unavailable; retrying") {
 		t.Fatalf("the run PostgreSQL restarted under never retried:\n%s", tail(restartedUnder.out.String(), 30))
@@ -236,18 +277,43 @@ func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool) {
 	if rows != total || distinct != total || matching != total {
 		t.Fatalf("rows %d, distinct (partition, offset) %d, payload matching its offset %d; want %d each", rows, distinct, matching, total)
 	}
-	t.Logf("%d kills, %d PostgreSQL restarts: %d rows, %d distinct, 0 lost, 0 duplicated", pgKills, len(pgRestarts), rows, distinct)
+	// A group may commit between the last look and the kill (a second's group, a look of
+	// a millisecond): most kills, not all, are seen to land in one.
+	if group && inGroup < pgKills/2 {
+		t.Fatalf("%d of %d kills landed during a group; want at least %d", inGroup, pgKills, pgKills/2)
+	}
+	if group {
+		spanned := 0 // groups that held more than one batch
+		for _, r := range append(runs, run) {
+			for _, m := range groupBatches.FindAllStringSubmatch(r.out.String(), -1) {
+				if n, _ := strconv.Atoi(m[1]); n > 1 {
+					spanned++
+				}
+			}
+		}
+		if spanned == 0 {
+			t.Fatal("no group held more than one batch")
+		}
+	}
+	t.Logf("%d kills (%d seen in a group), %d PostgreSQL restarts: %d rows, %d distinct, 0 lost, 0 duplicated", pgKills, inGroup, len(pgRestarts), rows, distinct)
 }
 
 // TestPostgresExactlyOnceUnderSIGKILL: 10 SIGKILLs while 3 × 30000 messages are produced.
 func TestPostgresExactlyOnceUnderSIGKILL(t *testing.T) {
-	exactlyOnceUnderKills(t, nil)
+	exactlyOnceUnderKills(t, nil, false)
+}
+
+// TestPostgresGroupCommitUnderSIGKILL: the same with group commit (a transaction per
+// partition open for a second across batches, max_in_flight 3), each of the 10 SIGKILLs
+// landing while a group holds uncommitted rows: 0 lost, 0 duplicated.
+func TestPostgresGroupCommitUnderSIGKILL(t *testing.T) {
+	exactlyOnceUnderKills(t, nil, true)
 }
 
 // TestPostgresExactlyOnceUnderSIGKILLAndRestarts: the same, with PostgreSQL restarted twice
 // mid-stream: once while no runtime runs (after kill 3) and once under a running one.
 func TestPostgresExactlyOnceUnderSIGKILLAndRestarts(t *testing.T) {
-	exactlyOnceUnderKills(t, map[int]bool{3: true, 0: true})
+	exactlyOnceUnderKills(t, map[int]bool{3: true, 0: true}, false)
 }
 
 // TestPostgresGroupTakeover: two ferry processes in one consumer group write to one table;
@@ -395,4 +461,110 @@ func TestPostgresExample(t *testing.T) {
 	if strings.Contains(run.out.String(), url) {
 		t.Fatal("the example run logged the connection string")
 	}
+}
+
+// TestPostgresGroupCommitRevokeMidGroup: a runs group commit (groups open for 2 s) and
+// owns all three partitions; b joins while a holds open groups, so partitions are revoked
+// from a mid-group. a commits those groups (the offset goes to Iggy during the drain) and
+// b starts each partition after what the table holds: 0 lost, 0 duplicated.
+func TestPostgresGroupCommitRevokeMidGroup(t *testing.T) {
+	db, url := pgDB(t)
+	table := fmt.Sprintf("e2e_revoke_%d", time.Now().UnixNano()%1_000_000)
+	t.Cleanup(func() {
+		_, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_offsets")
+	})
+	dir := t.TempDir()
+	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
+	c := dial(t, addr)
+	createTopic(t, c, pgPartitions)
+	start := func(name string) *proc {
+		d := filepath.Join(dir, name)
+		writeFile(t, filepath.Join(d, "pg", "sink.toml"), pgGroupSink("pg", url, table, "2s"))
+		return startFerry(t, name, d, nil, "run", "--config", remoteConfig(t, d, addr, filepath.Join(d, "pg")), "--progress", "0")
+	}
+	var wg sync.WaitGroup
+	var prodErr error
+	wg.Go(func() { prodErr = produce(t, c, 60*time.Millisecond) })
+	a := start("a")
+	waitFor(t, 30*time.Second, "a holding an open group", func() bool { return pgCount(db, openGroup(table)) > 0 })
+	b := start("b")
+	revoked := regexp.MustCompile(`msg="assignment changed".* revoked="?\[(\d+)`)
+	var m []string
+	waitFor(t, 30*time.Second, "a partition revoked from a", func() bool {
+		m = revoked.FindStringSubmatch(a.out.String())
+		return m != nil
+	})
+	at := strings.Index(a.out.String(), m[0])
+	wg.Wait()
+	if prodErr != nil {
+		t.Fatal(prodErr)
+	}
+	total := int64(pgPartitions * pgPerPartition)
+	waitFor(t, 90*time.Second, "every message in the table", func() bool {
+		if a.exited() || b.exited() {
+			t.Fatalf("a or b exited: %v, %v", a.err, b.err)
+		}
+		return pgCount(db, "SELECT coalesce(sum(last_offset + 1), 0) FROM "+table+"_offsets") == total
+	})
+	a.stop(15 * time.Second)
+	b.stop(15 * time.Second)
+	// a wrote the revoked partition's open group after the revocation.
+	if !regexp.MustCompile(`msg="group written".* partition=` + m[1] + ` `).MatchString(a.out.String()[at:]) {
+		t.Fatalf("a wrote no group of partition %s after it was revoked:\n%s", m[1], tail(a.out.String()[at:], 30))
+	}
+	if !regexp.MustCompile(`msg="group written".* partition=` + m[1] + ` `).MatchString(b.out.String()) {
+		t.Fatalf("b never wrote partition %s:\n%s", m[1], tail(b.out.String(), 30))
+	}
+	rows := pgCount(db, "SELECT count(*) FROM "+table)
+	distinct := pgCount(db, "SELECT count(DISTINCT (iggy_partition_id, iggy_offset)) FROM "+table)
+	matching := pgCount(db, "SELECT count(*) FROM "+table+" WHERE (payload->>'p')::int = iggy_partition_id AND (payload->>'o')::bigint = iggy_offset")
+	if rows != total || distinct != total || matching != total {
+		t.Fatalf("rows %d, distinct %d, matching %d; want %d each", rows, distinct, matching, total)
+	}
+}
+
+// TestPostgresGroupCommitUnderBackpressure: commit.max_uncommitted (2000) is below what a
+// group would hold (a second's worth, up to a million rows), so each partition pauses with
+// its group open; the group's timer still commits it, the pause lifts, and every message
+// lands once. No group holds more than max_uncommitted plus the one batch polled ahead.
+func TestPostgresGroupCommitUnderBackpressure(t *testing.T) {
+	db, url := pgDB(t)
+	table := fmt.Sprintf("e2e_backpressure_%d", time.Now().UnixNano()%1_000_000)
+	t.Cleanup(func() {
+		_, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_offsets")
+	})
+	dir := t.TempDir()
+	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
+	c := dial(t, addr)
+	createTopic(t, c, pgPartitions)
+	if err := produce(t, c, 0); err != nil {
+		t.Fatal(err)
+	}
+	sink := strings.Replace(pgGroupSink("pg", url, table, "300ms"), "[plugin_config]", "[commit]\nmax_uncommitted = 2000\n\n[plugin_config]", 1)
+	writeFile(t, filepath.Join(dir, "pg", "sink.toml"), sink)
+	run := startFerry(t, "run", dir, nil, "run", "--config", remoteConfig(t, dir, addr, filepath.Join(dir, "pg")), "--progress", "0")
+	total := int64(pgPartitions * pgPerPartition)
+	waitFor(t, 120*time.Second, "every message in the table", func() bool {
+		if run.exited() {
+			t.Fatalf("run exited: %v", run.err)
+		}
+		return pgCount(db, "SELECT coalesce(sum(last_offset + 1), 0) FROM "+table+"_offsets") == total
+	})
+	run.stop(15 * time.Second)
+	groupRows := regexp.MustCompile(`msg="group written".* rows=(\d+)`)
+	groups := groupRows.FindAllStringSubmatch(run.out.String(), -1)
+	if len(groups) == 0 {
+		t.Fatalf("no group written:\n%s", tail(run.out.String(), 30))
+	}
+	for _, m := range groups {
+		if n, _ := strconv.Atoi(m[1]); n > 2000+pgBatch {
+			t.Fatalf("a group held %d rows, past max_uncommitted (2000) and one batch", n)
+		}
+	}
+	rows := pgCount(db, "SELECT count(*) FROM "+table)
+	distinct := pgCount(db, "SELECT count(DISTINCT (iggy_partition_id, iggy_offset)) FROM "+table)
+	if rows != total || distinct != total {
+		t.Fatalf("rows %d, distinct %d; want %d each", rows, distinct, total)
+	}
+	t.Logf("%d groups, each at most %d rows", len(groups), 2000+pgBatch)
 }
