@@ -13,6 +13,7 @@ import (
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/metrics"
 	"github.com/ferryio/ferry/connectors"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/server"
@@ -92,6 +93,19 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	if err != nil {
 		return err
 	}
+	tel, log, err := startTelemetry(ctx, rc.Telemetry, f.logLevel, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// The last spans, records and metrics are flushed within a bound of their own:
+		// an unreachable receiver must not hold the exit.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlushTimeout)
+		defer cancel()
+		if terr := tel.Shutdown(sctx); terr != nil {
+			log.Warn("telemetry not flushed", "error", terr)
+		}
+	}()
 	for _, w := range append(append([]string(nil), rc.Warnings...), conns.Warnings...) {
 		log.Warn(w)
 	}
@@ -165,8 +179,12 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 
 	provider := &config.LocalProvider{Dir: rc.Connectors.ConfigDir, Env: os.Environ(), PluginDirs: rc.PluginDirs()}
 	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: client, Configs: provider,
-		Builtins: connectors.Registry(), LoadSinkPlugin: connect.NativeSinkLoader, LoadSourcePlugin: connect.NativeSourceLoader, Logger: log})
+		Builtins: connectors.Registry(), LoadSinkPlugin: connect.NativeSinkLoader, LoadSourcePlugin: connect.NativeSourceLoader, Logger: log,
+		Tracer: tel.TracerOrNil()})
 	if err != nil {
+		return err
+	}
+	if err := tel.StartMetrics(ctx, rc.Telemetry.Metrics, metrics.Gatherer(rt)); err != nil {
 		return err
 	}
 	var health func() error

@@ -33,6 +33,10 @@ var forbidden = map[string][]string{
 	"conformance": {"connect", "connectors", "sdk", "cmd"},
 	// A test helper for PostgreSQL knows pgx only.
 	"internal/pgtest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
+	// Telemetry builds the OpenTelemetry SDK from the config; it never sees the runtime.
+	"connect/telemetry": {"iggy", "server", "connectors", "cmd", "connect"},
+	// A test helper that reads the OpenTelemetry Collector's files knows nothing of Ferry.
+	"internal/oteltest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 	// A test helper that runs promtool knows nothing of Ferry.
 	"internal/promtooltest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 	// The S3 sink sees the sdk only, no other connector; its test helper the AWS SDK only.
@@ -107,6 +111,8 @@ func allowedBelow(rule, dep string) bool {
 		return within(dep, "connect/transform") || within(dep, "connect/schema")
 	case "connect/transform":
 		return within(dep, "connect/schema")
+	case "connect/telemetry": // reads [telemetry]
+		return within(dep, "connect/config") || within(dep, "connect/transform") || within(dep, "connect/schema")
 	}
 	return false
 }
