@@ -136,7 +136,7 @@ func (a iggyConsumer) Poll(ctx context.Context) (consumerBatch, error) {
 	if err != nil {
 		return consumerBatch{}, err
 	}
-	return consumerBatch{Partition: b.Partition, CurrentOffset: b.CurrentOffset, Messages: b.Messages, Release: b.Release}, nil
+	return consumerBatch{Partition: b.Partition, CurrentOffset: b.CurrentOffset, Sent: b.Sent, Messages: b.Messages, Release: b.Release}, nil
 }
 
 func (a iggyConsumer) Store(ctx context.Context, life uint64, partition uint32, offset uint64) error {

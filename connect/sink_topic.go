@@ -76,10 +76,6 @@ func (tc *topicConsumer) pollLoop(ctx context.Context) {
 	defer close(tc.batches)
 	for {
 		var b consumerBatch
-		var pollStart time.Time
-		if tc.s.tracer != nil {
-			pollStart = time.Now()
-		}
 		err := retry(ctx, tc.s.retryBackoff(), func(int) (err error) {
 			b, err = tc.cons.Poll(ctx)
 			return err
@@ -109,7 +105,7 @@ func (tc *topicConsumer) pollLoop(ctx context.Context) {
 		tc.s.counters.Polled.Add(uint64(len(msgs)))
 		var bt *batchTrace
 		if tc.s.tracer != nil {
-			bt = tc.startBatchTrace(pollStart, &b)
+			bt = tc.startBatchTrace(&b)
 			if tc.s.policy.serverStores {
 				bt.storedWithPoll()
 			} else {

@@ -46,8 +46,13 @@ type batchTrace struct {
 	stored  atomic.Bool
 }
 
-// startBatchTrace opens a batch's root span and its poll span, both from pollStart.
-func (tc *topicConsumer) startBatchTrace(pollStart time.Time, b *consumerBatch) *batchTrace {
+// startBatchTrace opens a batch's root span and its poll span, both from when the poll
+// request was sent; the poll span ends now.
+func (tc *topicConsumer) startBatchTrace(b *consumerBatch) *batchTrace {
+	pollStart := b.Sent
+	if pollStart.IsZero() {
+		pollStart = time.Now()
+	}
 	first, last := b.Messages[0].Offset, b.Messages[len(b.Messages)-1].Offset
 	attrs := []attribute.KeyValue{
 		AttrMessaging.String("iggy"),

@@ -1,0 +1,193 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/oteltest"
+)
+
+// TestTelemetryOTLP runs ferry with [telemetry] on against a real OpenTelemetry
+// Collector (scripts/otelcol.sh), over each transport, and reads back what the Collector
+// received: the trace of a known batch (five messages at offsets 0 to 4 of partition 0,
+// all polled at once) with its poll, consume and store spans and their attributes, the
+// runtime's log lines, and the Prometheus counters pushed over OTLP.
+func TestTelemetryOTLP(t *testing.T) {
+	col := oteltest.Connect(t)
+	for _, transport := range []string{"grpc", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			endpoint := col.GRPC
+			if transport == "http" {
+				endpoint = col.HTTP
+			}
+			telemetryRun(t, col, transport, endpoint)
+		})
+	}
+}
+
+func telemetryRun(t *testing.T, col *oteltest.Collector, transport, endpoint string) {
+	service := fmt.Sprintf("ferry-e2e-%s-%d", transport, time.Now().UnixNano())
+	dir := t.TempDir()
+	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
+	c := dial(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.EnsureTopic(ctx, "s", "t", 1); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]iggy.Message, 5)
+	for i := range msgs {
+		msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, "message %d", i)}
+	}
+	// Sent before ferry starts, so its first poll (batch_length 100) gets all five.
+	if _, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(0), msgs); err != nil {
+		t.Fatal(err)
+	}
+
+	conns := filepath.Join(dir, "connectors")
+	out := filepath.Join(dir, "out.txt")
+	writeFile(t, filepath.Join(conns, "out.toml"), fileSink("s", "t", "after_consuming", out, 100, 1000))
+	cfg := filepath.Join(dir, "config.toml")
+	writeFile(t, cfg, fmt.Sprintf(`[iggy]
+address = %q
+username = "iggy"
+password = "iggy"
+
+[state]
+path = %q
+
+[connectors]
+config_type = "local"
+config_dir = %q
+
+[http]
+enabled = false
+
+[telemetry]
+enabled = true
+service_name = %q
+
+[telemetry.logs]
+transport = %q
+endpoint = %q
+
+[telemetry.traces]
+transport = %q
+endpoint = %q
+
+[telemetry.metrics]
+enabled = true
+transport = %q
+endpoint = %q
+interval = "200ms"
+`, addr, filepath.Join(dir, "state"), conns, service, transport, endpoint, transport, endpoint, transport, endpoint))
+
+	run := startFerry(t, "run", dir, nil, "run", "--config", cfg, "--progress", "0")
+	waitFor(t, 20*time.Second, "the batch's stored offset", func() bool {
+		if run.exited() {
+			t.Fatalf("ferry run exited: %v", run.err)
+		}
+		p, err := offsets(t, addr, "s", "t", "iggy-connect-sink-out")
+		return err == nil && p[0].stored == 4
+	})
+	run.stop(20 * time.Second) // the shutdown flushes the last spans, records and metrics
+
+	// The trace of the batch: exactly one, with its three children.
+	var spans []oteltest.Span
+	waitFor(t, 10*time.Second, "the batch's spans at the Collector", func() bool {
+		spans = col.Spans(t, service)
+		return len(spans) >= 4
+	})
+	byName := map[string][]oteltest.Span{}
+	for _, s := range spans {
+		byName[s.Name] = append(byName[s.Name], s)
+	}
+	for _, name := range []string{"ferry.sink.batch", "ferry.sink.poll", "ferry.sink.consume", "ferry.sink.store"} {
+		if len(byName[name]) != 1 {
+			t.Fatalf("%d spans named %s, want 1; all spans: %+v", len(byName[name]), name, spans)
+		}
+	}
+	root := byName["ferry.sink.batch"][0]
+	wantRoot := map[string]any{
+		"messaging.system": "iggy", "ferry.connector.key": "out", "messaging.consumer.group.name": "iggy-connect-sink-out",
+		"iggy.stream": "s", "iggy.topic": "t", "iggy.partition": int64(0),
+		"iggy.offset.first": int64(0), "iggy.offset.last": int64(4), "messaging.batch.message_count": int64(5),
+		"ferry.batch.stored": true,
+	}
+	assertAttrs(t, root, wantRoot)
+	if root.ParentID != "" || root.Kind != 5 || root.Scope != "github.com/ferryio/ferry" {
+		t.Fatalf("batch span: parent %q kind %d scope %q, want a consumer root span of github.com/ferryio/ferry", root.ParentID, root.Kind, root.Scope)
+	}
+	for _, name := range []string{"ferry.sink.poll", "ferry.sink.consume", "ferry.sink.store"} {
+		s := byName[name][0]
+		if s.TraceID != root.TraceID || s.ParentID != root.SpanID {
+			t.Fatalf("%s: trace %s parent %s, want trace %s parent %s", name, s.TraceID, s.ParentID, root.TraceID, root.SpanID)
+		}
+		if s.Start < root.Start || s.End > root.End || s.End < s.Start {
+			t.Fatalf("%s [%d, %d] is not inside the batch's span [%d, %d]", name, s.Start, s.End, root.Start, root.End)
+		}
+	}
+	assertAttrs(t, byName["ferry.sink.consume"][0], map[string]any{"ferry.batch.result": "delivered"})
+	assertAttrs(t, byName["ferry.sink.store"][0], map[string]any{"iggy.offset.stored": int64(4)})
+	if poll, consume, store := byName["ferry.sink.poll"][0], byName["ferry.sink.consume"][0], byName["ferry.sink.store"][0]; poll.End > consume.Start || consume.End > store.Start {
+		t.Fatalf("spans out of order: poll ends %d, consume [%d, %d], store starts %d", poll.End, consume.Start, consume.End, store.Start)
+	}
+
+	// The runtime's log lines, with their attributes.
+	var logs []oteltest.LogRecord
+	waitFor(t, 10*time.Second, "the shutdown line at the Collector", func() bool {
+		logs = col.Logs(t, service)
+		for _, r := range logs {
+			if r.Body == "All connectors closed. Runtime shutdown complete." {
+				return true
+			}
+		}
+		return false
+	})
+	found := false
+	for _, r := range logs {
+		if r.Body == "All sources and sinks spawned." {
+			found = true
+			if r.Severity != "INFO" || r.SeverityNumber != 9 || r.Scope != "github.com/ferryio/ferry" {
+				t.Fatalf("spawned line: severity %q (%d) scope %q, want INFO (9) of github.com/ferryio/ferry", r.Severity, r.SeverityNumber, r.Scope)
+			}
+		}
+		if r.Body == "config loaded" {
+			if r.Attrs["sinks"] != int64(1) || r.Attrs["sources"] != int64(0) {
+				t.Fatalf("config loaded: attributes %v, want sinks 1 and sources 0", r.Attrs)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no log record \"All sources and sinks spawned.\" among %d", len(logs))
+	}
+
+	// The metrics: the last push of the consumed counter says five, as a cumulative sum.
+	var last *oteltest.Point
+	for _, p := range col.Points(t, service) {
+		if p.Metric == "iggy_connector_messages_consumed_total" && p.Attrs["connector_key"] == "out" {
+			last = &p
+		}
+	}
+	if last == nil {
+		t.Fatal("no data point of iggy_connector_messages_consumed_total for connector out")
+	}
+	if last.Type != "sum" || !last.Monotonic || last.Value != 5 || last.Attrs["connector_type"] != "sink" {
+		t.Fatalf("last consumed point: %+v, want a monotonic sum of 5 for the sink", *last)
+	}
+}
+
+func assertAttrs(t *testing.T, s oteltest.Span, want map[string]any) {
+	t.Helper()
+	for k, v := range want {
+		if got, ok := s.Attrs[k]; !ok || got != v {
+			t.Fatalf("%s: attribute %s = %v (%T), want %v (%T); all: %v", s.Name, k, got, got, v, v, s.Attrs)
+		}
+	}
+}
+
