@@ -97,6 +97,10 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	if err != nil {
 		return err
 	}
+	// Native plugins log through slog.Default (connect/plugin): make it this logger, so
+	// their lines take the configured format and are exported with the others.
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(log)
 	defer func() {
 		// The last spans, records and metrics are flushed within a bound of their own:
 		// an unreachable receiver must not hold the exit.
