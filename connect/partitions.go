@@ -55,6 +55,8 @@ type partitionTable struct {
 	parts  map[uint32]*partition
 	closed bool // the sink stopped: commits refused, everything pending due now
 	held   bool // paused by the operator (hold): no partition is polled, whatever its backpressure
+	// storesEnded: the store loop ended; a trace handed over now is never stored.
+	storesEnded bool
 }
 
 // partition is one assignment of one partition. Offsets are "next" positions (offset+1),
@@ -477,7 +479,7 @@ func copyError(le *LastError) *LastError {
 func (t *partitionTable) traceBatch(p *partition, bt *batchTrace) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if p.state == partReleased {
+	if p.state == partReleased || t.storesEnded {
 		bt.unstored()
 		return
 	}
@@ -505,6 +507,7 @@ func (t *partitionTable) storedTracesLocked(p *partition, offset uint64, start, 
 func (t *partitionTable) dropTraces() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.storesEnded = true
 	for _, p := range t.parts {
 		for _, bt := range p.traces {
 			bt.unstored()
