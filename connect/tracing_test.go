@@ -147,7 +147,7 @@ func TestBatchTraces(t *testing.T) {
 				}
 				for k, v := range want {
 					if got := attr(b.root, k); got != v {
-						t.Fatalf("batch %d: %s = %v, want %v", i, k, got.Emit(), v.Emit())
+						t.Fatalf("batch %d: %s = %v, want %v", i, k, got.String(), v.String())
 					}
 				}
 				if got := childNames(b); !slices.Equal(got, wantChildren) {

@@ -167,18 +167,20 @@ interval = "200ms"
 		t.Fatalf("no log record \"All sources and sinks spawned.\" among %d", len(logs))
 	}
 
-	// The metrics: the last push of the consumed counter says five, as a cumulative sum.
+	// The metrics: the last push (the one at the shutdown) of the consumed counter says
+	// five, as a cumulative sum.
 	var last *oteltest.Point
-	for _, p := range col.Points(t, service) {
-		if p.Metric == "iggy_connector_messages_consumed_total" && p.Attrs["connector_key"] == "out" {
-			last = &p
+	waitFor(t, 10*time.Second, "the consumed counter's last push at the Collector", func() bool {
+		last = nil
+		for _, p := range col.Points(t, service) {
+			if p.Metric == "iggy_connector_messages_consumed_total" && p.Attrs["connector_key"] == "out" {
+				last = &p
+			}
 		}
-	}
-	if last == nil {
-		t.Fatal("no data point of iggy_connector_messages_consumed_total for connector out")
-	}
-	if last.Type != "sum" || !last.Monotonic || last.Value != 5 || last.Attrs["connector_type"] != "sink" {
-		t.Fatalf("last consumed point: %+v, want a monotonic sum of 5 for the sink", *last)
+		return last != nil && last.Value == 5
+	})
+	if last.Type != "sum" || !last.Monotonic || last.Attrs["connector_type"] != "sink" {
+		t.Fatalf("last consumed point: %+v, want a monotonic sum for the sink", *last)
 	}
 }
 
@@ -190,4 +192,3 @@ func assertAttrs(t *testing.T, s oteltest.Span, want map[string]any) {
 		}
 	}
 }
-
