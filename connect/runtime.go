@@ -231,6 +231,7 @@ func (r *Runtime) startSource(ctx context.Context, cfg *config.Source, counters 
 		return s
 	}
 	s := newSourceRunner(cfg, r.nextID.Add(1), factory(), r.be, r.stateDir, counters, r.log)
+	s.tracer = r.tracer
 	_ = s.start(ctx)
 	return s
 }

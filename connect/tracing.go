@@ -18,6 +18,8 @@ const (
 	SpanSinkPoll    = "ferry.sink.poll"
 	SpanSinkConsume = "ferry.sink.consume"
 	SpanSinkStore   = "ferry.sink.store"
+	SpanSourceBatch = "ferry.source.batch"
+	SpanSourceSend  = "ferry.source.send"
 
 	AttrConnectorKey  = attribute.Key("ferry.connector.key")
 	AttrStream        = attribute.Key("iggy.stream")
@@ -31,6 +33,7 @@ const (
 	AttrBatchResult   = attribute.Key("ferry.batch.result")
 	AttrBatchStored   = attribute.Key("ferry.batch.stored")
 	AttrConsumerGroup = attribute.Key("messaging.consumer.group.name")
+	AttrAcked         = attribute.Key("ferry.batch.acked")
 )
 
 // batchTrace is the trace of one polled batch: its root span starts when the poll began
@@ -128,4 +131,60 @@ func (b polledBatch) release() {
 		b.trace.consumed()
 	}
 	b.Release()
+}
+
+// sourceTrace is the span of one batch a source read: from Read's return to the ack, with
+// the send to Iggy as its child. A nil *sourceTrace (traces off) does nothing.
+type sourceTrace struct {
+	ctx  context.Context
+	root trace.Span
+	t    trace.Tracer
+}
+
+func (s *sourceRunner) startSourceTrace(start time.Time, n int) *sourceTrace {
+	ctx, root := s.tracer.Start(context.Background(), SpanSourceBatch, trace.WithTimestamp(start),
+		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+			AttrMessaging.String("iggy"),
+			AttrConnectorKey.String(s.cfg.Key),
+			AttrStream.String(s.stream.Stream),
+			AttrTopic.String(s.stream.Topic),
+			AttrMessageCount.Int(n),
+		))
+	return &sourceTrace{ctx: ctx, root: root, t: s.tracer}
+}
+
+// startSend opens the send span of n messages (nil when traces are off).
+func (st *sourceTrace) startSend(start time.Time, n int) trace.Span {
+	if st == nil {
+		return nil
+	}
+	_, sp := st.t.Start(st.ctx, SpanSourceSend, trace.WithTimestamp(start),
+		trace.WithAttributes(AttrMessageCount.Int(n)))
+	return sp
+}
+
+func (st *sourceTrace) endSend(sp trace.Span, err error) {
+	if sp == nil {
+		return
+	}
+	if err != nil {
+		sp.RecordError(err)
+		sp.SetStatus(codes.Error, err.Error())
+	}
+	sp.End()
+}
+
+// end closes the batch span: acked says whether the batch was acked as done (false: the
+// runtime stopped first, or the batch was refused); stop is the error that stops the
+// source, if any.
+func (st *sourceTrace) end(acked bool, stop error) {
+	if st == nil {
+		return
+	}
+	st.root.SetAttributes(AttrAcked.Bool(acked && stop == nil))
+	if stop != nil {
+		st.root.RecordError(stop)
+		st.root.SetStatus(codes.Error, stop.Error())
+	}
+	st.root.End()
 }

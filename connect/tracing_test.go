@@ -209,3 +209,62 @@ func TestBatchTraceNeverStored(t *testing.T) {
 		})
 	}
 }
+
+// TestSourceBatchTraces: ten batches of 25 give ten source batch spans, each with its
+// key, stream, topic and size, acked, with one send span under it (the first sends fail
+// and are retried inside it, so it ends without an error).
+func TestSourceBatchTraces(t *testing.T) {
+	fastSourceBackoff(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	src := &seqSource{t: t, batchSize: 25, total: 250, schema: sdk.SchemaText}
+	be := &memSource{failNext: 3}
+	reg := sdk.NewRegistry().AddSource("seq", func() sdk.Source { return src })
+	rt := newRuntime(Options{Connectors: &config.Connectors{Sources: []*config.Source{sourceCfg("seq")}}, Builtins: reg,
+		Logger: quietLog, Tracer: tp.Tracer("test")}, be, t.TempDir())
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "source stopped at end of input", func() bool { return rt.Status()[0].State == StateStopped })
+	if err := rt.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var roots, sends []tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		switch s.Name {
+		case SpanSourceBatch:
+			roots = append(roots, s)
+		case SpanSourceSend:
+			sends = append(sends, s)
+		default:
+			t.Fatalf("unexpected span %s", s.Name)
+		}
+	}
+	if len(roots) != 10 || len(sends) != 10 {
+		t.Fatalf("%d batch spans and %d send spans, want 10 and 10", len(roots), len(sends))
+	}
+	parents := map[string]bool{}
+	for _, r := range roots {
+		want := map[attribute.Key]attribute.Value{
+			AttrConnectorKey: attribute.StringValue("seq"), AttrStream: attribute.StringValue("s"),
+			AttrTopic: attribute.StringValue("t"), AttrMessageCount: attribute.IntValue(25),
+			AttrMessaging: attribute.StringValue("iggy"), AttrAcked: attribute.BoolValue(true),
+		}
+		for k, v := range want {
+			if got := attr(r, k); got != v {
+				t.Fatalf("source batch: %s = %v, want %v", k, got.String(), v.String())
+			}
+		}
+		if r.SpanKind.String() != "producer" || r.Status.Code != codes.Unset {
+			t.Fatalf("source batch: kind %s status %v", r.SpanKind, r.Status)
+		}
+		parents[r.SpanContext.SpanID().String()] = true
+	}
+	for _, s := range sends {
+		if !parents[s.Parent.SpanID().String()] || s.Status.Code != codes.Unset || attr(s, AttrMessageCount).AsInt64() != 25 {
+			t.Fatalf("send span: parent %s status %v count %v", s.Parent.SpanID(), s.Status, attr(s, AttrMessageCount).String())
+		}
+		delete(parents, s.Parent.SpanID().String())
+	}
+}
