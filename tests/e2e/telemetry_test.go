@@ -16,7 +16,8 @@ import (
 // Collector (scripts/otelcol.sh), over each transport, and reads back what the Collector
 // received: the trace of a known batch (five messages at offsets 0 to 4 of partition 0,
 // all polled at once) with its poll, consume and store spans and their attributes, the
-// runtime's log lines, and the Prometheus counters pushed over OTLP.
+// runtime's log lines, and the Prometheus counters pushed over OTLP; and the span of a
+// source's one batch of five.
 func TestTelemetryOTLP(t *testing.T) {
 	col := oteltest.Connect(t)
 	for _, transport := range []string{"grpc", "http"} {
@@ -52,6 +53,8 @@ func telemetryRun(t *testing.T, col *oteltest.Collector, transport, endpoint str
 	conns := filepath.Join(dir, "connectors")
 	out := filepath.Join(dir, "out.txt")
 	writeFile(t, filepath.Join(conns, "out.toml"), fileSink("s", "t", "after_consuming", out, 100, 1000))
+	// A source of one batch of five messages, to another topic.
+	writeFile(t, filepath.Join(conns, "gen.toml"), randomSource("s", "generated", 5, 1000, 5))
 	cfg := filepath.Join(dir, "config.toml")
 	writeFile(t, cfg, fmt.Sprintf(`[iggy]
 address = %q
@@ -99,15 +102,15 @@ interval = "200ms"
 
 	// The trace of the batch: exactly one, with its three children.
 	var spans []oteltest.Span
-	waitFor(t, 10*time.Second, "the batch's spans at the Collector", func() bool {
+	waitFor(t, 10*time.Second, "the batches' spans at the Collector", func() bool {
 		spans = col.Spans(t, service)
-		return len(spans) >= 4
+		return len(spans) >= 6
 	})
 	byName := map[string][]oteltest.Span{}
 	for _, s := range spans {
 		byName[s.Name] = append(byName[s.Name], s)
 	}
-	for _, name := range []string{"ferry.sink.batch", "ferry.sink.poll", "ferry.sink.consume", "ferry.sink.store"} {
+	for _, name := range []string{"ferry.sink.batch", "ferry.sink.poll", "ferry.sink.consume", "ferry.sink.store", "ferry.source.batch", "ferry.source.send"} {
 		if len(byName[name]) != 1 {
 			t.Fatalf("%d spans named %s, want 1; all spans: %+v", len(byName[name]), name, spans)
 		}
@@ -138,6 +141,14 @@ interval = "200ms"
 		t.Fatalf("spans out of order: poll ends %d, consume [%d, %d], store starts %d", poll.End, consume.Start, consume.End, store.Start)
 	}
 
+	srcBatch, srcSend := byName["ferry.source.batch"][0], byName["ferry.source.send"][0]
+	assertAttrs(t, srcBatch, map[string]any{"messaging.system": "iggy", "ferry.connector.key": "gen", "iggy.stream": "s",
+		"iggy.topic": "generated", "messaging.batch.message_count": int64(5), "ferry.batch.acked": true})
+	assertAttrs(t, srcSend, map[string]any{"messaging.batch.message_count": int64(5)})
+	if srcBatch.Kind != 4 || srcSend.ParentID != srcBatch.SpanID || srcSend.TraceID != srcBatch.TraceID {
+		t.Fatalf("source spans: batch kind %d, send parent %s trace %s; want a producer span (4) and its child", srcBatch.Kind, srcSend.ParentID, srcSend.TraceID)
+	}
+
 	// The runtime's log lines, with their attributes.
 	var logs []oteltest.LogRecord
 	waitFor(t, 10*time.Second, "the shutdown line at the Collector", func() bool {
@@ -149,7 +160,7 @@ interval = "200ms"
 		}
 		return false
 	})
-	found := false
+	found, loaded := false, false
 	for _, r := range logs {
 		if r.Body == "All sources and sinks spawned." {
 			found = true
@@ -158,13 +169,14 @@ interval = "200ms"
 			}
 		}
 		if r.Body == "config loaded" {
-			if r.Attrs["sinks"] != int64(1) || r.Attrs["sources"] != int64(0) {
-				t.Fatalf("config loaded: attributes %v, want sinks 1 and sources 0", r.Attrs)
+			loaded = true
+			if r.Attrs["sinks"] != int64(1) || r.Attrs["sources"] != int64(1) {
+				t.Fatalf("config loaded: attributes %v, want sinks 1 and sources 1", r.Attrs)
 			}
 		}
 	}
-	if !found {
-		t.Fatalf("no log record \"All sources and sinks spawned.\" among %d", len(logs))
+	if !found || !loaded {
+		t.Fatalf("log records \"All sources and sinks spawned.\" (%t) and \"config loaded\" (%t) among %d", found, loaded, len(logs))
 	}
 
 	// The metrics: the last push (the one at the shutdown) of the consumed counter says
