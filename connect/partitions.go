@@ -475,7 +475,7 @@ func copyError(le *LastError) *LastError {
 }
 
 // traceBatch hands the table a polled batch's trace, whose store half ends when a store
-// covers the batch's last offset (storedTraces) or the partition leaves the table.
+// covers the batch's last offset (storedTracesLocked) or the partition leaves the table.
 func (t *partitionTable) traceBatch(p *partition, bt *batchTrace) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -486,7 +486,7 @@ func (t *partitionTable) traceBatch(p *partition, bt *batchTrace) {
 	p.traces = append(p.traces, bt)
 }
 
-// storedTraces ends the store half of every traced batch of p that the store of offset
+// storedTracesLocked ends the store half of every traced batch of p that the store of offset
 // (from start to end) covered; t.mu held.
 func (t *partitionTable) storedTracesLocked(p *partition, offset uint64, start, end time.Time) {
 	n := 0

@@ -165,14 +165,14 @@ func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch, conv *conve
 	if !tc.table.delivering(b.part, last) {
 		return // released while queued: not delivered, not committed
 	}
-	start := time.Now()
-	msgs := conv.convert(b.Messages, tc.s.counters)
-	prepared := tc.s.counters.PrepareTime.since(start)
-	defer tc.s.counters.BatchTime.since(start)
 	var consumeSpan trace.Span
 	if b.trace != nil {
 		ctx, consumeSpan = b.trace.startConsume(ctx)
 	}
+	start := time.Now()
+	msgs := conv.convert(b.Messages, tc.s.counters)
+	prepared := tc.s.counters.PrepareTime.since(start)
+	defer tc.s.counters.BatchTime.since(start)
 	meta := sdk.MessagesMetadata{
 		Partition:     sdk.Partition{StreamID: tc.topic.StreamID, TopicID: tc.topic.TopicID, PartitionID: b.Partition},
 		CurrentOffset: b.CurrentOffset,
