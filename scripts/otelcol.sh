@@ -31,7 +31,7 @@ install)
   want=$(stamp)
   if [ ! -x "$bin" ] || [ "$(cat "$bin.stamp" 2>/dev/null)" != "$want" ]; then
     start=$(date +%s)
-    (cd "$root/internal/otelcol" && GOFLAGS=-mod=readonly go build -o "$bin" .) >&2
+    (cd "$root/internal/otelcol" && go build -o "$bin" .) >&2
     echo "$want" >"$bin.stamp"
     echo "otelcol.sh: built $bin in $(($(date +%s) - start)) s" >&2
   fi
