@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,61 +36,8 @@ func TestTelemetryOTLP(t *testing.T) {
 func telemetryRun(t *testing.T, col *oteltest.Collector, transport, endpoint string) {
 	service := fmt.Sprintf("ferry-e2e-%s-%d", transport, time.Now().UnixNano())
 	dir := t.TempDir()
-	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
-	c := dial(t, addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.EnsureTopic(ctx, "s", "t", 1); err != nil {
-		t.Fatal(err)
-	}
-	msgs := make([]iggy.Message, 5)
-	for i := range msgs {
-		msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, "message %d", i)}
-	}
-	// Sent before ferry starts, so its first poll (batch_length 100) gets all five.
-	if _, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(0), msgs); err != nil {
-		t.Fatal(err)
-	}
-
-	conns := filepath.Join(dir, "connectors")
-	out := filepath.Join(dir, "out.txt")
-	writeFile(t, filepath.Join(conns, "out.toml"), fileSink("s", "t", "after_consuming", out, 100, 1000))
-	// A source of one batch of five messages, to another topic.
-	writeFile(t, filepath.Join(conns, "gen.toml"), randomSource("s", "generated", 5, 1000, 5))
-	cfg := filepath.Join(dir, "config.toml")
-	writeFile(t, cfg, fmt.Sprintf(`[iggy]
-address = %q
-username = "iggy"
-password = "iggy"
-
-[state]
-path = %q
-
-[connectors]
-config_type = "local"
-config_dir = %q
-
-[http]
-enabled = false
-
-[telemetry]
-enabled = true
-service_name = %q
-
-[telemetry.logs]
-transport = %q
-endpoint = %q
-
-[telemetry.traces]
-transport = %q
-endpoint = %q
-
-[telemetry.metrics]
-enabled = true
-transport = %q
-endpoint = %q
-interval = "200ms"
-`, addr, filepath.Join(dir, "state"), conns, service, transport, endpoint, transport, endpoint, transport, endpoint))
+	addr := fiveMessages(t, dir)
+	cfg := telemetryConfig(t, dir, addr, service, transport, endpoint)
 
 	run := startFerry(t, "run", dir, nil, "run", "--config", cfg, "--progress", "0")
 	waitFor(t, 20*time.Second, "the batch's stored offset", func() bool {
@@ -202,5 +151,115 @@ func assertAttrs(t *testing.T, s oteltest.Span, want map[string]any) {
 		if got, ok := s.Attrs[k]; !ok || got != v {
 			t.Fatalf("%s: attribute %s = %v (%T), want %v (%T); all: %v", s.Name, k, got, got, v, v, s.Attrs)
 		}
+	}
+}
+
+// telemetryConfig writes, under dir, a file sink of s/t (key out), a random source of one
+// batch of five to s/generated (key gen), and a runtime config for Iggy at addr with
+// [telemetry] on, every signal to endpoint over transport, metrics every 200 ms; it
+// returns the config's path.
+func telemetryConfig(t *testing.T, dir, addr, service, transport, endpoint string) string {
+	t.Helper()
+	conns := filepath.Join(dir, "connectors")
+	out := filepath.Join(dir, "out.txt")
+	writeFile(t, filepath.Join(conns, "out.toml"), fileSink("s", "t", "after_consuming", out, 100, 1000))
+	// A source of one batch of five messages, to another topic.
+	writeFile(t, filepath.Join(conns, "gen.toml"), randomSource("s", "generated", 5, 1000, 5))
+	cfg := filepath.Join(dir, "config.toml")
+	writeFile(t, cfg, fmt.Sprintf(`[iggy]
+address = %q
+username = "iggy"
+password = "iggy"
+
+[state]
+path = %q
+
+[connectors]
+config_type = "local"
+config_dir = %q
+
+[http]
+enabled = false
+
+[telemetry]
+enabled = true
+service_name = %q
+
+[telemetry.logs]
+transport = %q
+endpoint = %q
+
+[telemetry.traces]
+transport = %q
+endpoint = %q
+
+[telemetry.metrics]
+enabled = true
+transport = %q
+endpoint = %q
+interval = "200ms"
+`, addr, filepath.Join(dir, "state"), conns, service, transport, endpoint, transport, endpoint, transport, endpoint))
+
+	return cfg
+}
+
+// fiveMessages starts a server and sends five messages to partition 0 of s/t; it returns
+// the server's address. They are sent before ferry starts, so its first poll
+// (batch_length 100) gets all five.
+func fiveMessages(t *testing.T, dir string) string {
+	t.Helper()
+	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
+	c := dial(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.EnsureTopic(ctx, "s", "t", 1); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]iggy.Message, 5)
+	for i := range msgs {
+		msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, "message %d", i)}
+	}
+	if _, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(0), msgs); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// TestTelemetryReceiverDown: with every signal sent to a port nobody listens on, ferry
+// delivers and stores as usual, says the exports failed (on stderr), and exits 0 within
+// the stop's bound plus the telemetry flush's 5 s, over either transport.
+func TestTelemetryReceiverDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "http://" + ln.Addr().String()
+	_ = ln.Close() // nobody listens there now
+	for _, transport := range []string{"grpc", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			dir := t.TempDir()
+			addr := fiveMessages(t, dir)
+			cfg := telemetryConfig(t, dir, addr, "ferry-e2e-down", transport, endpoint)
+			run := startFerry(t, "run", dir, nil, "run", "--config", cfg, "--progress", "0")
+			waitFor(t, 20*time.Second, "the batch's stored offset", func() bool {
+				if run.exited() {
+					t.Fatalf("ferry run exited: %v", run.err)
+				}
+				p, err := offsets(t, addr, "s", "t", "iggy-connect-sink-out")
+				return err == nil && p[0].stored == 4
+			})
+			start := time.Now()
+			run.stop(20 * time.Second)
+			if d := time.Since(start); d > 15*time.Second {
+				t.Fatalf("the stop took %s with the receiver down", d)
+			}
+			out := run.out.String()
+			if !strings.Contains(out, "OpenTelemetry export failed") && !strings.Contains(out, "telemetry not flushed") {
+				t.Fatalf("no word of the failed exports in the output:\n%s", tail(out, 30))
+			}
+			if n := countLines(filepath.Join(dir, "out.txt")); n != 5 {
+				t.Fatalf("the file sink wrote %d lines, want 5", n)
+			}
+		})
 	}
 }
