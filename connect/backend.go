@@ -59,6 +59,7 @@ type topicReplacement struct {
 type consumerBatch struct {
 	Partition     uint32
 	CurrentOffset uint64
+	Sent          time.Time      // when the poll request was sent (zero: unknown)
 	Messages      []wire.Message // valid until Release
 	Release       func()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -20,6 +21,9 @@ import (
 	"github.com/ferryio/ferry/sdk"
 	"github.com/ferryio/ferry/server"
 	"github.com/ferryio/ferry/server/servertest"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // benchMessages is how many 100-byte messages each benchmark iteration drains (through a
@@ -134,12 +138,12 @@ func benchScraped() bool { return os.Getenv("FERRY_BENCH_METRICS") == "1" && Ben
 // returns the time from New to the last Consume, and the offset stores the runtime wrote
 // in that time; stopping is not timed. With scrape, BenchScrape scrapes the runtime's
 // metrics meanwhile.
-func pipelineOnce(b *testing.B, c *iggy.Client, batch uint32, mode config.CommitMode, group string, scrape bool) (time.Duration, uint64) {
+func pipelineOnce(b *testing.B, c *iggy.Client, batch uint32, mode config.CommitMode, group string, scrape bool, tracer trace.Tracer) (time.Duration, uint64) {
 	sink := newBenchSink(mode == config.CommitSinkControlled, benchMessages)
 	reg := sdk.NewRegistry().AddSink("bench", func() sdk.Sink { return sink })
 	cfg := benchSinkConfig(mode, batch, "builtin:bench", group)
 	start := time.Now()
-	rt, err := New(Options{Connectors: &config.Connectors{Sinks: []*config.Sink{cfg}}, Client: c, Builtins: reg, Logger: quietLog})
+	rt, err := New(Options{Connectors: &config.Connectors{Sinks: []*config.Sink{cfg}}, Client: c, Builtins: reg, Logger: quietLog, Tracer: tracer})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -161,6 +165,36 @@ func pipelineOnce(b *testing.B, c *iggy.Client, batch uint32, mode config.Commit
 	stores := rt.Status()[0].Stats.Stores
 	stopRuntime(b, rt)
 	return d, stores
+}
+
+// benchTracer is the tracer of the .../MODE/traced series, with FERRY_BENCH_TRACED=1: the
+// SDK's tracer provider with its batch span processor and an exporter that discards, so
+// the series measures what a trace per batch costs the pipeline (nil: no such series).
+func benchTracer(b *testing.B) trace.Tracer {
+	if os.Getenv("FERRY_BENCH_TRACED") != "1" {
+		return nil
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp.Tracer("bench")
+}
+
+// printRatios prints, for each batch and mode, the series .../MODE/suffix against the
+// same mode's plain series.
+func printRatios(res map[string]*benchSeries, batches []uint32, suffix, goal string) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "batch\tseries\tmedian msgs/s\t%s msgs/s\t%s min\t%s max\t× plain\tgoal\t\n", suffix, suffix, suffix)
+	for _, batch := range batches {
+		for _, mode := range allModes {
+			plain, other := res[fmt.Sprintf("batch=%d/%s", batch, mode)], res[fmt.Sprintf("batch=%d/%s/%s", batch, mode, suffix)]
+			if plain == nil || other == nil {
+				continue
+			}
+			fmt.Fprintf(w, "%d\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.3f\t%s\t\n", batch, mode, plain.median(), other.median(),
+				slices.Min(other.rate), slices.Max(other.rate), other.median()/plain.median(), goal)
+		}
+	}
+	_ = w.Flush()
 }
 
 // benchRounds is how many interleaved rounds BenchmarkSinkPipeline measures
@@ -251,10 +285,14 @@ func BenchmarkSinkPipeline(b *testing.B) {
 			run: func(g string) (time.Duration, uint64) { return rawPollOnce(b, c, batch, g) }})
 		for _, mode := range allModes {
 			series = append(series, &benchSeries{name: fmt.Sprintf("batch=%d/%s", batch, mode),
-				run: func(g string) (time.Duration, uint64) { return pipelineOnce(b, c, batch, mode, g, false) }})
+				run: func(g string) (time.Duration, uint64) { return pipelineOnce(b, c, batch, mode, g, false, nil) }})
 			if benchScraped() {
 				series = append(series, &benchSeries{name: fmt.Sprintf("batch=%d/%s/scraped", batch, mode),
-					run: func(g string) (time.Duration, uint64) { return pipelineOnce(b, c, batch, mode, g, true) }})
+					run: func(g string) (time.Duration, uint64) { return pipelineOnce(b, c, batch, mode, g, true, nil) }})
+			}
+			if tracer := benchTracer(b); tracer != nil {
+				series = append(series, &benchSeries{name: fmt.Sprintf("batch=%d/%s/traced", batch, mode),
+					run: func(g string) (time.Duration, uint64) { return pipelineOnce(b, c, batch, mode, g, false, tracer) }})
 			}
 		}
 	}
@@ -284,6 +322,9 @@ func BenchmarkSinkPipeline(b *testing.B) {
 		}
 	}
 	_ = w.Flush()
+	if os.Getenv("FERRY_BENCH_TRACED") == "1" {
+		printRatios(res, batches, "traced", "≥0.97")
+	}
 	if !benchScraped() {
 		return
 	}
@@ -300,4 +341,38 @@ func BenchmarkSinkPipeline(b *testing.B) {
 		}
 	}
 	_ = w.Flush()
+}
+
+// BenchmarkPipelineAllocs reports the heap allocations per batch of the null pipeline
+// (runtime.MemStats over a whole drain of 1 000 000 messages, the in-process server's
+// included), in each commit mode at batch 100 and 1000, without a tracer and with the SDK's
+// (a trace per batch, exported to nowhere): the cost of telemetry off is the first column
+// against a build without it, the cost of traces the difference between the two. Run it
+// with -benchtime=1x.
+func BenchmarkPipelineAllocs(b *testing.B) {
+	b.Setenv("FERRY_BENCH_TRACED", "1")
+	tracer := benchTracer(b)
+	env := benchTopic(b)
+	c := env.dial()
+	for _, batch := range []uint32{100, 1000} {
+		for _, mode := range allModes {
+			for _, traced := range []bool{false, true} {
+				name := fmt.Sprintf("batch=%d/%s", batch, mode)
+				var tr trace.Tracer
+				if traced {
+					name, tr = name+"/traced", tracer
+				}
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				pipelineOnce(b, c, batch, mode, "allocs-"+strings.NewReplacer("/", "-", "=", "").Replace(name), false, tr)
+				runtime.ReadMemStats(&after)
+				batches := float64(benchMessages / batch)
+				b.Run(name, func(b *testing.B) {
+					b.ReportMetric(float64(after.Mallocs-before.Mallocs)/batches, "allocs/batch")
+					b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/batches, "B/batch")
+					b.ReportMetric(0, "ns/op")
+				})
+			}
+		}
+	}
 }

@@ -60,7 +60,7 @@ func (tc *topicConsumer) consumeConcurrently(soft, hard context.Context) {
 			}
 			queue = slices.Delete(queue, i, i+1)
 			if !tc.deliverable(soft, hard) {
-				b.Release()
+				b.release()
 				continue
 			}
 			busy[b.Partition] = true
@@ -68,7 +68,7 @@ func (tc *topicConsumer) consumeConcurrently(soft, hard context.Context) {
 			conv := <-free
 			go func() {
 				tc.deliver(hard, b, conv)
-				b.Release()
+				b.release()
 				free <- conv
 				done <- b.Partition
 			}()
@@ -94,6 +94,6 @@ func (tc *topicConsumer) consumeConcurrently(soft, hard context.Context) {
 		start()
 	}
 	for _, b := range queue { // never started: the stop came first
-		b.Release()
+		b.release()
 	}
 }

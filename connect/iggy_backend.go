@@ -11,6 +11,7 @@ import (
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/sdk"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configures a Runtime.
@@ -35,6 +36,9 @@ type Options struct {
 	// Configs re-reads a connector's active configuration when it is restarted on
 	// request (connect/provider's Local or HTTP); nil = restart with the configuration it had.
 	Configs ConfigSource
+	// Tracer opens a trace per polled sink batch (docs/telemetry.md); nil = no traces,
+	// and nothing is spent on them.
+	Tracer trace.Tracer
 }
 
 // New checks opts and returns a Runtime that is not started yet. Errors: a missing
@@ -132,7 +136,7 @@ func (a iggyConsumer) Poll(ctx context.Context) (consumerBatch, error) {
 	if err != nil {
 		return consumerBatch{}, err
 	}
-	return consumerBatch{Partition: b.Partition, CurrentOffset: b.CurrentOffset, Messages: b.Messages, Release: b.Release}, nil
+	return consumerBatch{Partition: b.Partition, CurrentOffset: b.CurrentOffset, Sent: b.Sent, Messages: b.Messages, Release: b.Release}, nil
 }
 
 func (a iggyConsumer) Store(ctx context.Context, life uint64, partition uint32, offset uint64) error {

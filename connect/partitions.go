@@ -55,6 +55,8 @@ type partitionTable struct {
 	parts  map[uint32]*partition
 	closed bool // the sink stopped: commits refused, everything pending due now
 	held   bool // paused by the operator (hold): no partition is polled, whatever its backpressure
+	// storesEnded: the store loop ended; a trace handed over now is never stored.
+	storesEnded bool
 }
 
 // partition is one assignment of one partition. Offsets are "next" positions (offset+1),
@@ -82,6 +84,10 @@ type partition struct {
 	failures    int        // consecutive failed stores
 	storeErr    *LastError // the last failed store's error while failures > 0
 	drainUntil  time.Time
+
+	// traces are the open traces of polled batches not stored yet, in poll order (only
+	// when traces are on; tracing.go).
+	traces []*batchTrace
 }
 
 type partState uint8
@@ -347,6 +353,10 @@ func (t *partitionTable) releaseLocked(p *partition, why string) {
 	if p.state == partReleased {
 		return
 	}
+	for _, bt := range p.traces {
+		bt.unstored()
+	}
+	p.traces = nil
 	wasDraining := p.state == partDraining
 	p.state = partReleased
 	if t.parts[p.id] == p {
@@ -462,4 +472,46 @@ func copyError(le *LastError) *LastError {
 	}
 	c := *le
 	return &c
+}
+
+// traceBatch hands the table a polled batch's trace, whose store half ends when a store
+// covers the batch's last offset (storedTracesLocked) or the partition leaves the table.
+func (t *partitionTable) traceBatch(p *partition, bt *batchTrace) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p.state == partReleased || t.storesEnded {
+		bt.unstored()
+		return
+	}
+	p.traces = append(p.traces, bt)
+}
+
+// storedTracesLocked ends the store half of every traced batch of p that the store of offset
+// (from start to end) covered; t.mu held.
+func (t *partitionTable) storedTracesLocked(p *partition, offset uint64, start, end time.Time) {
+	n := 0
+	for _, bt := range p.traces {
+		if bt.last > offset {
+			break
+		}
+		bt.storedAt(start, end, offset)
+		n++
+	}
+	if n > 0 {
+		p.traces = slices.Delete(p.traces, 0, n)
+	}
+}
+
+// dropTraces ends the store half of every traced batch still in the table: the store
+// loop ends, and nothing more is stored by this member.
+func (t *partitionTable) dropTraces() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.storesEnded = true
+	for _, p := range t.parts {
+		for _, bt := range p.traces {
+			bt.unstored()
+		}
+		p.traces = nil
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/sdk"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // SinkPluginLoader opens the native sink plugin library at path (already resolved with
@@ -124,7 +125,8 @@ type Runtime struct {
 
 	// pluginDirs are where native plugins may be loaded from (config.Runtime.PluginDirs).
 	pluginDirs []string
-	reloadMu   sync.Mutex // serialises Reload
+	tracer     trace.Tracer // Options.Tracer
+	reloadMu   sync.Mutex   // serialises Reload
 
 	mu      sync.Mutex
 	started bool
@@ -146,7 +148,7 @@ func newRuntime(opts Options, be backend, stateDir string) *Runtime {
 	}
 	return &Runtime{conns: opts.Connectors, be: be, builtins: builtins, loadSink: opts.LoadSinkPlugin,
 		loadSrc: opts.LoadSourcePlugin, configs: opts.Configs, stateDir: stateDir, pluginDirs: rc.PluginDirs(),
-		log: log, life: newLifecycle(0), failed: make(chan struct{}), lag: newLagReader(be)}
+		log: log, life: newLifecycle(0), failed: make(chan struct{}), lag: newLagReader(be), tracer: opts.Tracer}
 }
 
 // Start opens every enabled connector and starts it: sources first, as upstream (a
@@ -215,6 +217,7 @@ func (r *Runtime) startSink(ctx context.Context, cfg *config.Sink, counters *Cou
 		return s
 	}
 	s := newSinkRunner(cfg, r.nextID.Add(1), factory(), r.be, counters, r.log)
+	s.tracer = r.tracer
 	_ = s.start(ctx) // a failure is logged and kept in the status by failStart
 	return s
 }
@@ -228,6 +231,7 @@ func (r *Runtime) startSource(ctx context.Context, cfg *config.Source, counters 
 		return s
 	}
 	s := newSourceRunner(cfg, r.nextID.Add(1), factory(), r.be, r.stateDir, counters, r.log)
+	s.tracer = r.tracer
 	_ = s.start(ctx)
 	return s
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/sdk"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // sinkRunner runs one sink connector: one sdk.Sink instance and one topicConsumer per
@@ -35,6 +36,8 @@ type sinkRunner struct {
 	// inFlight is how many batches of one topic may be inside Consume at once, for
 	// different partitions (max_in_flight, capped by what the sink accepts).
 	inFlight int
+	// tracer opens a trace per polled batch (tracing.go); nil when traces are off.
+	tracer trace.Tracer
 }
 
 type topicKey struct{ stream, topic uint32 }
@@ -149,7 +152,7 @@ func (s *sinkRunner) connect(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("consumer %s/%s group %s: %w", st.Stream, topic, group, err)
 			}
-			tc.cons, tc.table.flow = cons, cons
+			tc.cons, tc.table.flow, tc.group = cons, cons, group
 			s.topics = append(s.topics, tc)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/sdk"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // topicConsumer is one sink × stream × topic: one consumer-group member, its partition
@@ -28,6 +29,7 @@ type topicConsumer struct {
 	topic  sdk.TopicMetadata
 	schema sdk.Schema
 	cons   memberConsumer
+	group  string // the consumer group's name
 	table  *partitionTable
 	log    *slog.Logger
 	// convs are the converters of the consume goroutines: one per batch that may be in
@@ -44,7 +46,8 @@ type topicConsumer struct {
 // polledBatch is a batch on its way from the poll goroutine to the consume goroutine.
 type polledBatch struct {
 	consumerBatch
-	part *partition
+	part  *partition
+	trace *batchTrace // nil when traces are off
 }
 
 // name is the consumer's stream/topic, as the sink's configuration names them.
@@ -100,6 +103,15 @@ func (tc *topicConsumer) pollLoop(ctx context.Context) {
 			continue
 		}
 		tc.s.counters.Polled.Add(uint64(len(msgs)))
+		var bt *batchTrace
+		if tc.s.tracer != nil {
+			bt = tc.startBatchTrace(&b)
+			if tc.s.policy.serverStores {
+				bt.storedWithPoll()
+			} else {
+				tc.table.traceBatch(part, bt)
+			}
+		}
 		if pause {
 			tc.log.Debug("partition paused at max_uncommitted", "partition", b.Partition, "max_uncommitted", tc.s.policy.maxUncommitted)
 		}
@@ -107,16 +119,16 @@ func (tc *topicConsumer) pollLoop(ctx context.Context) {
 			// The server stored this batch's offsets with the poll: dropping it at the stop
 			// would lose it, so it is handed over even then (the consume goroutine drains
 			// the channel until it is closed, and delivers such batches until the hard stop).
-			tc.batches <- polledBatch{b, part}
+			tc.batches <- polledBatch{b, part, bt}
 			if ctx.Err() != nil {
 				return
 			}
 			continue
 		}
 		select {
-		case tc.batches <- polledBatch{b, part}:
+		case tc.batches <- polledBatch{b, part, bt}:
 		case <-ctx.Done():
-			b.Release()
+			polledBatch{b, part, bt}.release()
 			return
 		}
 	}
@@ -134,7 +146,7 @@ func (tc *topicConsumer) consumeLoop(soft, hard context.Context) {
 		if tc.deliverable(soft, hard) {
 			tc.deliver(hard, b, tc.convs[0])
 		}
-		b.Release()
+		b.release()
 	}
 }
 
@@ -153,6 +165,10 @@ func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch, conv *conve
 	if !tc.table.delivering(b.part, last) {
 		return // released while queued: not delivered, not committed
 	}
+	var consumeSpan trace.Span
+	if b.trace != nil {
+		ctx, consumeSpan = b.trace.startConsume(ctx)
+	}
 	start := time.Now()
 	msgs := conv.convert(b.Messages, tc.s.counters)
 	prepared := tc.s.counters.PrepareTime.since(start)
@@ -163,6 +179,9 @@ func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch, conv *conve
 		Schema:        tc.schema,
 	}
 	st := tc.s.proc.deliver(ctx, tc.topic, meta, span{first, last}, msgs, conv.poison)
+	if consumeSpan != nil {
+		endConsume(consumeSpan, st.result, st.err)
+	}
 	for _, r := range st.resolve {
 		tc.table.resolve(b.part, r.first, r.last)
 	}

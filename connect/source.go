@@ -12,6 +12,7 @@ import (
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/sdk"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultStateDir is the source state directory when the runtime config gives none.
@@ -67,6 +68,7 @@ type sourceRunner struct {
 	pipe     *sourcePipeline
 	counters *sourceCounters // the slot's: they outlive the instance (restarts never reset them)
 	instance uint32
+	tracer   trace.Tracer // a span per batch (tracing.go); nil when traces are off
 }
 
 // newSourceRunner builds a source runner counting into counters (nil: counters of its own).
@@ -298,9 +300,14 @@ func (s *sourceRunner) read(soft context.Context, batch *sdk.SourceBatch, ack *s
 // its [restart] policy), skip (dropped and counted; its state is saved and it is acked,
 // so the source moves past it) or dead_letter (its messages, as produced, go to the
 // dead-letter topic with the ferry-error and ferry-stage headers; then as skip).
-func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) (bool, error) {
+func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) (ok bool, stop error) {
 	start := time.Now()
 	defer s.counters.batchTime.since(start)
+	var st *sourceTrace
+	if s.tracer != nil {
+		st = s.startSourceTrace(start, len(batch.Messages))
+		defer func() { st.end(ok, stop) }()
+	}
 	ev := sourceBatch{key: s.cfg.Key, stream: s.stream.Stream, topic: s.stream.Topic, size: len(batch.Messages), start: start}
 	if s.bench != nil {
 		defer func() { s.bench.source(ev) }()
@@ -317,7 +324,9 @@ func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) (bool, err
 	var err error
 	if len(msgs) > 0 {
 		sendStart := time.Now()
+		sendSpan := st.startSend(sendStart, len(msgs))
 		err = s.send(msgs)
+		st.endSend(sendSpan, err)
 		ev.send = s.counters.sendTime.since(sendStart).Sub(sendStart)
 		if err != nil && !errors.Is(err, errRejected) {
 			s.ack(ack, fmt.Errorf("%w: %w", errStopping, err))

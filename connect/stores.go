@@ -24,12 +24,14 @@ type storeFunc func(ctx context.Context, life uint64, partition uint32, offset u
 func (t *partitionTable) runStores(ctx context.Context, store storeFunc) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	defer t.dropTraces()
 	for ctx.Err() == nil {
 		jobs, wait, finished := t.nextStores(time.Now())
 		if finished {
 			return
 		}
 		for _, j := range jobs {
+			j.started = time.Now()
 			err := store(ctx, j.p.life, j.p.id, j.offset)
 			stopping := err != nil && ctx.Err() != nil
 			t.storeResult(j, err, err != nil && storeRefused(err), stopping, time.Now())
@@ -55,7 +57,9 @@ type storeJob struct {
 	p      *partition
 	offset uint64
 	doneAt time.Time
-	final  bool // a drain's last attempt: p is released after it, whatever the outcome
+	// started is when the store began (the store span of a traced batch starts there).
+	started time.Time
+	final   bool // a drain's last attempt: p is released after it, whatever the outcome
 }
 
 // nextStores takes the stores due at now (marking them in flight), releases drains
@@ -118,6 +122,9 @@ func (t *partitionTable) storeResult(job storeJob, err error, refused, stopping 
 		if job.offset+1 > p.stored {
 			t.counters.Committed.Add(job.offset + 1 - p.stored)
 			p.stored = job.offset + 1
+		}
+		if len(p.traces) > 0 {
+			t.storedTracesLocked(p, job.offset, job.started, now)
 		}
 	}
 	if p.state == partReleased {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/metrics"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/sdk"
 	"github.com/ferryio/ferry/server"
@@ -97,6 +98,23 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	}
 	defer plan.closeStore()
 	rc, conns, log := plan.rc, plan.conns, plan.log
+	tel, log, err := startTelemetry(ctx, rc.Telemetry, f.logLevel, orVersion(f.version), log)
+	if err != nil {
+		return err
+	}
+	// Native plugins log through slog.Default (connect/plugin): make it this logger, so
+	// their lines take the configured format and are exported with the others.
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(log)
+	defer func() {
+		// The last spans, records and metrics are flushed within a bound of their own:
+		// an unreachable receiver must not hold the exit.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlushTimeout)
+		defer cancel()
+		if terr := tel.Shutdown(sctx); terr != nil {
+			log.Warn("telemetry not flushed", "error", terr)
+		}
+	}()
 	for _, w := range append(append([]string(nil), rc.Warnings...), conns.Warnings...) {
 		log.Warn(w)
 	}
@@ -174,8 +192,12 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 
 	provider := plan.store
 	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: client, Configs: provider,
-		Builtins: orBuiltins(f.builtins), LoadSinkPlugin: connect.NativeSinkLoader, LoadSourcePlugin: connect.NativeSourceLoader, Logger: log})
+		Builtins: orBuiltins(f.builtins), LoadSinkPlugin: connect.NativeSinkLoader, LoadSourcePlugin: connect.NativeSourceLoader, Logger: log,
+		Tracer: tel.TracerOrNil()})
 	if err != nil {
+		return err
+	}
+	if err := tel.StartMetrics(ctx, rc.Telemetry.Metrics, metrics.Gatherer(rt)); err != nil {
 		return err
 	}
 	var health func() error

@@ -68,13 +68,22 @@ func envUint(name string, def uint64) uint64 {
 	return def
 }
 
-// newLogger logs to w (stderr: stdout belongs to the stdout sink) in the config's format.
-func newLogger(w io.Writer, format config.LogFormat, level string) (*slog.Logger, error) {
+// parseLogLevel reads --log-level ("" = info).
+func parseLogLevel(level string) (slog.Level, error) {
 	var lv slog.Level
 	if level != "" {
 		if err := lv.UnmarshalText([]byte(level)); err != nil {
-			return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+			return 0, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 		}
+	}
+	return lv, nil
+}
+
+// newLogger logs to w (stderr: stdout belongs to the stdout sink) in the config's format.
+func newLogger(w io.Writer, format config.LogFormat, level string) (*slog.Logger, error) {
+	lv, err := parseLogLevel(level)
+	if err != nil {
+		return nil, err
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	if format == config.LogJSON {

@@ -66,6 +66,9 @@ type AssignmentChange struct {
 type Batch struct {
 	Partition     uint32
 	CurrentOffset uint64 // the partition's last offset, from the poll reply
+	// Sent is when the poll request that returned the batch was sent (a trace's poll
+	// span starts there, not at the Poll call, which may have waited idle for long).
+	Sent time.Time
 	// Messages is never empty and never mixes partitions. Payloads and headers are
 	// views into a reply buffer that stays valid until Release.
 	Messages []wire.Message

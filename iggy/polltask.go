@@ -53,6 +53,7 @@ func (cn *Consumer) runPoll(t *pollTask, pk picked, q *wire.PollMessagesRequest)
 	defer close(t.done)
 	defer cn.releaseOp()
 	p, st := pk.p, pk.st
+	sent := time.Now()
 	b, head, epoch, err := cn.c.poll(cn.ctx, cn.link, q)
 	if err == nil && cn.pollHook != nil && len(b.msgs) > 0 {
 		cn.pollHook(p)
@@ -102,7 +103,7 @@ func (cn *Consumer) runPoll(t *pollTask, pk picked, q *wire.PollMessagesRequest)
 	if cn.cfg.AutoCommit && (!st.storedKnown || last > st.stored) {
 		st.stored, st.storedKnown = last, true // the server stored it with the poll
 	}
-	b.batch = Batch{Partition: p, CurrentOffset: head.CurrentOffset, Messages: b.msgs, buf: b, c: cn.c}
+	b.batch = Batch{Partition: p, CurrentOffset: head.CurrentOffset, Sent: sent, Messages: b.msgs, buf: b, c: cn.c}
 	cn.kept = b
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -154,18 +155,42 @@ type Logging struct {
 	Format LogFormat `toml:"format"` // default text
 }
 
-// Telemetry is the [telemetry] section; parsed, ignored by Ferry.
+// Telemetry is the [telemetry] section: OpenTelemetry export over OTLP (docs/telemetry.md).
+// With enabled, logs and traces are exported as upstream; metrics only when
+// [telemetry.metrics] enabled is set too (Ferry's addition; Prometheus stays on).
 type Telemetry struct {
 	Enabled     bool         `toml:"enabled"`
 	ServiceName string       `toml:"service_name"`
 	Logs        OTLPExporter `toml:"logs"`
 	Traces      OTLPExporter `toml:"traces"`
+	Metrics     OTLPMetrics  `toml:"metrics"`
 }
 
 // OTLPExporter is [telemetry.logs] or [telemetry.traces].
 type OTLPExporter struct {
 	Transport string `toml:"transport"` // grpc (default) or http
-	Endpoint  string `toml:"endpoint"`
+	// Endpoint is the receiver's URL: http://host:4317 for grpc; for http the URL of
+	// the signal (http://host:4318/v1/traces), or of the receiver, to which the
+	// signal's path is added.
+	Endpoint string `toml:"endpoint"`
+}
+
+// OTLPMetrics is Ferry's [telemetry.metrics]: the Prometheus metrics, pushed over OTLP
+// every interval.
+type OTLPMetrics struct {
+	Enabled   bool   `toml:"enabled"`   // default false
+	Transport string `toml:"transport"` // grpc (default) or http
+	Endpoint  string `toml:"endpoint"`  // as OTLPExporter.Endpoint
+	Interval  string `toml:"interval"`  // default "60s"
+}
+
+// MetricsInterval is [telemetry.metrics] interval as a duration (validated by Validate).
+func (m OTLPMetrics) MetricsInterval() time.Duration {
+	d, err := sdk.ParseDuration(m.Interval)
+	if err != nil {
+		return 0
+	}
+	return d
 }
 
 // Embedded is the Ferry-only [embedded] section.
@@ -248,6 +273,7 @@ func defaultRawRuntime() rawRuntime {
 			ServiceName: "iggy-connectors",
 			Logs:        OTLPExporter{Transport: "grpc", Endpoint: "http://localhost:4317"},
 			Traces:      OTLPExporter{Transport: "grpc", Endpoint: "http://localhost:4317"},
+			Metrics:     OTLPMetrics{Transport: "grpc", Endpoint: "http://localhost:4317", Interval: "60s"},
 		},
 		Embedded: Embedded{DataDir: "ferry_data"},
 	}
@@ -460,10 +486,8 @@ func (r *Runtime) validate(loc *locator) error {
 	if r.Logging.Format != LogText && r.Logging.Format != LogJSON {
 		return loc.errorf("logging.format", nil, "unknown value %q (want text or json)", r.Logging.Format)
 	}
-	for path, tr := range map[string]string{"telemetry.logs.transport": r.Telemetry.Logs.Transport, "telemetry.traces.transport": r.Telemetry.Traces.Transport} {
-		if tr != "grpc" && tr != "http" {
-			return loc.errorf(path, nil, "unknown value %q (want grpc or http)", tr)
-		}
+	if err := r.Telemetry.validate(loc); err != nil {
+		return err
 	}
 	if r.Iggy.Address == "" {
 		return loc.errorf("iggy.address", nil, "required")
@@ -578,4 +602,37 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// validate checks [telemetry]: transports, and, for what is enabled, endpoints that are
+// http or https URLs with a host, and a positive metrics interval.
+func (t Telemetry) validate(loc *locator) error {
+	for _, e := range []struct {
+		key, transport, endpoint string
+		on                       bool
+	}{
+		{"telemetry.logs", t.Logs.Transport, t.Logs.Endpoint, t.Enabled},
+		{"telemetry.traces", t.Traces.Transport, t.Traces.Endpoint, t.Enabled},
+		{"telemetry.metrics", t.Metrics.Transport, t.Metrics.Endpoint, t.Enabled && t.Metrics.Enabled},
+	} {
+		if e.transport != "grpc" && e.transport != "http" {
+			return loc.errorf(e.key+".transport", nil, "unknown value %q (want grpc or http)", e.transport)
+		}
+		if !e.on {
+			continue
+		}
+		u, err := url.Parse(e.endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return loc.errorf(e.key+".endpoint", nil, "%q: want an http:// or https:// URL with a host, e.g. http://localhost:4317", e.endpoint)
+		}
+	}
+	if t.Enabled && t.Metrics.Enabled {
+		if d, err := sdk.ParseDuration(t.Metrics.Interval); err != nil || d <= 0 {
+			return loc.errorf("telemetry.metrics.interval", nil, "%q: want a positive duration such as \"10s\"", t.Metrics.Interval)
+		}
+	}
+	if t.Enabled && t.ServiceName == "" {
+		return loc.errorf("telemetry.service_name", nil, "required when telemetry is enabled")
+	}
+	return nil
 }

@@ -196,3 +196,11 @@ func shadowed(mf *dto.MetricFamily, mfs []*dto.MetricFamily) bool {
 	})
 	return found && mfs[i].GetType() == dto.MetricType_COUNTER
 }
+
+// Gatherer gathers the runtime's own families (those of the scrape but go_* and
+// process_*) for a reader other than the scrape: the OTLP push of connect/telemetry.
+func Gatherer(src Source) prometheus.Gatherer {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(src))
+	return reg
+}

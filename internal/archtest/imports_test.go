@@ -39,6 +39,10 @@ var forbidden = map[string][]string{
 	"internal/pgtest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 	// The config API of the http provider's tests is the remote side: it knows nothing of Ferry.
 	"internal/providertest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
+	// Telemetry builds the OpenTelemetry SDK from the config; it never sees the runtime.
+	"connect/telemetry": {"iggy", "server", "connectors", "cmd", "connect"},
+	// A test helper that reads the OpenTelemetry Collector's files knows nothing of Ferry.
+	"internal/oteltest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 	// A test helper that runs promtool knows nothing of Ferry.
 	"internal/promtooltest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 	// The S3 sink sees the sdk only, no other connector; its test helper the AWS SDK only.
@@ -117,6 +121,8 @@ func allowedBelow(rule, dep string) bool {
 		return within(dep, "connect/config") || within(dep, "connect/transform") || within(dep, "connect/schema")
 	case "connect/transform":
 		return within(dep, "connect/schema")
+	case "connect/telemetry": // reads [telemetry]
+		return within(dep, "connect/config") || within(dep, "connect/transform") || within(dep, "connect/schema")
 	}
 	return false
 }
