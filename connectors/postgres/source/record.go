@@ -1,0 +1,134 @@
+package source
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/ferryio/ferry/sdk"
+)
+
+// Message headers every change carries.
+const (
+	// HeaderCommitLSN is the commit LSN of the change's transaction (uint64).
+	HeaderCommitLSN = "pg_commit_lsn"
+	// HeaderTxnIndex is the change's position inside its transaction, from 0 (uint64),
+	// counting every change the publication sends, captured or not.
+	HeaderTxnIndex = "pg_txn_index"
+	// HeaderXID is the transaction id (uint64).
+	HeaderXID = "pg_xid"
+	// HeaderTable is the change's table, schema-qualified (string).
+	HeaderTable = "pg_table"
+)
+
+// position orders changes: the commit LSN of the transaction, then the change's index in
+// it. pgoutput sends transactions in commit order, so positions only grow.
+type position struct {
+	LSN   uint64 `json:"lsn"`
+	Index uint64 `json:"index"`
+}
+
+func (p position) after(q position) bool {
+	return p.LSN > q.LSN || (p.LSN == q.LSN && p.Index > q.Index)
+}
+
+// id is the change's deterministic message id: the commit LSN in the high 64 bits, the
+// index in the low ones.
+func (p position) id() sdk.MessageID {
+	var id sdk.MessageID
+	binary.LittleEndian.PutUint64(id[:8], p.Index)
+	binary.LittleEndian.PutUint64(id[8:], p.LSN)
+	return id
+}
+
+// positionOf reads the position headers of a message read back from Iggy; ok is false
+// for a message this source did not write.
+func positionOf(hs []sdk.Header) (position, bool) {
+	var p position
+	found := 0
+	for _, h := range hs {
+		if h.Key.Kind != sdk.HeaderString || h.Value.Kind != sdk.HeaderUint64 || len(h.Value.Value) != 8 {
+			continue
+		}
+		switch string(h.Key.Value) {
+		case HeaderCommitLSN:
+			p.LSN = binary.LittleEndian.Uint64(h.Value.Value)
+			found++
+		case HeaderTxnIndex:
+			p.Index = binary.LittleEndian.Uint64(h.Value.Value)
+			found++
+		}
+	}
+	return p, found == 2
+}
+
+// change is one decoded row change, ready to become a message.
+type change struct {
+	pos        position
+	xid        uint32
+	commitTime time.Time
+	schema     string
+	table      string
+	op         string
+	data       []byte // a JSON object
+	oldData    []byte // a JSON object, or nil
+	unchanged  []string
+	key        []byte // partition key
+}
+
+// record is upstream's DatabaseRecord, plus the columns whose unchanged TOASTed value
+// PostgreSQL did not send.
+type record struct {
+	TableName     string          `json:"table_name"`
+	OperationType string          `json:"operation_type"`
+	Timestamp     string          `json:"timestamp"`
+	Data          json.RawMessage `json:"data"`
+	OldData       json.RawMessage `json:"old_data"`
+	Unchanged     []string        `json:"unchanged_toast_columns,omitempty"`
+}
+
+// message renders the change as the message sent to Iggy.
+func (c *change) message() (sdk.ProducedMessage, error) {
+	old := json.RawMessage("null")
+	if c.oldData != nil {
+		old = c.oldData
+	}
+	payload, err := json.Marshal(record{TableName: c.table, OperationType: c.op,
+		Timestamp: c.commitTime.UTC().Format(time.RFC3339Nano), Data: c.data, OldData: old, Unchanged: c.unchanged})
+	if err != nil {
+		return sdk.ProducedMessage{}, fmt.Errorf("%s.%s %s at %s: %w", c.schema, c.table, c.op, c.pos, err)
+	}
+	return sdk.ProducedMessage{ID: c.pos.id(), Payload: payload, PartitionKey: c.key, Headers: []sdk.Header{
+		{Key: sdk.String(HeaderCommitLSN), Value: sdk.Uint64(c.pos.LSN)},
+		{Key: sdk.String(HeaderTxnIndex), Value: sdk.Uint64(c.pos.Index)},
+		{Key: sdk.String(HeaderXID), Value: sdk.Uint64(uint64(c.xid))},
+		{Key: sdk.String(HeaderTable), Value: sdk.String(c.schema + "." + c.table)},
+	}}, nil
+}
+
+func (p position) String() string {
+	return fmt.Sprintf("%X/%X#%d", p.LSN>>32, uint32(p.LSN), p.Index)
+}
+
+// snakeCase converts a column name as upstream's snake_case_columns does: an underscore
+// before an upper-case letter that does not follow another one, all lower case.
+func snakeCase(s string) string {
+	var b strings.Builder
+	prevUpper := false
+	for i, r := range []rune(s) {
+		if unicode.IsUpper(r) {
+			if i > 0 && !prevUpper {
+				b.WriteByte('_')
+			}
+			b.WriteRune(unicode.ToLower(r))
+			prevUpper = true
+			continue
+		}
+		b.WriteRune(r)
+		prevUpper = false
+	}
+	return b.String()
+}
