@@ -17,7 +17,7 @@ type relation struct {
 	names         []string // output column names (snake_case_columns applied)
 	oids          []uint32
 	identity      []bool // columns of the replica identity (sent in an old key)
-	keyCols       []int // columns whose values form the partition key
+	keyCols       []int  // columns whose values form the partition key
 	captured      bool
 }
 
