@@ -88,3 +88,12 @@ type Source interface {
 	// Close releases the source. ctx bounds the time Close may take.
 	Close(ctx context.Context) error
 }
+
+// Preflighter is implemented by a connector that can verify, before it runs, that the
+// system it reads or writes is set up for it (`ferry check --connect`): settings, rights,
+// objects. Each returned error names one problem and, where it can, the statement that
+// fixes it. config is the connector's plugin_config as compact JSON; ctx bounds the whole
+// check. Nothing is created or changed.
+type Preflighter interface {
+	Preflight(ctx context.Context, config []byte) []error
+}

@@ -261,3 +261,31 @@ func (s *Source) closeCtrl(ctx context.Context) {
 		s.ctrl = nil
 	}
 }
+
+// Preflight checks, without creating anything, what Open needs: wal_level = logical, the
+// REPLICATION right, each table's replica identity, and that an existing slot of that name
+// uses pgoutput. Each error carries the SQL that fixes it.
+func (s *Source) Preflight(ctx context.Context, config []byte) []error {
+	cfg, err := ParseConfig(config)
+	if err != nil {
+		return []error{err}
+	}
+	conn, err := pgx.Connect(ctx, cfg.ConnectionString)
+	if err != nil {
+		return []error{fmt.Errorf("connect to PostgreSQL: %w", err)}
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	errs := Check(ctx, conn, &cfg)
+	var plugin string
+	err = conn.QueryRow(ctx, "SELECT coalesce(plugin, '') FROM pg_replication_slots WHERE slot_name = $1", cfg.ReplicationSlot).Scan(&plugin)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		errs = append(errs, fmt.Errorf("look up replication slot %s: %w", cfg.ReplicationSlot, err))
+	case plugin != "pgoutput":
+		errs = append(errs, &SetupError{
+			Problem: fmt.Sprintf("%s: slot %s exists with plugin %q; this source reads pgoutput", FieldReplicationSlot, cfg.ReplicationSlot, plugin),
+			Fix:     fmt.Sprintf("SELECT pg_drop_replication_slot('%s'); or set replication_slot to another name", escapeLiteral(cfg.ReplicationSlot))})
+	}
+	return errs
+}

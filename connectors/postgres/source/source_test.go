@@ -284,3 +284,55 @@ func TestCDCSetupErrors(t *testing.T) {
 		t.Fatalf("open with a test_decoding slot: %v", err)
 	}
 }
+
+// TestCDCPreflight: the checks of `ferry check --connect`, each problem with its fix: a
+// table with REPLICA IDENTITY NOTHING, one with no primary key, a missing table, a slot of
+// another plugin, and a role without the REPLICATION right.
+func TestCDCPreflight(t *testing.T) {
+	f := newFixture(t, map[string]string{"ok": "id int PRIMARY KEY", "nothing": "id int PRIMARY KEY", "nokey": "v int"})
+	f.exec("ALTER TABLE " + f.table("nothing") + " REPLICA IDENTITY NOTHING")
+	f.tables = []string{f.table("ok"), f.table("nothing"), f.table("nokey"), f.table("missing")}
+	f.exec("SELECT pg_create_logical_replication_slot($1, 'test_decoding')", f.slot)
+	ctx := context.Background()
+	errs := New().Preflight(ctx, f.config(""))
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Error())
+	}
+	q := func(name string) string { return `"public"."` + f.table(name) + `"` }
+	want := []string{
+		"table " + q("nothing") + " has REPLICA IDENTITY NOTHING: its updates and deletes cannot be captured; fix: ALTER TABLE " + q("nothing") + " REPLICA IDENTITY DEFAULT; (with a primary key) or REPLICA IDENTITY FULL;",
+		"table " + q("nokey") + " has no primary key: with REPLICA IDENTITY DEFAULT its updates and deletes fail; fix: ALTER TABLE " + q("nokey") + " ADD PRIMARY KEY (…); or ALTER TABLE " + q("nokey") + " REPLICA IDENTITY FULL;",
+		"tables: table public." + f.table("missing") + " does not exist; fix: create it, or remove it from plugin_config.tables",
+		`replication_slot: slot ` + f.slot + ` exists with plugin "test_decoding"; this source reads pgoutput; fix: SELECT pg_drop_replication_slot('` + f.slot + `'); or set replication_slot to another name`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("preflight:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	role := f.slot + "_role"
+	f.exec("DROP ROLE IF EXISTS " + role)
+	f.exec("CREATE ROLE " + role + " LOGIN")
+	t.Cleanup(func() { _, _ = f.db.Exec(context.Background(), "DROP ROLE IF EXISTS "+role) })
+	cfg, err := pgxpoolConfigURL(f.url, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.tables = []string{f.table("ok")}
+	f.url = cfg
+	f.slot += "_other"
+	errs = New().Preflight(ctx, f.config(""))
+	if len(errs) != 1 || errs[0].Error() != "role "+role+" has no REPLICATION right; fix: ALTER ROLE \""+role+"\" WITH REPLICATION;" {
+		t.Fatalf("preflight as a role without REPLICATION: %v", errs)
+	}
+}
+
+// pgxpoolConfigURL returns url with its user replaced.
+func pgxpoolConfigURL(url, user string) (string, error) {
+	at := strings.Index(url, "@")
+	scheme := strings.Index(url, "://")
+	if at < 0 || scheme < 0 {
+		return "", fmt.Errorf("connection URL without user@: %q", url)
+	}
+	return url[:scheme+3] + user + url[at:], nil
+}
