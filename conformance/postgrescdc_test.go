@@ -6,7 +6,9 @@ import "testing"
 // truncate identity included) and commit-order or per-partition disorder.
 func TestJudgeCDC(t *testing.T) {
 	want := []string{"a INSERT 1 1", "a TRUNCATE", "a INSERT 2 2", "a TRUNCATE"}
-	ch := func(p uint32, lsn, idx uint64, id string) cdcChange { return cdcChange{partition: p, lsn: lsn, idx: idx, ident: id} }
+	ch := func(p uint32, lsn, idx uint64, id string) cdcChange {
+		return cdcChange{partition: p, lsn: lsn, idx: idx, ident: id}
+	}
 	for _, tc := range []struct {
 		name                  string
 		got                   []cdcChange

@@ -39,7 +39,7 @@ replica identity, an existing slot's plugin) and prints each problem with the SQ
 fixes it; still nothing is created.`,
 		Example: `  ferry check --config examples/quickstart/config.toml
   ferry check --config config.toml --connect`,
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return checkWith(cmd.OutOrStdout(), o, withConnect)
 		},
