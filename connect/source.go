@@ -169,7 +169,21 @@ func (s *sourceRunner) statusOf() Status {
 			Retries: c.retries.Load(), Skipped: c.skipped.Load(), DeadLettered: c.deadLetter.Load(),
 			DecodeErrors: c.encodeErrs.Load(), TransformErrors: c.transErrs.Load(), StartErrors: c.startErrs.Load(),
 			Stages: map[string]Histogram{StageIggySend: c.sendTime.snapshot(), StageStateSave: c.saveTime.snapshot(),
-				StageTotal: c.batchTime.snapshot()}}}
+				StageTotal: c.batchTime.snapshot()}}, Gauges: gaugesOf(s.src)}
+}
+
+// gaugesOf returns a connector's own figures (sdk.Gauger); a panic in it gives none.
+func gaugesOf(c any) (out []sdk.Gauge) {
+	g, ok := c.(sdk.Gauger)
+	if !ok {
+		return nil
+	}
+	defer func() {
+		if recover() != nil {
+			out = nil
+		}
+	}()
+	return g.Gauges()
 }
 
 // run is the forwarding loop, then the shutdown: close the source, then the producer,

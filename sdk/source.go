@@ -97,3 +97,19 @@ type Source interface {
 type Preflighter interface {
 	Preflight(ctx context.Context, config []byte) []error
 }
+
+// Gauge is one figure a connector reports about the system it reads or writes (a
+// replication slot's lag, the last position sent), for the status API and the metrics.
+type Gauge struct {
+	Name  string // lower_snake_case, unique within the connector
+	Help  string
+	Value uint64
+}
+
+// Gauger is implemented by a connector with figures of its own: status shows them and the
+// metrics expose each as ferry_connector_gauge{name="…"}. Gauges is called from any
+// goroutine, concurrently with the connector's other methods, also before Open and after
+// Close (then it may return nil).
+type Gauger interface {
+	Gauges() []Gauge
+}

@@ -28,6 +28,7 @@ type Source struct {
 	sent    atomic.Uint64 // changes Iggy acknowledged
 	lastPos atomic.Pointer[position]
 	closeMu sync.Mutex
+	gaugeMu sync.RWMutex // guards st for Gauges, which any goroutine may call
 }
 
 // New returns an unopened source.
@@ -99,10 +100,13 @@ func (s *Source) Open(ctx context.Context, env sdk.SourceEnv) error {
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
-	s.st = &stream{cfg: &s.cfg, log: s.log, dec: newDecoder(&s.cfg, pks), out: make(chan item, 2*s.cfg.BatchSize),
+	st := &stream{cfg: &s.cfg, log: s.log, dec: newDecoder(&s.cfg, pks), out: make(chan item, 2*s.cfg.BatchSize),
 		skip: skip, high: saved.Position, flushed: confirmed, done: make(chan struct{})}
-	s.st.reported.Store(confirmed)
-	go s.st.run(sctx)
+	st.reported.Store(confirmed)
+	s.gaugeMu.Lock()
+	s.st = st
+	s.gaugeMu.Unlock()
+	go st.run(sctx)
 	return nil
 }
 
@@ -236,6 +240,28 @@ more:
 		return nil
 	}
 	return batch, ack, nil
+}
+
+// Gauges reports the slot's lag behind the server's WAL in bytes (what PostgreSQL must
+// keep for this source), the commit LSN of the last change Iggy acknowledged and the
+// position last confirmed to PostgreSQL. nil before Open.
+func (s *Source) Gauges() []sdk.Gauge {
+	s.gaugeMu.RLock()
+	st := s.st
+	s.gaugeMu.RUnlock()
+	if st == nil {
+		return nil
+	}
+	confirmed, end := st.reported.Load(), st.serverEnd.Load()
+	var lastLSN uint64
+	if p := s.lastPos.Load(); p != nil {
+		lastLSN = p.LSN
+	}
+	return []sdk.Gauge{
+		{Name: "pg_slot_lag_bytes", Help: "WAL bytes between the server's end and the slot's confirmed position", Value: end - min(end, confirmed)},
+		{Name: "pg_last_sent_lsn", Help: "commit LSN of the last change Iggy acknowledged", Value: lastLSN},
+		{Name: "pg_confirmed_flush_lsn", Help: "the position last confirmed to PostgreSQL", Value: confirmed},
+	}
 }
 
 // Close stops the stream and closes the connections. ctx bounds the wait.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ferryio/ferry/internal/pgtest"
@@ -248,7 +249,25 @@ func TestCDCConfirmedFlushAdvancesWhileIdle(t *testing.T) {
 	f.tables = []string{a}
 	s := f.open(f.config(`, "status_interval": "100ms"`), nil)
 	f.exec("INSERT INTO " + a + " VALUES (1)")
-	read(t, s, 1)
+	msgs, _ := read(t, s, 1)
+	sent, _ := positionOf(msgs[0].Headers)
+	// As the runtime does, keep reading (the transaction's end may come in a later batch).
+	rctx, stop := context.WithCancel(context.Background())
+	reading := make(chan struct{})
+	go func() {
+		defer close(reading)
+		for {
+			b, ack, err := s.Read(rctx)
+			if err != nil {
+				return
+			}
+			if len(b.Messages) > 0 {
+				t.Errorf("read %d more messages; the other table is not captured", len(b.Messages))
+			}
+			_ = ack(rctx, nil)
+		}
+	}()
+	defer func() { stop(); <-reading }()
 	for i := range 3 {
 		f.exec("INSERT INTO "+other+" VALUES ($1)", i)
 	}
@@ -265,12 +284,24 @@ func TestCDCConfirmedFlushAdvancesWhileIdle(t *testing.T) {
 			t.Fatal(err)
 		}
 		if ok {
-			return
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("confirmed_flush_lsn did not reach %s while idle", target)
 		}
 		time.Sleep(50 * time.Millisecond) // polling the server's slot; no event to wait on
+	}
+	// The gauges: the last change Iggy holds, and a confirmed position at least target.
+	want, err := pglogrepl.ParseLSN(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := map[string]uint64{}
+	for _, x := range s.Gauges() {
+		g[x.Name] = x.Value
+	}
+	if g["pg_last_sent_lsn"] != sent.LSN || g["pg_confirmed_flush_lsn"] < uint64(want) || len(g) != 3 {
+		t.Fatalf("gauges %v; want pg_last_sent_lsn %d, pg_confirmed_flush_lsn ≥ %d", g, sent.LSN, want)
 	}
 }
 

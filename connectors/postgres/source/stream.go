@@ -44,8 +44,9 @@ type stream struct {
 	walEnd     uint64   // the server's sent position from its last keepalive
 	flushed    uint64   // the last position reported
 
-	// lastSent and reported are read by status and metrics.
-	reported atomic.Uint64
+	// reported and serverEnd are read by Gauges.
+	reported  atomic.Uint64
+	serverEnd atomic.Uint64 // the server's WAL end, from its last message
 	err      atomic.Pointer[error] // a failure that stops the source
 	done     chan struct{}
 }
@@ -104,14 +105,23 @@ func (s *stream) session(ctx context.Context) error {
 	s.dec.reset()
 	args := []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", escapeLiteral(s.cfg.Publication))}
 	if err := pglogrepl.StartReplication(ctx, conn, s.cfg.ReplicationSlot, 0, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
-		return fmt.Errorf("start replication on slot %s: %w", s.cfg.ReplicationSlot, err)
+		err = fmt.Errorf("start replication on slot %s: %w", s.cfg.ReplicationSlot, err)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "55000" {
+			// The slot was invalidated (it fell behind max_slot_wal_keep_size) or is not
+			// usable: changes are gone, which must stop the source, never be skipped.
+			return &fatalError{fmt.Errorf("%w; the slot cannot be resumed: drop it and start again from a snapshot of the tables", err)}
+		}
+		return err
 	}
 	s.log.Info("postgres source: streaming changes", "slot", s.cfg.ReplicationSlot, "publication", s.cfg.Publication,
 		"after", s.high.String())
 	next := time.Now().Add(s.cfg.statusEvery)
 	for {
 		if time.Now().After(next) {
-			if err := s.status(ctx, false); err != nil {
+			// Idle, it asks for the server's sent position (a keepalive answers), which the
+			// next report confirms: WAL of tables outside the publication is recycled too.
+			if err := s.status(ctx, s.idle()); err != nil {
 				return err
 			}
 			next = time.Now().Add(s.cfg.statusEvery)
@@ -147,6 +157,7 @@ func (s *stream) copyData(ctx context.Context, data []byte) error {
 			return &fatalError{fmt.Errorf("keepalive: %w", err)}
 		}
 		s.walEnd = max(s.walEnd, uint64(k.ServerWALEnd))
+		s.noteServerEnd(uint64(k.ServerWALEnd))
 		if k.ReplyRequested {
 			return s.status(ctx, false)
 		}
@@ -155,6 +166,7 @@ func (s *stream) copyData(ctx context.Context, data []byte) error {
 		if err != nil {
 			return &fatalError{fmt.Errorf("xlog data: %w", err)}
 		}
+		s.noteServerEnd(uint64(x.ServerWALEnd))
 		return s.logical(ctx, x.WALData)
 	}
 	return nil
@@ -240,12 +252,21 @@ func (s *stream) push(ctx context.Context, it item) error {
 	}
 }
 
+func (s *stream) noteServerEnd(lsn uint64) {
+	if lsn > s.serverEnd.Load() {
+		s.serverEnd.Store(lsn)
+	}
+}
+
+// idle reports whether Iggy holds everything queued and no transaction is open.
+func (s *stream) idle() bool { return s.acked.Load() == s.seq && !s.dec.inTxn }
+
 // confirmable is the position PostgreSQL may forget everything before: the end of the
 // last transaction Iggy holds whole; when Iggy holds everything queued and no
 // transaction is open, the server's sent position (it recycles WAL while idle).
 func (s *stream) confirmable() uint64 {
 	flush := s.ackedEnd.Load()
-	if s.acked.Load() == s.seq && !s.dec.inTxn {
+	if s.idle() {
 		flush = max(flush, s.walEnd)
 	}
 	return flush
