@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/ferryio/ferry/connect"
-	"github.com/ferryio/ferry/sdk"
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/sdk"
 )
 
 // lastErrorJSON is Iggy's ConnectorError: the timestamp in µs since the epoch.
@@ -386,7 +386,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request, kind string) 
 	if kind == connect.KindSource {
 		s.writeJSON(w, http.StatusOK, struct {
 			statusHead
-			LastError *lastErrorJSON  `json:"last_error,omitempty"`
+			LastError *lastErrorJSON    `json:"last_error,omitempty"`
 			Restart   restartJSON       `json:"restart"`
 			Stats     sourceStatsJSON   `json:"stats"`
 			Gauges    map[string]uint64 `json:"gauges,omitempty"`

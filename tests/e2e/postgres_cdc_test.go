@@ -425,4 +425,3 @@ func TestPostgresCDCExactlyOnceUnderSIGKILL(t *testing.T) {
 	}
 	cdcExactlyOnce(t, size)
 }
-

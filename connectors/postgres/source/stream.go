@@ -46,9 +46,9 @@ type stream struct {
 
 	// reported and serverEnd are read by Gauges.
 	reported  atomic.Uint64
-	serverEnd atomic.Uint64 // the server's WAL end, from its last message
-	err      atomic.Pointer[error] // a failure that stops the source
-	done     chan struct{}
+	serverEnd atomic.Uint64         // the server's WAL end, from its last message
+	err       atomic.Pointer[error] // a failure that stops the source
+	done      chan struct{}
 }
 
 // run is the goroutine. It ends when ctx ends or decoding fails for good.
