@@ -136,7 +136,7 @@ status_interval = "200ms"
 		return n == 1 || p.exited()
 	}
 	if err := r.wait(ctx, "the source to create its replication slot", slotUp); err != nil || p.exited() {
-		return unsupported(expected, fmt.Errorf("the runtime did not open builtin:postgres as a source: %v; runtime log: %s", err, oneLine(p.tail(5))))
+		return unsupported(expected, fmt.Errorf("the runtime did not open builtin:postgres as a source: %w; runtime log: %s", exitedOr(err), oneLine(p.tail(5))))
 	}
 	rng := rand.New(rand.NewSource(r.cfg.Seed))
 	w := &cdcWriter{db: db, tables: tables, log: logTable, rng: rand.New(rand.NewSource(r.cfg.Seed + 1)), live: map[string][]int{}}
@@ -162,7 +162,7 @@ status_interval = "200ms"
 		if err := r.wait(ctx, fmt.Sprintf("the source sending before kill %d", k), func() bool {
 			return count() > before+share/2 || p.exited()
 		}); err != nil || p.exited() {
-			return broken(expected, fmt.Errorf("before kill %d: %v; runtime log: %s", k, err, oneLine(p.tail(5))))
+			return broken(expected, fmt.Errorf("before kill %d: %w; runtime log: %s", k, exitedOr(err), oneLine(p.tail(5))))
 		}
 		time.Sleep(time.Duration(rng.Intn(300)) * time.Millisecond)
 		p.kill()
@@ -175,7 +175,7 @@ status_interval = "200ms"
 	}
 	want := uint64(len(w.want))
 	if err := r.wait(ctx, "every committed change in the topic", func() bool { return count() >= want || p.exited() }); err != nil || p.exited() {
-		return broken(expected, fmt.Errorf("%v; runtime log: %s", err, oneLine(p.tail(5))))
+		return broken(expected, fmt.Errorf("%w; runtime log: %s", exitedOr(err), oneLine(p.tail(5))))
 	}
 	_ = p.term(15 * time.Second)
 	got, err := readCDCTopic(ctx, r, stream)
@@ -190,6 +190,14 @@ status_interval = "200ms"
 		v = Pass
 	}
 	return Result{Expected: expected, Observed: observed, Verdict: v, Lost: lost, Duplicated: dup, Kills: kills}
+}
+
+// exitedOr is err, or "the runtime exited" when a wait ended because the runtime did.
+func exitedOr(err error) error {
+	if err == nil {
+		return errors.New("the runtime exited")
+	}
+	return err
 }
 
 // judgeCDC compares the topic with the committed changes: lost and duplicated count

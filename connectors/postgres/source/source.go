@@ -226,8 +226,8 @@ more:
 	}
 	ack := func(_ context.Context, err error) error {
 		if err != nil {
-			s.nacked.Store(true)
-			return nil
+			s.nacked.Store(true) // the next Read stops the source: a restart replays from the slot
+			return nil           //nolint:nilerr // a nack is recorded, not a failed ack
 		}
 		if lastEnd > 0 {
 			s.st.ackedEnd.Store(lastEnd)

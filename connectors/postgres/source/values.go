@@ -31,8 +31,11 @@ func jsonValue(types *pgtype.Map, oid uint32, text []byte) (json.RawMessage, err
 		}
 		return json.RawMessage(s), nil
 	case pgtype.Float4OID, pgtype.Float8OID:
-		if _, err := strconv.ParseFloat(s, 64); err != nil || strings.ContainsAny(s, "aAiI") {
+		if strings.ContainsAny(s, "aAiI") {
 			return quote(s), nil // NaN and ±Infinity have no JSON number
+		}
+		if _, err := strconv.ParseFloat(s, 64); err != nil {
+			return nil, fmt.Errorf("float %q: %w", s, err)
 		}
 		return json.RawMessage(s), nil
 	case pgtype.NumericOID:
