@@ -15,6 +15,7 @@ import (
 type relation struct {
 	schema, table string
 	names         []string // output column names (snake_case_columns applied)
+	quoted        [][]byte // the names as JSON strings
 	oids          []uint32
 	identity      []bool // columns of the replica identity (sent in an old key)
 	keyCols       []int  // columns whose values form the partition key
@@ -67,6 +68,8 @@ func (d *decoder) relation(m *pglogrepl.RelationMessage) {
 			name = snakeCase(name)
 		}
 		r.names = append(r.names, name)
+		q, _ := json.Marshal(name)
+		r.quoted = append(r.quoted, q)
 		r.oids = append(r.oids, c.DataType)
 		byName[c.Name] = i
 		r.identity = append(r.identity, c.Flags&1 != 0)
@@ -182,8 +185,7 @@ func (d *decoder) tuple(r *relation, t *pglogrepl.TupleData, keyOnly bool) (obj 
 			b.WriteByte(',')
 		}
 		first = false
-		name, _ := json.Marshal(r.names[i])
-		b.Write(name)
+		b.Write(r.quoted[i])
 		b.WriteByte(':')
 		switch col.DataType {
 		case pglogrepl.TupleDataTypeNull:

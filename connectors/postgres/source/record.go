@@ -79,34 +79,48 @@ type change struct {
 	key        []byte // partition key
 }
 
-// record is upstream's DatabaseRecord, plus the columns whose unchanged TOASTed value
-// PostgreSQL did not send.
-type record struct {
-	TableName     string          `json:"table_name"`
-	OperationType string          `json:"operation_type"`
-	Timestamp     string          `json:"timestamp"`
-	Data          json.RawMessage `json:"data"`
-	OldData       json.RawMessage `json:"old_data"`
-	Unchanged     []string        `json:"unchanged_toast_columns,omitempty"`
-}
-
-// message renders the change as the message sent to Iggy.
+// message renders the change as the message sent to Iggy. The payload is written by hand:
+// data and old_data are valid JSON already (the decoder built them), so the encoder's
+// validation and compaction of them would be spent for nothing.
 func (c *change) message() (sdk.ProducedMessage, error) {
-	old := json.RawMessage("null")
+	b := make([]byte, 0, 96+len(c.table)+len(c.data)+len(c.oldData))
+	b = append(b, `{"table_name":`...)
+	b = appendJSONString(b, c.table)
+	b = append(b, `,"operation_type":"`...)
+	b = append(b, c.op...)
+	b = append(b, `","timestamp":"`...)
+	b = c.commitTime.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","data":`...)
+	b = append(b, c.data...)
+	b = append(b, `,"old_data":`...)
 	if c.oldData != nil {
-		old = c.oldData
+		b = append(b, c.oldData...)
+	} else {
+		b = append(b, "null"...)
 	}
-	payload, err := json.Marshal(record{TableName: c.table, OperationType: c.op,
-		Timestamp: c.commitTime.UTC().Format(time.RFC3339Nano), Data: c.data, OldData: old, Unchanged: c.unchanged})
-	if err != nil {
-		return sdk.ProducedMessage{}, fmt.Errorf("%s.%s %s at %s: %w", c.schema, c.table, c.op, c.pos, err)
+	if len(c.unchanged) > 0 {
+		b = append(b, `,"unchanged_toast_columns":[`...)
+		for i, n := range c.unchanged {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, n)
+		}
+		b = append(b, ']')
 	}
-	return sdk.ProducedMessage{ID: c.pos.id(), Payload: payload, PartitionKey: c.key, Headers: []sdk.Header{
+	b = append(b, '}')
+	return sdk.ProducedMessage{ID: c.pos.id(), Payload: b, PartitionKey: c.key, Headers: []sdk.Header{
 		{Key: sdk.String(HeaderCommitLSN), Value: sdk.Uint64(c.pos.LSN)},
 		{Key: sdk.String(HeaderTxnIndex), Value: sdk.Uint64(c.pos.Index)},
 		{Key: sdk.String(HeaderXID), Value: sdk.Uint64(uint64(c.xid))},
 		{Key: sdk.String(HeaderTable), Value: sdk.String(c.schema + "." + c.table)},
 	}}, nil
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
 }
 
 func (p position) String() string {

@@ -18,14 +18,14 @@ import (
 
 // cdcFixture is a slot, a publication and tables unique to one test, dropped at its end.
 type cdcFixture struct {
-	t      *testing.T
+	t      testing.TB
 	db     *pgxpool.Pool
 	url    string
 	slot   string
 	tables []string
 }
 
-func newFixture(t *testing.T, ddl map[string]string) *cdcFixture {
+func newFixture(t testing.TB, ddl map[string]string) *cdcFixture {
 	t.Helper()
 	db, url := pgtest.Connect(t)
 	f := &cdcFixture{t: t, db: db, url: url, slot: strings.ToLower("s_" + strings.ReplaceAll(t.Name(), "/", "_"))}

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -44,10 +45,12 @@ func jsonValue(types *pgtype.Map, oid uint32, text []byte) (json.RawMessage, err
 		}
 		return json.RawMessage(normalNumber(s)), nil
 	case pgtype.JSONOID, pgtype.JSONBOID:
-		if !json.Valid(text) {
-			return nil, fmt.Errorf("json value is not valid JSON")
+		// Compact, as upstream writes a decoded document (jsonb's text has spaces).
+		var b bytes.Buffer
+		if err := json.Compact(&b, text); err != nil {
+			return nil, fmt.Errorf("json value: %w", err)
 		}
-		return json.RawMessage(s), nil
+		return b.Bytes(), nil
 	case pgtype.ByteaOID:
 		b, err := byteaText(s)
 		if err != nil {

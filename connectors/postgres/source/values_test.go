@@ -22,7 +22,7 @@ func TestJSONValue(t *testing.T) {
 		{pgtype.NumericOID, "123456789012345678901234567890.000000001", "123456789012345678901234567890.000000001"},
 		{pgtype.NumericOID, "NaN", `"NaN"`},
 		{pgtype.NumericOID, "Infinity", `"Infinity"`},
-		{pgtype.JSONBOID, `{"a": [1, null]}`, `{"a": [1, null]}`},
+		{pgtype.JSONBOID, `{"a": [1, null]}`, `{"a":[1,null]}`},
 		{pgtype.ByteaOID, `\x00ff`, `"AP8="`},
 		{pgtype.TimestamptzOID, "2024-02-29 23:59:59.123456+05:30", `"2024-02-29T18:29:59.123456Z"`},
 		{pgtype.TimestamptzOID, "infinity", `"infinity"`},
