@@ -164,9 +164,7 @@ func ParseConfig(raw []byte) (Config, error) {
 		bad(FieldConnectionString, "must not be empty")
 	}
 	switch c.Mode {
-	case ModeCDC:
-	case ModePolling:
-		bad(FieldMode, `"polling" is not supported by Ferry's built-in source yet; use "cdc"`)
+	case ModeCDC, ModePolling:
 	default:
 		bad(FieldMode, "%q: want cdc or polling", c.Mode)
 	}
@@ -177,6 +175,9 @@ func ParseConfig(raw []byte) (Config, error) {
 		if strings.TrimSpace(t) == "" || strings.Count(t, ".") > 1 {
 			bad(FieldTables, "entry %d %q: want name or schema.name", i, t)
 		}
+	}
+	if c.Mode == ModePolling && c.DeleteAfterRead && c.ProcessedColumn != "" {
+		bad(FieldDeleteAfterRead, "set with processed_column: a row is either deleted or marked, not both")
 	}
 	if c.BatchSize <= 0 {
 		bad(FieldBatchSize, "must be at least 1")

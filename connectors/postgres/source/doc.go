@@ -11,5 +11,8 @@
 // last message of each partition back from Iggy and skips the changes already there, so a
 // replay appends nothing twice.
 //
+// mode = "polling" reads tables past a tracking column as upstream does; the tracking value,
+// deletes and marks advance only after Iggy acknowledged the batch (at least once).
+//
 // It imports only sdk and PostgreSQL drivers (pgx, pglogrepl).
 package source

@@ -22,6 +22,7 @@ type Source struct {
 	log  *slog.Logger
 	ctrl *pgx.Conn // setup and checks; unused while streaming
 	st   *stream
+	poll *poller // polling mode
 
 	stop    context.CancelFunc
 	nacked  atomic.Bool
@@ -34,9 +35,10 @@ type Source struct {
 // New returns an unopened source.
 func New() *Source { return &Source{} }
 
-// UniqueIDs reports that every change has its own deterministic message id (its
-// position), so the runtime may drop what a failed send already stored.
-func (s *Source) UniqueIDs() bool { return true }
+// UniqueIDs reports that, in CDC mode, every change has its own deterministic message id
+// (its position), so the runtime may drop what a failed send already stored. Polling mode's
+// ids are random.
+func (s *Source) UniqueIDs() bool { return s.cfg.Mode == ModeCDC }
 
 // state is what the runtime saves after Iggy acknowledged a batch: the position of its
 // last change.
@@ -58,6 +60,13 @@ func (s *Source) Open(ctx context.Context, env sdk.SourceEnv) error {
 	}
 	if s.ctrl, err = s.connect(ctx); err != nil {
 		return err
+	}
+	if s.cfg.Mode == ModePolling {
+		if s.poll, err = newPoller(&s.cfg, s.ctrl, env.State); err != nil {
+			s.closeCtrl(ctx)
+			return sdk.Permanent(fmt.Errorf("postgres source %s: %w", env.Key, err))
+		}
+		return nil
 	}
 	if errs := Check(ctx, s.ctrl, &s.cfg); len(errs) > 0 {
 		s.closeCtrl(ctx)
@@ -169,6 +178,9 @@ func (s *Source) alreadySent(ctx context.Context, env sdk.SourceEnv, saved posit
 // Read returns the next changes, at most batch_size, waiting for the first one. A batch
 // may hold only transaction ends (no messages): acknowledging it lets the slot advance.
 func (s *Source) Read(ctx context.Context) (sdk.SourceBatch, sdk.AckFunc, error) {
+	if s.poll != nil {
+		return s.poll.read(ctx)
+	}
 	if s.nacked.Load() {
 		return sdk.SourceBatch{}, nil, sdk.Permanent(errors.New("postgres source: a batch was not delivered; restart to replay from the slot"))
 	}
@@ -301,6 +313,9 @@ func (s *Source) Preflight(ctx context.Context, config []byte) []error {
 		return []error{fmt.Errorf("connect to PostgreSQL: %w", err)}
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
+	if cfg.Mode == ModePolling {
+		return nil
+	}
 	errs := Check(ctx, conn, &cfg)
 	var plugin string
 	err = conn.QueryRow(ctx, "SELECT coalesce(plugin, '') FROM pg_replication_slots WHERE slot_name = $1", cfg.ReplicationSlot).Scan(&plugin)
