@@ -118,7 +118,7 @@ func (d *decoder) row(relID uint32, op string, newT *pglogrepl.TupleData, oldKin
 	if !r.captured || !d.cfg.capture[op] {
 		return nil, nil
 	}
-	c := &change{pos: pos, xid: d.xid, commitTime: d.at, schema: r.schema, table: r.table, op: op}
+	c := &change{pos: pos, xid: d.xid, commitTime: d.at, schema: r.schema, table: r.table, op: op, slot: d.cfg.ReplicationSlot}
 	var err error
 	ident := newT
 	switch op {

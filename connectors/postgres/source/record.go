@@ -2,6 +2,7 @@ package source
 
 import (
 	"encoding/binary"
+	"hash/fnv"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -22,6 +23,9 @@ const (
 	HeaderXID = "pg_xid"
 	// HeaderTable is the change's table, schema-qualified (string).
 	HeaderTable = "pg_table"
+	// HeaderSlot is the replication slot the change was read from (string): a source reads
+	// back only its own messages, so several sources may share a topic.
+	HeaderSlot = "pg_slot"
 )
 
 // position orders changes: the commit LSN of the transaction, then the change's index in
@@ -35,21 +39,33 @@ func (p position) after(q position) bool {
 	return p.LSN > q.LSN || (p.LSN == q.LSN && p.Index > q.Index)
 }
 
-// id is the change's deterministic message id: the commit LSN in the high 64 bits, the
-// index in the low ones.
-func (p position) id() sdk.MessageID {
+// indexBits is how many low bits of an id's low half hold the index; the bits above hold a
+// hash of the slot, so two sources reading the same transaction never share an id.
+const indexBits = 40
+
+// id is the change's deterministic message id: the commit LSN in the high 64 bits; in the
+// low ones a hash of the slot above the index.
+func (p position) id(slot string) sdk.MessageID {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(slot))
 	var id sdk.MessageID
-	binary.LittleEndian.PutUint64(id[:8], p.Index)
+	binary.LittleEndian.PutUint64(id[:8], uint64(h.Sum32())<<indexBits|p.Index&(1<<indexBits-1))
 	binary.LittleEndian.PutUint64(id[8:], p.LSN)
 	return id
 }
 
 // positionOf reads the position headers of a message read back from Iggy; ok is false
-// for a message this source did not write.
-func positionOf(hs []sdk.Header) (position, bool) {
+// for a message this source (this slot) did not write.
+func positionOf(hs []sdk.Header, slot string) (position, bool) {
 	var p position
 	found := 0
 	for _, h := range hs {
+		if h.Key.Kind == sdk.HeaderString && string(h.Key.Value) == HeaderSlot {
+			if h.Value.Kind == sdk.HeaderString && string(h.Value.Value) == slot {
+				found++
+			}
+			continue
+		}
 		if h.Key.Kind != sdk.HeaderString || h.Value.Kind != sdk.HeaderUint64 || len(h.Value.Value) != 8 {
 			continue
 		}
@@ -62,7 +78,7 @@ func positionOf(hs []sdk.Header) (position, bool) {
 			found++
 		}
 	}
-	return p, found == 2
+	return p, found == 3
 }
 
 // change is one decoded row change, ready to become a message.
@@ -77,6 +93,7 @@ type change struct {
 	oldData    []byte // a JSON object, or nil
 	unchanged  []string
 	key        []byte // partition key
+	slot       string
 }
 
 // message renders the change as the message sent to Iggy. The payload is written by hand:
@@ -109,11 +126,12 @@ func (c *change) message() (sdk.ProducedMessage, error) {
 		b = append(b, ']')
 	}
 	b = append(b, '}')
-	return sdk.ProducedMessage{ID: c.pos.id(), Payload: b, PartitionKey: c.key, Headers: []sdk.Header{
+	return sdk.ProducedMessage{ID: c.pos.id(c.slot), Payload: b, PartitionKey: c.key, Headers: []sdk.Header{
 		{Key: sdk.String(HeaderCommitLSN), Value: sdk.Uint64(c.pos.LSN)},
 		{Key: sdk.String(HeaderTxnIndex), Value: sdk.Uint64(c.pos.Index)},
 		{Key: sdk.String(HeaderXID), Value: sdk.Uint64(uint64(c.xid))},
 		{Key: sdk.String(HeaderTable), Value: sdk.String(c.schema + "." + c.table)},
+		{Key: sdk.String(HeaderSlot), Value: sdk.String(c.slot)},
 	}}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ferryio/ferry/sdk"
@@ -150,12 +151,23 @@ func (s *Source) alreadySent(ctx context.Context, env sdk.SourceEnv, saved posit
 	if err != nil {
 		return nil, fmt.Errorf("read back the topic's last messages: %w", err)
 	}
+	var walEnd pglogrepl.LSN
+	if err := s.ctrl.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&walEnd); err != nil {
+		return nil, fmt.Errorf("read the server's WAL position: %w", err)
+	}
 	last := make([]*position, len(t.Last))
 	for i, m := range t.Last {
 		if m == nil {
 			continue
 		}
-		if p, ok := positionOf(m.Headers); ok {
+		if p, ok := positionOf(m.Headers, s.cfg.ReplicationSlot); ok {
+			if p.LSN > uint64(walEnd) {
+				// Skipping up to it would skip this server's changes until its WAL got
+				// there: the topic was written from another cluster (a restored or new
+				// database under the same slot name).
+				return nil, sdk.Permanent(fmt.Errorf("partition %d offset %d holds a change at %s, past this server's WAL end %s: the topic was written from another database; use a new topic or replication_slot",
+					m.Partition, m.Offset, p, walEnd))
+			}
 			last[i] = &p
 			if p.after(saved) {
 				s.log.Info("postgres source: Iggy holds changes past the saved state; skipping them",

@@ -175,8 +175,8 @@ func TestCDCTypedValuesAndOperations(t *testing.T) {
 	// Each statement is its own transaction: index 0, growing commit LSNs, ids from them.
 	var prev uint64
 	for i, m := range msgs {
-		p, ok := positionOf(m.Headers)
-		if !ok || p.Index != 0 || p.LSN <= prev || m.ID != p.id() {
+		p, ok := positionOf(m.Headers, f.slot)
+		if !ok || p.Index != 0 || p.LSN <= prev || m.ID != p.id(f.slot) {
 			t.Fatalf("message %d: position %v ok=%v (previous lsn %d), id %s", i, p, ok, prev, m.ID)
 		}
 		prev = p.LSN
@@ -216,8 +216,8 @@ func TestCDCTransactionPositions(t *testing.T) {
 			state = b.State
 		}
 	}
-	p0, _ := positionOf(first[0].Headers)
-	p1, _ := positionOf(first[1].Headers)
+	p0, _ := positionOf(first[0].Headers, f.slot)
+	p1, _ := positionOf(first[1].Headers, f.slot)
 	if p0.Index != 0 || p1.Index != 1 || p0.LSN != p1.LSN {
 		t.Fatalf("positions %v %v", p0, p1)
 	}
@@ -250,7 +250,7 @@ func TestCDCConfirmedFlushAdvancesWhileIdle(t *testing.T) {
 	s := f.open(f.config(`, "status_interval": "100ms"`), nil)
 	f.exec("INSERT INTO " + a + " VALUES (1)")
 	msgs, _ := read(t, s, 1)
-	sent, _ := positionOf(msgs[0].Headers)
+	sent, _ := positionOf(msgs[0].Headers, f.slot)
 	// As the runtime does, keep reading (the transaction's end may come in a later batch).
 	rctx, stop := context.WithCancel(context.Background())
 	reading := make(chan struct{})
