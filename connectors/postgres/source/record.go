@@ -2,9 +2,9 @@ package source
 
 import (
 	"encoding/binary"
-	"hash/fnv"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"time"
 	"unicode"
