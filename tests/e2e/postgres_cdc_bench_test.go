@@ -2,16 +2,19 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/iggy/wire"
 )
 
 // TestPostgresCDCThroughput measures, in one run, how fast a bulk insert of
@@ -114,4 +117,101 @@ func TestPostgresCDCThroughput(t *testing.T) {
 	t.Logf("pg_recvlogical: %d changes in %s = %.0f changes/s", rows, recvTime.Round(time.Millisecond), rate(recvTime))
 	t.Logf("ferry CDC source into Iggy (3 partitions, batch_size %d, acknowledged): %d changes in %s = %.0f changes/s (%.2f × pg_recvlogical)",
 		batch, rows, ferryTime.Round(time.Millisecond), rate(ferryTime), rate(ferryTime)/rate(recvTime))
+}
+
+// TestPostgresCDCLatency measures the time from a transaction's commit (the record's
+// timestamp, PostgreSQL's commit time) to its append in Iggy (the message's server
+// timestamp), p50 and p99, while a writer commits 1,000 single-row transactions a second
+// for 5 s. synchronous_commit stays on: PostgreSQL sends a transaction to logical
+// replication only once its WAL is flushed, so with it off the WAL writer's delay (200 ms)
+// would dominate. Only with FERRY_CDC_BENCH=1.
+func TestPostgresCDCLatency(t *testing.T) {
+	if os.Getenv("FERRY_CDC_BENCH") == "" {
+		t.Skip("FERRY_CDC_BENCH is not set: the CDC latency run is part of scripts/bench.sh")
+	}
+	const rate, total = 1000, 5000
+	db, url := pgDB(t)
+	ctx := context.Background()
+	name := fmt.Sprintf("lat_cdc_%d", time.Now().UnixNano()%1_000_000)
+	if _, err := db.Exec(ctx, "CREATE TABLE "+name+" (id int PRIMARY KEY, v int NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 100 {
+			if _, err := db.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", name); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond) // the walsender releasing the slot
+		}
+		_, _ = db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+name+"_pub")
+		_, _ = db.Exec(ctx, "DROP TABLE IF EXISTS "+name)
+	})
+	dir := t.TempDir()
+	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
+	c := dial(t, addr)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if _, err := c.CreateStream(cctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateTopic(cctx, iggy.Name("s"), "cdc", cdcPartitions); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	conns := filepath.Join(dir, "pg")
+	writeFile(t, filepath.Join(conns, "cdc.toml"), cdcSource(url, name, []string{name}))
+	run := startFerry(t, "run", dir, nil, "run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0")
+	waitFor(t, 30*time.Second, "the replication slot", func() bool {
+		return pgCount(db, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+name+"'") == 1
+	})
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := range total {
+		if d := time.Until(start.Add(time.Duration(i) * time.Second / rate)); d > 0 {
+			time.Sleep(d) // the writer's pace
+		}
+		if _, err := conn.Exec(ctx, "INSERT INTO "+name+" VALUES ($1, $1)", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Release()
+	writeTime := time.Since(start)
+	waitFor(t, 60*time.Second, "every row in the topic", func() bool { return topicCount(c) >= total })
+	run.stop(30 * time.Second)
+	var lat []time.Duration
+	for p := range uint32(cdcPartitions) {
+		next := uint64(0)
+		for {
+			part := p
+			r, err := c.PollMessages(ctx, iggy.PollRequest{Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: wire.NumericID(9)},
+				Stream: iggy.Name("s"), Topic: iggy.Name("cdc"), Partition: &part, Strategy: wire.PollOffset(next), Count: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Messages) == 0 {
+				r.Release()
+				break
+			}
+			for _, m := range r.Messages {
+				var rec struct {
+					Timestamp time.Time `json:"timestamp"`
+				}
+				if err := json.Unmarshal(m.Payload, &rec); err != nil {
+					t.Fatal(err)
+				}
+				lat = append(lat, time.UnixMicro(int64(m.Timestamp)).Sub(rec.Timestamp))
+				next = m.Offset + 1
+			}
+			r.Release()
+		}
+	}
+	if len(lat) != total {
+		t.Fatalf("read %d messages back, want %d", len(lat), total)
+	}
+	slices.Sort(lat)
+	pct := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1))] }
+	t.Logf("%d single-row transactions at %.0f/s: commit → Iggy append p50 %s, p99 %s, max %s",
+		total, float64(total)/writeTime.Seconds(), pct(0.50).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond))
 }
