@@ -16,18 +16,18 @@ import (
 	"github.com/ferryio/ferry/sdk"
 )
 
-// Source is the PostgreSQL CDC source. Open, Read and Close are called by one goroutine
-// (the runtime's source runner); the replication stream runs on a goroutine of its own.
+// Source is the PostgreSQL source: CDC, or polling. Open, Read and Close are called by one
+// goroutine (the runtime's source runner); the replication stream runs on a goroutine of its
+// own; Gauges may be called from any.
 type Source struct {
 	cfg  Config
 	log  *slog.Logger
-	ctrl *pgx.Conn // setup and checks; unused while streaming
+	ctrl *pgx.Conn // setup, checks and the read-back at open; polling's queries
 	st   *stream
 	poll *poller // polling mode
 
 	stop    context.CancelFunc
 	nacked  atomic.Bool
-	sent    atomic.Uint64 // changes Iggy acknowledged
 	lastPos atomic.Pointer[position]
 	closeMu sync.Mutex
 	gaugeMu sync.RWMutex // guards st for Gauges, which any goroutine may call
@@ -257,7 +257,6 @@ more:
 			s.st.ackedEnd.Store(lastEnd)
 		}
 		s.st.acked.Store(lastSeq)
-		s.sent.Add(n)
 		if lastPos != nil {
 			s.lastPos.Store(lastPos)
 		}
