@@ -61,12 +61,12 @@ func TestFerryConforms(t *testing.T) {
 		ServerCommand: []string{ferryBin, "server", "--addr", "{addr}", "--data", "{data}"}})
 	// Every scenario in every mode, but late-commit, commit-order, commit-after-stop and
 	// s3-soak (sink_controlled only), storage-fault (the two at-least-once modes) and the
-	// six source scenarios (once each, mode "source").
-	if want := (len(conformance.Scenarios())-4-1-6)*len(conformance.AllModes) + 4 + 2 + 6; len(names) == 0 && len(res) != want {
+	// seven source scenarios, postgres-cdc included (once each, mode "source").
+	if want := (len(conformance.Scenarios())-4-1-7)*len(conformance.AllModes) + 4 + 2 + 7; len(names) == 0 && len(res) != want {
 		t.Fatalf("got %d results, want %d", len(res), want)
 	}
 	for _, r := range res {
-		if r.Scenario == "postgres-soak" && pg == "" {
+		if (r.Scenario == "postgres-soak" || r.Scenario == "postgres-cdc") && pg == "" {
 			if r.Verdict != conformance.NotSupported || !strings.Contains(r.Observed, "no PostgreSQL database given") {
 				t.Errorf("%s/%s without FERRY_POSTGRES_URL: %s (%s), want not supported", r.Scenario, r.Mode, r.Verdict, r.Observed)
 			}

@@ -67,6 +67,7 @@ var scenarios = []scenario{
 	{"source-stopped-status", "checklist F, G: on_failure = stop and a batch with a message that is not JSON: the source is stopped, and the HTTP API reports it in error with last_error, the metrics count its error", runSourceStoppedStatus},
 	{"source-late-result", "checklist F: the probe gives up on a batch whose send is held past its result timeout; the runtime's late ACK is refused (-1) and ignored, nothing is lost", runSourceLateResult},
 	{"postgres-soak", "chaos: the PostgreSQL sink (--postgres) into a table of its own while the runtime is SIGKILLed --soak times, at held offset stores, blocked writes and random moments: exactly once", runPostgresSoak},
+	{"postgres-cdc", "chaos: the PostgreSQL CDC source (builtin:postgres as a source, --postgres with wal_level = logical) on three tables while a writer commits transactions and the runtime is SIGKILLed --soak times: every committed change in the topic once, in commit order", runPostgresCDC},
 	{"s3-soak", "chaos: the S3 sink (builtin:s3, --s3) into a bucket of its own while the runtime is SIGKILLed --soak times, at held offset stores and random moments: exactly once, judged from the objects", runS3Soak},
 	{"soak", "chaos: SIGKILL the runtime --soak times at random (seeded) moments while data flows", runSoak},
 }

@@ -89,5 +89,7 @@ type producerConfig struct {
 // producer sends one batch and returns once Iggy confirmed every message.
 type producer interface {
 	send(ctx context.Context, msgs []sdk.ProducedMessage) error
+	// tail reads the last message of each partition (sdk.SourceEnv.Tail).
+	tail(ctx context.Context) (sdk.Tail, error)
 	close(ctx context.Context) error
 }

@@ -2,6 +2,7 @@ package connect
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -117,7 +118,7 @@ func (b *iggyBackend) newProducer(ctx context.Context, cfg producerConfig) (prod
 	if err != nil {
 		return nil, err
 	}
-	return iggyProducer{p}, nil
+	return iggyProducer{p: p, c: b.c, stream: cfg.Stream, topic: cfg.Topic}, nil
 }
 
 // storeRefused reports whether a store error is final for its partition: the member
@@ -148,7 +149,58 @@ func (a iggyConsumer) Seek(p uint32, next uint64)      { a.cn.Seek(p, next) }
 func (a iggyConsumer) Close(ctx context.Context) error { return a.cn.Close(ctx) }
 
 // iggyProducer adapts *iggy.Producer.
-type iggyProducer struct{ p *iggy.Producer }
+type iggyProducer struct {
+	p             *iggy.Producer
+	c             *iggy.Client
+	stream, topic string
+}
+
+// tail reads the last message of each of the producer's partitions with a standalone
+// consumer that stores nothing.
+func (s iggyProducer) tail(ctx context.Context) (sdk.Tail, error) {
+	parts := s.p.Partitions()
+	t, err := s.c.GetTopic(ctx, iggy.Name(s.stream), iggy.Name(s.topic))
+	if err != nil {
+		return sdk.Tail{}, fmt.Errorf("get topic %s/%s: %w", s.stream, s.topic, err)
+	}
+	details := make(map[uint32]wire.PartitionResponse, len(t.Partitions))
+	for _, p := range t.Partitions {
+		details[p.ID] = p
+	}
+	out := sdk.Tail{Last: make([]*sdk.SentMessage, len(parts)),
+		PartitionOf: func(key []byte) int { return int(wire.PartitionForKey(key, uint32(len(parts)))) }}
+	for i, id := range parts {
+		d, ok := details[id]
+		if !ok || d.MessagesCount == 0 {
+			continue
+		}
+		pid := id
+		r, err := s.c.PollMessages(ctx, iggy.PollRequest{Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: wire.NumericID(0)},
+			Stream: iggy.Name(s.stream), Topic: iggy.Name(s.topic), Partition: &pid, Strategy: wire.PollOffset(d.CurrentOffset), Count: 1})
+		if err != nil {
+			return sdk.Tail{}, fmt.Errorf("read the last message of %s/%s partition %d: %w", s.stream, s.topic, id, err)
+		}
+		if len(r.Messages) > 0 {
+			m := r.Messages[len(r.Messages)-1]
+			sm := &sdk.SentMessage{Partition: id, Offset: m.Offset}
+			binary.LittleEndian.PutUint64(sm.ID[:8], m.ID.Lo)
+			binary.LittleEndian.PutUint64(sm.ID[8:], m.ID.Hi)
+			kvs, err := m.Headers(nil)
+			if err != nil {
+				r.Release()
+				return sdk.Tail{}, fmt.Errorf("%s/%s partition %d offset %d: headers: %w", s.stream, s.topic, id, m.Offset, err)
+			}
+			for _, kv := range kvs {
+				sm.Headers = append(sm.Headers, sdk.Header{
+					Key:   sdk.HeaderField{Kind: sdk.HeaderKind(kv.Key.Kind), Value: append([]byte(nil), kv.Key.Raw...)},
+					Value: sdk.HeaderField{Kind: sdk.HeaderKind(kv.Value.Kind), Value: append([]byte(nil), kv.Value.Raw...)}})
+			}
+			out.Last[i] = sm
+		}
+		r.Release()
+	}
+	return out, nil
+}
 
 func (s iggyProducer) send(ctx context.Context, msgs []sdk.ProducedMessage) error {
 	return s.p.Send(ctx, iggyMessages(msgs))
@@ -171,7 +223,7 @@ func iggyMessages(msgs []sdk.ProducedMessage) []iggy.Message {
 				}
 			}
 		}
-		out[i] = iggy.Message{ID: m.ID, Headers: hs, Payload: m.Payload}
+		out[i] = iggy.Message{ID: m.ID, Headers: hs, Payload: m.Payload, Key: m.PartitionKey}
 	}
 	return out
 }

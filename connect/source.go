@@ -143,7 +143,7 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 		}
 		s.failure.dlq = s.dlq
 	}
-	env := sdk.SourceEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, State: state, Logger: s.log}
+	env := sdk.SourceEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, State: state, Logger: s.log, Tail: prod.tail}
 	if err := callSafely(func() error { return s.src.Open(ctx, env) }); err != nil {
 		s.logOpenFailed(err)
 		closeProducers()
@@ -171,7 +171,21 @@ func (s *sourceRunner) statusOf() Status {
 			Retries: c.retries.Load(), Skipped: c.skipped.Load(), DeadLettered: c.deadLetter.Load(),
 			DecodeErrors: c.encodeErrs.Load(), TransformErrors: c.transErrs.Load(), StartErrors: c.startErrs.Load(),
 			Stages: map[string]Histogram{StageIggySend: c.sendTime.snapshot(), StageStateSave: c.saveTime.snapshot(),
-				StageTotal: c.batchTime.snapshot()}}}
+				StageTotal: c.batchTime.snapshot()}}, Gauges: gaugesOf(s.src)}
+}
+
+// gaugesOf returns a connector's own figures (sdk.Gauger); a panic in it gives none.
+func gaugesOf(c any) (out []sdk.Gauge) {
+	g, ok := c.(sdk.Gauger)
+	if !ok {
+		return nil
+	}
+	defer func() {
+		if recover() != nil {
+			out = nil
+		}
+	}()
+	return g.Gauges()
 }
 
 // run is the forwarding loop, then the shutdown: close the source, then the producer,
@@ -395,10 +409,27 @@ var errRejected = errors.New("rejected by Iggy")
 
 // send sends msgs: connection failures are retried until the stop; a send Iggy refuses
 // (invalid input, too large) is retried [retry] max_retries times, then errRejected.
+//
+// For a source with unique ids (sdk.UniqueIDs) a retry first reads the partitions' last
+// messages and leaves out what the failed attempt already stored, so an attempt whose
+// outcome was unknown appends nothing twice.
 func (s *sourceRunner) send(msgs []sdk.ProducedMessage) error {
 	refused := 0
+	u, ok := s.src.(sdk.UniqueIDs)
+	unique, failed := ok && u.UniqueIDs(), false
 	return s.retry("send", &s.counters.sendErrors, func() error {
-		err := s.prod.send(s.life.hard, msgs)
+		out := msgs
+		if unique && failed {
+			t, err := s.prod.tail(s.life.hard)
+			if err != nil {
+				return fmt.Errorf("read back before a retry: %w", err)
+			}
+			if out = notStored(msgs, t); len(out) == 0 {
+				return nil
+			}
+		}
+		err := s.prod.send(s.life.hard, out)
+		failed = failed || err != nil
 		if err != nil && (errors.Is(err, wire.ErrInvalidInput) || errors.Is(err, wire.ErrLimitReached) || errors.Is(err, iggy.ErrTooLarge)) {
 			if refused++; uint32(refused) > s.cfg.Retry.MaxRetries {
 				return backoffStop{fmt.Errorf("%w: %w", errRejected, err)}
@@ -406,6 +437,35 @@ func (s *sourceRunner) send(msgs []sdk.ProducedMessage) error {
 		}
 		return err
 	})
+}
+
+// notStored returns msgs without the keyed messages already stored: per partition, those up
+// to and including the one whose id is the partition's last message. Ids are unique, so a
+// match can only be a message of this batch that an earlier attempt appended.
+func notStored(msgs []sdk.ProducedMessage, t sdk.Tail) []sdk.ProducedMessage {
+	upTo := make(map[int]int) // partition index -> index in msgs of its stored last message
+	for i, m := range msgs {
+		if len(m.PartitionKey) == 0 || t.PartitionOf == nil {
+			continue
+		}
+		p := t.PartitionOf(m.PartitionKey)
+		if p >= 0 && p < len(t.Last) && t.Last[p] != nil && t.Last[p].ID == m.ID {
+			upTo[p] = i
+		}
+	}
+	if len(upTo) == 0 {
+		return msgs
+	}
+	out := make([]sdk.ProducedMessage, 0, len(msgs))
+	for i, m := range msgs {
+		if len(m.PartitionKey) > 0 {
+			if last, ok := upTo[t.PartitionOf(m.PartitionKey)]; ok && i <= last {
+				continue
+			}
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // backoffStop ends a retry loop at once with its error.

@@ -235,6 +235,8 @@ type Status struct {
 	State     State
 	LastError *LastError // nil unless the last transition recorded an error
 	Stats     Stats
+	// Gauges are the connector's own figures (sdk.Gauger), nil when it has none.
+	Gauges []sdk.Gauge
 	// Partitions lists a sink's partitions in its tables (owned and draining), by
 	// stream, topic and partition; nil for a source.
 	Partitions []PartitionStatus

@@ -4,6 +4,7 @@ import (
 	"github.com/ferryio/ferry/connectors/file"
 	"github.com/ferryio/ferry/connectors/null"
 	"github.com/ferryio/ferry/connectors/postgres"
+	pgsource "github.com/ferryio/ferry/connectors/postgres/source"
 	"github.com/ferryio/ferry/connectors/random"
 	s3 "github.com/ferryio/ferry/connectors/s3"
 	"github.com/ferryio/ferry/connectors/stdout"
@@ -11,7 +12,7 @@ import (
 )
 
 // Registry returns a new registry holding every built-in connector: sinks "stdout", "null",
-// "file", "postgres" and "s3", source "random". Each call returns a fresh value the caller may extend.
+// "file", "postgres" and "s3", sources "random" and "postgres" (change data capture). Each call returns a fresh value the caller may extend.
 func Registry() *sdk.Registry {
 	return sdk.NewRegistry().
 		AddSink(stdout.Name, func() sdk.Sink { return stdout.New() }, stdout.Spec).
@@ -19,5 +20,6 @@ func Registry() *sdk.Registry {
 		AddSink(file.Name, func() sdk.Sink { return file.New() }, file.Spec).
 		AddSink(postgres.Name, func() sdk.Sink { return postgres.New() }, postgres.Spec).
 		AddSink(s3.Name, func() sdk.Sink { return s3.New() }, s3.Spec).
-		AddSource(random.Name, func() sdk.Source { return random.New() }, random.Spec)
+		AddSource(random.Name, func() sdk.Source { return random.New() }, random.Spec).
+		AddSource(pgsource.Name, func() sdk.Source { return pgsource.New() }, pgsource.Spec)
 }

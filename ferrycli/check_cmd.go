@@ -1,8 +1,12 @@
 package ferrycli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +18,7 @@ import (
 
 func newCheckCmd(builtins *sdk.Registry) *cobra.Command {
 	o := startOptions{builtins: builtins}
+	var withConnect bool
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Validate a config.toml, its connector files and their plugins without connecting",
@@ -26,12 +31,18 @@ and accept their plugin_config, native libraries are dlopened and their ABI symb
 (a sink_controlled sink needs iggy_sink_set_commit_callback), and a source's state file must
 be readable. It prints one line per connector and exits non-zero on any problem: run would
 refuse to start on the first kind, and run every other connector beside one with the second
-(docs/iggy-compatibility.md). Nothing is sent to Iggy, nothing listens, nothing is created.`,
-		Example: `  ferry check --config examples/quickstart/config.toml`,
-		Args:    cobra.NoArgs,
+(docs/iggy-compatibility.md). Nothing is sent to Iggy, nothing listens, nothing is created.
+
+With --connect it also connects to the systems of the built-in connectors that can check
+them (the PostgreSQL CDC source: wal_level = logical, the REPLICATION right, each table's
+replica identity, an existing slot's plugin) and prints each problem with the SQL that
+fixes it; still nothing is created.`,
+		Example: `  ferry check --config examples/quickstart/config.toml
+  ferry check --config config.toml --connect`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.ctx, o.logTo, o.logLevel = cmd.Context(), cmd.ErrOrStderr(), "warn"
-			return check(cmd.OutOrStdout(), o)
+			return checkWith(cmd.OutOrStdout(), o, withConnect)
 		},
 	}
 	fl := cmd.Flags()
@@ -39,6 +50,7 @@ refuse to start on the first kind, and run every other connector beside one with
 	fl.BoolVar(&o.embedded, "embedded", envBool(envEmbedded, false), "check as ferry run --embedded would [FERRY_EMBEDDED]")
 	fl.StringVar(&o.data, "data", envString(envData, ""), "as ferry run --data [FERRY_DATA]")
 	fl.StringVar(&o.embeddedAddr, "embedded-addr", "", "as ferry run --embedded-addr")
+	fl.BoolVar(&withConnect, "connect", false, "also connect to the built-in connectors' systems and check their setup (PostgreSQL CDC: wal_level, REPLICATION, replica identity)")
 	return cmd
 }
 
@@ -50,7 +62,10 @@ func checkOptions(rc *config.Runtime, builtins *sdk.Registry) connect.Options {
 
 // check runs prepareStart as `ferry run` does (without creating config_dir), then checks
 // every connector with what the runtime checks before opening it.
-func check(w io.Writer, o startOptions) error {
+func check(w io.Writer, o startOptions) error { return checkWith(w, o, false) }
+
+// checkWith is check; with connectCheck it also runs the built-ins' sdk.Preflighter.
+func checkWith(w io.Writer, o startOptions, connectCheck bool) error {
 	o.createDir = false
 	plan, err := prepareStart(o)
 	if err != nil {
@@ -73,14 +88,22 @@ func check(w io.Writer, o startOptions) error {
 				detail += fmt.Sprintf(" (%d [[streams]] entries: only the last is used)", n)
 			}
 		}
-		bad += report(w, "source", &s.Common, detail, connect.CheckSource(opts, s))
+		err := connect.CheckSource(opts, s)
+		if err == nil && connectCheck && s.Enabled {
+			err = preflight(opts.Builtins, s.Path, s.PluginConfig, true)
+		}
+		bad += report(w, "source", &s.Common, detail, err)
 	}
 	for _, s := range conns.Sinks {
 		detail := fmt.Sprintf("offset_commit=%s on_failure=%s", s.OffsetCommit, s.OnFailure)
 		for _, st := range s.Streams {
 			detail += fmt.Sprintf(" ← %s/%v", st.Stream, st.Topics)
 		}
-		bad += report(w, "sink", &s.Common, detail, connect.CheckSink(opts, s))
+		err := connect.CheckSink(opts, s)
+		if err == nil && connectCheck && s.Enabled {
+			err = preflight(opts.Builtins, s.Path, s.PluginConfig, false)
+		}
+		bad += report(w, "sink", &s.Common, detail, err)
 	}
 	for _, inv := range conns.Invalid {
 		c := config.Common{Key: inv.Key, Path: "-", Enabled: inv.Enabled}
@@ -98,6 +121,39 @@ func orBuiltins(reg *sdk.Registry) *sdk.Registry {
 		return connectors.Registry()
 	}
 	return reg
+}
+
+// preflightTimeout bounds one connector's --connect check.
+const preflightTimeout = 15 * time.Second
+
+// preflight runs a built-in connector's sdk.Preflighter, if it has one: its problems
+// joined, one per line.
+func preflight(reg *sdk.Registry, path string, pluginConfig []byte, source bool) error {
+	name, ok := strings.CutPrefix(path, "builtin:")
+	if !ok {
+		return nil
+	}
+	var inst any
+	if source {
+		if f, ok := reg.Source(name); ok {
+			inst = f()
+		}
+	} else if f, ok := reg.Sink(name); ok {
+		inst = f()
+	}
+	p, ok := inst.(sdk.Preflighter)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), preflightTimeout)
+	defer cancel()
+	if len(pluginConfig) == 0 {
+		pluginConfig = []byte("null")
+	}
+	if errs := p.Preflight(ctx, pluginConfig); len(errs) > 0 {
+		return fmt.Errorf("setup (--connect): %w", errors.Join(errs...))
+	}
+	return nil
 }
 
 func report(w io.Writer, kind string, c *config.Common, detail string, err error) int {

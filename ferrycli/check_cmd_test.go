@@ -2,11 +2,16 @@ package ferrycli
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ferryio/ferry/internal/pgtest"
 )
 
 // TestCheckRefusesPluginOutsideDirs: `ferry check` refuses a native plugin outside the
@@ -63,5 +68,46 @@ func TestCheckRefusesPluginOutsideDirs(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatalf("check did not open the library of a listed directory: %v", err)
+	}
+}
+
+// TestCheckConnectPostgresCDC: plain check connects to nothing and accepts the CDC source;
+// --connect reaches PostgreSQL and refuses a captured table with REPLICA IDENTITY NOTHING,
+// printing the SQL that fixes it.
+func TestCheckConnectPostgresCDC(t *testing.T) {
+	db, url := pgtest.Connect(t)
+	ctx := context.Background()
+	table := fmt.Sprintf("check_cdc_%d", time.Now().UnixNano()%1_000_000)
+	if _, err := db.Exec(ctx, "CREATE TABLE "+table+" (id int PRIMARY KEY); ALTER TABLE "+table+" REPLICA IDENTITY NOTHING"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	dir := t.TempDir()
+	conns := filepath.Join(dir, "connectors")
+	if err := os.Mkdir(conns, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf("type = \"source\"\nkey = \"cdc\"\nenabled = true\nversion = 0\nname = \"cdc\"\npath = \"builtin:postgres\"\n\n"+
+		"[[streams]]\nstream = \"s\"\ntopic = \"t\"\nschema = \"json\"\n\n[plugin_config]\nconnection_string = %q\nmode = \"cdc\"\ntables = [%q]\nreplication_slot = %q\n",
+		url, table, table)
+	if err := os.WriteFile(filepath.Join(conns, "cdc.toml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfg, []byte("[connectors]\nconfig_type = \"local\"\nconfig_dir = \""+conns+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := check(&out, startOptions{config: cfg}); err != nil {
+		t.Fatalf("check without --connect: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	err := checkWith(&out, startOptions{config: cfg}, true)
+	want := `ERROR: setup (--connect): table "public"."` + table + `" has REPLICA IDENTITY NOTHING: its updates and deletes cannot be captured; fix: ALTER TABLE "public"."` + table + `" REPLICA IDENTITY DEFAULT;`
+	if err == nil || !strings.Contains(out.String(), want) {
+		t.Fatalf("check --connect: %v, output:\n%s\nwant it to contain %q", err, out.String(), want)
+	}
+	if strings.Contains(out.String(), url) {
+		t.Fatal("check --connect printed the connection string")
 	}
 }

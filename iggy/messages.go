@@ -21,6 +21,10 @@ type Message struct {
 	Payload []byte
 	// OriginTimestamp is the producer's time in µs since the epoch; 0 ⇒ now.
 	OriginTimestamp uint64
+	// Key, when not empty, picks the partition a Producer sends the message to
+	// (XXH32(Key) % partitions, client-side), before KeyFunc and Partitioning. It is not
+	// sent.
+	Key []byte
 }
 
 // size is the message's encoded frame size.

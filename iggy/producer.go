@@ -128,7 +128,7 @@ func (p *Producer) Send(ctx context.Context, msgs []Message) error {
 
 // sendAll splits msgs into batches and sends them in order.
 func (p *Producer) sendAll(ctx context.Context, msgs []Message) error {
-	if p.cfg.KeyFunc != nil {
+	if p.cfg.KeyFunc != nil || hasKeys(msgs) {
 		return p.sendByKey(ctx, msgs)
 	}
 	for len(msgs) > 0 {
@@ -156,7 +156,10 @@ func (p *Producer) sendByKey(ctx context.Context, msgs []Message) error {
 	groups := make(map[uint32][]Message)
 	var order []uint32
 	for _, m := range msgs {
-		key := p.cfg.KeyFunc(m)
+		key := m.Key
+		if len(key) == 0 && p.cfg.KeyFunc != nil {
+			key = p.cfg.KeyFunc(m)
+		}
 		part := p.parts[0]
 		if len(key) > 0 {
 			part = p.parts[wire.PartitionForKey(key, uint32(len(p.parts)))]
@@ -186,6 +189,20 @@ func (p *Producer) sendByKey(ctx context.Context, msgs []Message) error {
 	}
 	return nil
 }
+
+// hasKeys reports whether a message of msgs names its own partition key.
+func hasKeys(msgs []Message) bool {
+	for i := range msgs {
+		if len(msgs[i].Key) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Partitions returns the ids of the topic's partitions, in the order key partitioning
+// indexes them (wire.PartitionForKey), as read when the producer was created.
+func (p *Producer) Partitions() []uint32 { return append([]uint32(nil), p.parts...) }
 
 // partitionFor resolves the configured partitioning client-side, as the SDKs do.
 func (p *Producer) partitionFor() Partitioning {

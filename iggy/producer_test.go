@@ -85,6 +85,33 @@ func TestProducerKeys(t *testing.T) {
 	}
 }
 
+// TestProducerMessageKeys: a message's own Key picks its partition (before KeyFunc and a
+// balanced producer's round robin); a message without one goes to the first partition.
+func TestProducerMessageKeys(t *testing.T) {
+	s := servertest.Start(t)
+	c := dial(t, s)
+	setup(t, c, 3)
+	p := newProducer(t, c, iggy.ProducerConfig{Stream: sID, Topic: tID})
+	var msgs []iggy.Message
+	for i := range 6 {
+		msgs = append(msgs, iggy.Message{Payload: fmt.Appendf(nil, "m%d", i), Key: fmt.Appendf(nil, "key-%d", i%2)})
+	}
+	msgs = append(msgs, iggy.Message{Payload: []byte("unkeyed")})
+	if err := p.Send(testCtx(t), msgs); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]uint64, 3)
+	want[wire.PartitionForKey([]byte("key-0"), 3)] += 3
+	want[wire.PartitionForKey([]byte("key-1"), 3)] += 3
+	want[0]++
+	if got := counts(t, c, 3); !slices.Equal(got, want) {
+		t.Fatalf("counts = %v, want %v", got, want)
+	}
+	if got := p.Partitions(); len(got) != 3 {
+		t.Fatalf("Partitions() = %v, want 3 ids", got)
+	}
+}
+
 func TestProducerProduceFlushLinger(t *testing.T) {
 	s := servertest.Start(t)
 	c := dial(t, s)

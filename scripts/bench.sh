@@ -28,6 +28,13 @@ out="${1:-bench.txt}"
   else
     echo "skipped: FERRY_POSTGRES_URL is not set (eval \"\$(bash scripts/postgres.sh start)\")"
   fi
+  echo "## PostgreSQL CDC source: a 1,000,000-row insert into Iggy beside pg_recvlogical on the same WAL (needs FERRY_POSTGRES_URL, wal_level = logical)"
+  if [ -n "${FERRY_POSTGRES_URL:-}" ]; then
+    go test -run '^$' -bench CDCSource -benchtime 200000x ./connectors/postgres/source/
+    FERRY_CDC_BENCH=1 go test -count=1 -v -run 'TestPostgresCDCThroughput|TestPostgresCDCLatency' -timeout 30m ./tests/e2e/ | grep -E 'changes/s|insert of|p50'
+  else
+    echo "skipped: FERRY_POSTGRES_URL is not set (eval \"\$(bash scripts/postgres.sh start)\")"
+  fi
   echo "## S3 sink: rows/s into Parquet and JSON Lines beside the S3 server's own PUT loop (needs FERRY_S3_ENDPOINT)"
   if [ -n "${FERRY_S3_ENDPOINT:-}" ]; then
     go test -run '^$' -bench Sink -benchtime 300x -benchmem ./connectors/s3/

@@ -60,6 +60,11 @@ unix_socket_directories = '$dir'
 fsync = on
 max_connections = 100
 shared_buffers = 64MB
+# Logical replication for the CDC source (the cluster's role ferry is a superuser, so it
+# has the REPLICATION right).
+wal_level = logical
+max_replication_slots = 20
+max_wal_senders = 20
 CONF
   as_user "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >&2 ||
     { cat "$dir/server.log" >&2; exit 1; }

@@ -17,7 +17,8 @@ echo "--- ferry conformance --soak 20 (docs/conformance.md)"
 conf_bin="$(mktemp -d)"
 trap 'rm -rf "$conf_bin"' EXIT
 go build -o "$conf_bin/ferry" ./cmd/ferry
-# postgres-soak runs when FERRY_POSTGRES_URL is set (CI sets it), "not supported" otherwise.
+# postgres-soak and postgres-cdc run when FERRY_POSTGRES_URL is set (CI sets it; scripts/postgres.sh
+# starts the cluster with wal_level = logical), "not supported" otherwise.
 pg_args=()
 if [ -n "${FERRY_POSTGRES_URL:-}" ]; then
   pg_args=(--postgres "$FERRY_POSTGRES_URL")

@@ -120,4 +120,8 @@ type ProducedMessage struct {
 	ID      MessageID // zero: Ferry assigns a random id
 	Headers []Header
 	Payload []byte
+	// PartitionKey, when not empty, picks the message's partition: XXH32(key) modulo the
+	// topic's partition count, as Iggy's messages-key partitioning does, so messages with
+	// one key keep their order. Empty: the runtime's default (round robin per batch).
+	PartitionKey []byte
 }

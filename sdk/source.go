@@ -19,6 +19,39 @@ type SourceEnv struct {
 	// State is the state saved with the last batch Iggy confirmed, or nil on a first start.
 	State  []byte
 	Logger *slog.Logger
+	// Tail reads what the source's topic holds at the end of each partition (see [Tail]).
+	// A source that must not send a message twice across a crash calls it in Open: the
+	// messages sent just before the crash may be in Iggy although their state was never
+	// saved. ctx bounds the reads. nil when the runtime cannot read its topic.
+	Tail func(ctx context.Context) (Tail, error)
+}
+
+// Tail is the last message of each partition of a source's topic, read back from Iggy.
+type Tail struct {
+	// Last holds one entry per partition, in the order PartitionOf numbers them: the
+	// partition's last message, or nil when the partition is empty.
+	Last []*SentMessage
+	// PartitionOf returns the index in Last of the partition a message with this
+	// [ProducedMessage.PartitionKey] goes to (keys of length 0 are not valid here).
+	PartitionOf func(key []byte) int
+}
+
+// SentMessage is a message read back from the source's topic. Its slices are the
+// caller's to keep.
+type SentMessage struct {
+	Partition uint32 // the partition's id in Iggy
+	Offset    uint64
+	ID        MessageID
+	Headers   []Header
+}
+
+// UniqueIDs is implemented by a source whose message ids are unique and deterministic:
+// the same change always carries the same id. The runtime then never appends one of its
+// messages twice within a run: before it retries a send whose outcome is unknown it reads
+// the last message of each partition back and drops, per partition, the messages up to
+// the one already stored.
+type UniqueIDs interface {
+	UniqueIDs() bool
 }
 
 // SourceBatch is what a source produces in one Read.
@@ -54,4 +87,29 @@ type Source interface {
 	Read(ctx context.Context) (SourceBatch, AckFunc, error)
 	// Close releases the source. ctx bounds the time Close may take.
 	Close(ctx context.Context) error
+}
+
+// Preflighter is implemented by a connector that can verify, before it runs, that the
+// system it reads or writes is set up for it (`ferry check --connect`): settings, rights,
+// objects. Each returned error names one problem and, where it can, the statement that
+// fixes it. config is the connector's plugin_config as compact JSON; ctx bounds the whole
+// check. Nothing is created or changed.
+type Preflighter interface {
+	Preflight(ctx context.Context, config []byte) []error
+}
+
+// Gauge is one figure a connector reports about the system it reads or writes (a
+// replication slot's lag, the last position sent), for the status API and the metrics.
+type Gauge struct {
+	Name  string // lower_snake_case, unique within the connector
+	Help  string
+	Value uint64
+}
+
+// Gauger is implemented by a connector with figures of its own: status shows them and the
+// metrics expose each as ferry_connector_gauge{name="…"}. Gauges is called from any
+// goroutine, concurrently with the connector's other methods, also before Open and after
+// Close (then it may return nil).
+type Gauger interface {
+	Gauges() []Gauge
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/connect/configjson"
+	"github.com/ferryio/ferry/sdk"
 )
 
 // lastErrorJSON is Iggy's ConnectorError: the timestamp in µs since the epoch.
@@ -357,6 +358,18 @@ type statusHead struct {
 	Status string `json:"status"`
 }
 
+// gaugesJSON maps a connector's own figures by name (nil: none).
+func gaugesJSON(gs []sdk.Gauge) map[string]uint64 {
+	if len(gs) == 0 {
+		return nil
+	}
+	out := make(map[string]uint64, len(gs))
+	for _, g := range gs {
+		out[g.Name] = g.Value
+	}
+	return out
+}
+
 // GET /{kind}s/{key}/status: Ferry's full view of one connector.
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request, kind string) {
 	st, ok := s.connector(w, r, kind)
@@ -374,13 +387,14 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request, kind string) 
 	if kind == connect.KindSource {
 		s.writeJSON(w, http.StatusOK, struct {
 			statusHead
-			LastError *lastErrorJSON  `json:"last_error,omitempty"`
-			Restart   restartJSON     `json:"restart"`
-			Stats     sourceStatsJSON `json:"stats"`
+			LastError *lastErrorJSON    `json:"last_error,omitempty"`
+			Restart   restartJSON       `json:"restart"`
+			Stats     sourceStatsJSON   `json:"stats"`
+			Gauges    map[string]uint64 `json:"gauges,omitempty"`
 		}{head, lastError(st.LastError), rs, sourceStatsJSON{Produced: x.Produced, Sent: x.Sent, Acked: x.Committed,
 			SendErrors: x.SendErrors, FailedBatches: x.FailedBatches, Retries: x.Retries, StateErrors: x.StoreErrors,
 			DeadLettered: x.DeadLettered, Skipped: x.Skipped, DecodeErrors: x.DecodeErrors, TransformErrors: x.TransformErrors,
-			Errors: x.Errors()}})
+			Errors: x.Errors()}, gaugesJSON(st.Gauges)})
 		return
 	}
 	// Every partition of its topics, in every state, with Iggy's offsets; a topic Iggy

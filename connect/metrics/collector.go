@@ -19,6 +19,7 @@ const (
 	labelStream    = "stream"
 	labelTopic     = "topic"
 	labelPartition = "partition"
+	labelName      = "name"
 )
 
 // Values of ferry_sink_commits_total's result label.
@@ -43,6 +44,7 @@ var (
 	resultLabels = []string{labelKey, labelResult}
 	keyLabel     = []string{labelKey}
 	partLabels   = []string{labelKey, labelPartition, labelStream, labelTopic}
+	gaugeLabels  = []string{labelKey, labelType, labelName}
 )
 
 type kind uint8
@@ -98,6 +100,7 @@ const (
 	famPending
 	famStoresRefused
 	famStoreFailures
+	famConnGauge
 	numFamilies
 )
 
@@ -144,6 +147,8 @@ var families = [numFamilies]family{
 		"Offset stores refused for good (the partition is not the sink's any more, or the store would move the group's offset back); each releases its partition.", kindCounter, keyLabel, nil},
 	famStoreFailures: {"ferry_sink_consecutive_store_failures",
 		"Consecutive failed offset stores of the partition (0: the last one succeeded); meanwhile stores are retried with backoff and polling pauses at max_uncommitted.", kindGauge, partLabels, nil},
+	famConnGauge: {"ferry_connector_gauge",
+		"A connector's own figure, by name (the PostgreSQL CDC source: pg_slot_lag_bytes, pg_last_sent_lsn, pg_confirmed_flush_lsn).", kindGauge, gaugeLabels, nil},
 }
 
 func init() {
@@ -222,6 +227,9 @@ func collectConnector(e emitter, st *connect.Status) {
 	e.value(famDecodeErrors, s.DecodeErrors, k, typ)
 	e.value(famTransformErrors, s.TransformErrors, k, typ)
 	e.value(famRestarts, st.Restart.Total, k, typ)
+	for _, g := range st.Gauges {
+		e.value(famConnGauge, g.Value, k, typ, g.Name)
+	}
 	if typ != connect.KindSink {
 		return
 	}

@@ -48,6 +48,8 @@ var forbidden = map[string][]string{
 	// The S3 sink sees the sdk only, no other connector; its test helper the AWS SDK only.
 	"connectors/s3":   {"iggy", "server", "connect", "cmd", "connectors"},
 	"internal/s3test": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
+	// The PostgreSQL CDC source sees the sdk only, not even the PostgreSQL sink beside it.
+	"connectors/postgres/source": {"iggy", "server", "connect", "cmd", "connectors"},
 }
 
 type pkg struct {

@@ -1,0 +1,253 @@
+package source
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/ferryio/ferry/sdk"
+)
+
+// poller is polling mode: each table is read past its tracking column's last value, as
+// upstream does, but the last values advance, and rows are deleted or marked processed,
+// only after Iggy acknowledged the batch: at least once, never a gap.
+type poller struct {
+	cfg      *Config
+	conn     *pgx.Conn
+	types    *pgtype.Map
+	offsets  map[string]string // table -> the last tracking value Iggy holds
+	interval time.Duration
+	first    bool // the first Read does not wait
+}
+
+// pollState is the saved state of polling mode.
+type pollState struct {
+	TrackingOffsets map[string]string `json:"tracking_offsets"`
+}
+
+func newPoller(cfg *Config, conn *pgx.Conn, state []byte) (*poller, error) {
+	p := &poller{cfg: cfg, conn: conn, types: pgtype.NewMap(), offsets: map[string]string{}, first: true}
+	var err error
+	if p.interval, err = sdk.ParseDuration(cfg.PollInterval); err != nil || p.interval <= 0 {
+		return nil, &sdk.FieldError{Field: FieldPollInterval, Msg: fmt.Sprintf("%q: want a positive duration", cfg.PollInterval)}
+	}
+	if len(state) > 0 {
+		var st pollState
+		if err := json.Unmarshal(state, &st); err != nil {
+			return nil, fmt.Errorf("saved state %q: %w", state, err)
+		}
+		maps.Copy(p.offsets, st.TrackingOffsets)
+	}
+	return p, nil
+}
+
+// sqlValue renders a tracking value as upstream does: numbers bare, anything else quoted.
+func sqlValue(v string) string {
+	if _, err := strconv.ParseFloat(v, 64); err == nil {
+		return v
+	}
+	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+}
+
+// query returns the SQL that reads table past offset (upstream's query, or custom_query
+// with $table, $offset, $limit, $now and $now_unix replaced).
+func (p *poller) query(table string) string {
+	offset, ok := p.offsets[table]
+	if !ok {
+		offset = p.cfg.InitialOffset
+		ok = offset != ""
+	}
+	if p.cfg.CustomQuery != "" {
+		now := time.Now().UTC()
+		return strings.NewReplacer("$table", table, "$offset", offset, "$limit", strconv.Itoa(p.cfg.BatchSize),
+			"$now_unix", strconv.FormatInt(now.Unix(), 10), "$now", now.Format(time.RFC3339)).Replace(p.cfg.CustomQuery)
+	}
+	schema, name := tableRef(table)
+	track := pgx.Identifier{p.cfg.TrackingColumn}.Sanitize()
+	var where []string
+	if ok {
+		where = append(where, track+" > "+sqlValue(offset))
+	}
+	if p.cfg.ProcessedColumn != "" {
+		where = append(where, pgx.Identifier{p.cfg.ProcessedColumn}.Sanitize()+" = FALSE")
+	}
+	q := "SELECT * FROM " + pgx.Identifier{schema, name}.Sanitize()
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	return q + " ORDER BY " + track + " ASC LIMIT " + strconv.Itoa(p.cfg.BatchSize)
+}
+
+// read polls every table once, waiting poll_interval between rounds that found nothing.
+func (p *poller) read(ctx context.Context) (sdk.SourceBatch, sdk.AckFunc, error) {
+	for {
+		if !p.first {
+			select {
+			case <-ctx.Done():
+				return sdk.SourceBatch{}, nil, ctx.Err()
+			case <-time.After(p.interval):
+			}
+		}
+		p.first = false
+		batch, ack, err := p.round(ctx)
+		if err != nil || len(batch.Messages) > 0 {
+			return batch, ack, err
+		}
+	}
+}
+
+func (p *poller) round(ctx context.Context) (sdk.SourceBatch, sdk.AckFunc, error) {
+	batch := sdk.SourceBatch{Schema: sdk.SchemaJSON}
+	if p.cfg.PayloadColumn != "" && p.cfg.PayloadFormat != "json_direct" && p.cfg.PayloadFormat != "jsonb" && p.cfg.PayloadFormat != "jsonb_direct" {
+		batch.Schema = sdk.SchemaRaw
+	}
+	next := maps.Clone(p.offsets)
+	done := map[string][]string{} // table -> primary keys read
+	for _, table := range p.cfg.Tables {
+		res := p.conn.PgConn().ExecParams(ctx, p.query(table), nil, nil, nil, nil).Read()
+		if res.Err != nil {
+			return sdk.SourceBatch{}, nil, fmt.Errorf("poll %s: %w", table, res.Err)
+		}
+		for _, row := range res.Rows {
+			m, track, pk, err := p.message(table, res.FieldDescriptions, row)
+			if err != nil {
+				return sdk.SourceBatch{}, nil, sdk.Permanent(fmt.Errorf("poll %s: %w", table, err))
+			}
+			batch.Messages = append(batch.Messages, m)
+			if track != "" {
+				next[table] = track
+			}
+			if pk != "" {
+				done[table] = append(done[table], pk)
+			}
+		}
+	}
+	batch.State, _ = json.Marshal(pollState{TrackingOffsets: next})
+	ack := func(ctx context.Context, err error) error {
+		if err != nil {
+			return nil //nolint:nilerr // not delivered: the same rows are read again
+		}
+		p.offsets = next
+		return p.finish(ctx, done)
+	}
+	return batch, ack, nil
+}
+
+// finish deletes or marks the rows Iggy now holds (delete_after_read, processed_column).
+func (p *poller) finish(ctx context.Context, done map[string][]string) error {
+	if !p.cfg.DeleteAfterRead && p.cfg.ProcessedColumn == "" {
+		return nil
+	}
+	pkCol := p.cfg.PrimaryKeyColumn
+	if pkCol == "" {
+		pkCol = p.cfg.TrackingColumn
+	}
+	var errs []error
+	for table, pks := range done {
+		schema, name := tableRef(table)
+		ids := make([]string, len(pks))
+		for i, k := range pks {
+			ids[i] = sqlValue(k)
+		}
+		where := " WHERE " + pgx.Identifier{pkCol}.Sanitize() + " IN (" + strings.Join(ids, ", ") + ")"
+		q := "DELETE FROM " + pgx.Identifier{schema, name}.Sanitize() + where
+		if !p.cfg.DeleteAfterRead {
+			q = "UPDATE " + pgx.Identifier{schema, name}.Sanitize() + " SET " + pgx.Identifier{p.cfg.ProcessedColumn}.Sanitize() + " = TRUE" + where
+		}
+		if _, err := p.conn.Exec(ctx, q); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", table, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// message renders one row as upstream does: the record envelope with operation_type
+// SELECT (with include_metadata = false the row goes under data.data), or the payload
+// column alone.
+func (p *poller) message(table string, fields []pgconn.FieldDescription, row [][]byte) (sdk.ProducedMessage, string, string, error) {
+	var track, pk string
+	pkCol := p.cfg.PrimaryKeyColumn
+	if pkCol == "" {
+		pkCol = p.cfg.TrackingColumn
+	}
+	data := []byte{'{'}
+	var payload []byte
+	n := 0
+	for i, f := range fields {
+		name := f.Name
+		if i >= len(row) {
+			break
+		}
+		if name == p.cfg.TrackingColumn && row[i] != nil {
+			track = string(row[i])
+		}
+		if name == pkCol && row[i] != nil {
+			pk = string(row[i])
+		}
+		if p.cfg.PayloadColumn != "" && name == p.cfg.PayloadColumn {
+			var err error
+			if payload, err = p.payload(f.DataTypeOID, row[i]); err != nil {
+				return sdk.ProducedMessage{}, "", "", fmt.Errorf("column %s: %w", name, err)
+			}
+			continue
+		}
+		if p.cfg.SnakeCaseColumns {
+			name = snakeCase(name)
+		}
+		if n > 0 {
+			data = append(data, ',')
+		}
+		n++
+		data = appendJSONString(data, name)
+		data = append(data, ':')
+		if row[i] == nil {
+			data = append(data, "null"...)
+			continue
+		}
+		v, err := jsonValue(p.types, f.DataTypeOID, row[i])
+		if err != nil {
+			return sdk.ProducedMessage{}, "", "", fmt.Errorf("column %s: %w", name, err)
+		}
+		data = append(data, v...)
+	}
+	data = append(data, '}')
+	if payload == nil {
+		if !p.cfg.IncludeMetadata {
+			data = append(append([]byte(`{"data":`), data...), '}')
+		}
+		c := change{table: table, op: "SELECT", commitTime: time.Now(), data: data}
+		m, err := c.message()
+		return sdk.ProducedMessage{Payload: m.Payload}, track, pk, err
+	}
+	return sdk.ProducedMessage{Payload: payload}, track, pk, nil
+}
+
+// payload extracts payload_column as payload_format says: bytea (or raw), text, or
+// json_direct (the JSON document).
+func (p *poller) payload(oid uint32, v []byte) ([]byte, error) {
+	if v == nil {
+		if p.cfg.PayloadFormat == "json_direct" || p.cfg.PayloadFormat == "jsonb" || p.cfg.PayloadFormat == "jsonb_direct" {
+			return []byte("null"), nil
+		}
+		return []byte{}, nil
+	}
+	switch p.cfg.PayloadFormat {
+	case "text":
+		return v, nil
+	case "json_direct", "jsonb", "jsonb_direct":
+		return jsonValue(p.types, oid, v)
+	}
+	if oid == pgtype.ByteaOID {
+		return byteaText(string(v))
+	}
+	return v, nil
+}
