@@ -14,6 +14,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 )
 
@@ -153,4 +154,110 @@ func status(err error) int {
 		return http.StatusPreconditionFailed
 	}
 	return 0
+}
+
+// errNoUpload is complete's answer when the multipart upload is gone (aborted by another
+// owner of the partition, or completed by an attempt whose answer was lost).
+var errNoUpload = errors.New("multipart upload not found")
+
+// create starts a multipart upload of key and returns its id.
+func (st *store) create(ctx context.Context, key, contentType string) (string, error) {
+	out, err := st.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+		Bucket:      aws.String(st.bucket),
+		Key:         aws.String(key),
+		ContentType: aws.String(contentType),
+	})
+	if err != nil {
+		return "", fmt.Errorf("start multipart upload of s3://%s/%s: %w", st.bucket, key, err)
+	}
+	return aws.ToString(out.UploadId), nil
+}
+
+// part uploads part n (from 1) of an upload and returns its ETag. Sending a part again
+// replaces it, so a retry is harmless.
+func (st *store) part(ctx context.Context, key, id string, n int32, body []byte) (string, error) {
+	out, err := st.client.UploadPart(ctx, &s3.UploadPartInput{
+		Bucket:        aws.String(st.bucket),
+		Key:           aws.String(key),
+		UploadId:      aws.String(id),
+		PartNumber:    aws.Int32(n),
+		Body:          bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))),
+	})
+	if status(err) == http.StatusNotFound {
+		return "", fmt.Errorf("part %d of s3://%s/%s: %w", n, st.bucket, key, errNoUpload)
+	}
+	if err != nil {
+		return "", fmt.Errorf("part %d of s3://%s/%s: %w", n, st.bucket, key, err)
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+// complete assembles an upload's parts into the object, only if no object has the key
+// (If-None-Match: *): errExists when one does, errNoUpload when the upload is gone.
+func (st *store) complete(ctx context.Context, key, id string, etags []string) error {
+	parts := make([]types.CompletedPart, len(etags))
+	for i, e := range etags {
+		parts[i] = types.CompletedPart{ETag: aws.String(e), PartNumber: aws.Int32(int32(i + 1))}
+	}
+	_, err := st.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		Bucket:          aws.String(st.bucket),
+		Key:             aws.String(key),
+		UploadId:        aws.String(id),
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+		IfNoneMatch:     aws.String("*"),
+	})
+	switch status(err) {
+	case http.StatusOK:
+		return nil
+	case http.StatusPreconditionFailed:
+		return errExists
+	case http.StatusNotFound:
+		return fmt.Errorf("complete s3://%s/%s: %w", st.bucket, key, errNoUpload)
+	}
+	return fmt.Errorf("complete s3://%s/%s: %w", st.bucket, key, err)
+}
+
+// abort discards an upload and its parts; one already gone counts as aborted.
+func (st *store) abort(ctx context.Context, key, id string) error {
+	_, err := st.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+		Bucket:   aws.String(st.bucket),
+		Key:      aws.String(key),
+		UploadId: aws.String(id),
+	})
+	if s := status(err); s == http.StatusOK || s == http.StatusNotFound {
+		return nil
+	}
+	return fmt.Errorf("abort multipart upload of s3://%s/%s: %w", st.bucket, key, err)
+}
+
+// exists answers whether key holds an object.
+func (st *store) exists(ctx context.Context, key string) (bool, error) {
+	_, err := st.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(st.bucket), Key: aws.String(key)})
+	switch status(err) {
+	case http.StatusOK:
+		return true, nil
+	case http.StatusNotFound:
+		return false, nil
+	}
+	return false, fmt.Errorf("head s3://%s/%s: %w", st.bucket, key, err)
+}
+
+// uploads calls fn with the key and id of every multipart upload under prefix not yet
+// completed or aborted.
+func (st *store) uploads(ctx context.Context, prefix string, fn func(key, id string)) error {
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(st.bucket), Prefix: aws.String(prefix)}
+	for {
+		out, err := st.client.ListMultipartUploads(ctx, in)
+		if err != nil {
+			return fmt.Errorf("list multipart uploads under s3://%s/%s: %w", st.bucket, prefix, err)
+		}
+		for _, u := range out.Uploads {
+			fn(aws.ToString(u.Key), aws.ToString(u.UploadId))
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			return nil
+		}
+		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
+	}
 }

@@ -3,6 +3,7 @@ package s3
 import (
 	"bytes"
 	"fmt"
+	"io"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
@@ -53,48 +54,72 @@ func codec(name string) compress.Codec {
 	return &zstd.Codec{}
 }
 
-// encodeParquet writes the buffer's rows as one Parquet file.
-func encodeParquet(s *settings, b *buffer) ([]byte, error) {
-	var out bytes.Buffer
+// rowEncoder writes rows into one Parquet file as they come: a row group is written out
+// whenever it holds row_group_size rows, so memory holds one row group, not the file.
+type rowEncoder interface {
+	write(rows []row) error
+	close() error // writes the last row group and the footer
+}
+
+// newRowEncoder returns the encoder of a file of the given stream schema written to out.
+func newRowEncoder(s *settings, schema sdk.Schema, out io.Writer) rowEncoder {
 	opts := []parquet.WriterOption{
 		parquet.Compression(codec(s.Compression)),
 		parquet.MaxRowsPerRowGroup(int64(s.RowGroupSize)),
 		parquet.CreatedBy("ferry", "", ""),
 	}
-	var err error
-	raw := b.schema == sdk.SchemaRaw
+	raw := schema == sdk.SchemaRaw
 	switch {
 	case len(s.Columns) > 0:
 		opts = append(opts, columnsSchema(s.Columns, raw))
-		err = writeRows(&out, opts, b.rows, func(r *row) map[string]any { return columnsRow(s.Columns, r, raw) })
+		return newTypedEncoder(out, opts, func(r *row) map[string]any { return columnsRow(s.Columns, r, raw) })
 	case raw:
-		err = writeRows(&out, opts, b.rows, func(r *row) parquetBytes {
+		return newTypedEncoder(out, opts, func(r *row) parquetBytes {
 			return parquetBytes{r.stream, r.topic, r.partition, r.offset, r.id, r.timestamp, r.originTimestamp, r.headers, r.payload}
 		})
-	default:
-		err = writeRows(&out, opts, b.rows, func(r *row) parquetText {
-			return parquetText{r.stream, r.topic, r.partition, r.offset, r.id, r.timestamp, r.originTimestamp, r.headers, string(r.payload)}
-		})
+	}
+	return newTypedEncoder(out, opts, func(r *row) parquetText {
+		return parquetText{r.stream, r.topic, r.partition, r.offset, r.id, r.timestamp, r.originTimestamp, r.headers, string(r.payload)}
+	})
+}
+
+// typedEncoder converts rows to T in chunks (so a large batch never holds two copies).
+type typedEncoder[T any] struct {
+	w     *parquet.GenericWriter[T]
+	conv  func(*row) T
+	chunk []T
+}
+
+func newTypedEncoder[T any](out io.Writer, opts []parquet.WriterOption, conv func(*row) T) *typedEncoder[T] {
+	return &typedEncoder[T]{w: parquet.NewGenericWriter[T](out, opts...), conv: conv, chunk: make([]T, 0, 1024)}
+}
+
+func (e *typedEncoder[T]) write(rows []row) error {
+	for i := range rows {
+		e.chunk = append(e.chunk, e.conv(&rows[i]))
+		if len(e.chunk) == cap(e.chunk) || i == len(rows)-1 {
+			if _, err := e.w.Write(e.chunk); err != nil {
+				return err
+			}
+			clear(e.chunk)
+			e.chunk = e.chunk[:0]
+		}
+	}
+	return nil
+}
+
+func (e *typedEncoder[T]) close() error { return e.w.Close() }
+
+// encodeParquet writes the buffer's rows as one Parquet file.
+func encodeParquet(s *settings, b *buffer) ([]byte, error) {
+	var out bytes.Buffer
+	enc := newRowEncoder(s, b.schema, &out)
+	err := enc.write(b.rows)
+	if err == nil {
+		err = enc.close()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("encode parquet (offsets %d-%d): %w", b.first, b.last, err)
 	}
 	return out.Bytes(), nil
-}
-
-// writeRows converts rows in chunks (so a large object never holds two copies) and writes
-// them.
-func writeRows[T any](out *bytes.Buffer, opts []parquet.WriterOption, rows []row, conv func(*row) T) error {
-	w := parquet.NewGenericWriter[T](out, opts...)
-	chunk := make([]T, 0, 1024)
-	for i := range rows {
-		chunk = append(chunk, conv(&rows[i]))
-		if len(chunk) == cap(chunk) || i == len(rows)-1 {
-			if _, err := w.Write(chunk); err != nil {
-				return err
-			}
-			chunk = chunk[:0]
-		}
-	}
-	return w.Close()
 }

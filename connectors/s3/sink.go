@@ -53,6 +53,7 @@ type partState struct {
 	// rejected holds the messages a typed column refused until Consume reports them (a
 	// failed upload may end the call first; the runtime's retry of the batch reports them).
 	rejected *sdk.RejectedMessages
+	up       *stream // the object being streamed through a multipart upload, if any
 }
 
 var (
@@ -118,7 +119,10 @@ func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sd
 		s.parts[p] = fresh
 		s.mu.Unlock()
 		if old != nil {
-			s.drop(old)
+			s.drop(ctx, old)
+		}
+		if err := s.abandoned(ctx, f); err != nil {
+			return nil, fmt.Errorf("s3 sink: partition %d of %s/%s: %w", p.PartitionID, topic.Stream, topic.Topic, err)
 		}
 		if found {
 			out[p] = next
@@ -129,14 +133,11 @@ func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sd
 	return out, nil
 }
 
-// drop forgets a partition's buffer (revoked, or assigned again).
-func (s *Sink) drop(ps *partState) {
+// drop forgets a partition's buffer and aborts its upload (assigned again).
+func (s *Sink) drop(ctx context.Context, ps *partState) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	ps.gone = true
-	s.buffered.Add(-int64(ps.buf.size))
-	ps.buf.reset()
-	ps.size.Store(0)
+	s.releaseLocked(ctx, ps)
 }
 
 // Consume appends the batch to its partition's buffer and uploads the buffer whenever it
@@ -176,6 +177,13 @@ func (s *Sink) appendLocked(ctx context.Context, ps *partState, topic sdk.TopicM
 		if m.Offset < ps.next {
 			continue
 		}
+		if ps.up != nil && m.Offset > ps.up.last {
+			// The planned last offset never came (refused, or resolved by the runtime):
+			// the object ends before m, its key spanning the gap.
+			if err := s.feedLocked(ctx, ps, true); err != nil || ps.gone {
+				return err
+			}
+		}
 		ps.topic = topic
 		if !ps.started && !ps.hasCommitted && m.Offset > 0 {
 			// The assignment's first message: everything before it is done in the runtime
@@ -203,16 +211,13 @@ func (s *Sink) appendLocked(ctx context.Context, ps *partState, topic sdk.TopicM
 		ps.size.Store(int64(ps.buf.size))
 		ps.next = m.Offset + 1
 		ps.lastAdd = time.Now()
-		if s.full(ps) {
-			if err := s.flushLocked(ctx, ps); err != nil {
-				return err
-			}
-		}
-	}
-	if s.full(ps) { // a batch retried after a failed upload: all of it was buffered
-		if err := s.flushLocked(ctx, ps); err != nil {
+		if err := s.advanceLocked(ctx, ps); err != nil || ps.gone {
 			return err
 		}
+	}
+	// A batch retried after a failed upload: all of it was buffered or sent.
+	if err := s.advanceLocked(ctx, ps); err != nil {
+		return err
 	}
 	if r := ps.rejected; r != nil && len(msgs) > 0 {
 		ps.rejected = nil
@@ -222,6 +227,22 @@ func (s *Sink) appendLocked(ctx context.Context, ps *partState, topic sdk.TopicM
 		if len(r.Offsets) > 0 {
 			return r
 		}
+	}
+	return nil
+}
+
+// advanceLocked uploads ps's object when it is full, starts streaming it when it holds a
+// part but is not full, and feeds it when it streams.
+func (s *Sink) advanceLocked(ctx context.Context, ps *partState) error {
+	switch {
+	case ps.gone:
+		return nil
+	case ps.up != nil:
+		return s.feedLocked(ctx, ps, false)
+	case s.full(ps):
+		return s.flushLocked(ctx, ps)
+	case ps.buf.size >= s.cfg.partSize:
+		return s.startLocked(ctx, ps)
 	}
 	return nil
 }
@@ -262,42 +283,62 @@ func (s *Sink) largest() *partState {
 // landed, another owner) is refused by the conditional PUT and counts as written.
 func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 	b := &ps.buf
-	if b.empty() || ps.gone {
+	if b.empty() || ps.gone || ps.up != nil { // a streamed object ends at its planned offset only
 		return nil
 	}
-	// Still ours? A commit of an offset already done changes nothing and answers that
-	// (stale: ours; unknown partition: revoked, so another member may write these offsets).
-	if ps.hasCommitted && errors.Is(s.committer.Commit(ps.part, ps.committed), sdk.ErrCommitUnknownPartition) {
-		s.log.Info("s3 sink: partition revoked; its buffer is dropped", "partition", ps.part.PartitionID,
-			"first", b.first, "last", b.last)
-		s.buffered.Add(-int64(b.size))
-		b.reset()
-		ps.size.Store(0)
-		ps.gone = true
+	if s.revokedLocked(ps) {
 		return nil
 	}
 	kc := keyCtx{stream: ps.topic.Stream, topic: ps.topic.Topic, partition: ps.part.PartitionID, firstTS: b.firstTS}
 	key := objectKey(s.cfg.Prefix, s.tpl, kc, b.first, b.last, s.cfg.format)
-	body, ctype := b.finish(&s.cfg), "application/octet-stream"
-	switch s.cfg.format {
-	case FormatParquet:
+	body := b.finish(&s.cfg)
+	if s.cfg.format == FormatParquet {
 		var err error
 		if body, err = encodeParquet(&s.cfg, b); err != nil {
 			return fmt.Errorf("s3 sink: %w", err)
 		}
-		ctype = "application/vnd.apache.parquet"
-	case FormatJSONLines:
-		ctype = "application/x-ndjson"
-	case FormatJSONArray:
-		ctype = "application/json"
 	}
-	if err := s.upload(ctx, key, body, ctype); err != nil {
+	err := s.attempt(ctx, key, func() error { return s.st.put(ctx, key, body, contentType(s.cfg.format)) })
+	if errors.Is(err, errExists) {
+		s.log.Info("s3 sink: object already in the bucket; counted as written", "key", key)
+	} else if err != nil {
 		return err // the buffer is kept: the next flush uploads the same key
 	}
+	s.log.Debug("s3 sink: uploaded", "key", key, "bytes", len(body))
 	last := b.last
-	s.buffered.Add(-int64(b.size))
-	b.reset()
-	ps.size.Store(0)
+	s.clearLocked(ps)
+	s.commitLocked(ps, last, key)
+	return nil
+}
+
+// contentType is the Content-Type of an object of the given format.
+func contentType(format string) string {
+	switch format {
+	case FormatParquet:
+		return "application/vnd.apache.parquet"
+	case FormatJSONLines:
+		return "application/x-ndjson"
+	case FormatJSONArray:
+		return "application/json"
+	}
+	return "application/octet-stream"
+}
+
+// revokedLocked answers whether ps was revoked, and then releases it. A commit of an
+// offset already done changes nothing and tells (stale: still ours; unknown partition:
+// revoked, so another member may write these offsets).
+func (s *Sink) revokedLocked(ps *partState) bool {
+	if !ps.hasCommitted || !errors.Is(s.committer.Commit(ps.part, ps.committed), sdk.ErrCommitUnknownPartition) {
+		return false
+	}
+	s.log.Info("s3 sink: partition revoked; its buffer is dropped", "partition", ps.part.PartitionID,
+		"first", ps.buf.first, "last", ps.buf.last)
+	s.releaseLocked(s.bg, ps)
+	return true
+}
+
+// commitLocked commits last, the last offset of an object now in the bucket under key.
+func (s *Sink) commitLocked(ps *partState, last uint64, key string) {
 	err := s.committer.Commit(ps.part, last)
 	switch {
 	case err == nil, errors.Is(err, sdk.ErrCommitStale):
@@ -308,22 +349,17 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 	default:
 		s.log.Warn("s3 sink: commit refused", "key", key, "err", err)
 	}
-	return nil
 }
 
-// upload puts one object with up to max_attempts attempts, waiting retry_delay, doubled
-// after each failure up to a minute, in between.
-func (s *Sink) upload(ctx context.Context, key string, body []byte, ctype string) error {
+// attempt runs one request on key up to max_attempts times, waiting retry_delay, doubled
+// after each failure up to a minute, in between. errExists and errNoUpload are answers,
+// not failures: they end it at once.
+func (s *Sink) attempt(ctx context.Context, key string, req func() error) error {
 	delay := s.cfg.retryDelay
 	for attempt := 1; ; attempt++ {
-		err := s.st.put(ctx, key, body, ctype)
-		if errors.Is(err, errExists) {
-			s.log.Info("s3 sink: object already in the bucket; counted as written", "key", key)
-			return nil
-		}
-		if err == nil {
-			s.log.Debug("s3 sink: uploaded", "key", key, "bytes", len(body))
-			return nil
+		err := req()
+		if err == nil || errors.Is(err, errExists) || errors.Is(err, errNoUpload) {
+			return err
 		}
 		if attempt >= s.cfg.maxAttempts || ctx.Err() != nil {
 			return fmt.Errorf("s3 sink: upload failed after %d attempts: %w", attempt, err)
@@ -354,7 +390,11 @@ func (s *Sink) flusher() {
 		}
 		for _, ps := range s.snapshot() {
 			ps.mu.Lock()
-			if !ps.buf.empty() && time.Since(ps.lastAdd) >= s.cfg.flushInterval {
+			if ps.up != nil && time.Since(ps.lastAdd) >= s.cfg.flushInterval {
+				// A streamed object waits for its planned last offset; one whose partition
+				// was revoked meanwhile is aborted.
+				s.revokedLocked(ps)
+			} else if !ps.buf.empty() && time.Since(ps.lastAdd) >= s.cfg.flushInterval {
 				if err := s.flushLocked(s.bg, ps); err != nil && s.bg.Err() == nil {
 					s.log.Warn("s3 sink: flush of an idle partition failed; retrying", "partition", ps.part.PartitionID, "err", err)
 				}
@@ -385,6 +425,10 @@ func (s *Sink) Close(ctx context.Context) error {
 	var errs []error
 	for _, ps := range s.snapshot() {
 		ps.mu.Lock()
+		if ps.up != nil {
+			// Its messages were never committed: the next run polls them again.
+			s.releaseLocked(ctx, ps)
+		}
 		if err := s.flushLocked(ctx, ps); err != nil {
 			errs = append(errs, fmt.Errorf("partition %d: %w", ps.part.PartitionID, err))
 		}

@@ -205,3 +205,36 @@ func (s *Server) ReadParquet(t testing.TB, bucket string) []ParquetObject {
 	}
 	return objs
 }
+
+// Upload is one multipart upload not yet completed or aborted, with its parts so far.
+type Upload struct {
+	Key, ID string
+	Parts   int
+}
+
+// Uploads lists bucket's incomplete multipart uploads (ListMultipartUploads, then
+// ListParts for each).
+func (s *Server) Uploads(t testing.TB, bucket string) []Upload {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var ups []Upload
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)}
+	for {
+		out, err := s.Client.ListMultipartUploads(ctx, in)
+		if err != nil {
+			t.Fatalf("list multipart uploads of %s: %v", bucket, err)
+		}
+		for _, u := range out.Uploads {
+			parts, err := s.Client.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(bucket), Key: u.Key, UploadId: u.UploadId})
+			if err != nil {
+				t.Fatalf("list parts of s3://%s/%s: %v", bucket, aws.ToString(u.Key), err)
+			}
+			ups = append(ups, Upload{Key: aws.ToString(u.Key), ID: aws.ToString(u.UploadId), Parts: len(parts.Parts)})
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			return ups
+		}
+		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
+	}
+}
