@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -193,9 +194,9 @@ func (st *store) part(ctx context.Context, key, id string, n int32, body []byte)
 	return aws.ToString(out.ETag), nil
 }
 
-// complete assembles an upload's parts into the object, only if no object has the key
-// (If-None-Match: *): errExists when one does, errNoUpload when the upload is gone.
-func (st *store) complete(ctx context.Context, key, id string, etags []string) error {
+// complete assembles an upload's parts into the object; when onlyNew, only if no object
+// has the key (If-None-Match: *): errExists when one does. errNoUpload: the upload is gone.
+func (st *store) complete(ctx context.Context, key, id string, etags []string, onlyNew bool) error {
 	parts := make([]types.CompletedPart, len(etags))
 	for i, e := range etags {
 		parts[i] = types.CompletedPart{ETag: aws.String(e), PartNumber: aws.Int32(int32(i + 1))}
@@ -205,7 +206,7 @@ func (st *store) complete(ctx context.Context, key, id string, etags []string) e
 		Key:             aws.String(key),
 		UploadId:        aws.String(id),
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
-		IfNoneMatch:     aws.String("*"),
+		IfNoneMatch:     ifNoneMatch(onlyNew),
 	})
 	switch status(err) {
 	case http.StatusOK:
@@ -260,4 +261,62 @@ func (st *store) uploads(ctx context.Context, prefix string, fn func(key, id str
 		}
 		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
 	}
+}
+
+func ifNoneMatch(onlyNew bool) *string {
+	if onlyNew {
+		return aws.String("*")
+	}
+	return nil
+}
+
+// copy writes the object at src to dst inside the server, as a multipart upload whose
+// parts are copies of src's byte ranges of the given sizes, completed only if no object
+// has the key dst (errExists when one does). errNoUpload: src is gone.
+func (st *store) copy(ctx context.Context, src, dst, contentType string, sizes []int64) error {
+	id, err := st.create(ctx, dst, contentType)
+	if err != nil {
+		return err
+	}
+	source := (&url.URL{Path: st.bucket + "/" + src}).EscapedPath()
+	etags := make([]string, 0, len(sizes))
+	var off int64
+	for i, n := range sizes {
+		out, err := st.client.UploadPartCopy(ctx, &s3.UploadPartCopyInput{
+			Bucket:          aws.String(st.bucket),
+			Key:             aws.String(dst),
+			UploadId:        aws.String(id),
+			PartNumber:      aws.Int32(int32(i + 1)),
+			CopySource:      aws.String(source),
+			CopySourceRange: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1)),
+		})
+		if err != nil {
+			_ = st.abort(context.WithoutCancel(ctx), dst, id)
+			if status(err) == http.StatusNotFound {
+				return fmt.Errorf("copy s3://%s/%s to %s: %w", st.bucket, src, dst, errNoUpload)
+			}
+			return fmt.Errorf("copy s3://%s/%s to %s, part %d: %w", st.bucket, src, dst, i+1, err)
+		}
+		if out.CopyPartResult != nil {
+			etags = append(etags, aws.ToString(out.CopyPartResult.ETag))
+		}
+		off += n
+	}
+	err = st.complete(ctx, dst, id, etags, true)
+	if err != nil {
+		_ = st.abort(context.WithoutCancel(ctx), dst, id)
+		if errors.Is(err, errNoUpload) { // our own upload of dst, just created: not src's absence
+			return fmt.Errorf("copy to s3://%s/%s: upload vanished", st.bucket, dst)
+		}
+	}
+	return err
+}
+
+// remove deletes key; an absent key counts as deleted.
+func (st *store) remove(ctx context.Context, key string) error {
+	_, err := st.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(st.bucket), Key: aws.String(key)})
+	if s := status(err); s == http.StatusOK || s == http.StatusNotFound || s == http.StatusNoContent {
+		return nil
+	}
+	return fmt.Errorf("delete s3://%s/%s: %w", st.bucket, key, err)
 }

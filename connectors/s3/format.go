@@ -20,7 +20,8 @@ type buffer struct {
 	data    []byte // json_lines, json_array (without the closing bracket), raw
 	rows    []row  // parquet
 	count   uint64
-	size    uint64 // bytes counted for rotation and for max_buffered_bytes
+	size    uint64 // bytes held, counted for max_buffered_bytes (a streamed object's unsent part)
+	total   uint64 // the object's bytes counted for rotation, held or already sent
 	first   uint64
 	last    uint64
 	firstTS uint64
@@ -49,7 +50,7 @@ func (b *buffer) empty() bool { return b.count == 0 }
 
 func (b *buffer) reset() {
 	b.data, b.rows = b.data[:0], nil
-	b.count, b.size, b.first, b.last, b.firstTS = 0, 0, 0, 0, 0
+	b.count, b.size, b.total, b.first, b.last, b.firstTS = 0, 0, 0, 0, 0, 0
 }
 
 // add appends one message; it returns the bytes the buffer grew by. It refuses a message
@@ -103,6 +104,7 @@ func (b *buffer) add(s *settings, topic sdk.TopicMetadata, p sdk.Partition, sche
 		grew = uint64(len(b.data) - before)
 	}
 	b.size += grew
+	b.total += grew
 	return grew, nil
 }
 

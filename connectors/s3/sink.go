@@ -105,9 +105,12 @@ func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sd
 		f := newFinder(s.cfg.Prefix, s.tpl, keyCtx{stream: topic.Stream, topic: topic.Topic, partition: p.PartitionID})
 		var next uint64
 		found := false
+		var partials []string
 		err := s.st.list(ctx, f.listPrefix, func(key string) {
 			if _, last, ok := f.offsets(key); ok && last+1 > next {
 				next, found = last+1, true
+			} else if f.partial(key) {
+				partials = append(partials, key)
 			}
 		})
 		if err != nil {
@@ -121,7 +124,7 @@ func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sd
 		if old != nil {
 			s.drop(ctx, old)
 		}
-		if err := s.abandoned(ctx, f); err != nil {
+		if err := s.abandoned(ctx, f, partials); err != nil {
 			return nil, fmt.Errorf("s3 sink: partition %d of %s/%s: %w", p.PartitionID, topic.Stream, topic.Topic, err)
 		}
 		if found {
@@ -172,17 +175,16 @@ func (s *Sink) appendLocked(ctx context.Context, ps *partState, topic sdk.TopicM
 	if ps.gone {
 		return nil // a batch of an assignment that ended: its commits would be refused
 	}
+	if ps.up != nil && ps.up.sealed {
+		// A streamed object whose copy failed: nothing may join it.
+		if err := s.finishLocked(ctx, ps); err != nil || ps.gone {
+			return err
+		}
+	}
 	for i := range msgs {
 		m := &msgs[i]
 		if m.Offset < ps.next {
 			continue
-		}
-		if ps.up != nil && m.Offset > ps.up.last {
-			// The planned last offset never came (refused, or resolved by the runtime):
-			// the object ends before m, its key spanning the gap.
-			if err := s.feedLocked(ctx, ps, true); err != nil || ps.gone {
-				return err
-			}
 		}
 		ps.topic = topic
 		if !ps.started && !ps.hasCommitted && m.Offset > 0 {
@@ -237,10 +239,10 @@ func (s *Sink) advanceLocked(ctx context.Context, ps *partState) error {
 	switch {
 	case ps.gone:
 		return nil
-	case ps.up != nil:
-		return s.feedLocked(ctx, ps, false)
 	case s.full(ps):
 		return s.flushLocked(ctx, ps)
+	case ps.up != nil:
+		return s.feedLocked(ctx, ps)
 	case ps.buf.size >= s.cfg.partSize:
 		return s.startLocked(ctx, ps)
 	}
@@ -249,7 +251,7 @@ func (s *Sink) advanceLocked(ctx context.Context, ps *partState) error {
 
 // full reports whether ps's buffer reached an object's limit.
 func (s *Sink) full(ps *partState) bool {
-	return !ps.buf.empty() && (ps.buf.count >= s.cfg.maxMessages || ps.buf.size >= s.cfg.maxBytes)
+	return !ps.buf.empty() && (ps.buf.count >= s.cfg.maxMessages || ps.buf.total >= s.cfg.maxBytes)
 }
 
 // partition returns p's state, creating it when the runtime delivers before any
@@ -283,8 +285,11 @@ func (s *Sink) largest() *partState {
 // landed, another owner) is refused by the conditional PUT and counts as written.
 func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 	b := &ps.buf
-	if b.empty() || ps.gone || ps.up != nil { // a streamed object ends at its planned offset only
+	if ps.gone || b.empty() && ps.up == nil {
 		return nil
+	}
+	if ps.up != nil {
+		return s.finishLocked(ctx, ps)
 	}
 	if s.revokedLocked(ps) {
 		return nil
@@ -390,11 +395,7 @@ func (s *Sink) flusher() {
 		}
 		for _, ps := range s.snapshot() {
 			ps.mu.Lock()
-			if ps.up != nil && time.Since(ps.lastAdd) >= s.cfg.flushInterval {
-				// A streamed object waits for its planned last offset; one whose partition
-				// was revoked meanwhile is aborted.
-				s.revokedLocked(ps)
-			} else if !ps.buf.empty() && time.Since(ps.lastAdd) >= s.cfg.flushInterval {
+			if (!ps.buf.empty() || ps.up != nil) && time.Since(ps.lastAdd) >= s.cfg.flushInterval {
 				if err := s.flushLocked(s.bg, ps); err != nil && s.bg.Err() == nil {
 					s.log.Warn("s3 sink: flush of an idle partition failed; retrying", "partition", ps.part.PartitionID, "err", err)
 				}
@@ -425,10 +426,6 @@ func (s *Sink) Close(ctx context.Context) error {
 	var errs []error
 	for _, ps := range s.snapshot() {
 		ps.mu.Lock()
-		if ps.up != nil {
-			// Its messages were never committed: the next run polls them again.
-			s.releaseLocked(ctx, ps)
-		}
 		if err := s.flushLocked(ctx, ps); err != nil {
 			errs = append(errs, fmt.Errorf("partition %d: %w", ps.part.PartitionID, err))
 		}

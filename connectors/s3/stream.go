@@ -2,37 +2,40 @@ package s3
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 )
 
-// A large object streams through a multipart upload: once a partition buffers part_size
-// bytes and its object is not yet full, the sink fixes the object's last offset, starts a
-// multipart upload under the key naming it, and from then on sends a part whenever
-// part_size encoded bytes are ready, completing the upload (If-None-Match: *) when the
-// planned last offset has been added. S3 names an object when its upload starts and
-// cannot rename it, so the last offset must be known then: it is first +
-// max_messages_per_file - 1, or, with size rotation, as many messages as max_file_size
-// holds at the average size buffered so far (whichever is smaller). Iggy's offsets are
-// dense, so the planned offset always comes. Nothing of a streamed object is committed
-// before the upload completes: a crash, a revoke or a stop leaves an incomplete upload,
-// invisible to LIST, whose messages are polled again; the next assignment of the
-// partition aborts it.
+// A large object streams through a multipart upload instead of sitting in memory. Once a
+// partition buffers part_size bytes and its object is not yet full, the sink starts a
+// multipart upload and from then on sends a part whenever part_size encoded bytes are
+// ready. S3 names an object when its upload starts and cannot rename it, while the key
+// names the object's last offset, known only when the object ends (by size, count,
+// flush_interval, the memory cap or a stop). So the upload goes to a partial key that is
+// never an object key (<partition>-<first>.<random>.partial, ignored by the listing on
+// assignment); when the object ends, the partial object is completed and copied inside
+// the server (UploadPartCopy of the same part ranges, no bytes through the sink) to the
+// final key, that copy completed with If-None-Match: *, and only then is the last offset
+// committed and the partial object deleted. A crash, a revoke or a failure before that
+// copy completes leaves nothing the listing counts and nothing committed: the messages
+// are polled again, and the partition's next assignment aborts the upload or deletes the
+// partial object left behind.
 
 // encodeChunk is how many parquet rows a streamed object buffers before encoding them.
 const encodeChunk = 1024
 
 // stream is a partition's object under a multipart upload.
 type stream struct {
-	key   string
-	id    string // the upload id
-	last  uint64 // the planned last offset, named by key
-	etags []string
-	part  partBuf    // parquet: encoded bytes not yet sent (the JSON formats use the buffer's data)
-	enc   rowEncoder // parquet
-	held  int64      // bytes of this object counted in the sink's buffered total
+	tmp    string // the partial object's key
+	id     string // the upload id
+	etags  []string
+	sizes  []int64
+	part   partBuf    // parquet: encoded bytes not yet sent (the JSON formats use the buffer's data)
+	enc    rowEncoder // parquet
+	sealed bool       // every part sent and the partial object complete: only the copy is left
 }
 
 // partBuf collects the encoder's output until a part is full.
@@ -40,117 +43,142 @@ type partBuf struct{ b []byte }
 
 func (p *partBuf) Write(b []byte) (int, error) { p.b = append(p.b, b...); return len(b), nil }
 
-// plannedLast is the last offset of the object ps's buffer starts, chosen when it starts
-// streaming.
-func (s *Sink) plannedLast(b *buffer) uint64 {
-	n := s.cfg.maxMessages
-	if s.cfg.maxBytes != math.MaxUint64 && b.size > 0 {
-		est := (s.cfg.maxBytes*b.count + b.size - 1) / b.size // bytes per message so far
-		n = min(n, max(est, 1))
-	}
-	last := b.first + n - 1
-	if n > math.MaxUint64-b.first {
-		last = math.MaxUint64
-	}
-	return max(last, b.last+1)
+// partialKey is the key a streamed object is uploaded under before it is copied to its
+// object key: the object key's directory, the partition, the first offset and a random
+// token (two owners of a partition never share one).
+func (s *Sink) partialKey(ps *partState) string {
+	b := &ps.buf
+	var tok [8]byte
+	_, _ = rand.Read(tok[:])
+	kc := keyCtx{stream: ps.topic.Stream, topic: ps.topic.Topic, partition: ps.part.PartitionID, firstTS: b.firstTS}
+	file := fmt.Sprintf("%05d-%020d.%s.partial", kc.partition, b.first, hex.EncodeToString(tok[:]))
+	return joinKey(s.cfg.Prefix, s.tpl.render(kc), file)
 }
 
-// startLocked starts streaming ps's object: the multipart upload is created under the key
-// of the planned range and the buffer is fed to it.
+// startLocked starts streaming ps's object: a multipart upload is created under a partial
+// key and the buffer is fed to it.
 func (s *Sink) startLocked(ctx context.Context, ps *partState) error {
-	b := &ps.buf
 	if s.revokedLocked(ps) {
 		return nil
 	}
-	last := s.plannedLast(b)
-	kc := keyCtx{stream: ps.topic.Stream, topic: ps.topic.Topic, partition: ps.part.PartitionID, firstTS: b.firstTS}
-	key := objectKey(s.cfg.Prefix, s.tpl, kc, b.first, last, s.cfg.format)
+	tmp := s.partialKey(ps)
 	var id string
-	err := s.attempt(ctx, key, func() (err error) {
-		id, err = s.st.create(ctx, key, contentType(s.cfg.format))
+	err := s.attempt(ctx, tmp, func() (err error) {
+		id, err = s.st.create(ctx, tmp, contentType(s.cfg.format))
 		return err
 	})
 	if err != nil {
 		return err // the buffer is kept: the next message or retried batch starts again
 	}
-	up := &stream{key: key, id: id, last: last}
+	up := &stream{tmp: tmp, id: id}
 	if s.cfg.format == FormatParquet {
-		up.enc = newRowEncoder(&s.cfg, b.schema, &up.part)
+		up.enc = newRowEncoder(&s.cfg, ps.buf.schema, &up.part)
 	}
 	ps.up = up
-	ps.size.Store(0) // a streamed object cannot be uploaded early: the memory cap skips it
-	s.log.Debug("s3 sink: streaming an object", "key", key, "first", b.first, "planned_last", last)
-	return s.feedLocked(ctx, ps, false)
+	s.log.Debug("s3 sink: streaming an object", "partial_key", tmp, "first", ps.buf.first)
+	return s.feedLocked(ctx, ps)
 }
 
-// feedLocked moves ps's streamed object along: it encodes the buffered rows, sends a full
-// part, and completes the upload once the planned last offset was added or passed (end).
-// A part that fails max_attempts times stays in memory and is sent again by the next call.
-func (s *Sink) feedLocked(ctx context.Context, ps *partState, end bool) error {
+// feedLocked encodes ps's buffered rows in chunks and sends a part once part_size encoded
+// bytes are ready. A part that fails max_attempts times stays in memory and is sent again
+// by the next call.
+func (s *Sink) feedLocked(ctx context.Context, ps *partState) error {
 	up, b := ps.up, &ps.buf
-	end = end || ps.next > up.last
-	if up.enc != nil && len(b.rows) > 0 && (end || len(b.rows) >= encodeChunk) {
-		if err := up.enc.write(b.rows); err != nil {
-			return s.failStreamLocked(ctx, ps, fmt.Errorf("encode parquet (offsets %d-%d): %w", b.first, b.last, err))
-		}
-		clear(b.rows)
-		b.rows = b.rows[:0]
-	}
-	held := s.cfg.format != FormatParquet && len(b.data) >= int(s.cfg.partSize) ||
-		up.enc != nil && len(up.part.b) >= int(s.cfg.partSize)
-	if held {
-		if err := s.sendPartLocked(ctx, ps, s.pending(ps)); err != nil {
+	if up.enc != nil && len(b.rows) >= encodeChunk {
+		if err := s.encodeLocked(ctx, ps); err != nil {
 			return err
 		}
 	}
-	if !end {
-		return nil
+	if len(s.pending(ps)) >= int(s.cfg.partSize) {
+		return s.sendPartLocked(ctx, ps, s.pending(ps))
 	}
+	return nil
+}
+
+// encodeLocked hands the buffered rows to the parquet encoder.
+func (s *Sink) encodeLocked(ctx context.Context, ps *partState) error {
+	b := &ps.buf
+	if err := ps.up.enc.write(b.rows); err != nil {
+		return s.failStreamLocked(ctx, ps, fmt.Errorf("encode parquet (offsets %d-%d): %w", b.first, b.last, err))
+	}
+	clear(b.rows)
+	b.rows = b.rows[:0]
+	return nil
+}
+
+// finishLocked ends ps's streamed object: the last part is sent, the partial object
+// completed and copied to the object key (If-None-Match: *), the partial object deleted,
+// and the last offset committed. A failure leaves the step reached: the next call goes on
+// from there.
+func (s *Sink) finishLocked(ctx context.Context, ps *partState) error {
+	up, b := ps.up, &ps.buf
 	if s.revokedLocked(ps) {
 		return nil
 	}
-	if up.enc != nil {
-		if err := up.enc.close(); err != nil {
-			return s.failStreamLocked(ctx, ps, fmt.Errorf("encode parquet (offsets %d-%d): %w", b.first, b.last, err))
+	if !up.sealed {
+		if up.enc != nil {
+			if len(b.rows) > 0 {
+				if err := s.encodeLocked(ctx, ps); err != nil {
+					return err
+				}
+			}
+			if err := up.enc.close(); err != nil {
+				return s.failStreamLocked(ctx, ps, fmt.Errorf("encode parquet (offsets %d-%d): %w", b.first, b.last, err))
+			}
+			up.enc = nil // closed: a retry after a failed last part sends what it wrote
 		}
-		up.enc = nil // closed: a retry after a failed last part sends what it wrote
-	}
-	body := s.pending(ps)
-	if s.cfg.format == FormatJSONArray {
-		body = b.finish(&s.cfg) // the closing bracket, after what is pending
-	}
-	if len(body) > 0 || len(up.etags) == 0 {
-		if err := s.sendPartLocked(ctx, ps, body); err != nil {
+		body := s.pending(ps)
+		if s.cfg.format == FormatJSONArray {
+			body = b.finish(&s.cfg) // the closing bracket, after what is pending
+		}
+		if len(body) > 0 || len(up.etags) == 0 {
+			if err := s.sendPartLocked(ctx, ps, body); err != nil || ps.gone {
+				return err
+			}
+		}
+		err := s.attempt(ctx, up.tmp, func() error { return s.st.complete(ctx, up.tmp, up.id, up.etags, false) })
+		if errors.Is(err, errNoUpload) {
+			// Aborted by the partition's next owner, or completed by an attempt whose
+			// answer was lost: the bucket says which.
+			ok, herr := s.st.exists(ctx, up.tmp)
+			if herr != nil {
+				return fmt.Errorf("s3 sink: %w", herr)
+			}
+			if !ok {
+				s.lostLocked(ctx, ps)
+				return nil
+			}
+		} else if err != nil {
 			return err
 		}
+		up.sealed = true
 	}
-	err := s.attempt(ctx, up.key, func() error { return s.st.complete(ctx, up.key, up.id, up.etags) })
+	key := objectKey(s.cfg.Prefix, s.tpl, keyCtx{stream: ps.topic.Stream, topic: ps.topic.Topic,
+		partition: ps.part.PartitionID, firstTS: b.firstTS}, b.first, b.last, s.cfg.format)
+	err := s.attempt(ctx, key, func() error { return s.st.copy(ctx, up.tmp, key, contentType(s.cfg.format), up.sizes) })
 	switch {
 	case errors.Is(err, errExists):
-		// Another owner wrote this range under the same key first: ours is redundant.
-		s.log.Info("s3 sink: object already in the bucket; counted as written", "key", up.key)
-		s.abortLocked(ctx, up)
-	case errors.Is(err, errNoUpload):
-		// Aborted by the partition's next owner, or completed by an attempt whose answer
-		// was lost: the bucket says which.
-		ok, herr := s.st.exists(ctx, up.key)
-		if herr != nil {
-			return fmt.Errorf("s3 sink: %w", herr)
-		}
-		if !ok {
-			s.log.Info("s3 sink: multipart upload aborted by another owner of the partition; partition released",
-				"key", up.key, "partition", ps.part.PartitionID)
-			s.releaseLocked(ctx, ps)
-			return nil
-		}
+		s.log.Info("s3 sink: object already in the bucket; counted as written", "key", key)
+	case errors.Is(err, errNoUpload): // the partial object was deleted by the partition's next owner
+		s.lostLocked(ctx, ps)
+		return nil
 	case err != nil:
-		return err // every part is sent: the next call completes again
+		return err
 	}
-	s.log.Debug("s3 sink: uploaded", "key", up.key, "parts", len(up.etags))
-	last := up.last
+	s.removePartial(ctx, up.tmp)
+	s.log.Debug("s3 sink: uploaded", "key", key, "parts", len(up.etags))
+	last := b.last
 	s.clearLocked(ps)
-	s.commitLocked(ps, last, up.key)
+	s.commitLocked(ps, last, key)
 	return nil
+}
+
+// lostLocked releases a partition whose upload another owner aborted or deleted: the
+// partition was assigned elsewhere, and that owner writes these offsets.
+func (s *Sink) lostLocked(ctx context.Context, ps *partState) {
+	s.log.Info("s3 sink: multipart upload removed by another owner of the partition; partition released",
+		"partial_key", ps.up.tmp, "partition", ps.part.PartitionID)
+	s.releaseLocked(ctx, ps)
 }
 
 // pending is the encoded bytes of ps's streamed object not yet sent.
@@ -166,24 +194,24 @@ func (s *Sink) sendPartLocked(ctx context.Context, ps *partState, body []byte) e
 	up := ps.up
 	n := int32(len(up.etags) + 1)
 	var etag string
-	err := s.attempt(ctx, up.key, func() (err error) {
-		etag, err = s.st.part(ctx, up.key, up.id, n, body)
+	err := s.attempt(ctx, up.tmp, func() (err error) {
+		etag, err = s.st.part(ctx, up.tmp, up.id, n, body)
 		return err
 	})
 	if errors.Is(err, errNoUpload) {
-		s.log.Info("s3 sink: multipart upload aborted by another owner of the partition; partition released",
-			"key", up.key, "partition", ps.part.PartitionID)
-		s.releaseLocked(ctx, ps)
+		s.lostLocked(ctx, ps)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	up.etags = append(up.etags, etag)
+	up.sizes = append(up.sizes, int64(len(body)))
 	up.part.b = up.part.b[:0]
 	ps.buf.data = ps.buf.data[:0]
 	s.buffered.Add(-int64(ps.buf.size))
 	ps.buf.size = 0
+	ps.size.Store(0)
 	return nil
 }
 
@@ -195,14 +223,37 @@ func (s *Sink) failStreamLocked(ctx context.Context, ps *partState, err error) e
 	return fmt.Errorf("s3 sink: partition %d released: %w", ps.part.PartitionID, err)
 }
 
-// releaseLocked aborts ps's upload, if any, drops its buffer and stops accepting its
-// messages: nothing past its last commit is written by this assignment.
+// releaseLocked aborts ps's upload or deletes its partial object, drops its buffer and
+// stops accepting its messages: nothing past its last commit is written by this
+// assignment.
 func (s *Sink) releaseLocked(ctx context.Context, ps *partState) {
-	if ps.up != nil {
-		s.abortLocked(ctx, ps.up)
+	if up := ps.up; up != nil {
+		ctx, cancel := cleanupCtx(ctx)
+		defer cancel()
+		if up.sealed {
+			s.removePartial(ctx, up.tmp)
+		} else if err := s.st.abort(ctx, up.tmp, up.id); err != nil {
+			s.log.Warn("s3 sink: abort failed; the partition's next assignment aborts it", "partial_key", up.tmp, "err", err)
+		}
 	}
 	s.clearLocked(ps)
 	ps.gone = true
+}
+
+// cleanupCtx is ctx, or when ctx is done (a stop), a context of its own for ten seconds.
+func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Err() == nil {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+}
+
+// removePartial deletes a partial object, logging a failure: the partition's next
+// assignment deletes what is left.
+func (s *Sink) removePartial(ctx context.Context, key string) {
+	if err := s.st.remove(ctx, key); err != nil {
+		s.log.Warn("s3 sink: delete of a partial object failed; the partition's next assignment deletes it", "partial_key", key, "err", err)
+	}
 }
 
 // clearLocked empties ps's buffer and forgets its stream.
@@ -213,28 +264,16 @@ func (s *Sink) clearLocked(ps *partState) {
 	ps.up = nil
 }
 
-// abortLocked aborts an upload, logging a failure: the partition's next assignment
-// aborts what is left.
-func (s *Sink) abortLocked(ctx context.Context, up *stream) {
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-	}
-	if err := s.st.abort(ctx, up.key, up.id); err != nil {
-		s.log.Warn("s3 sink: abort failed; the partition's next assignment aborts it", "key", up.key, "err", err)
-		return
-	}
-	s.log.Debug("s3 sink: multipart upload aborted", "key", up.key, "parts", len(up.etags))
-}
-
-// abandoned aborts every incomplete multipart upload of f's partition: an earlier owner's
-// object whose messages were never committed.
-func (s *Sink) abandoned(ctx context.Context, f finder) error {
+// abandoned removes what an earlier owner of f's partition left of a streamed object:
+// incomplete multipart uploads under the partition's keys and partial objects (their
+// messages were never committed, or are in the object they were copied to).
+func (s *Sink) abandoned(ctx context.Context, f finder, partials []string) error {
 	type upload struct{ key, id string }
 	var ups []upload
 	err := s.st.uploads(ctx, f.listPrefix, func(key, id string) {
-		if _, _, ok := f.offsets(key); ok {
+		if f.partial(key) {
+			ups = append(ups, upload{key, id})
+		} else if _, _, ok := f.offsets(key); ok {
 			ups = append(ups, upload{key, id})
 		}
 	})
@@ -246,6 +285,12 @@ func (s *Sink) abandoned(ctx context.Context, f finder) error {
 			return err
 		}
 		s.log.Info("s3 sink: incomplete multipart upload of an earlier owner aborted", "key", u.key)
+	}
+	for _, k := range partials {
+		if err := s.st.remove(ctx, k); err != nil {
+			return err
+		}
+		s.log.Info("s3 sink: partial object of an earlier owner deleted", "key", k)
 	}
 	return nil
 }

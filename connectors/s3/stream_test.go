@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/ferryio/ferry/internal/s3test"
 	"github.com/ferryio/ferry/sdk"
 )
@@ -116,10 +118,11 @@ func TestStreamedObjectParquet(t *testing.T) {
 	}
 }
 
-// TestStreamedObjectAbandoned: a stop mid-object aborts the upload (nothing committed, no
-// object); an upload left by a process that died is aborted by the partition's next
-// assignment, before anything is written.
-func TestStreamedObjectAbandoned(t *testing.T) {
+// TestStreamedObjectStopAndAbandoned: a stop mid-object finishes it (one object, all of
+// it, committed); what a process that died mid-object left, an incomplete upload and a
+// partial object, is removed by the partition's next assignment before anything is
+// written, and another partition's partial object is left alone.
+func TestStreamedObjectStopAndAbandoned(t *testing.T) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
 	inFlight := func() bool { ups := srv.Uploads(t, bucket); return len(ups) == 1 && ups[0].Parts >= 1 }
@@ -127,30 +130,42 @@ func TestStreamedObjectAbandoned(t *testing.T) {
 	c := &commits{}
 	s := open(t, config(srv, bucket, streamCfg), c)
 	assign(t, s, 0)
-	feedUntil(t, s, 0, 10000, inFlight)
+	next := feedUntil(t, s, 0, 10000, inFlight)
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if ups := srv.Uploads(t, bucket); len(ups) != 0 {
 		t.Fatalf("uploads left after a stop: %+v", ups)
 	}
-	if keys := srv.Keys(t, bucket); len(keys) != 0 {
-		t.Fatalf("objects %v after a stop mid-object", keys)
+	want := fmt.Sprintf("pre/s/t/2024-03-16/14/00000-%020d-%020d.jsonl", 0, next-1)
+	if keys := srv.Keys(t, bucket); len(keys) != 1 || keys[0] != want {
+		t.Fatalf("objects %v after a stop mid-object, want [%s]", keys, want)
 	}
-	if _, ok := c.of(0); ok {
-		t.Fatal("a stop mid-object committed")
+	if last, _ := c.of(0); last != next-1 {
+		t.Fatalf("a stop mid-object committed %d, want %d", last, next-1)
 	}
 
 	// dead stands for a killed process: it is never closed before the next owner starts.
 	dead := open(t, config(srv, bucket, streamCfg), &commits{})
 	assign(t, dead, 0)
-	feedUntil(t, dead, 0, 10000, inFlight)
-	next := open(t, config(srv, bucket, streamCfg), &commits{})
-	if got := assign(t, next, 0); len(got) != 0 {
-		t.Fatalf("seek %v over an empty bucket", got)
+	feedUntil(t, dead, next, 10000, inFlight)
+	mine := "pre/s/t/2024-03-16/14/00000-00000000000000099999.0123456789abcdef.partial"
+	other := "pre/s/t/2024-03-16/14/00001-00000000000000099999.0123456789abcdef.partial"
+	for _, k := range []string{mine, other} {
+		if _, err := srv.Client.PutObject(context.Background(), &awss3.PutObjectInput{Bucket: &bucket, Key: &k, Body: strings.NewReader("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc := &commits{}
+	nw := open(t, config(srv, bucket, streamCfg), nc)
+	if got := assign(t, nw, 0); got[part(0)] != next {
+		t.Fatalf("seek %v, want partition 0 at %d", got, next)
 	}
 	if ups := srv.Uploads(t, bucket); len(ups) != 0 {
 		t.Fatalf("the next assignment left the dead owner's upload: %+v", ups)
+	}
+	if keys := srv.Keys(t, bucket); len(keys) != 2 || keys[0] != want || keys[1] != other {
+		t.Fatalf("keys %v after the next assignment, want [%s %s]", keys, want, other)
 	}
 }
 
