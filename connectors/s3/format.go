@@ -46,6 +46,16 @@ type row struct {
 	extra           []any // the typed columns' values, in plugin_config order
 }
 
+// bytes is what a row counts for in the buffer: its payload and headers, and 64 bytes of
+// metadata.
+func (r *row) bytes() int {
+	n := len(r.payload) + 64
+	for k, v := range r.headers {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
 func (b *buffer) empty() bool { return b.count == 0 }
 
 func (b *buffer) reset() {

@@ -62,7 +62,9 @@ type rowEncoder interface {
 }
 
 // newRowEncoder returns the encoder of a file of the given stream schema written to out.
-func newRowEncoder(s *settings, schema sdk.Schema, out io.Writer) rowEncoder {
+// groupBytes, when not 0, also ends a row group once its rows hold that many bytes
+// (payloads and headers as buffered), so a streamed file never holds more in the encoder.
+func newRowEncoder(s *settings, schema sdk.Schema, out io.Writer, groupBytes int) rowEncoder {
 	opts := []parquet.WriterOption{
 		parquet.Compression(codec(s.Compression)),
 		parquet.MaxRowsPerRowGroup(int64(s.RowGroupSize)),
@@ -72,37 +74,46 @@ func newRowEncoder(s *settings, schema sdk.Schema, out io.Writer) rowEncoder {
 	switch {
 	case len(s.Columns) > 0:
 		opts = append(opts, columnsSchema(s.Columns, raw))
-		return newTypedEncoder(out, opts, func(r *row) map[string]any { return columnsRow(s.Columns, r, raw) })
+		return newTypedEncoder(out, opts, groupBytes, func(r *row) map[string]any { return columnsRow(s.Columns, r, raw) })
 	case raw:
-		return newTypedEncoder(out, opts, func(r *row) parquetBytes {
+		return newTypedEncoder(out, opts, groupBytes, func(r *row) parquetBytes {
 			return parquetBytes{r.stream, r.topic, r.partition, r.offset, r.id, r.timestamp, r.originTimestamp, r.headers, r.payload}
 		})
 	}
-	return newTypedEncoder(out, opts, func(r *row) parquetText {
+	return newTypedEncoder(out, opts, groupBytes, func(r *row) parquetText {
 		return parquetText{r.stream, r.topic, r.partition, r.offset, r.id, r.timestamp, r.originTimestamp, r.headers, string(r.payload)}
 	})
 }
 
 // typedEncoder converts rows to T in chunks (so a large batch never holds two copies).
 type typedEncoder[T any] struct {
-	w     *parquet.GenericWriter[T]
-	conv  func(*row) T
-	chunk []T
+	w          *parquet.GenericWriter[T]
+	conv       func(*row) T
+	chunk      []T
+	groupBytes int // end a row group at this many bytes; 0: by rows only
+	held       int // bytes of the rows in the current row group
 }
 
-func newTypedEncoder[T any](out io.Writer, opts []parquet.WriterOption, conv func(*row) T) *typedEncoder[T] {
-	return &typedEncoder[T]{w: parquet.NewGenericWriter[T](out, opts...), conv: conv, chunk: make([]T, 0, 1024)}
+func newTypedEncoder[T any](out io.Writer, opts []parquet.WriterOption, groupBytes int, conv func(*row) T) *typedEncoder[T] {
+	return &typedEncoder[T]{w: parquet.NewGenericWriter[T](out, opts...), conv: conv, chunk: make([]T, 0, 1024), groupBytes: groupBytes}
 }
 
 func (e *typedEncoder[T]) write(rows []row) error {
 	for i := range rows {
 		e.chunk = append(e.chunk, e.conv(&rows[i]))
-		if len(e.chunk) == cap(e.chunk) || i == len(rows)-1 {
+		e.held += rows[i].bytes()
+		if len(e.chunk) == cap(e.chunk) || i == len(rows)-1 || e.groupBytes > 0 && e.held >= e.groupBytes {
 			if _, err := e.w.Write(e.chunk); err != nil {
 				return err
 			}
 			clear(e.chunk)
 			e.chunk = e.chunk[:0]
+		}
+		if e.groupBytes > 0 && e.held >= e.groupBytes {
+			if err := e.w.Flush(); err != nil {
+				return err
+			}
+			e.held = 0
 		}
 	}
 	return nil
@@ -113,7 +124,7 @@ func (e *typedEncoder[T]) close() error { return e.w.Close() }
 // encodeParquet writes the buffer's rows as one Parquet file.
 func encodeParquet(s *settings, b *buffer) ([]byte, error) {
 	var out bytes.Buffer
-	enc := newRowEncoder(s, b.schema, &out)
+	enc := newRowEncoder(s, b.schema, &out, 0)
 	err := enc.write(b.rows)
 	if err == nil {
 		err = enc.close()

@@ -72,7 +72,7 @@ func (s *Sink) startLocked(ctx context.Context, ps *partState) error {
 	}
 	up := &stream{tmp: tmp, id: id}
 	if s.cfg.format == FormatParquet {
-		up.enc = newRowEncoder(&s.cfg, ps.buf.schema, &up.part)
+		up.enc = newRowEncoder(&s.cfg, ps.buf.schema, &up.part, int(s.cfg.partSize))
 	}
 	ps.up = up
 	s.log.Debug("s3 sink: streaming an object", "partial_key", tmp, "first", ps.buf.first)

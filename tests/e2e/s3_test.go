@@ -93,11 +93,21 @@ retry_delay = "100ms"
 // produceN sends n JSON messages (about 200 bytes) to each of partitions 0..parts-1, 100 a
 // send, round-robin, pausing pause between rounds so the stream lasts while the test kills.
 func produceN(c *iggy.Client, parts uint32, n uint64, pause time.Duration) error {
+	return producePadded(c, parts, n, pause, 170)
+}
+
+// payloadOf is the payload producePadded sends to partition p at offset o.
+func payloadOf(p uint32, o uint64, pad int) string {
+	return fmt.Sprintf(`{"p":%d,"o":%d,"pad":"%0*d"}`, p, o, pad, 0)
+}
+
+// producePadded is produceN with pad digits of padding in each message.
+func producePadded(c *iggy.Client, parts uint32, n uint64, pause time.Duration, pad int) error {
 	msgs := make([]iggy.Message, 100)
 	for base := uint64(0); base < n; base += 100 {
 		for p := range parts {
 			for i := range msgs {
-				msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, `{"p":%d,"o":%d,"pad":"%0170d"}`, p, base+uint64(i), 0)}
+				msgs[i] = iggy.Message{Payload: []byte(payloadOf(p, base+uint64(i), pad))}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			res, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(p), msgs)
@@ -219,6 +229,12 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 // payload. It returns the number of rows.
 func checkExactlyOnce(t *testing.T, srv *s3test.Server, bucket string, perPartition uint64) int {
 	t.Helper()
+	return checkExactlyOncePadded(t, srv, bucket, perPartition, 170)
+}
+
+// checkExactlyOncePadded is checkExactlyOnce of messages sent by producePadded.
+func checkExactlyOncePadded(t *testing.T, srv *s3test.Server, bucket string, perPartition uint64, pad int) int {
+	t.Helper()
 	total := 3 * perPartition
 	ranges, n := s3Ranges(t, srv, bucket)
 	if n != total {
@@ -241,7 +257,7 @@ func checkExactlyOnce(t *testing.T, srv *s3test.Server, bucket string, perPartit
 		for _, r := range o.Rows {
 			rows++
 			k := [2]uint64{uint64(r.Partition), r.Offset}
-			want := fmt.Sprintf(`{"p":%d,"o":%d,"pad":"%0170d"}`, r.Partition, r.Offset, 0)
+			want := payloadOf(uint32(r.Partition), r.Offset, pad)
 			if seen[k] || r.Payload != want {
 				t.Fatalf("%s: row (%d, %d) seen before %v, payload %.60s", o.Key, r.Partition, r.Offset, seen[k], r.Payload)
 			}
