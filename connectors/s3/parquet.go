@@ -42,16 +42,21 @@ type parquetBytes struct {
 	Payload         []byte            `parquet:"payload"`
 }
 
+// codecs are shared by every file: a codec keeps a pool of encoders, and a zstd encoder
+// allocates megabytes of history when it is built, so one per file costs more than the
+// compression.
+var codecs = map[string]compress.Codec{
+	"snappy": &snappy.Codec{},
+	"gzip":   &gzip.Codec{},
+	"none":   &uncompressed.Codec{},
+	"zstd":   &zstd.Codec{},
+}
+
 func codec(name string) compress.Codec {
-	switch name {
-	case "snappy":
-		return &snappy.Codec{}
-	case "gzip":
-		return &gzip.Codec{}
-	case "none":
-		return &uncompressed.Codec{}
+	if c, ok := codecs[name]; ok {
+		return c
 	}
-	return &zstd.Codec{}
+	return codecs["zstd"]
 }
 
 // rowEncoder writes rows into one Parquet file as they come: a row group is written out
