@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,10 @@ type Sink struct {
 
 	bg     context.Context // cancelled by Close: ends the flusher's uploads
 	cancel context.CancelFunc
+	// puts is the context of the uploads running in the background, cancelled when Close
+	// has waited for them.
+	puts       context.Context
+	cancelPuts context.CancelFunc
 	done   chan struct{} // closed when the flusher returns
 	closed atomic.Bool
 }
@@ -53,7 +58,29 @@ type partState struct {
 	// rejected holds the messages a typed column refused until Consume reports them (a
 	// failed upload may end the call first; the runtime's retry of the batch reports them).
 	rejected *sdk.RejectedMessages
-	up       *stream // the object being streamed through a multipart upload, if any
+	up       *stream    // the object being streamed through a multipart upload, if any
+	inflight *inflight // the object being PUT while the next one fills, if any
+}
+
+// inflight is an object PUT in the background while its partition's next object fills
+// (encoding and uploading overlap). Its partition's next object is not uploaded before it
+// is done and committed, so a partition's objects are committed in offset order.
+type inflight struct {
+	key   string
+	body  []byte
+	last  uint64
+	held  int64 // bytes counted in the sink's buffered total until it is uploaded
+	freed atomic.Bool
+	done  chan struct{}
+	// Set before done is closed: the upload's outcome and, when it landed, the commit's.
+	err, commitErr error
+}
+
+// free takes f's bytes off the sink's buffered total, once.
+func (s *Sink) free(f *inflight) {
+	if f.freed.CompareAndSwap(false, true) {
+		s.buffered.Add(-f.held)
+	}
 }
 
 var (
@@ -88,6 +115,7 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 		return fmt.Errorf("s3 sink: %w", err)
 	}
 	s.bg, s.cancel = context.WithCancel(context.Background())
+	s.puts, s.cancelPuts = context.WithCancel(context.Background())
 	s.done = make(chan struct{})
 	go s.flusher()
 	s.log.Info("s3 sink open", "bucket", cfg.Bucket, "prefix", cfg.Prefix, "format", cfg.format,
@@ -102,6 +130,13 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]uint64, error) {
 	out := map[sdk.Partition]uint64{}
 	for _, p := range parts {
+		// An upload of an earlier assignment still under way would land after the listing.
+		s.mu.Lock()
+		old := s.parts[p]
+		s.mu.Unlock()
+		if old != nil {
+			s.drop(ctx, old)
+		}
 		f := newFinder(s.cfg.Prefix, s.tpl, keyCtx{stream: topic.Stream, topic: topic.Topic, partition: p.PartitionID})
 		var next uint64
 		found := false
@@ -118,12 +153,8 @@ func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sd
 		}
 		fresh := &partState{topic: topic, part: p, next: next, committed: next - 1, hasCommitted: found}
 		s.mu.Lock()
-		old := s.parts[p]
 		s.parts[p] = fresh
 		s.mu.Unlock()
-		if old != nil {
-			s.drop(ctx, old)
-		}
 		if err := s.abandoned(ctx, f, partials); err != nil {
 			return nil, fmt.Errorf("s3 sink: partition %d of %s/%s: %w", p.PartitionID, topic.Stream, topic.Topic, err)
 		}
@@ -136,10 +167,14 @@ func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sd
 	return out, nil
 }
 
-// drop forgets a partition's buffer and aborts its upload (assigned again).
+// drop waits for a partition's upload in the background (committing it when it landed),
+// then forgets its buffer and aborts its streamed object (assigned again).
 func (s *Sink) drop(ctx context.Context, ps *partState) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	if err := s.settleLocked(ctx, ps, true); err != nil {
+		s.log.Info("s3 sink: upload of an earlier assignment failed; its messages are polled again", "err", err)
+	}
 	s.releaseLocked(ctx, ps)
 }
 
@@ -174,6 +209,9 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 func (s *Sink) appendLocked(ctx context.Context, ps *partState, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
 	if ps.gone {
 		return nil // a batch of an assignment that ended: its commits would be refused
+	}
+	if err := s.settleLocked(ctx, ps, false); err != nil {
+		return err
 	}
 	if ps.up != nil && ps.up.sealed {
 		// A streamed object whose copy failed: nothing may join it.
@@ -291,6 +329,11 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 	if ps.up != nil {
 		return s.finishLocked(ctx, ps)
 	}
+	// The previous object first: committed before this one is uploaded, and "still ours?"
+	// below asks with its offset.
+	if err := s.settleLocked(ctx, ps, true); err != nil {
+		return err // the buffer is kept
+	}
 	if s.revokedLocked(ps) {
 		return nil
 	}
@@ -302,18 +345,74 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 		if body, err = encodeParquet(&s.cfg, b); err != nil {
 			return fmt.Errorf("s3 sink: %w", err)
 		}
+	} else {
+		body = bytes.Clone(body) // the buffer's memory is reused for the next object
 	}
-	err := s.attempt(ctx, key, func() error { return s.st.put(ctx, key, body, contentType(s.cfg.format)) })
+	f := &inflight{key: key, body: body, last: b.last, held: int64(b.size), done: make(chan struct{})}
+	ps.buf.reset() // its bytes stay counted in buffered as f.held
+	ps.size.Store(0)
+	ps.inflight = f
+	ctype := contentType(s.cfg.format)
+	part := ps.part
+	go func() {
+		defer close(f.done)
+		f.err = s.attempt(s.puts, key, func() error { return s.st.put(s.puts, key, body, ctype) })
+		if f.err == nil || errors.Is(f.err, errExists) {
+			s.free(f)
+			f.commitErr = s.committer.Commit(part, f.last) // at once: the runtime may be waiting for it
+		}
+	}()
+	return nil
+}
+
+// settleLocked finishes ps's upload in the background, if any: when it is done (block:
+// once it is done) it commits the object's last offset, or, when the upload failed, tries
+// it again here and returns the error if that fails too (the object stays in flight: the
+// next call tries again, and nothing after it is committed meanwhile).
+func (s *Sink) settleLocked(ctx context.Context, ps *partState, block bool) error {
+	f := ps.inflight
+	if f == nil {
+		return nil
+	}
+	if block {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return fmt.Errorf("s3 sink: waiting for the upload of %s: %w", f.key, ctx.Err())
+		}
+	} else {
+		select {
+		case <-f.done:
+		default:
+			return nil
+		}
+	}
+	ps.inflight = nil
+	err := f.err
+	if err == nil || errors.Is(err, errExists) { // uploaded and committed in the background
+		s.uploaded(f.key, len(f.body), err)
+		s.committedLocked(ps, f.last, f.key, f.commitErr)
+		return nil
+	}
+	err = s.attempt(ctx, f.key, func() error { return s.st.put(ctx, f.key, f.body, contentType(s.cfg.format)) })
+	if err != nil && !errors.Is(err, errExists) {
+		f.err = err
+		ps.inflight = f
+		return err
+	}
+	s.uploaded(f.key, len(f.body), err)
+	s.free(f)
+	s.commitLocked(ps, f.last, f.key)
+	return nil
+}
+
+// uploaded logs an object's upload: err is nil or errExists.
+func (s *Sink) uploaded(key string, size int, err error) {
 	if errors.Is(err, errExists) {
 		s.log.Info("s3 sink: object already in the bucket; counted as written", "key", key)
-	} else if err != nil {
-		return err // the buffer is kept: the next flush uploads the same key
+		return
 	}
-	s.log.Debug("s3 sink: uploaded", "key", key, "bytes", len(body))
-	last := b.last
-	s.clearLocked(ps)
-	s.commitLocked(ps, last, key)
-	return nil
+	s.log.Debug("s3 sink: uploaded", "key", key, "bytes", size)
 }
 
 // contentType is the Content-Type of an object of the given format.
@@ -344,7 +443,11 @@ func (s *Sink) revokedLocked(ps *partState) bool {
 
 // commitLocked commits last, the last offset of an object now in the bucket under key.
 func (s *Sink) commitLocked(ps *partState, last uint64, key string) {
-	err := s.committer.Commit(ps.part, last)
+	s.committedLocked(ps, last, key, s.committer.Commit(ps.part, last))
+}
+
+// committedLocked records the outcome err of the commit of last.
+func (s *Sink) committedLocked(ps *partState, last uint64, key string, err error) {
 	switch {
 	case err == nil, errors.Is(err, sdk.ErrCommitStale):
 		ps.committed, ps.hasCommitted = last, true
@@ -395,6 +498,11 @@ func (s *Sink) flusher() {
 		}
 		for _, ps := range s.snapshot() {
 			ps.mu.Lock()
+			if !ps.gone {
+				if err := s.settleLocked(s.bg, ps, false); err != nil && s.bg.Err() == nil {
+					s.log.Warn("s3 sink: upload failed; retrying", "partition", ps.part.PartitionID, "err", err)
+				}
+			}
 			if (!ps.buf.empty() || ps.up != nil) && time.Since(ps.lastAdd) >= s.cfg.flushInterval {
 				if err := s.flushLocked(s.bg, ps); err != nil && s.bg.Err() == nil {
 					s.log.Warn("s3 sink: flush of an idle partition failed; retrying", "partition", ps.part.PartitionID, "err", err)
@@ -426,11 +534,16 @@ func (s *Sink) Close(ctx context.Context) error {
 	var errs []error
 	for _, ps := range s.snapshot() {
 		ps.mu.Lock()
-		if err := s.flushLocked(ctx, ps); err != nil {
+		err := s.flushLocked(ctx, ps)
+		if err == nil && !ps.gone {
+			err = s.settleLocked(ctx, ps, true)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("partition %d: %w", ps.part.PartitionID, err))
 		}
 		ps.mu.Unlock()
 	}
+	s.cancelPuts()
 	s.st.close()
 	return errors.Join(errs...)
 }

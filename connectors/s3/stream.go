@@ -58,6 +58,9 @@ func (s *Sink) partialKey(ps *partState) string {
 // startLocked starts streaming ps's object: a multipart upload is created under a partial
 // key and the buffer is fed to it.
 func (s *Sink) startLocked(ctx context.Context, ps *partState) error {
+	if err := s.settleLocked(ctx, ps, true); err != nil {
+		return err
+	}
 	if s.revokedLocked(ps) {
 		return nil
 	}
@@ -235,6 +238,11 @@ func (s *Sink) releaseLocked(ctx context.Context, ps *partState) {
 		} else if err := s.st.abort(ctx, up.tmp, up.id); err != nil {
 			s.log.Warn("s3 sink: abort failed; the partition's next assignment aborts it", "partial_key", up.tmp, "err", err)
 		}
+	}
+	if f := ps.inflight; f != nil {
+		// Its upload ends by itself.
+		s.free(f)
+		ps.inflight = nil
 	}
 	s.clearLocked(ps)
 	ps.gone = true
