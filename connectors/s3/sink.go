@@ -35,8 +35,8 @@ type Sink struct {
 	// has waited for them.
 	puts       context.Context
 	cancelPuts context.CancelFunc
-	done   chan struct{} // closed when the flusher returns
-	closed atomic.Bool
+	done       chan struct{} // closed when the flusher returns
+	closed     atomic.Bool
 }
 
 // partState is one assigned partition. Its lock is held across an upload, so a partition's
@@ -58,7 +58,7 @@ type partState struct {
 	// rejected holds the messages a typed column refused until Consume reports them (a
 	// failed upload may end the call first; the runtime's retry of the batch reports them).
 	rejected *sdk.RejectedMessages
-	up       *stream    // the object being streamed through a multipart upload, if any
+	up       *stream   // the object being streamed through a multipart upload, if any
 	inflight *inflight // the object being PUT while the next one fills, if any
 }
 
