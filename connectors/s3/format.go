@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/valyala/fastjson"
+
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -148,7 +150,8 @@ func (b *buffer) appendRecord(dst []byte, s *settings, topic sdk.TopicMetadata, 
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"payload":`...)
-	if schema != sdk.SchemaText && json.Valid(m.Payload) {
+	// fastjson's validator: encoding/json's was an eighth of the sink's time.
+	if schema != sdk.SchemaText && fastjson.ValidateBytes(m.Payload) == nil {
 		dst = append(dst, m.Payload...)
 	} else if schema == sdk.SchemaText {
 		dst = b.appendString(dst, string(m.Payload))

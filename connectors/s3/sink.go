@@ -1,7 +1,6 @@
 package s3
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -60,6 +59,7 @@ type partState struct {
 	rejected *sdk.RejectedMessages
 	up       *stream   // the object being streamed through a multipart upload, if any
 	inflight *inflight // the object being PUT while the next one fills, if any
+	spare    []byte    // the JSON and raw formats: the memory of the last object uploaded
 }
 
 // inflight is an object PUT in the background while its partition's next object fills
@@ -345,11 +345,13 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 		if body, err = encodeParquet(&s.cfg, b); err != nil {
 			return fmt.Errorf("s3 sink: %w", err)
 		}
-	} else {
-		body = bytes.Clone(body) // the buffer's memory is reused for the next object
 	}
 	f := &inflight{key: key, body: body, last: b.last, held: int64(b.size), done: make(chan struct{})}
 	ps.buf.reset() // its bytes stay counted in buffered as f.held
+	if s.cfg.format != FormatParquet {
+		// body is the buffer's memory: the next object fills the one uploaded before.
+		ps.buf.data, ps.spare = ps.spare, nil
+	}
 	ps.size.Store(0)
 	ps.inflight = f
 	ctype := contentType(s.cfg.format)
@@ -390,6 +392,7 @@ func (s *Sink) settleLocked(ctx context.Context, ps *partState, block bool) erro
 	ps.inflight = nil
 	err := f.err
 	if err == nil || errors.Is(err, errExists) { // uploaded and committed in the background
+		s.reuse(ps, f)
 		s.uploaded(f.key, len(f.body), err)
 		s.committedLocked(ps, f.last, f.key, f.commitErr)
 		return nil
@@ -400,10 +403,18 @@ func (s *Sink) settleLocked(ctx context.Context, ps *partState, block bool) erro
 		ps.inflight = f
 		return err
 	}
+	s.reuse(ps, f)
 	s.uploaded(f.key, len(f.body), err)
 	s.free(f)
 	s.commitLocked(ps, f.last, f.key)
 	return nil
+}
+
+// reuse keeps the memory of an uploaded JSON or raw object for the partition's next one.
+func (s *Sink) reuse(ps *partState, f *inflight) {
+	if s.cfg.format != FormatParquet {
+		ps.spare = f.body[:0]
+	}
 }
 
 // uploaded logs an object's upload: err is nil or errExists.
