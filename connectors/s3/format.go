@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"math"
 	"math/big"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/valyala/fastjson"
 
@@ -33,6 +35,38 @@ type buffer struct {
 	// The stream and topic as JSON strings, quoted once (names and their quoted forms).
 	stream, topic   string
 	qStream, qTopic []byte
+	arena           arena // parquet: the rows' payloads and ids
+}
+
+// arena holds many rows' bytes in few allocations: one per arenaChunk bytes instead of two
+// per row. A slice it returns is never written again and lives while any row uses it.
+type arena struct{ chunk []byte }
+
+const arenaChunk = 1 << 20
+
+// copy returns a copy of b inside the arena.
+func (a *arena) copy(b []byte) []byte {
+	if len(b) > arenaChunk/4 {
+		return bytes.Clone(b)
+	}
+	if cap(a.chunk)-len(a.chunk) < len(b) {
+		a.chunk = make([]byte, 0, arenaChunk)
+	}
+	n := len(a.chunk)
+	a.chunk = append(a.chunk, b...)
+	return a.chunk[n:len(a.chunk):len(a.chunk)]
+}
+
+// hexID returns id as 32 hex digits (big-endian, as sdk.MessageID.String) inside the arena.
+func (a *arena) hexID(id sdk.MessageID) string {
+	var be [16]byte
+	for i := range id {
+		be[15-i] = id[i]
+	}
+	var h [32]byte
+	hex.Encode(h[:], be[:])
+	b := a.copy(h[:])
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // row is one parquet row; payload is written as a string column unless the stream is raw.
@@ -48,6 +82,10 @@ type row struct {
 	extra           []any // the typed columns' values, in plugin_config order
 }
 
+// text is the payload as a string without a copy: the row's payload is never written
+// after it is buffered.
+func (r *row) text() string { return unsafe.String(unsafe.SliceData(r.payload), len(r.payload)) }
+
 // bytes is what a row counts for in the buffer: its payload and headers, and 64 bytes of
 // metadata.
 func (r *row) bytes() int {
@@ -62,6 +100,7 @@ func (b *buffer) empty() bool { return b.count == 0 }
 
 func (b *buffer) reset() {
 	b.data, b.rows = b.data[:0], nil
+	b.arena = arena{} // the rows uploaded may still be read by an encoder: never reused
 	b.count, b.size, b.total, b.first, b.last, b.firstTS = 0, 0, 0, 0, 0, 0
 }
 
@@ -85,8 +124,8 @@ func (b *buffer) add(s *settings, topic sdk.TopicMetadata, p sdk.Partition, sche
 	case FormatParquet:
 		r := row{
 			stream: topic.Stream, topic: topic.Topic, partition: p.PartitionID, offset: m.Offset,
-			id: m.ID.String(), timestamp: int64(m.Timestamp), originTimestamp: int64(m.OriginTimestamp),
-			payload: bytes.Clone(m.Payload), extra: extra,
+			id: b.arena.hexID(m.ID), timestamp: int64(m.Timestamp), originTimestamp: int64(m.OriginTimestamp),
+			payload: b.arena.copy(m.Payload), extra: extra,
 		}
 		if len(m.Headers) > 0 {
 			r.headers = make(map[string]string, len(m.Headers))

@@ -86,7 +86,7 @@ func newRowEncoder(s *settings, schema sdk.Schema, out io.Writer, groupBytes int
 		})
 	}
 	return newTypedEncoder(out, opts, groupBytes, func(r *row) parquetText {
-		return parquetText{r.stream, r.topic, r.partition, r.offset, r.id, r.timestamp, r.originTimestamp, r.headers, string(r.payload)}
+		return parquetText{r.stream, r.topic, r.partition, r.offset, r.id, r.timestamp, r.originTimestamp, r.headers, r.text()}
 	})
 }
 
