@@ -407,3 +407,78 @@ func TestS3GroupTakeover(t *testing.T) {
 	rows := checkExactlyOnce(t, srv, bucket, perPartition)
 	t.Logf("%d rows in %d objects, 0 lost, 0 duplicated", rows, len(srv.Keys(t, bucket)))
 }
+
+// TestS3Rebalance: two live ferry processes in one consumer group hand partitions to each
+// other while 3 partitions are produced: a owns all, b joins (the server moves a's surplus
+// partitions once a has committed what it polled of them), then b stops and a takes them
+// back. Neither process is killed, so both may hold a partition at once from their own
+// point of view: every message must still be in exactly one object, no two overlapping.
+func TestS3Rebalance(t *testing.T) {
+	srv := s3test.Connect(t)
+	s3test.Python(t)
+	perPartition, _ := s3Scale(t)
+	bucket := srv.Bucket(t)
+	dir := t.TempDir()
+	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
+	c := dial(t, addr)
+	createTopic(t, c, 3)
+	start := func(name string) *proc {
+		d := filepath.Join(dir, name)
+		writeFile(t, filepath.Join(d, "s3", "sink.toml"), s3Sink(srv, bucket))
+		return startFerry(t, name, d, nil, "run", "--config", remoteConfig(t, d, addr, filepath.Join(d, "s3")), "--progress", "0")
+	}
+	written := func() uint64 { _, n := s3Ranges(t, srv, bucket); return n }
+	var wg sync.WaitGroup
+	var prodErr error
+	wg.Go(func() { prodErr = produceN(c, 3, perPartition, 150*time.Millisecond) })
+	a := start("a")
+	waitFor(t, 60*time.Second, "a writing", func() bool { return written() > 0 })
+	b := start("b")
+	owns := regexp.MustCompile(`assignment changed.* assigned="?\[\d`)
+	waitFor(t, 60*time.Second, "b owning partitions a owned", func() bool {
+		if b.exited() || a.exited() {
+			t.Fatalf("a process exited: a %v, b %v", a.err, b.err)
+		}
+		return owns.MatchString(b.out.String())
+	})
+	// b writes an object of a partition it took over before it leaves.
+	moved := regexp.MustCompile(`assignment changed.* assigned="?\[([\d ]+)\]`).FindStringSubmatch(b.out.String())[1]
+	objectsOf := func() (n int) {
+		ranges, _ := s3Ranges(t, srv, bucket)
+		for _, p := range strings.Fields(moved) {
+			id, _ := strconv.ParseUint(p, 10, 32)
+			n += len(ranges[id])
+		}
+		return n
+	}
+	before := objectsOf()
+	waitFor(t, 60*time.Second, "b writing partitions "+moved, func() bool { return objectsOf() > before })
+	revokedFromA := strings.Count(a.out.String(), "revoked=[") - strings.Count(a.out.String(), "revoked=[]")
+	b.stop(30 * time.Second)
+	waitFor(t, 60*time.Second, "a owning b's partitions again", func() bool {
+		return len(regexp.MustCompile(`assignment changed.* assigned="?\[\d`).FindAllString(a.out.String(), -1)) >= 2
+	})
+	wg.Wait()
+	if prodErr != nil {
+		t.Fatal(prodErr)
+	}
+	waitFor(t, 120*time.Second, "every message in the bucket", func() bool {
+		if a.exited() {
+			t.Fatalf("a exited: %v", a.err)
+		}
+		return written() >= 3*perPartition
+	})
+	a.stop(30 * time.Second)
+	if revokedFromA == 0 {
+		t.Fatalf("a never gave a partition up:\n%s", tail(a.out.String(), 30))
+	}
+	rows := checkExactlyOnce(t, srv, bucket, perPartition)
+	t.Logf("%d rows in %d objects across two hand-overs, 0 lost, 0 duplicated", rows, len(srv.Keys(t, bucket)))
+	for name, p := range map[string]*proc{"a": a, "b": b} {
+		for _, l := range strings.Split(p.out.String(), "\n") {
+			if strings.Contains(l, "assignment changed") || strings.Contains(l, "released") || strings.Contains(l, "already in the bucket") {
+				t.Logf("%s: %s", name, l)
+			}
+		}
+	}
+}
