@@ -257,7 +257,7 @@ func checkExactlyOncePadded(t *testing.T, srv *s3test.Server, bucket string, per
 		for _, r := range o.Rows {
 			rows++
 			k := [2]uint64{uint64(r.Partition), r.Offset}
-			want := payloadOf(uint32(r.Partition), r.Offset, pad)
+			want := payloadOf(r.Partition, r.Offset, pad)
 			if seen[k] || r.Payload != want {
 				t.Fatalf("%s: row (%d, %d) seen before %v, payload %.60s", o.Key, r.Partition, r.Offset, seen[k], r.Payload)
 			}
