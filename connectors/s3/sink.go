@@ -192,6 +192,12 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 		return err
 	}
 	for uint64(s.buffered.Load()) > s.cfg.maxBuffered {
+		// Objects being uploaded count too: wait for them before cutting another early.
+		if waited, err := s.settleAll(ctx); err != nil {
+			return err
+		} else if waited {
+			continue
+		}
 		big := s.largest()
 		if big == nil {
 			break
@@ -303,6 +309,24 @@ func (s *Sink) partition(topic sdk.TopicMetadata, p sdk.Partition) *partState {
 		s.parts[p] = ps
 	}
 	return ps
+}
+
+// settleAll waits for every upload running in the background and reports whether there
+// was one.
+func (s *Sink) settleAll(ctx context.Context) (bool, error) {
+	waited := false
+	for _, ps := range s.snapshot() {
+		ps.mu.Lock()
+		if ps.inflight != nil && !ps.gone {
+			waited = true
+			if err := s.settleLocked(ctx, ps, true); err != nil {
+				ps.mu.Unlock()
+				return waited, err
+			}
+		}
+		ps.mu.Unlock()
+	}
+	return waited, nil
 }
 
 // largest returns the partition with the most bytes buffered, nil when all are empty.
