@@ -3,8 +3,12 @@ package s3
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime/metrics"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,6 +53,41 @@ func (s *Sink) settle(b *testing.B) {
 	}
 }
 
+// cpuClock reads the CPU time used so far by this process and by the S3 server (its pid
+// in $FERRY_S3_DIR/pid, read from /proc; 0 when unknown).
+type cpuClock struct{ server int }
+
+func newCPUClock() cpuClock {
+	b, err := os.ReadFile(filepath.Join(os.Getenv("FERRY_S3_DIR"), "pid"))
+	if err != nil {
+		return cpuClock{}
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return cpuClock{server: pid}
+}
+
+func (c cpuClock) read() (self, server time.Duration) {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	if c.server == 0 {
+		return self, 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.server))
+	if err != nil {
+		return self, 0
+	}
+	// Fields 14 and 15 (utime, stime) in clock ticks, after the ")" ending the name.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return self, 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return self, time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+}
+
 // BenchmarkSink: rows/s into the S3 server of scripts/s3.sh, 200-byte JSON messages, 3
 // partitions, 1000 a Consume, 8MiB objects, for Parquet (zstd) and JSON Lines, and the
 // server's own conditional PUT loop of the same 200 bytes a row in 8MiB objects (what the
@@ -67,6 +106,17 @@ func BenchmarkSink(b *testing.B) {
 	}
 	var next [3]uint64
 	var tPq, tJl, tPut time.Duration
+	// CPU used by this process and by the server during each mode's rounds (building the
+	// messages included for the sinks: about 0.2 µs a row).
+	var cPq, cJl, cPut, sPq, sJl, sPut time.Duration
+	clock := newCPUClock()
+	measure := func(cpu, srvCPU *time.Duration, f func()) {
+		c0, s0 := clock.read()
+		f()
+		c1, s1 := clock.read()
+		*cpu += c1 - c0
+		*srvCPU += s1 - s0
+	}
 	msgs := make([]sdk.ConsumedMessage, benchBatch)
 	// consume times the sink alone: building the messages is not counted.
 	consume := func(s *Sink, first [3]uint64) (t time.Duration) {
@@ -87,19 +137,21 @@ func BenchmarkSink(b *testing.B) {
 	objects := 0
 	b.ResetTimer()
 	for range b.N {
-		tPq += consume(pq, next)
-		tJl += consume(jl, next)
+		measure(&cPq, &sPq, func() { tPq += consume(pq, next) })
+		measure(&cJl, &sJl, func() { tJl += consume(jl, next) })
 		for i := range next {
 			next[i] += rounds / 3 * benchBatch
 		}
-		start := time.Now()
-		for total := rounds * benchBatch * 200; total > 0; total -= len(body) {
-			if err := pq.st.put(context.Background(), fmt.Sprintf("put/%08d", objects), body[:min(total, len(body))], "application/octet-stream"); err != nil {
-				b.Fatal(err)
+		measure(&cPut, &sPut, func() {
+			start := time.Now()
+			for total := rounds * benchBatch * 200; total > 0; total -= len(body) {
+				if err := pq.st.put(context.Background(), fmt.Sprintf("put/%08d", objects), body[:min(total, len(body))], "application/octet-stream"); err != nil {
+					b.Fatal(err)
+				}
+				objects++
 			}
-			objects++
-		}
-		tPut += time.Since(start)
+			tPut += time.Since(start)
+		})
 	}
 	for s, t := range map[*Sink]*time.Duration{pq: &tPq, jl: &tJl} {
 		start := time.Now()
@@ -114,6 +166,15 @@ func BenchmarkSink(b *testing.B) {
 	b.ReportMetric(rows/tPut.Seconds(), "put-rows/s")
 	b.ReportMetric(tPut.Seconds()/tPq.Seconds(), "parquet/put")
 	b.ReportMetric(tPut.Seconds()/tJl.Seconds(), "jsonl/put")
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / rows }
+	b.ReportMetric(us(cPq), "parquet-cpu-µs/row")
+	b.ReportMetric(us(cJl), "jsonl-cpu-µs/row")
+	b.ReportMetric(us(cPut), "put-cpu-µs/row")
+	if clock.server != 0 {
+		b.ReportMetric(us(sPq), "parquet-server-cpu-µs/row")
+		b.ReportMetric(us(sJl), "jsonl-server-cpu-µs/row")
+		b.ReportMetric(us(sPut), "put-server-cpu-µs/row")
+	}
 	b.ReportMetric(0, "ns/op")
 }
 
