@@ -126,7 +126,9 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 // Assigned implements sdk.PartitionSeeker: for each partition it lists the partition's
 // objects and returns the offset after the highest one written; a partition with no object
 // resumes from the group's stored offset. Whatever the sink buffered for an earlier
-// assignment of the partition is dropped: it is polled again from there.
+// assignment of the partition is dropped (it is polled again from there), once its upload
+// under way, if any, is done; incomplete multipart uploads and partial objects of the
+// partition are removed.
 func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]uint64, error) {
 	out := map[sdk.Partition]uint64{}
 	for _, p := range parts {
@@ -179,10 +181,12 @@ func (s *Sink) drop(ctx context.Context, ps *partState) {
 }
 
 // Consume appends the batch to its partition's buffer and uploads the buffer whenever it
-// reaches max_file_size or max_messages_per_file; then, while the sink holds more than
-// max_buffered_bytes, it uploads the largest buffer. An upload that fails max_attempts
-// times fails the call; the runtime retries the batch, whose messages already buffered are
-// skipped.
+// reaches max_file_size or max_messages_per_file (in the background, while the next
+// object fills; a buffer reaching part_size first streams instead); then, while the sink
+// holds more than max_buffered_bytes, it waits for the uploads under way and uploads the
+// largest buffer. An upload that fails max_attempts times fails the call (or, in the
+// background, the partition's next call); the runtime retries the batch, whose messages
+// already buffered are skipped.
 func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
 	ps := s.partition(topic, meta.Partition)
 	ps.mu.Lock()
