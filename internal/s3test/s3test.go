@@ -146,6 +146,37 @@ func (s *Server) Restart(t testing.TB, root string) {
 	}
 }
 
+// Outage takes the server down with scripts/s3.sh (once no test of another package uses
+// it), calls whileDown, polls until returns true (for at most a minute; the test fails
+// then), and brings the server back on the same port with the same data; root is the
+// repository root.
+func (s *Server) Outage(t testing.TB, root string, whileDown func(), until func() bool) {
+	t.Helper()
+	if s.lock == nil {
+		t.Fatal("FERRY_S3_DIR is not set: the outage test needs the server of scripts/s3.sh")
+	}
+	if err := syscall.Flock(int(s.lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("restart lock: %v", err)
+	}
+	defer func() { _ = syscall.Flock(int(s.lock.Fd()), syscall.LOCK_SH) }()
+	script := filepath.Join(root, "scripts", "s3.sh")
+	if out, err := exec.Command("bash", script, "down").CombinedOutput(); err != nil {
+		t.Fatalf("s3 down: %v\n%s", err, out)
+	}
+	whileDown()
+	deadline := time.Now().Add(time.Minute)
+	ok := until()
+	for ; !ok && time.Now().Before(deadline); ok = until() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out, err := exec.Command("bash", script, "up").CombinedOutput(); err != nil {
+		t.Fatalf("s3 up: %v\n%s", err, out)
+	}
+	if !ok {
+		t.Fatal("the S3 server was down for a minute without the awaited condition")
+	}
+}
+
 // Python returns the interpreter of the venv with pyarrow (FERRY_PYARROW_PYTHON, which
 // scripts/s3.sh pyarrow prints); the test fails when it is unset while the S3 server is
 // set, and is skipped when neither is.

@@ -39,7 +39,7 @@ func TestS3MultipartSIGKILL(t *testing.T) {
 
 	var wg sync.WaitGroup
 	var prodErr error
-	wg.Go(func() { prodErr = producePadded(c, 3, perPartition, 100*time.Millisecond, pad) })
+	wg.Go(func() { prodErr = producePadded(c, 3, 0, perPartition, 100*time.Millisecond, pad) })
 	seen := map[string]bool{} // upload ids of the runs killed
 	run := startFerry(t, "run 0", dir, nil, args...)
 	for i := 1; i <= 2; i++ {

@@ -93,7 +93,7 @@ retry_delay = "100ms"
 // produceN sends n JSON messages (about 200 bytes) to each of partitions 0..parts-1, 100 a
 // send, round-robin, pausing pause between rounds so the stream lasts while the test kills.
 func produceN(c *iggy.Client, parts uint32, n uint64, pause time.Duration) error {
-	return producePadded(c, parts, n, pause, 170)
+	return producePadded(c, parts, 0, n, pause, 170)
 }
 
 // payloadOf is the payload producePadded sends to partition p at offset o.
@@ -101,10 +101,11 @@ func payloadOf(p uint32, o uint64, pad int) string {
 	return fmt.Sprintf(`{"p":%d,"o":%d,"pad":"%0*d"}`, p, o, pad, 0)
 }
 
-// producePadded is produceN with pad digits of padding in each message.
-func producePadded(c *iggy.Client, parts uint32, n uint64, pause time.Duration, pad int) error {
+// producePadded is produceN of offsets from to n (from a multiple of 100, the offsets
+// before it already sent) with pad digits of padding in each message.
+func producePadded(c *iggy.Client, parts uint32, from, n uint64, pause time.Duration, pad int) error {
 	msgs := make([]iggy.Message, 100)
-	for base := uint64(0); base < n; base += 100 {
+	for base := from; base < n; base += 100 {
 		for p := range parts {
 			for i := range msgs {
 				msgs[i] = iggy.Message{Payload: []byte(payloadOf(p, base+uint64(i), pad))}
@@ -170,9 +171,21 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 	writeFile(t, filepath.Join(conns, "sink.toml"), s3Sink(srv, bucket))
 	args := []string{"run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0"}
 
+	// With an outage under a running process, the last fifth is produced only once the
+	// server is down, so that process has uploads to fail and retry.
 	var wg sync.WaitGroup
 	var prodErr error
-	wg.Go(func() { prodErr = produceN(c, 3, perPartition, 150*time.Millisecond) })
+	holdAt, gate := perPartition, make(chan struct{})
+	if restarts[0] {
+		holdAt = perPartition * 4 / 5 / 100 * 100
+	}
+	wg.Go(func() {
+		if prodErr = produceN(c, 3, holdAt, 150*time.Millisecond); prodErr != nil || holdAt == perPartition {
+			return
+		}
+		<-gate
+		prodErr = producePadded(c, 3, holdAt, perPartition, 150*time.Millisecond, 170)
+	})
 	total := 3 * perPartition
 	written := func() uint64 { _, n := s3Ranges(t, srv, bucket); return n }
 	run := startFerry(t, "run 0", dir, nil, args...)
@@ -180,7 +193,7 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 	for i := 1; i <= kills; i++ {
 		before := written()
 		waitFor(t, 60*time.Second, fmt.Sprintf("run %d writing", i-1), func() bool {
-			return run.exited() || written() > before || before == total
+			return run.exited() || written() > before || before == total || before == 3*holdAt
 		})
 		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
 		if run.exited() {
@@ -192,12 +205,18 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 		}
 		t.Logf("kill %d: %d messages in the bucket", i, written())
 		run = startFerry(t, fmt.Sprintf("run %d", i), dir, nil, args...)
-		if i == (kills+1)/2 && restarts[0] { // a restart under a running process
-			before := written()
-			waitFor(t, 60*time.Second, "the run writing", func() bool { return written() > before })
-			srv.Restart(t, repoRoot)
+		if i == (kills+1)/2 && restarts[0] { // an outage under a running process
+			waitFor(t, 60*time.Second, "the run's sink running", func() bool {
+				return strings.Contains(run.out.String(), `msg="sink running"`)
+			})
+			// The run retries whatever S3 request the outage meets: an upload, or the
+			// listing of its assignment.
+			srv.Outage(t, repoRoot, func() { close(gate) }, func() bool { return retriedS3(run) })
 			restartedUnder = run
 		}
+	}
+	if restarts[0] && restartedUnder == nil {
+		t.Fatal("no outage under a running process: too few kills")
 	}
 	wg.Wait()
 	if prodErr != nil {
@@ -213,7 +232,7 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 		return strings.Contains(run.out.String(), `msg="sink running"`)
 	})
 	run.stop(30 * time.Second)
-	if restartedUnder != nil && !strings.Contains(restartedUnder.out.String(), "upload failed") {
+	if restartedUnder != nil && !retriedS3(restartedUnder) {
 		t.Fatalf("the run the S3 server restarted under never retried an upload:\n%s", tail(restartedUnder.out.String(), 30))
 	}
 	if strings.Contains(run.out.String(), srv.SecretKey) {
@@ -221,6 +240,12 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 	}
 	rows := checkExactlyOnce(t, srv, bucket, perPartition)
 	t.Logf("%d kills, %d S3 restarts: %d rows in %d objects, 0 lost, 0 duplicated", kills, len(restarts), rows, len(srv.Keys(t, bucket)))
+}
+
+// retriedS3 reports whether p logged a failed S3 request it retries.
+func retriedS3(p *proc) bool {
+	out := p.out.String()
+	return strings.Contains(out, "upload failed") || strings.Contains(out, "sink could not say where its assigned partitions start")
 }
 
 // checkExactlyOnce judges the bucket of a 3-partition run of perPartition messages each:
