@@ -242,6 +242,25 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 	t.Logf("%d kills, %d S3 restarts: %d rows in %d objects, 0 lost, 0 duplicated", kills, len(restarts), rows, len(srv.Keys(t, bucket)))
 }
 
+var assignmentRE = regexp.MustCompile(`assignment changed.* revoked="?\[([\d ]*)\]"? assigned="?\[([\d ]*)\]"?`)
+
+// ownedPartitions replays a ferry process's "assignment changed" lines: the partitions it
+// owns after the last one.
+func ownedPartitions(out string) map[uint64]bool {
+	owned := map[uint64]bool{}
+	for _, m := range assignmentRE.FindAllStringSubmatch(out, -1) {
+		for _, f := range strings.Fields(m[1]) {
+			p, _ := strconv.ParseUint(f, 10, 32)
+			delete(owned, p)
+		}
+		for _, f := range strings.Fields(m[2]) {
+			p, _ := strconv.ParseUint(f, 10, 32)
+			owned[p] = true
+		}
+	}
+	return owned
+}
+
 // retriedS3 reports whether p logged a failed S3 request it retries.
 func retriedS3(p *proc) bool {
 	out := p.out.String()
@@ -410,8 +429,16 @@ func TestS3GroupTakeover(t *testing.T) {
 		return owns.MatchString(a.out.String()) && owns.MatchString(b.out.String())
 	})
 	written := func() uint64 { _, n := s3Ranges(t, srv, bucket); return n }
-	before := written()
-	waitFor(t, 60*time.Second, "objects written after both joined", func() bool { return written() > before })
+	// An object of a partition a owns is in the bucket: b's takeover must find it there.
+	waitFor(t, 60*time.Second, "an object of a partition a owns", func() bool {
+		ranges, _ := s3Ranges(t, srv, bucket)
+		for p := range ownedPartitions(a.out.String()) {
+			if len(ranges[p]) > 0 {
+				return true
+			}
+		}
+		return false
+	})
 	seeksBefore := strings.Count(b.out.String(), "partition starts where the sink says")
 	a.kill()
 	t.Logf("a killed with %d messages in the bucket", written())
