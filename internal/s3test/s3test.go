@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
 )
 
 // Server is the S3 server under test.
@@ -244,7 +246,7 @@ type Upload struct {
 }
 
 // Uploads lists bucket's incomplete multipart uploads (ListMultipartUploads, then
-// ListParts for each).
+// ListParts for each; one completed or aborted in between is left out).
 func (s *Server) Uploads(t testing.TB, bucket string) []Upload {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -258,6 +260,10 @@ func (s *Server) Uploads(t testing.TB, bucket string) []Upload {
 		}
 		for _, u := range out.Uploads {
 			parts, err := s.Client.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(bucket), Key: u.Key, UploadId: u.UploadId})
+			var ae smithy.APIError
+			if errors.As(err, &ae) && ae.ErrorCode() == "NoSuchUpload" {
+				continue // completed or aborted since it was listed
+			}
 			if err != nil {
 				t.Fatalf("list parts of s3://%s/%s: %v", bucket, aws.ToString(u.Key), err)
 			}
