@@ -7,6 +7,7 @@
 #   eval "$(bash scripts/s3.sh start)"         # exports FERRY_S3_ENDPOINT, FERRY_S3_ACCESS_KEY,
 #                                              # FERRY_S3_SECRET_KEY, FERRY_S3_REGION, FERRY_S3_DIR
 #   bash scripts/s3.sh restart                 # kill and start again on the same port and data
+#   bash scripts/s3.sh down; bash scripts/s3.sh up   # the same, in two steps (an outage)
 #   bash scripts/s3.sh stop                    # kills it and removes the directory
 #   eval "$(bash scripts/s3.sh pyarrow)"       # a venv with pyarrow (the tests' Parquet reader):
 #                                              # exports FERRY_PYARROW_PYTHON
@@ -78,6 +79,14 @@ restart)
   halt "$dir"
   launch "$dir" "$(cat "$dir/port")"
   ;;
+down) # an outage: the server killed, its data and port kept for up
+  dir=${FERRY_S3_DIR:?FERRY_S3_DIR is not set (eval the output of start)}
+  halt "$dir"
+  ;;
+up)
+  dir=${FERRY_S3_DIR:?FERRY_S3_DIR is not set (eval the output of start)}
+  launch "$dir" "$(cat "$dir/port")"
+  ;;
 pyarrow)
   venv="${FERRY_PYARROW_VENV:-$root/.venv-s3}"
   if [ ! -x "$venv/bin/python" ]; then
@@ -95,7 +104,7 @@ stop)
   rm -rf "$dir"
   ;;
 *)
-  echo "usage: $0 install|start|restart|stop|pyarrow" >&2
+  echo "usage: $0 install|start|restart|down|up|stop|pyarrow" >&2
   exit 2
   ;;
 esac

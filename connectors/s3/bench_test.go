@@ -3,7 +3,12 @@ package s3
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/metrics"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -11,74 +16,202 @@ import (
 	"github.com/ferryio/ferry/sdk"
 )
 
-// BenchmarkSink: rows/s into the S3 server of scripts/s3.sh, 200-byte JSON messages, 3
-// partitions, 1000 a Consume, 8MiB objects, for Parquet (zstd) and JSON Lines; and, side
-// by side in the same run, the server's own PUT loop of the same bytes in 8MiB objects
-// (put-only: what the sink's uploads cost, without formatting), reported as rows/s of
-// 200-byte rows. Run with go test -run '^$' -bench Sink -benchtime 300x ./connectors/s3/.
-func BenchmarkSink(b *testing.B) {
-	const batch = 1000
+// benchBatch is the messages of one Consume in the benchmarks.
+const benchBatch = 1000
+
+// benchRows fills msgs with 200-byte JSON messages of partition p from offset first.
+func benchRows(msgs []sdk.ConsumedMessage, first uint64) {
 	pad := strings.Repeat("x", 200-len(`{"n":"000000000","pad":""}`))
-	srv := s3test.Connect(b)
-	for _, format := range []string{FormatParquet, FormatJSONLines, "put-only"} {
-		b.Run(format, func(b *testing.B) {
-			bucket := srv.Bucket(b)
-			if format == "put-only" {
-				benchPut(b, srv, bucket, 200*batch)
-				return
-			}
-			s := New()
-			cfg := config(srv, bucket, fmt.Sprintf(`,"output_format":%q`, format))
-			if err := s.Open(context.Background(), sdk.SinkEnv{Key: "bench", Config: []byte(cfg), Committer: &commits{}}); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := s.Assigned(context.Background(), topic, []sdk.Partition{part(0), part(1), part(2)}); err != nil {
-				b.Fatal(err)
-			}
-			next := [3]uint64{}
-			msgs := make([]sdk.ConsumedMessage, batch)
-			b.ResetTimer()
-			start := time.Now()
-			for i := 0; i < b.N; i++ {
-				p := uint32(i % 3)
-				for j := range msgs {
-					o := next[p] + uint64(j)
-					msgs[j] = sdk.ConsumedMessage{Offset: o, ID: sdk.MessageIDFromUint64(o), Timestamp: ts0 + o,
-						Payload: fmt.Appendf(msgs[j].Payload[:0], `{"n":"%09d","pad":"%s"}`, o, pad)}
-				}
-				next[p] += batch
-				if err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(p), Schema: sdk.SchemaJSON}, msgs); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := s.Close(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(b.N*batch)/time.Since(start).Seconds(), "rows/s")
-		})
+	for j := range msgs {
+		o := first + uint64(j)
+		msgs[j] = sdk.ConsumedMessage{Offset: o, ID: sdk.MessageIDFromUint64(o), Timestamp: ts0 + o,
+			Payload: fmt.Appendf(msgs[j].Payload[:0], `{"n":"%09d","pad":"%s"}`, o, pad)}
 	}
 }
 
-// benchPut PUTs b.N × perOp bytes as 8MiB objects, conditional as the sink's.
-func benchPut(b *testing.B, srv *s3test.Server, bucket string, perOp int) {
+func benchSink(b *testing.B, srv *s3test.Server, extra string) *Sink {
 	s := New()
-	if err := s.Open(context.Background(), sdk.SinkEnv{Key: "bench", Config: []byte(config(srv, bucket, "")), Committer: &commits{}}); err != nil {
+	cfg := config(srv, srv.Bucket(b), extra)
+	if err := s.Open(context.Background(), sdk.SinkEnv{Key: "bench", Config: []byte(cfg), Committer: &commits{}}); err != nil {
 		b.Fatal(err)
 	}
-	defer func() { _ = s.Close(context.Background()) }()
+	if _, err := s.Assigned(context.Background(), topic, []sdk.Partition{part(0), part(1), part(2)}); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// settle waits for every upload the sink runs in the background.
+func (s *Sink) settle(b *testing.B) {
+	for _, ps := range s.snapshot() {
+		ps.mu.Lock()
+		err := s.settleLocked(context.Background(), ps, true)
+		ps.mu.Unlock()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// cpuClock reads the CPU time used so far by this process and by the S3 server (its pid
+// in $FERRY_S3_DIR/pid, read from /proc; 0 when unknown).
+type cpuClock struct{ server int }
+
+func newCPUClock() cpuClock {
+	b, err := os.ReadFile(filepath.Join(os.Getenv("FERRY_S3_DIR"), "pid"))
+	if err != nil {
+		return cpuClock{}
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return cpuClock{server: pid}
+}
+
+func (c cpuClock) read() (self, server time.Duration) {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	if c.server == 0 {
+		return self, 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.server))
+	if err != nil {
+		return self, 0
+	}
+	// Fields 14 and 15 (utime, stime) in clock ticks, after the ")" ending the name.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return self, 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return self, time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+}
+
+// BenchmarkSink: rows/s into the S3 server of scripts/s3.sh, 200-byte JSON messages, 3
+// partitions, 1000 a Consume, 8MiB objects, for Parquet (zstd) and JSON Lines, and the
+// server's own conditional PUT loop of the same 200 bytes a row in 8MiB objects (what the
+// uploads alone cost, without formatting). The three run side by side: each iteration is
+// a round of 300 batches (300 000 rows) to each in turn, each round ending once its
+// uploads have landed, so the load of the shared machine falls on all three alike. Run
+// with go test -run '^$' -bench 'Sink$' -benchtime 5x ./connectors/s3/.
+func BenchmarkSink(b *testing.B) {
+	const rounds = 300
+	srv := s3test.Connect(b)
+	pq := benchSink(b, srv, `,"output_format":"parquet"`)
+	jl := benchSink(b, srv, `,"output_format":"json_lines"`)
 	body := make([]byte, 8<<20)
 	for i := range body {
 		body[i] = byte('a' + i%26)
 	}
+	var next [3]uint64
+	var tPq, tJl, tPut time.Duration
+	// CPU used by this process and by the server during each mode's rounds (building the
+	// messages included for the sinks: about 0.2 µs a row).
+	var cPq, cJl, cPut, sPq, sJl, sPut time.Duration
+	clock := newCPUClock()
+	measure := func(cpu, srvCPU *time.Duration, f func()) {
+		c0, s0 := clock.read()
+		f()
+		c1, s1 := clock.read()
+		*cpu += c1 - c0
+		*srvCPU += s1 - s0
+	}
+	msgs := make([]sdk.ConsumedMessage, benchBatch)
+	// consume times the sink alone: building the messages is not counted.
+	consume := func(s *Sink, first [3]uint64) (t time.Duration) {
+		for i := range rounds {
+			p := uint32(i % 3)
+			benchRows(msgs, first[p])
+			first[p] += benchBatch
+			start := time.Now()
+			if err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(p), Schema: sdk.SchemaJSON}, msgs); err != nil {
+				b.Fatal(err)
+			}
+			t += time.Since(start)
+		}
+		start := time.Now()
+		s.settle(b)
+		return t + time.Since(start)
+	}
+	objects := 0
 	b.ResetTimer()
-	start := time.Now()
-	total := b.N * perOp
-	for n := 0; total > 0; n++ {
-		size := min(total, len(body))
-		if err := s.st.put(context.Background(), fmt.Sprintf("put/%08d", n), body[:size], "application/octet-stream"); err != nil {
+	for range b.N {
+		measure(&cPq, &sPq, func() { tPq += consume(pq, next) })
+		measure(&cJl, &sJl, func() { tJl += consume(jl, next) })
+		for i := range next {
+			next[i] += rounds / 3 * benchBatch
+		}
+		measure(&cPut, &sPut, func() {
+			start := time.Now()
+			for total := rounds * benchBatch * 200; total > 0; total -= len(body) {
+				if err := pq.st.put(context.Background(), fmt.Sprintf("put/%08d", objects), body[:min(total, len(body))], "application/octet-stream"); err != nil {
+					b.Fatal(err)
+				}
+				objects++
+			}
+			tPut += time.Since(start)
+		})
+	}
+	for s, t := range map[*Sink]*time.Duration{pq: &tPq, jl: &tJl} {
+		start := time.Now()
+		if err := s.Close(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		total -= size
+		*t += time.Since(start)
 	}
-	b.ReportMetric(float64(b.N*perOp/200)/time.Since(start).Seconds(), "rows/s")
+	rows := float64(b.N * rounds * benchBatch)
+	b.ReportMetric(rows/tPq.Seconds(), "parquet-rows/s")
+	b.ReportMetric(rows/tJl.Seconds(), "jsonl-rows/s")
+	b.ReportMetric(rows/tPut.Seconds(), "put-rows/s")
+	b.ReportMetric(tPut.Seconds()/tPq.Seconds(), "parquet/put")
+	b.ReportMetric(tPut.Seconds()/tJl.Seconds(), "jsonl/put")
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / rows }
+	b.ReportMetric(us(cPq), "parquet-cpu-µs/row")
+	b.ReportMetric(us(cJl), "jsonl-cpu-µs/row")
+	b.ReportMetric(us(cPut), "put-cpu-µs/row")
+	if clock.server != 0 {
+		b.ReportMetric(us(sPq), "parquet-server-cpu-µs/row")
+		b.ReportMetric(us(sJl), "jsonl-server-cpu-µs/row")
+		b.ReportMetric(us(sPut), "put-server-cpu-µs/row")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkSinkMemory: the peak live heap while one partition writes 64MiB objects
+// (about 250 000 rows of 200-byte JSON each), streamed through 8MiB parts (streamed) or
+// held whole until uploaded (whole: part_size above max_file_size). b.N batches of 1000.
+// Run with go test -run '^$' -bench SinkMemory -benchtime 600x ./connectors/s3/.
+func BenchmarkSinkMemory(b *testing.B) {
+	srv := s3test.Connect(b)
+	for _, format := range []string{FormatParquet, FormatJSONLines} {
+		for _, mode := range []string{"streamed", "whole"} {
+			b.Run(format+"/"+mode, func(b *testing.B) {
+				partSize := "8MiB"
+				if mode == "whole" {
+					partSize = "1GiB"
+				}
+				s := benchSink(b, srv, fmt.Sprintf(`,"output_format":%q,"max_file_size":"64MiB","part_size":%q,"max_buffered_bytes":"1GiB"`, format, partSize))
+				sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+				metrics.Read(sample)
+				base := sample[0].Value.Uint64()
+				var peak uint64
+				msgs := make([]sdk.ConsumedMessage, benchBatch)
+				b.ResetTimer()
+				for i := range b.N {
+					benchRows(msgs, uint64(i*benchBatch))
+					if err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(0), Schema: sdk.SchemaJSON}, msgs); err != nil {
+						b.Fatal(err)
+					}
+					metrics.Read(sample)
+					peak = max(peak, sample[0].Value.Uint64())
+				}
+				if err := s.Close(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(peak-min(base, peak))/(1<<20), "peak-live-heap-MiB")
+				b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "rows/s")
+			})
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,6 +15,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 )
 
@@ -153,4 +155,168 @@ func status(err error) int {
 		return http.StatusPreconditionFailed
 	}
 	return 0
+}
+
+// errNoUpload is complete's answer when the multipart upload is gone (aborted by another
+// owner of the partition, or completed by an attempt whose answer was lost).
+var errNoUpload = errors.New("multipart upload not found")
+
+// create starts a multipart upload of key and returns its id.
+func (st *store) create(ctx context.Context, key, contentType string) (string, error) {
+	out, err := st.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+		Bucket:      aws.String(st.bucket),
+		Key:         aws.String(key),
+		ContentType: aws.String(contentType),
+	})
+	if err != nil {
+		return "", fmt.Errorf("start multipart upload of s3://%s/%s: %w", st.bucket, key, err)
+	}
+	return aws.ToString(out.UploadId), nil
+}
+
+// part uploads part n (from 1) of an upload and returns its ETag. Sending a part again
+// replaces it, so a retry is harmless.
+func (st *store) part(ctx context.Context, key, id string, n int32, body []byte) (string, error) {
+	out, err := st.client.UploadPart(ctx, &s3.UploadPartInput{
+		Bucket:        aws.String(st.bucket),
+		Key:           aws.String(key),
+		UploadId:      aws.String(id),
+		PartNumber:    aws.Int32(n),
+		Body:          bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))),
+	})
+	if status(err) == http.StatusNotFound {
+		return "", fmt.Errorf("part %d of s3://%s/%s: %w", n, st.bucket, key, errNoUpload)
+	}
+	if err != nil {
+		return "", fmt.Errorf("part %d of s3://%s/%s: %w", n, st.bucket, key, err)
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+// complete assembles an upload's parts into the object; when onlyNew, only if no object
+// has the key (If-None-Match: *): errExists when one does. errNoUpload: the upload is gone.
+func (st *store) complete(ctx context.Context, key, id string, etags []string, onlyNew bool) error {
+	parts := make([]types.CompletedPart, len(etags))
+	for i, e := range etags {
+		parts[i] = types.CompletedPart{ETag: aws.String(e), PartNumber: aws.Int32(int32(i + 1))}
+	}
+	_, err := st.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		Bucket:          aws.String(st.bucket),
+		Key:             aws.String(key),
+		UploadId:        aws.String(id),
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+		IfNoneMatch:     ifNoneMatch(onlyNew),
+	})
+	switch status(err) {
+	case http.StatusOK:
+		return nil
+	case http.StatusPreconditionFailed:
+		return errExists
+	case http.StatusNotFound:
+		return fmt.Errorf("complete s3://%s/%s: %w", st.bucket, key, errNoUpload)
+	}
+	return fmt.Errorf("complete s3://%s/%s: %w", st.bucket, key, err)
+}
+
+// abort discards an upload and its parts; one already gone counts as aborted.
+func (st *store) abort(ctx context.Context, key, id string) error {
+	_, err := st.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+		Bucket:   aws.String(st.bucket),
+		Key:      aws.String(key),
+		UploadId: aws.String(id),
+	})
+	if s := status(err); s == http.StatusOK || s == http.StatusNotFound {
+		return nil
+	}
+	return fmt.Errorf("abort multipart upload of s3://%s/%s: %w", st.bucket, key, err)
+}
+
+// exists answers whether key holds an object.
+func (st *store) exists(ctx context.Context, key string) (bool, error) {
+	_, err := st.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(st.bucket), Key: aws.String(key)})
+	switch status(err) {
+	case http.StatusOK:
+		return true, nil
+	case http.StatusNotFound:
+		return false, nil
+	}
+	return false, fmt.Errorf("head s3://%s/%s: %w", st.bucket, key, err)
+}
+
+// uploads calls fn with the key and id of every multipart upload under prefix not yet
+// completed or aborted.
+func (st *store) uploads(ctx context.Context, prefix string, fn func(key, id string)) error {
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(st.bucket), Prefix: aws.String(prefix)}
+	for {
+		out, err := st.client.ListMultipartUploads(ctx, in)
+		if err != nil {
+			return fmt.Errorf("list multipart uploads under s3://%s/%s: %w", st.bucket, prefix, err)
+		}
+		for _, u := range out.Uploads {
+			fn(aws.ToString(u.Key), aws.ToString(u.UploadId))
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			return nil
+		}
+		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
+	}
+}
+
+func ifNoneMatch(onlyNew bool) *string {
+	if onlyNew {
+		return aws.String("*")
+	}
+	return nil
+}
+
+// copy writes the object at src to dst inside the server, as a multipart upload whose
+// parts are copies of src's byte ranges of the given sizes, completed only if no object
+// has the key dst (errExists when one does). errNoUpload: src is gone.
+func (st *store) copy(ctx context.Context, src, dst, contentType string, sizes []int64) error {
+	id, err := st.create(ctx, dst, contentType)
+	if err != nil {
+		return err
+	}
+	source := (&url.URL{Path: st.bucket + "/" + src}).EscapedPath()
+	etags := make([]string, 0, len(sizes))
+	var off int64
+	for i, n := range sizes {
+		out, err := st.client.UploadPartCopy(ctx, &s3.UploadPartCopyInput{
+			Bucket:          aws.String(st.bucket),
+			Key:             aws.String(dst),
+			UploadId:        aws.String(id),
+			PartNumber:      aws.Int32(int32(i + 1)),
+			CopySource:      aws.String(source),
+			CopySourceRange: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1)),
+		})
+		if err != nil {
+			_ = st.abort(context.WithoutCancel(ctx), dst, id)
+			if status(err) == http.StatusNotFound {
+				return fmt.Errorf("copy s3://%s/%s to %s: %w", st.bucket, src, dst, errNoUpload)
+			}
+			return fmt.Errorf("copy s3://%s/%s to %s, part %d: %w", st.bucket, src, dst, i+1, err)
+		}
+		if out.CopyPartResult != nil {
+			etags = append(etags, aws.ToString(out.CopyPartResult.ETag))
+		}
+		off += n
+	}
+	err = st.complete(ctx, dst, id, etags, true)
+	if err != nil {
+		_ = st.abort(context.WithoutCancel(ctx), dst, id)
+		if errors.Is(err, errNoUpload) { // our own upload of dst, just created: not src's absence
+			return fmt.Errorf("copy to s3://%s/%s: upload vanished", st.bucket, dst)
+		}
+	}
+	return err
+}
+
+// remove deletes key; an absent key counts as deleted.
+func (st *store) remove(ctx context.Context, key string) error {
+	_, err := st.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(st.bucket), Key: aws.String(key)})
+	if s := status(err); s == http.StatusOK || s == http.StatusNotFound || s == http.StatusNoContent {
+		return nil
+	}
+	return fmt.Errorf("delete s3://%s/%s: %w", st.bucket, key, err)
 }

@@ -66,6 +66,10 @@ const (
 	FieldCompression = "compression"
 	// FieldRowGroupSize: parquet rows per row group; default 65536.
 	FieldRowGroupSize = "row_group_size"
+	// FieldPartSize: a partition whose buffer reaches this size while its object is not yet
+	// full streams the object through a multipart upload in parts of this size instead of
+	// holding it in memory; at least 5MiB (S3's smallest part); default 8MiB.
+	FieldPartSize = "part_size"
 	// FieldColumns: [[plugin_config.columns]] name, type, path: typed parquet columns
 	// filled from the JSON payload's fields (see Column).
 	FieldColumns = "columns"
@@ -80,6 +84,8 @@ const (
 	DefaultFlushInterval    = 10 * time.Second
 	DefaultMaxBufferedBytes = "64MiB"
 	DefaultRowGroupSize     = 65536
+	DefaultPartSize         = "8MiB"
+	minPartSize             = 5 << 20 // S3's smallest part but the last
 	maxRetryDelay           = 60 * time.Second
 	maxSinglePut            = 5 << 30 // S3's PutObject limit
 )
@@ -118,6 +124,7 @@ var Spec = sdk.ConfigSpec{Fields: []sdk.ConfigField{
 	{Name: FieldMaxBufferedBytes, Type: sdk.TypeString, Default: DefaultMaxBufferedBytes, Doc: "bytes buffered across partitions before the largest is uploaded early"},
 	{Name: FieldCompression, Type: sdk.TypeString, Default: "zstd", Doc: "parquet: zstd, snappy, gzip or none"},
 	{Name: FieldRowGroupSize, Type: sdk.TypeUnsigned, Default: DefaultRowGroupSize, Doc: "parquet: rows per row group"},
+	{Name: FieldPartSize, Type: sdk.TypeString, Default: DefaultPartSize, Doc: "a partition buffering this much before its object is full streams it through a multipart upload in parts of this size (at least 5MiB)"},
 	{Name: FieldColumns, Type: sdk.TypeTables, Doc: "parquet: [[plugin_config.columns]] name, type (string, int64, float64, bool, json), path: typed columns from JSON payload fields"},
 }}
 
@@ -144,6 +151,7 @@ type Config struct {
 	MaxBufferedBytes   string   `json:"max_buffered_bytes"`
 	Compression        string   `json:"compression"`
 	RowGroupSize       uint64   `json:"row_group_size"`
+	PartSize           string   `json:"part_size"`
 	Columns            []Column `json:"columns"`
 }
 
@@ -157,6 +165,7 @@ type settings struct {
 	retryDelay    time.Duration
 	flushInterval time.Duration
 	maxBuffered   uint64
+	partSize      uint64
 	pathStyle     bool
 }
 
@@ -244,6 +253,9 @@ func parseConfig(raw []byte) (settings, error) {
 	}
 	if s.maxBuffered, err = parseSize(c.MaxBufferedBytes); err != nil || s.maxBuffered == 0 {
 		return bad(FieldMaxBufferedBytes, "%q: want a size like \"64MiB\"", c.MaxBufferedBytes)
+	}
+	if s.partSize, err = parseSize(c.PartSize); err != nil || s.partSize < minPartSize || s.partSize > maxSinglePut {
+		return bad(FieldPartSize, "%q: want a size from 5MiB (S3's smallest part) to 5GiB", c.PartSize)
 	}
 	s.pathStyle = c.Endpoint != ""
 	if c.PathStyle != nil {

@@ -10,7 +10,10 @@
 // the bucket. And on every assignment the sink lists the partition's objects and the
 // runtime seeks past the highest last offset found (sdk.PartitionSeeker), so what was
 // uploaded but not yet committed when the process died is never written twice, and what
-// was buffered but not uploaded is polled again. docs/s3.md has the details.
+// was buffered but not uploaded is polled again. An object larger than part_size streams
+// through a multipart upload to a partial key the listing ignores and is then copied
+// inside the server to its key, completed with If-None-Match: * (stream.go). docs/s3.md
+// has the details.
 //
-// It imports sdk, the AWS SDK for Go v2 and parquet-go only.
+// It imports sdk, the AWS SDK for Go v2, parquet-go and fastjson only.
 package s3

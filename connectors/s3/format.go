@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"math"
 	"math/big"
 	"strconv"
 	"time"
+	"unsafe"
+
+	"github.com/valyala/fastjson"
 
 	"github.com/ferryio/ferry/sdk"
 )
@@ -20,7 +24,8 @@ type buffer struct {
 	data    []byte // json_lines, json_array (without the closing bracket), raw
 	rows    []row  // parquet
 	count   uint64
-	size    uint64 // bytes counted for rotation and for max_buffered_bytes
+	size    uint64 // bytes held, counted for max_buffered_bytes (a streamed object's unsent part)
+	total   uint64 // the object's bytes counted for rotation, held or already sent
 	first   uint64
 	last    uint64
 	firstTS uint64
@@ -30,6 +35,43 @@ type buffer struct {
 	// The stream and topic as JSON strings, quoted once (names and their quoted forms).
 	stream, topic   string
 	qStream, qTopic []byte
+	arena           arena // parquet: the rows' payloads and ids
+	// parquet: the encoder of whole files, reused (encRaw: built for a raw stream), and
+	// the size of the last file, to size the next one's output.
+	pqEnc    rowEncoder
+	encRaw   bool
+	lastFile int
+}
+
+// arena holds many rows' bytes in few allocations: one per arenaChunk bytes instead of two
+// per row. A slice it returns is never written again and lives while any row uses it.
+type arena struct{ chunk []byte }
+
+const arenaChunk = 1 << 20
+
+// copy returns a copy of b inside the arena.
+func (a *arena) copy(b []byte) []byte {
+	if len(b) > arenaChunk/4 {
+		return bytes.Clone(b)
+	}
+	if cap(a.chunk)-len(a.chunk) < len(b) {
+		a.chunk = make([]byte, 0, arenaChunk)
+	}
+	n := len(a.chunk)
+	a.chunk = append(a.chunk, b...)
+	return a.chunk[n:len(a.chunk):len(a.chunk)]
+}
+
+// hexID returns id as 32 hex digits (big-endian, as sdk.MessageID.String) inside the arena.
+func (a *arena) hexID(id sdk.MessageID) string {
+	var be [16]byte
+	for i := range id {
+		be[15-i] = id[i]
+	}
+	var h [32]byte
+	hex.Encode(h[:], be[:])
+	b := a.copy(h[:])
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // row is one parquet row; payload is written as a string column unless the stream is raw.
@@ -45,11 +87,27 @@ type row struct {
 	extra           []any // the typed columns' values, in plugin_config order
 }
 
+// text is the payload as a string without a copy: the row's payload is never written
+// after it is buffered.
+func (r *row) text() string { return unsafe.String(unsafe.SliceData(r.payload), len(r.payload)) }
+
+// bytes is what a row counts for in the buffer: its payload and headers, and 64 bytes of
+// metadata.
+func (r *row) bytes() int {
+	n := len(r.payload) + 64
+	for k, v := range r.headers {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
 func (b *buffer) empty() bool { return b.count == 0 }
 
 func (b *buffer) reset() {
-	b.data, b.rows = b.data[:0], nil
-	b.count, b.size, b.first, b.last, b.firstTS = 0, 0, 0, 0, 0
+	clear(b.rows) // encoded: the next object's rows reuse the slice
+	b.data, b.rows = b.data[:0], b.rows[:0]
+	b.arena = arena{} // the rows uploaded may still be read by an encoder: never reused
+	b.count, b.size, b.total, b.first, b.last, b.firstTS = 0, 0, 0, 0, 0, 0
 }
 
 // add appends one message; it returns the bytes the buffer grew by. It refuses a message
@@ -72,8 +130,8 @@ func (b *buffer) add(s *settings, topic sdk.TopicMetadata, p sdk.Partition, sche
 	case FormatParquet:
 		r := row{
 			stream: topic.Stream, topic: topic.Topic, partition: p.PartitionID, offset: m.Offset,
-			id: m.ID.String(), timestamp: int64(m.Timestamp), originTimestamp: int64(m.OriginTimestamp),
-			payload: bytes.Clone(m.Payload), extra: extra,
+			id: b.arena.hexID(m.ID), timestamp: int64(m.Timestamp), originTimestamp: int64(m.OriginTimestamp),
+			payload: b.arena.copy(m.Payload), extra: extra,
 		}
 		if len(m.Headers) > 0 {
 			r.headers = make(map[string]string, len(m.Headers))
@@ -103,6 +161,7 @@ func (b *buffer) add(s *settings, topic sdk.TopicMetadata, p sdk.Partition, sche
 		grew = uint64(len(b.data) - before)
 	}
 	b.size += grew
+	b.total += grew
 	return grew, nil
 }
 
@@ -136,7 +195,8 @@ func (b *buffer) appendRecord(dst []byte, s *settings, topic sdk.TopicMetadata, 
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"payload":`...)
-	if schema != sdk.SchemaText && json.Valid(m.Payload) {
+	// fastjson's validator: encoding/json's was an eighth of the sink's time.
+	if schema != sdk.SchemaText && fastjson.ValidateBytes(m.Payload) == nil {
 		dst = append(dst, m.Payload...)
 	} else if schema == sdk.SchemaText {
 		dst = b.appendString(dst, string(m.Payload))

@@ -126,6 +126,7 @@ func objectKey(prefix string, t template, c keyCtx, first, last uint64, format s
 type finder struct {
 	listPrefix string
 	match      *regexp.Regexp // groups 1 and 2: first and last offset
+	partials   *regexp.Regexp // a streamed object's partial key
 }
 
 // newFinder builds the finder of partition c.partition of c.stream/c.topic.
@@ -161,9 +162,13 @@ func newFinder(prefix string, t template, c keyCtx) finder {
 	if !timeSeen {
 		static += "/"
 	}
+	partial := "^" + re + fmt.Sprintf(`/%05d-\d{20}\.[0-9a-f]{16}\.partial$`, c.partition)
 	re = "^" + re + fmt.Sprintf(`/%05d-(\d{20})-(\d{20})\.(?:jsonl|json|bin|parquet)$`, c.partition)
-	return finder{listPrefix: static, match: regexp.MustCompile(re)}
+	return finder{listPrefix: static, match: regexp.MustCompile(re), partials: regexp.MustCompile(partial)}
 }
+
+// partial reports whether key is a partial object of the partition (see partialKey).
+func (f finder) partial(key string) bool { return f.partials.MatchString(key) }
 
 // offsets returns the first and last offsets in key, if key is one of the partition's.
 func (f finder) offsets(key string) (first, last uint64, ok bool) {

@@ -43,6 +43,19 @@ func TestFinderMatchesEveryDateOfOnePartitionOnly(t *testing.T) {
 			t.Errorf("%s: last %d, want %d", key, got, want)
 		}
 	}
+	// A streamed object's partial key: of this partition, never an object key.
+	for key, want := range map[string]bool{
+		"pre/s/t/2024-03-16/14/00002-00000000000000000100.0123456789abcdef.partial": true,
+		"pre/s/t/2024-03-16/14/00003-00000000000000000100.0123456789abcdef.partial": false,
+		"pre/s/t/2024-03-16/14/00002-00000000000000000100.0123456789abcdef.parquet": false,
+	} {
+		if got := f.partial(key); got != want {
+			t.Errorf("%s: partial %v, want %v", key, got, want)
+		}
+		if _, _, ok := f.offsets(key); ok {
+			t.Errorf("%s: counted as an object", key)
+		}
+	}
 	// No time variable: list the partition's directory itself.
 	tpl, _ = newTemplate("{stream}/{topic}/{partition}")
 	if f := newFinder("", tpl, c); f.listPrefix != "s/t/2/" {
@@ -68,6 +81,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		`{"bucket":"b","region":"r","max_file_size":"6GiB"}`:           `plugin_config.max_file_size: "6GiB": want more than 0 and at most 5GiB`,
 		`{"bucket":"b","region":"r","retry_delay":"soon"}`:             `plugin_config.retry_delay`,
 		`{"bucket":"b","region":"r","bukket":"x"}`:                     "plugin_config.bukket: unknown field",
+		`{"bucket":"b","region":"r","part_size":"4MiB"}`:               `plugin_config.part_size: "4MiB": want a size from 5MiB`,
 	} {
 		_, err := parseConfig([]byte(cfg))
 		if err == nil || !strings.Contains(err.Error(), want) {

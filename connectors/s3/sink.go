@@ -30,8 +30,12 @@ type Sink struct {
 
 	bg     context.Context // cancelled by Close: ends the flusher's uploads
 	cancel context.CancelFunc
-	done   chan struct{} // closed when the flusher returns
-	closed atomic.Bool
+	// puts is the context of the uploads running in the background, cancelled when Close
+	// has waited for them.
+	puts       context.Context
+	cancelPuts context.CancelFunc
+	done       chan struct{} // closed when the flusher returns
+	closed     atomic.Bool
 }
 
 // partState is one assigned partition. Its lock is held across an upload, so a partition's
@@ -53,6 +57,30 @@ type partState struct {
 	// rejected holds the messages a typed column refused until Consume reports them (a
 	// failed upload may end the call first; the runtime's retry of the batch reports them).
 	rejected *sdk.RejectedMessages
+	up       *stream   // the object being streamed through a multipart upload, if any
+	inflight *inflight // the object being PUT while the next one fills, if any
+	spare    []byte    // the JSON and raw formats: the memory of the last object uploaded
+}
+
+// inflight is an object PUT in the background while its partition's next object fills
+// (encoding and uploading overlap). Its partition's next object is not uploaded before it
+// is done and committed, so a partition's objects are committed in offset order.
+type inflight struct {
+	key   string
+	body  []byte
+	last  uint64
+	held  int64 // bytes counted in the sink's buffered total until it is uploaded
+	freed atomic.Bool
+	done  chan struct{}
+	// Set before done is closed: the upload's outcome and, when it landed, the commit's.
+	err, commitErr error
+}
+
+// free takes f's bytes off the sink's buffered total, once.
+func (s *Sink) free(f *inflight) {
+	if f.freed.CompareAndSwap(false, true) {
+		s.buffered.Add(-f.held)
+	}
 }
 
 var (
@@ -87,6 +115,7 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 		return fmt.Errorf("s3 sink: %w", err)
 	}
 	s.bg, s.cancel = context.WithCancel(context.Background())
+	s.puts, s.cancelPuts = context.WithCancel(context.Background())
 	s.done = make(chan struct{})
 	go s.flusher()
 	s.log.Info("s3 sink open", "bucket", cfg.Bucket, "prefix", cfg.Prefix, "format", cfg.format,
@@ -97,16 +126,28 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 // Assigned implements sdk.PartitionSeeker: for each partition it lists the partition's
 // objects and returns the offset after the highest one written; a partition with no object
 // resumes from the group's stored offset. Whatever the sink buffered for an earlier
-// assignment of the partition is dropped: it is polled again from there.
+// assignment of the partition is dropped (it is polled again from there), once its upload
+// under way, if any, is done; incomplete multipart uploads and partial objects of the
+// partition are removed.
 func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]uint64, error) {
 	out := map[sdk.Partition]uint64{}
 	for _, p := range parts {
+		// An upload of an earlier assignment still under way would land after the listing.
+		s.mu.Lock()
+		old := s.parts[p]
+		s.mu.Unlock()
+		if old != nil {
+			s.drop(ctx, old)
+		}
 		f := newFinder(s.cfg.Prefix, s.tpl, keyCtx{stream: topic.Stream, topic: topic.Topic, partition: p.PartitionID})
 		var next uint64
 		found := false
+		var partials []string
 		err := s.st.list(ctx, f.listPrefix, func(key string) {
 			if _, last, ok := f.offsets(key); ok && last+1 > next {
 				next, found = last+1, true
+			} else if f.partial(key) {
+				partials = append(partials, key)
 			}
 		})
 		if err != nil {
@@ -114,11 +155,10 @@ func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sd
 		}
 		fresh := &partState{topic: topic, part: p, next: next, committed: next - 1, hasCommitted: found}
 		s.mu.Lock()
-		old := s.parts[p]
 		s.parts[p] = fresh
 		s.mu.Unlock()
-		if old != nil {
-			s.drop(old)
+		if err := s.abandoned(ctx, f, partials); err != nil {
+			return nil, fmt.Errorf("s3 sink: partition %d of %s/%s: %w", p.PartitionID, topic.Stream, topic.Topic, err)
 		}
 		if found {
 			out[p] = next
@@ -129,21 +169,24 @@ func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sd
 	return out, nil
 }
 
-// drop forgets a partition's buffer (revoked, or assigned again).
-func (s *Sink) drop(ps *partState) {
+// drop waits for a partition's upload in the background (committing it when it landed),
+// then forgets its buffer and aborts its streamed object (assigned again).
+func (s *Sink) drop(ctx context.Context, ps *partState) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	ps.gone = true
-	s.buffered.Add(-int64(ps.buf.size))
-	ps.buf.reset()
-	ps.size.Store(0)
+	if err := s.settleLocked(ctx, ps, true); err != nil {
+		s.log.Info("s3 sink: upload of an earlier assignment failed; its messages are polled again", "err", err)
+	}
+	s.releaseLocked(ctx, ps)
 }
 
 // Consume appends the batch to its partition's buffer and uploads the buffer whenever it
-// reaches max_file_size or max_messages_per_file; then, while the sink holds more than
-// max_buffered_bytes, it uploads the largest buffer. An upload that fails max_attempts
-// times fails the call; the runtime retries the batch, whose messages already buffered are
-// skipped.
+// reaches max_file_size or max_messages_per_file (in the background, while the next
+// object fills; a buffer reaching part_size first streams instead); then, while the sink
+// holds more than max_buffered_bytes, it waits for the uploads under way and uploads the
+// largest buffer. An upload that fails max_attempts times fails the call (or, in the
+// background, the partition's next call); the runtime retries the batch, whose messages
+// already buffered are skipped.
 func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
 	ps := s.partition(topic, meta.Partition)
 	ps.mu.Lock()
@@ -153,6 +196,12 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 		return err
 	}
 	for uint64(s.buffered.Load()) > s.cfg.maxBuffered {
+		// Objects being uploaded count too: wait for them before cutting another early.
+		if waited, err := s.settleAll(ctx); err != nil {
+			return err
+		} else if waited {
+			continue
+		}
 		big := s.largest()
 		if big == nil {
 			break
@@ -170,6 +219,15 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 func (s *Sink) appendLocked(ctx context.Context, ps *partState, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
 	if ps.gone {
 		return nil // a batch of an assignment that ended: its commits would be refused
+	}
+	if err := s.settleLocked(ctx, ps, false); err != nil {
+		return err
+	}
+	if ps.up != nil && ps.up.sealed {
+		// A streamed object whose copy failed: nothing may join it.
+		if err := s.finishLocked(ctx, ps); err != nil || ps.gone {
+			return err
+		}
 	}
 	for i := range msgs {
 		m := &msgs[i]
@@ -203,16 +261,13 @@ func (s *Sink) appendLocked(ctx context.Context, ps *partState, topic sdk.TopicM
 		ps.size.Store(int64(ps.buf.size))
 		ps.next = m.Offset + 1
 		ps.lastAdd = time.Now()
-		if s.full(ps) {
-			if err := s.flushLocked(ctx, ps); err != nil {
-				return err
-			}
-		}
-	}
-	if s.full(ps) { // a batch retried after a failed upload: all of it was buffered
-		if err := s.flushLocked(ctx, ps); err != nil {
+		if err := s.advanceLocked(ctx, ps); err != nil || ps.gone {
 			return err
 		}
+	}
+	// A batch retried after a failed upload: all of it was buffered or sent.
+	if err := s.advanceLocked(ctx, ps); err != nil {
+		return err
 	}
 	if r := ps.rejected; r != nil && len(msgs) > 0 {
 		ps.rejected = nil
@@ -226,9 +281,25 @@ func (s *Sink) appendLocked(ctx context.Context, ps *partState, topic sdk.TopicM
 	return nil
 }
 
+// advanceLocked uploads ps's object when it is full, starts streaming it when it holds a
+// part but is not full, and feeds it when it streams.
+func (s *Sink) advanceLocked(ctx context.Context, ps *partState) error {
+	switch {
+	case ps.gone:
+		return nil
+	case s.full(ps):
+		return s.flushLocked(ctx, ps)
+	case ps.up != nil:
+		return s.feedLocked(ctx, ps)
+	case ps.buf.size >= s.cfg.partSize:
+		return s.startLocked(ctx, ps)
+	}
+	return nil
+}
+
 // full reports whether ps's buffer reached an object's limit.
 func (s *Sink) full(ps *partState) bool {
-	return !ps.buf.empty() && (ps.buf.count >= s.cfg.maxMessages || ps.buf.size >= s.cfg.maxBytes)
+	return !ps.buf.empty() && (ps.buf.count >= s.cfg.maxMessages || ps.buf.total >= s.cfg.maxBytes)
 }
 
 // partition returns p's state, creating it when the runtime delivers before any
@@ -242,6 +313,24 @@ func (s *Sink) partition(topic sdk.TopicMetadata, p sdk.Partition) *partState {
 		s.parts[p] = ps
 	}
 	return ps
+}
+
+// settleAll waits for every upload running in the background and reports whether there
+// was one.
+func (s *Sink) settleAll(ctx context.Context) (bool, error) {
+	waited := false
+	for _, ps := range s.snapshot() {
+		ps.mu.Lock()
+		if ps.inflight != nil && !ps.gone {
+			waited = true
+			if err := s.settleLocked(ctx, ps, true); err != nil {
+				ps.mu.Unlock()
+				return waited, err
+			}
+		}
+		ps.mu.Unlock()
+	}
+	return waited, nil
 }
 
 // largest returns the partition with the most bytes buffered, nil when all are empty.
@@ -262,43 +351,142 @@ func (s *Sink) largest() *partState {
 // landed, another owner) is refused by the conditional PUT and counts as written.
 func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 	b := &ps.buf
-	if b.empty() || ps.gone {
+	if ps.gone || b.empty() && ps.up == nil {
 		return nil
 	}
-	// Still ours? A commit of an offset already done changes nothing and answers that
-	// (stale: ours; unknown partition: revoked, so another member may write these offsets).
-	if ps.hasCommitted && errors.Is(s.committer.Commit(ps.part, ps.committed), sdk.ErrCommitUnknownPartition) {
-		s.log.Info("s3 sink: partition revoked; its buffer is dropped", "partition", ps.part.PartitionID,
-			"first", b.first, "last", b.last)
-		s.buffered.Add(-int64(b.size))
-		b.reset()
-		ps.size.Store(0)
-		ps.gone = true
+	if ps.up != nil {
+		return s.finishLocked(ctx, ps)
+	}
+	// The previous object first: committed before this one is uploaded, and "still ours?"
+	// below asks with its offset.
+	if err := s.settleLocked(ctx, ps, true); err != nil {
+		return err // the buffer is kept
+	}
+	if s.revokedLocked(ps) {
 		return nil
 	}
 	kc := keyCtx{stream: ps.topic.Stream, topic: ps.topic.Topic, partition: ps.part.PartitionID, firstTS: b.firstTS}
 	key := objectKey(s.cfg.Prefix, s.tpl, kc, b.first, b.last, s.cfg.format)
-	body, ctype := b.finish(&s.cfg), "application/octet-stream"
-	switch s.cfg.format {
-	case FormatParquet:
+	body := b.finish(&s.cfg)
+	if s.cfg.format == FormatParquet {
 		var err error
 		if body, err = encodeParquet(&s.cfg, b); err != nil {
 			return fmt.Errorf("s3 sink: %w", err)
 		}
-		ctype = "application/vnd.apache.parquet"
-	case FormatJSONLines:
-		ctype = "application/x-ndjson"
-	case FormatJSONArray:
-		ctype = "application/json"
 	}
-	if err := s.upload(ctx, key, body, ctype); err != nil {
-		return err // the buffer is kept: the next flush uploads the same key
+	f := &inflight{key: key, body: body, last: b.last, held: int64(b.size), done: make(chan struct{})}
+	ps.buf.reset() // its bytes stay counted in buffered as f.held
+	if s.cfg.format != FormatParquet {
+		// body is the buffer's memory: the next object fills the one uploaded before.
+		ps.buf.data, ps.spare = ps.spare, nil
 	}
-	last := b.last
-	s.buffered.Add(-int64(b.size))
-	b.reset()
 	ps.size.Store(0)
-	err := s.committer.Commit(ps.part, last)
+	ps.inflight = f
+	ctype := contentType(s.cfg.format)
+	part := ps.part
+	go func() {
+		defer close(f.done)
+		f.err = s.attempt(s.puts, key, func() error { return s.st.put(s.puts, key, body, ctype) })
+		if f.err == nil || errors.Is(f.err, errExists) {
+			s.free(f)
+			f.commitErr = s.committer.Commit(part, f.last) // at once: the runtime may be waiting for it
+		}
+	}()
+	return nil
+}
+
+// settleLocked finishes ps's upload in the background, if any: when it is done (block:
+// once it is done) it commits the object's last offset, or, when the upload failed, tries
+// it again here and returns the error if that fails too (the object stays in flight: the
+// next call tries again, and nothing after it is committed meanwhile).
+func (s *Sink) settleLocked(ctx context.Context, ps *partState, block bool) error {
+	f := ps.inflight
+	if f == nil {
+		return nil
+	}
+	if block {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return fmt.Errorf("s3 sink: waiting for the upload of %s: %w", f.key, ctx.Err())
+		}
+	} else {
+		select {
+		case <-f.done:
+		default:
+			return nil
+		}
+	}
+	ps.inflight = nil
+	err := f.err
+	if err == nil || errors.Is(err, errExists) { // uploaded and committed in the background
+		s.reuse(ps, f)
+		s.uploaded(f.key, len(f.body), err)
+		s.committedLocked(ps, f.last, f.key, f.commitErr)
+		return nil
+	}
+	err = s.attempt(ctx, f.key, func() error { return s.st.put(ctx, f.key, f.body, contentType(s.cfg.format)) })
+	if err != nil && !errors.Is(err, errExists) {
+		f.err = err
+		ps.inflight = f
+		return err
+	}
+	s.reuse(ps, f)
+	s.uploaded(f.key, len(f.body), err)
+	s.free(f)
+	s.commitLocked(ps, f.last, f.key)
+	return nil
+}
+
+// reuse keeps the memory of an uploaded JSON or raw object for the partition's next one.
+func (s *Sink) reuse(ps *partState, f *inflight) {
+	if s.cfg.format != FormatParquet {
+		ps.spare = f.body[:0]
+	}
+}
+
+// uploaded logs an object's upload: err is nil or errExists.
+func (s *Sink) uploaded(key string, size int, err error) {
+	if errors.Is(err, errExists) {
+		s.log.Info("s3 sink: object already in the bucket; counted as written", "key", key)
+		return
+	}
+	s.log.Debug("s3 sink: uploaded", "key", key, "bytes", size)
+}
+
+// contentType is the Content-Type of an object of the given format.
+func contentType(format string) string {
+	switch format {
+	case FormatParquet:
+		return "application/vnd.apache.parquet"
+	case FormatJSONLines:
+		return "application/x-ndjson"
+	case FormatJSONArray:
+		return "application/json"
+	}
+	return "application/octet-stream"
+}
+
+// revokedLocked answers whether ps was revoked, and then releases it. A commit of an
+// offset already done changes nothing and tells (stale: still ours; unknown partition:
+// revoked, so another member may write these offsets).
+func (s *Sink) revokedLocked(ps *partState) bool {
+	if !ps.hasCommitted || !errors.Is(s.committer.Commit(ps.part, ps.committed), sdk.ErrCommitUnknownPartition) {
+		return false
+	}
+	s.log.Info("s3 sink: partition revoked; its buffer is dropped", "partition", ps.part.PartitionID,
+		"first", ps.buf.first, "last", ps.buf.last)
+	s.releaseLocked(s.bg, ps)
+	return true
+}
+
+// commitLocked commits last, the last offset of an object now in the bucket under key.
+func (s *Sink) commitLocked(ps *partState, last uint64, key string) {
+	s.committedLocked(ps, last, key, s.committer.Commit(ps.part, last))
+}
+
+// committedLocked records the outcome err of the commit of last.
+func (s *Sink) committedLocked(ps *partState, last uint64, key string, err error) {
 	switch {
 	case err == nil, errors.Is(err, sdk.ErrCommitStale):
 		ps.committed, ps.hasCommitted = last, true
@@ -308,22 +496,17 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 	default:
 		s.log.Warn("s3 sink: commit refused", "key", key, "err", err)
 	}
-	return nil
 }
 
-// upload puts one object with up to max_attempts attempts, waiting retry_delay, doubled
-// after each failure up to a minute, in between.
-func (s *Sink) upload(ctx context.Context, key string, body []byte, ctype string) error {
+// attempt runs one request on key up to max_attempts times, waiting retry_delay, doubled
+// after each failure up to a minute, in between. errExists and errNoUpload are answers,
+// not failures: they end it at once.
+func (s *Sink) attempt(ctx context.Context, key string, req func() error) error {
 	delay := s.cfg.retryDelay
 	for attempt := 1; ; attempt++ {
-		err := s.st.put(ctx, key, body, ctype)
-		if errors.Is(err, errExists) {
-			s.log.Info("s3 sink: object already in the bucket; counted as written", "key", key)
-			return nil
-		}
-		if err == nil {
-			s.log.Debug("s3 sink: uploaded", "key", key, "bytes", len(body))
-			return nil
+		err := req()
+		if err == nil || errors.Is(err, errExists) || errors.Is(err, errNoUpload) {
+			return err
 		}
 		if attempt >= s.cfg.maxAttempts || ctx.Err() != nil {
 			return fmt.Errorf("s3 sink: upload failed after %d attempts: %w", attempt, err)
@@ -354,7 +537,12 @@ func (s *Sink) flusher() {
 		}
 		for _, ps := range s.snapshot() {
 			ps.mu.Lock()
-			if !ps.buf.empty() && time.Since(ps.lastAdd) >= s.cfg.flushInterval {
+			if !ps.gone {
+				if err := s.settleLocked(s.bg, ps, false); err != nil && s.bg.Err() == nil {
+					s.log.Warn("s3 sink: upload failed; retrying", "partition", ps.part.PartitionID, "err", err)
+				}
+			}
+			if (!ps.buf.empty() || ps.up != nil) && time.Since(ps.lastAdd) >= s.cfg.flushInterval {
 				if err := s.flushLocked(s.bg, ps); err != nil && s.bg.Err() == nil {
 					s.log.Warn("s3 sink: flush of an idle partition failed; retrying", "partition", ps.part.PartitionID, "err", err)
 				}
@@ -385,11 +573,16 @@ func (s *Sink) Close(ctx context.Context) error {
 	var errs []error
 	for _, ps := range s.snapshot() {
 		ps.mu.Lock()
-		if err := s.flushLocked(ctx, ps); err != nil {
+		err := s.flushLocked(ctx, ps)
+		if err == nil && !ps.gone {
+			err = s.settleLocked(ctx, ps, true)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("partition %d: %w", ps.part.PartitionID, err))
 		}
 		ps.mu.Unlock()
 	}
+	s.cancelPuts()
 	s.st.close()
 	return errors.Join(errs...)
 }

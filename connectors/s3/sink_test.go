@@ -40,6 +40,22 @@ func (c *commits) Commit(p sdk.Partition, off uint64) error {
 	return nil
 }
 
+// waitCommit polls until partition p's commit reaches want (uploads and their commits run
+// in the background), failing the test after 30 seconds.
+func (c *commits) waitCommit(t *testing.T, p uint32, want uint64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for last, ok := c.of(p); !ok || last < want; last, ok = c.of(p) {
+		if time.Now().After(deadline) {
+			t.Fatalf("partition %d committed %d, %v; want %d", p, last, ok, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if last, _ := c.of(p); last != want {
+		t.Fatalf("partition %d committed %d, want %d", p, last, want)
+	}
+}
+
 func (c *commits) of(p uint32) (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -115,9 +131,7 @@ func TestParquetReadByPyarrow(t *testing.T) {
 			consume(t, s, sdk.SchemaJSON, p, msgs(p, first, 50))
 		}
 	}
-	if last, _ := c.of(1); last != 199 {
-		t.Fatalf("partition 1 committed %d before close, want 199 (two full objects)", last)
-	}
+	c.waitCommit(t, 1, 199) // two full objects; 200-249 are buffered
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +194,15 @@ func TestResumeSeeksPastTheBucket(t *testing.T) {
 	consume(t, s1, sdk.SchemaJSON, 1, late)
 	consume(t, s1, sdk.SchemaJSON, 1, msgs(1, 10, 10))
 	consume(t, s1, sdk.SchemaJSON, 0, msgs(0, 20, 5)) // redelivered: skipped
-	// "Crash": s1's buffer of partition 0 (offsets 20-24) is never uploaded.
+	// "Crash" once the uploads under way landed: s1's buffer of partition 0 (offsets
+	// 20-24) is never uploaded.
+	for _, ps := range s1.snapshot() {
+		ps.mu.Lock()
+		if f := ps.inflight; f != nil {
+			<-f.done
+		}
+		ps.mu.Unlock()
+	}
 	s1.cancel()
 	<-s1.done
 	s1.st.close()
@@ -198,10 +220,9 @@ func TestResumeSeeksPastTheBucket(t *testing.T) {
 	consume(t, s2, sdk.SchemaJSON, 0, msgs(0, 0, 20)) // below the seek: skipped
 	s2.parts[part(0)].next = 10                       // as if the sink had been told to resume at 10
 	consume(t, s2, sdk.SchemaJSON, 0, msgs(0, 10, 10))
-	if last, ok := c2.of(0); !ok || last != 19 {
-		t.Fatalf("partition 0 committed %d, %v; want 19 (the existing object counts as written)", last, ok)
-	}
+	c2.waitCommit(t, 0, 19) // the existing object counts as written
 	consume(t, s2, sdk.SchemaJSON, 0, msgs(0, 20, 10))
+	c2.waitCommit(t, 0, 29)
 	keys := srv.Keys(t, bucket)
 	wantKeys := []string{
 		"pre/s/t/2024-03-16/14/00000-00000000000000000000-00000000000000000009.jsonl",
@@ -264,9 +285,7 @@ func TestIdleAndMemoryFlushes(t *testing.T) {
 	if err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(1), Schema: sdk.SchemaJSON}, msgs(1, 0, 10)); err != nil {
 		t.Fatal(err)
 	}
-	if last, ok := c.of(1); !ok || last != 9 {
-		t.Fatalf("partition 1 committed %d, %v; want 9 (max_buffered_bytes)", last, ok)
-	}
+	c.waitCommit(t, 1, 9) // max_buffered_bytes
 	if n := s.buffered.Load(); n != 0 {
 		t.Fatalf("%d bytes still buffered", n)
 	}
@@ -332,9 +351,9 @@ func TestConditionalPutRefusesSecondWrite(t *testing.T) {
 	}
 }
 
-// TestFailedUploadKeepsTheBuffer: an upload that fails (the bucket is gone) fails Consume
-// and commits nothing; the runtime's retry of the batch uploads it once the bucket is
-// back, as one valid JSON array.
+// TestFailedUploadKeepsTheBuffer: an upload that fails in the background (the bucket is
+// gone) fails the partition's next Consume and commits nothing; the runtime's retry of
+// the batch uploads it once the bucket is back, as one valid JSON array.
 func TestFailedUploadKeepsTheBuffer(t *testing.T) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
@@ -346,6 +365,11 @@ func TestFailedUploadKeepsTheBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch := msgs(0, 0, 3)
+	consume(t, s, sdk.SchemaJSON, 0, batch) // full: its upload starts in the background
+	s.mu.Lock()
+	f := s.parts[part(0)].inflight
+	s.mu.Unlock()
+	<-f.done
 	err := s.Consume(ctx, topic, sdk.MessagesMetadata{Partition: part(0), Schema: sdk.SchemaJSON}, batch)
 	want := fmt.Sprintf(`s3 sink: upload failed after 1 attempts: put s3://%s/pre/s/t/2024-03-16/14/00000-00000000000000000000-00000000000000000002.json: bucket %q does not exist`, bucket, bucket)
 	if err == nil || !strings.HasPrefix(err.Error(), want) {

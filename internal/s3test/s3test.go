@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
 )
 
 // Server is the S3 server under test.
@@ -146,6 +148,37 @@ func (s *Server) Restart(t testing.TB, root string) {
 	}
 }
 
+// Outage takes the server down with scripts/s3.sh (once no test of another package uses
+// it), calls whileDown, polls until returns true (for at most a minute; the test fails
+// then), and brings the server back on the same port with the same data; root is the
+// repository root.
+func (s *Server) Outage(t testing.TB, root string, whileDown func(), until func() bool) {
+	t.Helper()
+	if s.lock == nil {
+		t.Fatal("FERRY_S3_DIR is not set: the outage test needs the server of scripts/s3.sh")
+	}
+	if err := syscall.Flock(int(s.lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("restart lock: %v", err)
+	}
+	defer func() { _ = syscall.Flock(int(s.lock.Fd()), syscall.LOCK_SH) }()
+	script := filepath.Join(root, "scripts", "s3.sh")
+	if out, err := exec.Command("bash", script, "down").CombinedOutput(); err != nil {
+		t.Fatalf("s3 down: %v\n%s", err, out)
+	}
+	whileDown()
+	deadline := time.Now().Add(time.Minute)
+	ok := until()
+	for ; !ok && time.Now().Before(deadline); ok = until() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out, err := exec.Command("bash", script, "up").CombinedOutput(); err != nil {
+		t.Fatalf("s3 up: %v\n%s", err, out)
+	}
+	if !ok {
+		t.Fatal("the S3 server was down for a minute without the awaited condition")
+	}
+}
+
 // Python returns the interpreter of the venv with pyarrow (FERRY_PYARROW_PYTHON, which
 // scripts/s3.sh pyarrow prints); the test fails when it is unset while the S3 server is
 // set, and is skipped when neither is.
@@ -204,4 +237,41 @@ func (s *Server) ReadParquet(t testing.TB, bucket string) []ParquetObject {
 		objs = append(objs, o)
 	}
 	return objs
+}
+
+// Upload is one multipart upload not yet completed or aborted, with its parts so far.
+type Upload struct {
+	Key, ID string
+	Parts   int
+}
+
+// Uploads lists bucket's incomplete multipart uploads (ListMultipartUploads, then
+// ListParts for each; one completed or aborted in between is left out).
+func (s *Server) Uploads(t testing.TB, bucket string) []Upload {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var ups []Upload
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)}
+	for {
+		out, err := s.Client.ListMultipartUploads(ctx, in)
+		if err != nil {
+			t.Fatalf("list multipart uploads of %s: %v", bucket, err)
+		}
+		for _, u := range out.Uploads {
+			parts, err := s.Client.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(bucket), Key: u.Key, UploadId: u.UploadId})
+			var ae smithy.APIError
+			if errors.As(err, &ae) && ae.ErrorCode() == "NoSuchUpload" {
+				continue // completed or aborted since it was listed
+			}
+			if err != nil {
+				t.Fatalf("list parts of s3://%s/%s: %v", bucket, aws.ToString(u.Key), err)
+			}
+			ups = append(ups, Upload{Key: aws.ToString(u.Key), ID: aws.ToString(u.UploadId), Parts: len(parts.Parts)})
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			return ups
+		}
+		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
+	}
 }

@@ -93,11 +93,22 @@ retry_delay = "100ms"
 // produceN sends n JSON messages (about 200 bytes) to each of partitions 0..parts-1, 100 a
 // send, round-robin, pausing pause between rounds so the stream lasts while the test kills.
 func produceN(c *iggy.Client, parts uint32, n uint64, pause time.Duration) error {
+	return producePadded(c, parts, 0, n, pause, 170)
+}
+
+// payloadOf is the payload producePadded sends to partition p at offset o.
+func payloadOf(p uint32, o uint64, pad int) string {
+	return fmt.Sprintf(`{"p":%d,"o":%d,"pad":"%0*d"}`, p, o, pad, 0)
+}
+
+// producePadded is produceN of offsets from to n (from a multiple of 100, the offsets
+// before it already sent) with pad digits of padding in each message.
+func producePadded(c *iggy.Client, parts uint32, from, n uint64, pause time.Duration, pad int) error {
 	msgs := make([]iggy.Message, 100)
-	for base := uint64(0); base < n; base += 100 {
+	for base := from; base < n; base += 100 {
 		for p := range parts {
 			for i := range msgs {
-				msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, `{"p":%d,"o":%d,"pad":"%0170d"}`, p, base+uint64(i), 0)}
+				msgs[i] = iggy.Message{Payload: []byte(payloadOf(p, base+uint64(i), pad))}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			res, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(p), msgs)
@@ -160,9 +171,21 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 	writeFile(t, filepath.Join(conns, "sink.toml"), s3Sink(srv, bucket))
 	args := []string{"run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0"}
 
+	// With an outage under a running process, the last fifth is produced only once the
+	// server is down, so that process has uploads to fail and retry.
 	var wg sync.WaitGroup
 	var prodErr error
-	wg.Go(func() { prodErr = produceN(c, 3, perPartition, 150*time.Millisecond) })
+	holdAt, gate := perPartition, make(chan struct{})
+	if restarts[0] {
+		holdAt = perPartition * 4 / 5 / 100 * 100
+	}
+	wg.Go(func() {
+		if prodErr = produceN(c, 3, holdAt, 150*time.Millisecond); prodErr != nil || holdAt == perPartition {
+			return
+		}
+		<-gate
+		prodErr = producePadded(c, 3, holdAt, perPartition, 150*time.Millisecond, 170)
+	})
 	total := 3 * perPartition
 	written := func() uint64 { _, n := s3Ranges(t, srv, bucket); return n }
 	run := startFerry(t, "run 0", dir, nil, args...)
@@ -170,7 +193,7 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 	for i := 1; i <= kills; i++ {
 		before := written()
 		waitFor(t, 60*time.Second, fmt.Sprintf("run %d writing", i-1), func() bool {
-			return run.exited() || written() > before || before == total
+			return run.exited() || written() > before || before == total || before == 3*holdAt
 		})
 		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
 		if run.exited() {
@@ -182,12 +205,18 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 		}
 		t.Logf("kill %d: %d messages in the bucket", i, written())
 		run = startFerry(t, fmt.Sprintf("run %d", i), dir, nil, args...)
-		if i == (kills+1)/2 && restarts[0] { // a restart under a running process
-			before := written()
-			waitFor(t, 60*time.Second, "the run writing", func() bool { return written() > before })
-			srv.Restart(t, repoRoot)
+		if i == (kills+1)/2 && restarts[0] { // an outage under a running process
+			waitFor(t, 60*time.Second, "the run's sink running", func() bool {
+				return strings.Contains(run.out.String(), `msg="sink running"`)
+			})
+			// The run retries whatever S3 request the outage meets: an upload, or the
+			// listing of its assignment.
+			srv.Outage(t, repoRoot, func() { close(gate) }, func() bool { return retriedS3(run) })
 			restartedUnder = run
 		}
+	}
+	if restarts[0] && restartedUnder == nil {
+		t.Fatal("no outage under a running process: too few kills")
 	}
 	wg.Wait()
 	if prodErr != nil {
@@ -203,7 +232,7 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 		return strings.Contains(run.out.String(), `msg="sink running"`)
 	})
 	run.stop(30 * time.Second)
-	if restartedUnder != nil && !strings.Contains(restartedUnder.out.String(), "upload failed") {
+	if restartedUnder != nil && !retriedS3(restartedUnder) {
 		t.Fatalf("the run the S3 server restarted under never retried an upload:\n%s", tail(restartedUnder.out.String(), 30))
 	}
 	if strings.Contains(run.out.String(), srv.SecretKey) {
@@ -213,11 +242,42 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 	t.Logf("%d kills, %d S3 restarts: %d rows in %d objects, 0 lost, 0 duplicated", kills, len(restarts), rows, len(srv.Keys(t, bucket)))
 }
 
+var assignmentRE = regexp.MustCompile(`assignment changed.* revoked="?\[([\d ]*)\]"? assigned="?\[([\d ]*)\]"?`)
+
+// ownedPartitions replays a ferry process's "assignment changed" lines: the partitions it
+// owns after the last one.
+func ownedPartitions(out string) map[uint64]bool {
+	owned := map[uint64]bool{}
+	for _, m := range assignmentRE.FindAllStringSubmatch(out, -1) {
+		for _, f := range strings.Fields(m[1]) {
+			p, _ := strconv.ParseUint(f, 10, 32)
+			delete(owned, p)
+		}
+		for _, f := range strings.Fields(m[2]) {
+			p, _ := strconv.ParseUint(f, 10, 32)
+			owned[p] = true
+		}
+	}
+	return owned
+}
+
+// retriedS3 reports whether p logged a failed S3 request it retries.
+func retriedS3(p *proc) bool {
+	out := p.out.String()
+	return strings.Contains(out, "upload failed") || strings.Contains(out, "sink could not say where its assigned partitions start")
+}
+
 // checkExactlyOnce judges the bucket of a 3-partition run of perPartition messages each:
 // the objects' ranges of each partition contiguous from 0 to the end, none overlapping;
 // pyarrow reads exactly 3 × perPartition rows, each (partition, offset) once with its own
 // payload. It returns the number of rows.
 func checkExactlyOnce(t *testing.T, srv *s3test.Server, bucket string, perPartition uint64) int {
+	t.Helper()
+	return checkExactlyOncePadded(t, srv, bucket, perPartition, 170)
+}
+
+// checkExactlyOncePadded is checkExactlyOnce of messages sent by producePadded.
+func checkExactlyOncePadded(t *testing.T, srv *s3test.Server, bucket string, perPartition uint64, pad int) int {
 	t.Helper()
 	total := 3 * perPartition
 	ranges, n := s3Ranges(t, srv, bucket)
@@ -241,7 +301,7 @@ func checkExactlyOnce(t *testing.T, srv *s3test.Server, bucket string, perPartit
 		for _, r := range o.Rows {
 			rows++
 			k := [2]uint64{uint64(r.Partition), r.Offset}
-			want := fmt.Sprintf(`{"p":%d,"o":%d,"pad":"%0170d"}`, r.Partition, r.Offset, 0)
+			want := payloadOf(r.Partition, r.Offset, pad)
 			if seen[k] || r.Payload != want {
 				t.Fatalf("%s: row (%d, %d) seen before %v, payload %.60s", o.Key, r.Partition, r.Offset, seen[k], r.Payload)
 			}
@@ -369,8 +429,16 @@ func TestS3GroupTakeover(t *testing.T) {
 		return owns.MatchString(a.out.String()) && owns.MatchString(b.out.String())
 	})
 	written := func() uint64 { _, n := s3Ranges(t, srv, bucket); return n }
-	before := written()
-	waitFor(t, 60*time.Second, "objects written after both joined", func() bool { return written() > before })
+	// An object of a partition a owns is in the bucket: b's takeover must find it there.
+	waitFor(t, 60*time.Second, "an object of a partition a owns", func() bool {
+		ranges, _ := s3Ranges(t, srv, bucket)
+		for p := range ownedPartitions(a.out.String()) {
+			if len(ranges[p]) > 0 {
+				return true
+			}
+		}
+		return false
+	})
 	seeksBefore := strings.Count(b.out.String(), "partition starts where the sink says")
 	a.kill()
 	t.Logf("a killed with %d messages in the bucket", written())
@@ -390,4 +458,79 @@ func TestS3GroupTakeover(t *testing.T) {
 	}
 	rows := checkExactlyOnce(t, srv, bucket, perPartition)
 	t.Logf("%d rows in %d objects, 0 lost, 0 duplicated", rows, len(srv.Keys(t, bucket)))
+}
+
+// TestS3Rebalance: two live ferry processes in one consumer group hand partitions to each
+// other while 3 partitions are produced: a owns all, b joins (the server moves a's surplus
+// partitions once a has committed what it polled of them), then b stops and a takes them
+// back. Neither process is killed, so both may hold a partition at once from their own
+// point of view: every message must still be in exactly one object, no two overlapping.
+func TestS3Rebalance(t *testing.T) {
+	srv := s3test.Connect(t)
+	s3test.Python(t)
+	perPartition, _ := s3Scale(t)
+	bucket := srv.Bucket(t)
+	dir := t.TempDir()
+	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
+	c := dial(t, addr)
+	createTopic(t, c, 3)
+	start := func(name string) *proc {
+		d := filepath.Join(dir, name)
+		writeFile(t, filepath.Join(d, "s3", "sink.toml"), s3Sink(srv, bucket))
+		return startFerry(t, name, d, nil, "run", "--config", remoteConfig(t, d, addr, filepath.Join(d, "s3")), "--progress", "0")
+	}
+	written := func() uint64 { _, n := s3Ranges(t, srv, bucket); return n }
+	var wg sync.WaitGroup
+	var prodErr error
+	wg.Go(func() { prodErr = produceN(c, 3, perPartition, 150*time.Millisecond) })
+	a := start("a")
+	waitFor(t, 60*time.Second, "a writing", func() bool { return written() > 0 })
+	b := start("b")
+	owns := regexp.MustCompile(`assignment changed.* assigned="?\[\d`)
+	waitFor(t, 60*time.Second, "b owning partitions a owned", func() bool {
+		if b.exited() || a.exited() {
+			t.Fatalf("a process exited: a %v, b %v", a.err, b.err)
+		}
+		return owns.MatchString(b.out.String())
+	})
+	// b writes an object of a partition it took over before it leaves.
+	moved := regexp.MustCompile(`assignment changed.* assigned="?\[([\d ]+)\]`).FindStringSubmatch(b.out.String())[1]
+	objectsOf := func() (n int) {
+		ranges, _ := s3Ranges(t, srv, bucket)
+		for _, p := range strings.Fields(moved) {
+			id, _ := strconv.ParseUint(p, 10, 32)
+			n += len(ranges[id])
+		}
+		return n
+	}
+	before := objectsOf()
+	waitFor(t, 60*time.Second, "b writing partitions "+moved, func() bool { return objectsOf() > before })
+	revokedFromA := strings.Count(a.out.String(), "revoked=[") - strings.Count(a.out.String(), "revoked=[]")
+	b.stop(30 * time.Second)
+	waitFor(t, 60*time.Second, "a owning b's partitions again", func() bool {
+		return len(regexp.MustCompile(`assignment changed.* assigned="?\[\d`).FindAllString(a.out.String(), -1)) >= 2
+	})
+	wg.Wait()
+	if prodErr != nil {
+		t.Fatal(prodErr)
+	}
+	waitFor(t, 120*time.Second, "every message in the bucket", func() bool {
+		if a.exited() {
+			t.Fatalf("a exited: %v", a.err)
+		}
+		return written() >= 3*perPartition
+	})
+	a.stop(30 * time.Second)
+	if revokedFromA == 0 {
+		t.Fatalf("a never gave a partition up:\n%s", tail(a.out.String(), 30))
+	}
+	rows := checkExactlyOnce(t, srv, bucket, perPartition)
+	t.Logf("%d rows in %d objects across two hand-overs, 0 lost, 0 duplicated", rows, len(srv.Keys(t, bucket)))
+	for name, p := range map[string]*proc{"a": a, "b": b} {
+		for _, l := range strings.Split(p.out.String(), "\n") {
+			if strings.Contains(l, "assignment changed") || strings.Contains(l, "released") || strings.Contains(l, "already in the bucket") {
+				t.Logf("%s: %s", name, l)
+			}
+		}
+	}
 }
