@@ -234,18 +234,6 @@ func (c *faultyConsumer) Store(ctx context.Context, life uint64, p uint32, off u
 	return c.memberConsumer.Store(ctx, life, p, off)
 }
 
-// eventually polls cond for up to d; usable off the test goroutine.
-func eventually(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return true
-}
-
 func seq(from, to uint64) []uint64 {
 	var out []uint64
 	for o := from; o <= to; o++ {
@@ -267,12 +255,3 @@ func equalOffsets(a, b []uint64) bool {
 }
 
 var allModes = []config.CommitMode{config.CommitAfterPolling, config.CommitAfterConsuming, config.CommitSinkControlled}
-
-// waitFor polls cond every millisecond until it holds, failing the test after 30 s (a bound
-// for a loaded 2-core machine under -race, not an expectation of speed).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	if !eventually(30*time.Second, cond) {
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // TestOpenFailureLinesInIggysWords: a sink whose Open fails once logs the failure in the
@@ -21,7 +22,7 @@ func TestOpenFailureLinesInIggysWords(t *testing.T) {
 	rt, logs := env.startLogged(cfg, &flakyOpenSink{recSink: newRecSink(), failures: 1})
 	defer stopRuntime(t, rt)
 	restarted := `level=INFO msg="Sink connector: rec restarted successfully." sink=rec`
-	waitFor(t, "the restarted line", func() bool { return strings.Contains(logs.String(), restarted) })
+	testkit.WaitFor(t, "the restarted line", func() bool { return strings.Contains(logs.String(), restarted) })
 	out := logs.String()
 	for _, want := range []string{
 		`level=ERROR msg="sink not started"`,
@@ -52,7 +53,7 @@ func TestConsumeFailureLineInIggysWords(t *testing.T) {
 	rt, logs := env.startLogged(testSinkConfig(config.CommitAfterConsuming, config.FailureStop), sink)
 	defer stopRuntime(t, rt)
 	var id uint32
-	waitFor(t, "the sink closed after its failure", func() bool {
+	testkit.WaitFor(t, "the sink closed after its failure", func() bool {
 		st, _ := rt.Connector(KindSink, "rec")
 		id = st.ID
 		return st.State == StateError && strings.Contains(logs.String(), fmt.Sprintf("Closed sink connector with ID: %d for plugin: rec", id))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -53,13 +54,7 @@ func BenchmarkSlowSinkInFlight(b *testing.B) {
 					start := time.Now()
 					rt := env.start(cfg, sink)
 					want := uint64(perPartition) * uint64(parts)
-					deadline := time.Now().Add(time.Minute)
-					for sink.got.Load() < want {
-						if time.Now().After(deadline) {
-							b.Fatalf("delivered %d of %d in a minute: %+v", sink.got.Load(), want, rt.Status()[0].LastError)
-						}
-						time.Sleep(time.Millisecond)
-					}
+					testkit.WaitFor(b, fmt.Sprintf("%d delivered", want), func() bool { return sink.got.Load() >= want })
 					rate = float64(want) / time.Since(start).Seconds()
 					stopRuntime(b, rt)
 				}

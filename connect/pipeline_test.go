@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -140,7 +141,7 @@ func TestPipelineTransientFailure(t *testing.T) {
 			sink := newRecSink()
 			sink.failBatch, sink.failTimes, sink.commitEach = 3, 1, true
 			rt := env.start(testSinkConfig(mode, config.FailureStop), sink)
-			waitFor(t, "50 delivered", func() bool { return len(sink.got(0)) == 50 })
+			testkit.WaitFor(t, "50 delivered", func() bool { return len(sink.got(0)) == 50 })
 			stopRuntime(t, rt)
 			if got := sink.got(0); !equalOffsets(got, seq(0, 49)) {
 				t.Fatalf("delivered %v, want 0..49 once each", got)
@@ -179,11 +180,11 @@ func TestPipelineStopPolicy(t *testing.T) {
 			pollerBlocked := make(chan bool, 2)
 			sink.failBatch, sink.failTimes, sink.commitEach = 2, -1, true
 			sink.beforeFail = func() {
-				pollerBlocked <- eventually(10*time.Second, func() bool {
+				pollerBlocked <- testkit.Eventually("the poller to have polled 50", func() bool {
 					rtMu.Lock()
 					defer rtMu.Unlock()
 					return rt != nil && sinkOf(rt).counters.Polled.Load() == 50
-				})
+				}) == nil
 			}
 			rtMu.Lock()
 			rt = env.runtime([]*config.Sink{testSinkConfig(mode, config.FailureStop)}, map[string]sdk.Sink{"rec": sink})
@@ -191,7 +192,7 @@ func TestPipelineStopPolicy(t *testing.T) {
 			if err := rt.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "error status", func() bool { return rt.Status()[0].State == StateError })
+			testkit.WaitFor(t, "error status", func() bool { return rt.Status()[0].State == StateError })
 			stopRuntime(t, rt)
 			for range 2 { // first attempt and its one retry
 				if !<-pollerBlocked {
@@ -215,7 +216,7 @@ func TestPipelineStopPolicy(t *testing.T) {
 			sink2 := newRecSink()
 			sink2.commitEach = true
 			rt2 := env.start(testSinkConfig(mode, config.FailureStop), sink2)
-			waitFor(t, "redelivery to the end", func() bool { g := sink2.got(0); return len(g) > 0 && g[len(g)-1] == 99 })
+			testkit.WaitFor(t, "redelivery to the end", func() bool { g := sink2.got(0); return len(g) > 0 && g[len(g)-1] == 99 })
 			stopRuntime(t, rt2)
 			if got := sink2.got(0); !equalOffsets(got, seq(wantResume, 99)) {
 				t.Fatalf("restart delivered %v, want %d..99", got, wantResume)
@@ -238,7 +239,7 @@ func TestPipelineDeadLetterAndSkip(t *testing.T) {
 			sink := newRecSink()
 			sink.failBatch, sink.failTimes = 2, 2
 			rt := env.start(testSinkConfig(config.CommitAfterConsuming, policy), sink)
-			waitFor(t, "stored 49", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 49 })
+			testkit.WaitFor(t, "stored 49", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 49 })
 			stopRuntime(t, rt)
 			env.wantStored("g", "s", "t", 0, 49)
 			st := rt.Status()[0].Stats
@@ -274,25 +275,22 @@ func TestPipelineBackpressure(t *testing.T) {
 	cfg := testSinkConfig(config.CommitSinkControlled, config.FailureStop)
 	cfg.Commit.MaxUncommitted = 25
 	rt := env.start(cfg, sink)
-	waitFor(t, "30 delivered", func() bool { return len(sink.got(0)) == 30 })
-	// A paused partition must stay paused; there is no event to wait for, so give a
-	// would-be extra poll time to happen (many poll intervals).
-	time.Sleep(100 * time.Millisecond)
-	if n, st := len(sink.got(0)), rt.Status()[0].Stats; n != 30 || st.Polled != 30 {
-		t.Fatalf("delivered %d, polled %d while paused; want 30 and 30", n, st.Polled)
+	testkit.WaitFor(t, "30 delivered", func() bool { return len(sink.got(0)) == 30 })
+	// A paused partition must stay paused; no event marks "the poller checked and did not
+	// poll", so watch the counters for many poll intervals.
+	stillAt := func(n int) func() bool {
+		return func() bool { return len(sink.got(0)) == n && rt.Status()[0].Stats.Polled == uint64(n) }
 	}
+	testkit.Quiet(t, 100*time.Millisecond, "delivered and polled, 30 each, while paused", stillAt(30))
 	if _, ok := env.stored("g", "s", "t", 0); ok {
 		t.Fatal("an offset was stored before the sink committed")
 	}
 	if err := sink.committer().Commit(env.partition("s", "t", 0), 29); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "commit stored", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 29 })
-	waitFor(t, "60 delivered after the commit", func() bool { return len(sink.got(0)) == 60 })
-	time.Sleep(100 * time.Millisecond)
-	if n, st := len(sink.got(0)), rt.Status()[0].Stats; n != 60 || st.Polled != 60 {
-		t.Fatalf("delivered %d, polled %d after the second pause; want 60 and 60", n, st.Polled)
-	}
+	testkit.WaitFor(t, "commit stored", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 29 })
+	testkit.WaitFor(t, "60 delivered after the commit", func() bool { return len(sink.got(0)) == 60 })
+	testkit.Quiet(t, 100*time.Millisecond, "delivered and polled, 60 each, after the second pause", stillAt(60))
 	stopRuntime(t, rt)
 	if got := sink.got(0); !equalOffsets(got, seq(0, 59)) {
 		t.Fatalf("delivered %v", got)
@@ -316,7 +314,7 @@ func TestPipelineAsyncCommitter(t *testing.T) {
 	rt := env.start(cfg, sink)
 
 	sampled := map[uint32][]uint64{}
-	waitFor(t, "both partitions stored to 299", func() bool {
+	testkit.WaitFor(t, "both partitions stored to 299", func() bool {
 		done := true
 		for p := uint32(0); p < 2; p++ {
 			o, ok := env.stored("g", "s", "t", p)
@@ -371,7 +369,7 @@ func TestPipelineRevocationAndStop(t *testing.T) {
 	cfg := testSinkConfig(config.CommitSinkControlled, config.FailureStop)
 	cfg.Commit.Interval, cfg.Commit.Delay = time.Hour, time.Hour
 	rt := env.start(cfg, sink)
-	waitFor(t, "both partitions delivered", func() bool { return len(sink.got(0)) == 20 && len(sink.got(1)) == 20 })
+	testkit.WaitFor(t, "both partitions delivered", func() bool { return len(sink.got(0)) == 20 && len(sink.got(1)) == 20 })
 	if _, ok := env.stored("g", "s", "t", 0); ok {
 		t.Fatal("stored before any flush")
 	}
@@ -381,17 +379,17 @@ func TestPipelineRevocationAndStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = other.Close(context.Background()) }()
-	waitFor(t, "one partition revoked from A", func() bool { return len(ownedPartitions(rt)) == 1 })
+	testkit.WaitFor(t, "one partition revoked from A", func() bool { return len(ownedPartitions(rt)) == 1 })
 	var revoked, kept uint32 = 0, 1
 	if ownedPartitions(rt)[0] {
 		revoked, kept = 1, 0
 	}
-	waitFor(t, "the other member owns the revoked partition", func() bool {
+	testkit.WaitFor(t, "the other member owns the revoked partition", func() bool {
 		_, parts := other.Assignment()
 		return len(parts) == 1 && parts[0] == revoked
 	})
 	env.wantStored("g", "s", "t", revoked, 19)
-	waitFor(t, "the revoked partition's drained entry released", func() bool { return len(tablePartitions(rt)) == 1 })
+	testkit.WaitFor(t, "the revoked partition's drained entry released", func() bool { return len(tablePartitions(rt)) == 1 })
 	cm := sink.committer()
 	if err := cm.Commit(env.partition("s", "t", revoked), 19); !errors.Is(err, sdk.ErrCommitUnknownPartition) {
 		t.Fatalf("commit on the revoked partition = %v, want ErrCommitUnknownPartition", err)
@@ -423,7 +421,7 @@ func TestPipelineCloseMayCommit(t *testing.T) {
 	p0 := env.partition("s", "t", 0)
 	sink.onClose = func(c sdk.Committer) { closeErr = c.Commit(p0, 29) }
 	rt := env.start(testSinkConfig(config.CommitSinkControlled, config.FailureStop), sink)
-	waitFor(t, "30 delivered", func() bool { return len(sink.got(0)) == 30 })
+	testkit.WaitFor(t, "30 delivered", func() bool { return len(sink.got(0)) == 30 })
 	if _, ok := env.stored("g", "s", "t", 0); ok {
 		t.Fatal("stored before Close committed")
 	}
@@ -450,7 +448,7 @@ func TestPipelineStoreFailuresRetried(t *testing.T) {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "stored 49", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 49 })
+	testkit.WaitFor(t, "stored 49", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 49 })
 	stopRuntime(t, rt)
 	if st := rt.Status()[0].Stats; st.StoreErrors != 3 || st.Committed != 50 || st.Delivered != 50 {
 		t.Fatalf("stats %+v", st)

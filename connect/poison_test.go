@@ -8,6 +8,7 @@ import (
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -41,7 +42,7 @@ func TestPoisonMessagePerMessage(t *testing.T) {
 				sink := newRecSink()
 				sink.commitEach = mode == config.CommitSinkControlled
 				rt := env.start(jsonSinkConfig(mode, policy), sink)
-				waitFor(t, "stored 9", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 9 })
+				testkit.WaitFor(t, "stored 9", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 9 })
 				stopRuntime(t, rt)
 				env.wantStored("g", "s", "t", 0, 9)
 				want := append(seq(0, 4), seq(6, 9)...)
@@ -88,7 +89,7 @@ func TestPoisonMessageStop(t *testing.T) {
 			cfg := jsonSinkConfig(mode, config.FailureStop)
 			cfg.Restart.MaxRestarts = 0
 			rt := env.start(cfg, sink)
-			waitFor(t, "error status", func() bool { return rt.Status()[0].State == StateError })
+			testkit.WaitFor(t, "error status", func() bool { return rt.Status()[0].State == StateError })
 			stopRuntime(t, rt)
 			env.wantStored("g", "s", "t", 0, 4)
 			if got := sink.got(0); !equalOffsets(got, seq(0, 4)) {
@@ -163,7 +164,7 @@ func TestAvroStreamRefusedAtSetup(t *testing.T) {
 	cfg.Streams[0].Schema, cfg.Streams[0].AvroSchemaJSON = sdk.SchemaAvro, `{"type":"recrd"}`
 	sink := newRecSink()
 	rt := env.start(cfg, sink)
-	waitFor(t, "gave up", func() bool { st := rt.Status()[0]; return st.State == StateError && st.Restart.GaveUp })
+	testkit.WaitFor(t, "gave up", func() bool { st := rt.Status()[0]; return st.State == StateError && st.Restart.GaveUp })
 	stopRuntime(t, rt)
 	st := rt.Status()[0]
 	if st.LastError == nil || !strings.Contains(st.LastError.Message, "stream s: avro schema:") || st.Restart.Total != 0 {
@@ -191,7 +192,7 @@ func TestAvroStreamDecoded(t *testing.T) {
 	cfg.Streams[0].Schema, cfg.Streams[0].AvroSchemaJSON = sdk.SchemaAvro, avroSchema
 	sink := newRecSink()
 	rt := env.start(cfg, sink)
-	waitFor(t, "stored 2", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 2 })
+	testkit.WaitFor(t, "stored 2", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 2 })
 	stopRuntime(t, rt)
 	sink.mu.Lock()
 	got := append([]string(nil), sink.payloads[0]...)

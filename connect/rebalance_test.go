@@ -13,6 +13,7 @@ import (
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 	"github.com/ferryio/ferry/server/servertest"
 )
@@ -233,14 +234,14 @@ func TestPipelineRebalance(t *testing.T) {
 			sinkA.delay, sinkB.delay = 4*time.Millisecond, 4*time.Millisecond
 			sinkA.commitEach, sinkB.commitEach = true, true
 			rtA := env.start(cfg(), sinkA)
-			waitFor(t, "A owns every partition", func() bool { return len(ownedPartitions(rtA)) == parts })
+			testkit.WaitFor(t, "A owns every partition", func() bool { return len(ownedPartitions(rtA)) == parts })
 			rtB := env.start(cfg(), sinkB)
-			waitFor(t, "group split 2/2", func() bool {
+			testkit.WaitFor(t, "group split 2/2", func() bool {
 				m := env.groupMembers("s", "t", "g")
 				return len(m) == 2 && len(m[0]) == 2 && len(m[1]) == 2 && len(ownedPartitions(rtA)) == 2
 			})
 			t0 := time.Now()
-			waitFor(t, "B receives messages", func() bool { return total(sinkB, parts) > 0 })
+			testkit.WaitFor(t, "B receives messages", func() bool { return total(sinkB, parts) > 0 })
 			t.Logf("B received after %v; A total %d", time.Since(t0), total(sinkA, parts))
 			aBefore := total(sinkA, parts)
 			if aBefore == parts*per {
@@ -248,11 +249,11 @@ func TestPipelineRebalance(t *testing.T) {
 			}
 			stopRuntime(t, rtA)
 			t.Logf("A stopped at %v", time.Since(t0))
-			waitFor(t, "B owns every partition", func() bool {
+			testkit.WaitFor(t, "B owns every partition", func() bool {
 				m := env.groupMembers("s", "t", "g")
 				return len(m) == 1 && len(m[0]) == parts
 			})
-			waitFor(t, "every partition stored to 399", func() bool {
+			testkit.WaitFor(t, "every partition stored to 399", func() bool {
 				for p := uint32(0); p < parts; p++ {
 					if o, ok := env.stored("g", "s", "t", p); !ok || o != per-1 {
 						return false
@@ -427,29 +428,22 @@ func TestPipelineRebalanceDrainsTimedCommits(t *testing.T) {
 	sinkA := newTimerSink(100*time.Millisecond, 2*time.Millisecond)
 	sinkB := newTimerSink(time.Hour, 0)
 	rtA := env.start(cfg, sinkA)
-	waitFor(t, "A delivers from both partitions", func() bool {
+	testkit.WaitFor(t, "A delivers from both partitions", func() bool {
 		return len(sinkA.got(0)) >= 100 && len(sinkA.got(1)) >= 100
 	})
 	joined := time.Now()
 	rtB := env.start(testSinkConfig(config.CommitSinkControlled, config.FailureStop), sinkB)
-	waitFor(t, "one partition revoked from A", func() bool { return len(ownedPartitions(rtA)) == 1 })
+	testkit.WaitFor(t, "one partition revoked from A", func() bool { return len(ownedPartitions(rtA)) == 1 })
 	var r, k uint32 = 0, 1
 	if ownedPartitions(rtA)[0] {
 		r, k = 1, 0
 	}
 	var firstB time.Time
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if at, ok := sinkB.first(r); ok {
-			firstB = at
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("B received nothing of revoked partition %d within 5s (A delivered %d of it; A's rejected commits %v)",
-				r, len(sinkA.got(r)), sinkA.errs())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, fmt.Sprintf("B to receive revoked partition %d", r), func() bool {
+		at, ok := sinkB.first(r)
+		firstB = at
+		return ok
+	})
 	if d := firstB.Sub(joined); d > 2*time.Second {
 		t.Fatalf("B received revoked partition %d %v after joining, want within 2s", r, d)
 	}
@@ -459,11 +453,11 @@ func TestPipelineRebalanceDrainsTimedCommits(t *testing.T) {
 		t.Fatalf("A delivered %d of partition %d before the split, want 0 < X < %d", x, r, per)
 	}
 	env.wantStored("g", "s", "t", r, x-1)
-	waitFor(t, "A's kept partition stored to 2999", func() bool {
+	testkit.WaitFor(t, "A's kept partition stored to 2999", func() bool {
 		o, ok := env.stored("g", "s", "t", k)
 		return ok && o == per-1
 	})
-	waitFor(t, "B delivers the rest of the revoked partition", func() bool { return len(sinkB.got(r)) == per-int(x) })
+	testkit.WaitFor(t, "B delivers the rest of the revoked partition", func() bool { return len(sinkB.got(r)) == per-int(x) })
 	stopRuntime(t, rtB)
 	stopRuntime(t, rtA)
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // TestRecreatedTopicDeliveredFromZero is the regression test of "a recreated topic is
@@ -34,7 +35,7 @@ func TestRecreatedTopicDeliveredFromZero(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "5000 delivered and stored", func() bool {
+			testkit.WaitFor(t, "5000 delivered and stored", func() bool {
 				o, ok := env.stored("g", "s", "t", 0)
 				return len(sink.got(0)) == 5000 && ok && o == 4999
 			})
@@ -47,7 +48,7 @@ func TestRecreatedTopicDeliveredFromZero(t *testing.T) {
 				t.Fatal(err)
 			}
 			env.fill("s", "t", 0, 8000, nil)
-			waitFor(t, "the new topic's 7999 delivered and stored", func() bool {
+			testkit.WaitFor(t, "the new topic's 7999 delivered and stored", func() bool {
 				o, ok := env.stored("g", "s", "t", 0)
 				g := sink.got(0)
 				return ok && o == 7999 && len(g) > 5000 && g[len(g)-1] == 7999
@@ -74,7 +75,7 @@ func TestRecreatedTopicDeliveredFromZero(t *testing.T) {
 				t.Fatalf("%d lines %s…%s; want 1; logs:\n%s", n, msg, tail, logs.String())
 			}
 			// The table records a store once its reply is handled, just after the server has it.
-			waitFor(t, "the table's partition 0 stored at 7999", func() bool {
+			testkit.WaitFor(t, "the table's partition 0 stored at 7999", func() bool {
 				ps := rt.Status()[0].Partitions
 				i := slices.IndexFunc(ps, func(p PartitionStatus) bool { return p.Partition == 0 })
 				return i >= 0 && ps[i].Stored == 7999
@@ -95,7 +96,7 @@ func TestDeletedTopicDegradesTheSink(t *testing.T) {
 	sink := newRecSink()
 	rt := env.start(testSinkConfig(config.CommitAfterConsuming, config.FailureStop), sink)
 	defer stopRuntime(t, rt)
-	waitFor(t, "10 delivered and stored", func() bool {
+	testkit.WaitFor(t, "10 delivered and stored", func() bool {
 		o, ok := env.stored("g", "s", "t", 0)
 		return len(sink.got(0)) == 10 && ok && o == 9
 	})
@@ -105,7 +106,7 @@ func TestDeletedTopicDegradesTheSink(t *testing.T) {
 	if err := env.admin.DeleteTopic(bg(t), iggy.Name("s"), iggy.Name("t")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the sink degraded", func() bool { return rt.Status()[0].State == StateDegraded })
+	testkit.WaitFor(t, "the sink degraded", func() bool { return rt.Status()[0].State == StateDegraded })
 	st := rt.Status()[0]
 	if st.LastError == nil || !strings.HasPrefix(st.LastError.Message, "poll s/t: ") || !strings.Contains(st.LastError.Message, "TopicIdNotFound") {
 		t.Fatalf("degraded with last error %+v; want the poll's TopicIdNotFound", st.LastError)
@@ -115,7 +116,7 @@ func TestDeletedTopicDegradesTheSink(t *testing.T) {
 	}
 	env.topic("s", "t", 1)
 	env.fill("s", "t", 0, 3, nil)
-	waitFor(t, "the new topic delivered", func() bool { return len(sink.got(0)) == 13 })
+	testkit.WaitFor(t, "the new topic delivered", func() bool { return len(sink.got(0)) == 13 })
 	st = rt.Status()[0]
 	if st.State != StateRunning || st.LastError != nil || st.Stats.TopicsRecreated != 1 {
 		t.Fatalf("after the topic is back: %s, %+v, %d recreated; want running, no last error, 1", st.State, st.LastError, st.Stats.TopicsRecreated)

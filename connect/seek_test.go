@@ -12,6 +12,7 @@ import (
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -57,7 +58,7 @@ func TestSeekOnAssignment(t *testing.T) {
 	sink := &seekSink{recSink: newRecSink(), start: map[uint32]uint64{0: 17}, failures: 2}
 	sink.commitEach = true
 	rt := env.start(testSinkConfig(config.CommitSinkControlled, config.FailureStop), sink)
-	waitFor(t, "stored 39 on both", func() bool {
+	testkit.WaitFor(t, "stored 39 on both", func() bool {
 		o0, ok0 := env.stored("g", "s", "t", 0)
 		o1, ok1 := env.stored("g", "s", "t", 1)
 		return ok0 && ok1 && o0 == 39 && o1 == 39
@@ -123,7 +124,7 @@ func TestRejectedMessagesAlone(t *testing.T) {
 			sink := &rejectSink{recSink: newRecSink(), reject: []uint64{13, 17}, calls: map[uint64]int{}}
 			rt := env.start(testSinkConfig(config.CommitAfterConsuming, policy), sink)
 			if policy == config.FailureStop {
-				waitFor(t, "the sink stopped in error", func() bool { return rt.Status()[0].State == StateError })
+				testkit.WaitFor(t, "the sink stopped in error", func() bool { return rt.Status()[0].State == StateError })
 				stopRuntime(t, rt)
 				if o, ok := env.stored("g", "s", "t", 0); ok && o > 9 {
 					t.Fatalf("stored %d, want at most 9", o)
@@ -133,7 +134,7 @@ func TestRejectedMessagesAlone(t *testing.T) {
 				}
 				return
 			}
-			waitFor(t, "stored 49", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 49 })
+			testkit.WaitFor(t, "stored 49", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 49 })
 			stopRuntime(t, rt)
 			st := rt.Status()[0].Stats
 			sink.cmu.Lock()

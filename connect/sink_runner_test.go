@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/internal/syncbuf"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -48,7 +49,7 @@ func TestSinkStopInTimeLogsNoAbandonWarning(t *testing.T) {
 			sink := newRecSink()
 			sink.commitEach = true
 			rt, logs := env.startLogged(testSinkConfig(mode, config.FailureStop), sink)
-			waitFor(t, "30 delivered", func() bool { return len(sink.got(0)) == 30 })
+			testkit.WaitFor(t, "30 delivered", func() bool { return len(sink.got(0)) == 30 })
 			stopRuntime(t, rt)
 			out := logs.String()
 			if n := strings.Count(out, `msg="sink stopped"`); n != 1 {

@@ -9,6 +9,7 @@ import (
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -89,7 +90,7 @@ func TestSourceRejectedBatchPolicies(t *testing.T) {
 			if policy == config.FailureStop {
 				want = StateError
 			}
-			waitFor(t, "source ended", func() bool {
+			testkit.WaitFor(t, "source ended", func() bool {
 				st, _ := rt.Connector(KindSource, "js")
 				return st.State == want && st.Restart.GaveUp == (want == StateError)
 			})
@@ -179,7 +180,7 @@ func TestSourceTransforms(t *testing.T) {
 	}
 	rt := startSource(t, env, cfg, src)
 	defer stopRuntime(t, rt)
-	waitFor(t, "source ended", func() bool { st, _ := rt.Connector(KindSource, "js"); return st.State == StateStopped })
+	testkit.WaitFor(t, "source ended", func() bool { st, _ := rt.Connector(KindSource, "js"); return st.State == StateStopped })
 	var sent []string
 	for _, m := range env.payloads("s", "t") {
 		sent = append(sent, string(m.Payload))

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -204,7 +205,7 @@ func TestSourceExactlyOnceWithoutCrash(t *testing.T) {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "source stopped at end of input", func() bool { return rt.Status()[0].State == StateStopped })
+	testkit.WaitFor(t, "source stopped at end of input", func() bool { return rt.Status()[0].State == StateStopped })
 	if err := rt.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +245,7 @@ func TestSourceExactlyOnceWithoutCrash(t *testing.T) {
 	if err := rt2.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "restarted source stopped", func() bool { return rt2.Status()[0].State == StateStopped })
+	testkit.WaitFor(t, "restarted source stopped", func() bool { return rt2.Status()[0].State == StateStopped })
 	if err := rt2.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,7 @@ func TestSourceStopNacksUnsentBatch(t *testing.T) {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "send errors", func() bool { return rt.Status()[0].Stats.SendErrors >= 3 })
+	testkit.WaitFor(t, "send errors", func() bool { return rt.Status()[0].Stats.SendErrors >= 3 })
 	if st := rt.Status()[0]; st.State != StateError || st.LastError == nil {
 		t.Fatalf("status while failing = %+v, want error with last_error", st)
 	}
@@ -298,13 +299,13 @@ func TestSourceHardStopAbandonsSend(t *testing.T) {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "batch in flight", func() bool { return rt.Status()[0].Stats.Produced == 10 })
+	testkit.WaitFor(t, "batch in flight", func() bool { return rt.Status()[0].Stats.Produced == 10 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if err := rt.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Stop = %v, want deadline exceeded", err)
 	}
-	waitFor(t, "source done", func() bool {
+	testkit.WaitFor(t, "source done", func() bool {
 		acks, closed, _ := src.snapshot()
 		return len(acks) == 1 && closed
 	})
@@ -312,7 +313,7 @@ func TestSourceHardStopAbandonsSend(t *testing.T) {
 	if !errors.Is(acks[0], errStopping) || !errors.Is(acks[0], context.Canceled) {
 		t.Fatalf("ack = %v, want errStopping wrapping context.Canceled", acks[0])
 	}
-	waitFor(t, "status stopped", func() bool { return rt.Status()[0].State == StateStopped })
+	testkit.WaitFor(t, "status stopped", func() bool { return rt.Status()[0].State == StateStopped })
 }
 
 // TestSourceStartFailures: an unknown built-in and a read error are reported in the status;
@@ -338,7 +339,7 @@ func TestSourceStartFailures(t *testing.T) {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "end of input", func() bool { return rt.Status()[0].State == StateStopped })
+	testkit.WaitFor(t, "end of input", func() bool { return rt.Status()[0].State == StateStopped })
 	if err := rt.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -366,8 +367,8 @@ func TestSourceStateDirMissingParent(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	waitFor(t, "the good source at the end of its input", func() bool { return rt.Status()[0].State == StateStopped })
-	waitFor(t, "the bad source given up", func() bool { return rt.Status()[1].Restart.GaveUp })
+	testkit.WaitFor(t, "the good source at the end of its input", func() bool { return rt.Status()[0].State == StateStopped })
+	testkit.WaitFor(t, "the bad source given up", func() bool { return rt.Status()[1].Restart.GaveUp })
 	st := rt.Status()[1]
 	parent := filepath.Join(state, "source_random_invalid")
 	want := "Failed to load source state: Cannot open state file " + filepath.Join(parent, "state_missing_parent.state") +

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -43,14 +44,14 @@ func TestStopDeliversWhatThePollStored(t *testing.T) {
 			sink.commitEach = true
 			rt := env.start(testSinkConfig(mode, config.FailureStop), sink)
 			<-sink.entered
-			waitFor(t, "30 polled", func() bool { return sinkOf(rt).counters.Polled.Load() == 30 })
+			testkit.WaitFor(t, "30 polled", func() bool { return sinkOf(rt).counters.Polled.Load() == 30 })
 			stopped := make(chan error, 1)
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				stopped <- rt.Stop(ctx)
 			}()
-			waitFor(t, "stopping", func() bool { return rt.Status()[0].State == StateStopping })
+			testkit.WaitFor(t, "stopping", func() bool { return rt.Status()[0].State == StateStopping })
 			close(sink.gate)
 			if err := <-stopped; err != nil {
 				t.Fatal(err)

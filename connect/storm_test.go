@@ -13,6 +13,7 @@ import (
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -245,7 +246,7 @@ func TestSlowMemberDuringMembershipStorm(t *testing.T) {
 	}
 	close(sink.gate)
 
-	waitFor(t, "A tracks exactly what it owns, nothing pending", func() bool {
+	testkit.WaitFor(t, "A tracks exactly what it owns, nothing pending", func() bool {
 		_, owned := a.Assignment()
 		_, lastOwns := last.Assignment()
 		if len(owned) == 0 || len(owned)+len(lastOwns) != parts {
@@ -268,7 +269,7 @@ func TestSlowMemberDuringMembershipStorm(t *testing.T) {
 		return true
 	})
 	leave("the last member", last)
-	waitFor(t, "every partition stored to 299", func() bool {
+	testkit.WaitFor(t, "every partition stored to 299", func() bool {
 		for p := uint32(0); p < parts; p++ {
 			if o, ok := env.stored("g", "s", "t", p); !ok || o != per-1 {
 				return false
@@ -319,7 +320,7 @@ func TestRebalanceStormSinkControlled(t *testing.T) {
 	}
 	sink := newTimerSink(20*time.Millisecond, time.Millisecond)
 	rt := env.start(testSinkConfig(config.CommitSinkControlled, config.FailureStop), sink)
-	waitFor(t, "A delivers", func() bool { return rt.Status()[0].Stats.Delivered > 0 })
+	testkit.WaitFor(t, "A delivers", func() bool { return rt.Status()[0].Stats.Delivered > 0 })
 	a := memberOf(t, rt)
 	storm := env.dial()
 	for i := range members {
@@ -345,7 +346,7 @@ func TestRebalanceStormSinkControlled(t *testing.T) {
 	if delivered >= parts*per {
 		t.Fatalf("everything was delivered before the storm ended (%d): the test proves nothing", delivered)
 	}
-	waitFor(t, "every partition stored to its last message", func() bool {
+	testkit.WaitFor(t, "every partition stored to its last message", func() bool {
 		for p := uint32(0); p < parts; p++ {
 			if o, ok := env.stored("g", "s", "t", p); !ok || o != per-1 {
 				return false
@@ -353,7 +354,7 @@ func TestRebalanceStormSinkControlled(t *testing.T) {
 		}
 		return true
 	})
-	waitFor(t, "A tracks all 16, nothing pending", func() bool {
+	testkit.WaitFor(t, "A tracks all 16, nothing pending", func() bool {
 		sts := rt.Status()[0].Partitions
 		if len(sts) != parts {
 			return false
@@ -418,14 +419,14 @@ func TestFailingDrainDoesNotBlockOthers(t *testing.T) {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "both partitions delivered", func() bool { return len(sink.got(0)) == 20 && len(sink.got(1)) == 20 })
+	testkit.WaitFor(t, "both partitions delivered", func() bool { return len(sink.got(0)) == 20 && len(sink.got(1)) == 20 })
 
 	b, err := env.dial().NewConsumer(bg(t), iggyConsumerConfig("s", "t", "g"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = b.Close(context.Background()) }()
-	waitFor(t, "partition 1 draining in A", func() bool { return tablePartitions(rt)[1] == partDraining })
+	testkit.WaitFor(t, "partition 1 draining in A", func() bool { return tablePartitions(rt)[1] == partDraining })
 	c, err := env.dial().NewConsumer(bg(t), iggyConsumerConfig("s", "t", "g"))
 	if err != nil {
 		t.Fatal(err)
@@ -433,17 +434,17 @@ func TestFailingDrainDoesNotBlockOthers(t *testing.T) {
 	if err := c.Close(bg(t)); err != nil { // full rebalance: 0 → A, 1 → B, pending cleared
 		t.Fatal(err)
 	}
-	waitFor(t, "B owns partition 1", func() bool { _, p := b.Assignment(); return slices.Equal(p, []uint32{1}) })
+	testkit.WaitFor(t, "B owns partition 1", func() bool { _, p := b.Assignment(); return slices.Equal(p, []uint32{1}) })
 
 	cm := sink.committer()
 	if err := cm.Commit(env.partition("s", "t", 1), 19); err != nil {
 		t.Fatalf("drain commit: %v", err)
 	}
-	waitFor(t, "partition 1's store refused and released", func() bool { return rt.Status()[0].Stats.StoresRefused == 1 })
+	testkit.WaitFor(t, "partition 1's store refused and released", func() bool { return rt.Status()[0].Stats.StoresRefused == 1 })
 	if err := cm.Commit(env.partition("s", "t", 0), 19); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "partition 0 stored", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 19 })
+	testkit.WaitFor(t, "partition 0 stored", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 19 })
 	if err := cm.Commit(env.partition("s", "t", 1), 19); !errors.Is(err, sdk.ErrCommitUnknownPartition) {
 		t.Fatalf("commit after the refusal: %v, want ErrCommitUnknownPartition", err)
 	}
@@ -485,9 +486,9 @@ func TestFailingStoreDoesNotDelayOthers(t *testing.T) {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "partition 1's store failed", func() bool { return rt.Status()[0].Stats.StoreErrors == 1 })
+	testkit.WaitFor(t, "partition 1's store failed", func() bool { return rt.Status()[0].Stats.StoreErrors == 1 })
 	env.fill("s", "t", 0, 100, nil)
-	waitFor(t, "partition 0 stored to 99", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 99 })
+	testkit.WaitFor(t, "partition 0 stored to 99", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 99 })
 	if _, ok := env.stored("g", "s", "t", 1); ok {
 		t.Fatal("partition 1 stored")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/connectors"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // TestUpstreamTransformsInFileSink: an upstream-style connector file (Iggy's example shape:
@@ -61,7 +62,7 @@ enabled = true
 fields = ["password"]
 `, out)
 	rt := startSinkFile(t, env, file, doc)
-	waitFor(t, "stored 2", func() bool {
+	testkit.WaitFor(t, "stored 2", func() bool {
 		o, ok := env.stored("file_sink_connector", "example_stream", "example_topic", 0)
 		return ok && o == 2
 	})
@@ -119,7 +120,7 @@ schema_json = '{"type":"record","name":"User","fields":[{"name":"name","type":"s
 conversion_options = { pretty_json = false, include_metadata = false, strict_mode = false }
 `, out)
 	rt := startSinkFile(t, env, file, doc)
-	waitFor(t, "stored 2", func() bool {
+	testkit.WaitFor(t, "stored 2", func() bool {
 		o, ok := env.stored("avro_file", "users", "events", 0)
 		return ok && o == 2
 	})
