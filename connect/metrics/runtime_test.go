@@ -17,6 +17,7 @@ import (
 	"github.com/ferryio/ferry/connectors"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/internal/promtooltest"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/server/servertest"
 )
 
@@ -122,7 +123,7 @@ func TestScrapeRealRuntime(t *testing.T) {
 		}
 	}()
 
-	waitFor(t, "the source to end and the sink to store every message", func() bool {
+	testkit.WaitFor(t, "the source to end and the sink to store every message", func() bool {
 		src, ok1 := rt.Connector(connect.KindSource, "gen")
 		sink, ok2 := rt.Connector(connect.KindSink, "out")
 		return ok1 && ok2 && src.State == connect.StateStopped && src.Stats.Sent == runtimeMessages &&
@@ -187,15 +188,3 @@ func TestScrapeRealRuntime(t *testing.T) {
 }
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
-
-// waitFor polls cond every millisecond until it holds, failing the test after 20 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
