@@ -106,9 +106,9 @@ func TestConcurrentDeliveryPerPartition(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
 			env := newIggyEnv(t)
-			env.topic("s", "t", 4)
+			env.Topic("s", "t", 4)
 			for p := uint32(0); p < 4; p++ {
-				env.fill("s", "t", p, 200, nil)
+				env.Fill("s", "t", p, 200, nil)
 			}
 			sink := newConcurrentSink(8, 4)
 			cfg := testSinkConfig(mode, config.FailureStop)
@@ -123,7 +123,7 @@ func TestConcurrentDeliveryPerPartition(t *testing.T) {
 			})
 			testkit.WaitFor(t, "every partition stored to 199", func() bool {
 				for p := uint32(0); p < 4; p++ {
-					if o, ok := env.stored("g", "s", "t", p); !ok || o != 199 {
+					if o, ok := env.Stored("g", "s", "t", p); !ok || o != 199 {
 						return false
 					}
 				}
@@ -154,9 +154,9 @@ func TestConcurrentDeliveryPerPartition(t *testing.T) {
 // when its file asks for 8 (and the runtime says so once), still over 4 partitions.
 func TestMaxInFlightCappedBySink(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 4)
+	env.Topic("s", "t", 4)
 	for p := uint32(0); p < 4; p++ {
-		env.fill("s", "t", p, 100, nil)
+		env.Fill("s", "t", p, 100, nil)
 	}
 	sink := newConcurrentSink(2, 2)
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
@@ -185,7 +185,7 @@ func TestMaxInFlightCappedBySink(t *testing.T) {
 // no restart (a restart cannot fix a config).
 func TestMaxInFlightRefusedWithoutCapability(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 2)
+	env.Topic("s", "t", 2)
 	sink := &scriptSink{}
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.MaxInFlight = 3

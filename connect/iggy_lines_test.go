@@ -15,7 +15,7 @@ import (
 // besides Ferry's own "sink not started".
 func TestOpenFailureLinesInIggysWords(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
+	env.Topic("s", "t", 1)
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.Name = "rec sink"
 	cfg.Restart = fastRestarts
@@ -46,8 +46,8 @@ func TestOpenFailureLinesInIggysWords(t *testing.T) {
 // its instance ID and the error, then closes its plugin with Iggy's Closing/Closed lines.
 func TestConsumeFailureLineInIggysWords(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 5, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 5, nil)
 	sink := newRecSink()
 	sink.failBatch, sink.failTimes = 0, -1
 	rt, logs := env.startLogged(testSinkConfig(config.CommitAfterConsuming, config.FailureStop), sink)

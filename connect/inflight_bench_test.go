@@ -43,9 +43,9 @@ func BenchmarkSlowSinkInFlight(b *testing.B) {
 				var rate float64
 				for range b.N {
 					env := newIggyEnv(b)
-					env.topic("s", "t", parts)
+					env.Topic("s", "t", parts)
 					for p := uint32(0); p < parts; p++ {
-						env.fill("s", "t", p, perPartition, nil)
+						env.Fill("s", "t", p, perPartition, nil)
 					}
 					sink := &latencySink{latency: latency}
 					cfg := benchSinkConfig(config.CommitAfterConsuming, 100, "builtin:rec", "g")

@@ -23,33 +23,33 @@ func TestRecreatedTopicDeliveredFromZero(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
 			env := newIggyEnv(t)
-			env.topic("s", "t", 1)
-			env.fill("s", "t", 0, 5000, nil)
+			env.Topic("s", "t", 1)
+			env.Fill("s", "t", 0, 5000, nil)
 			sink := newRecSink()
 			sink.commitEach = true
 			cfg := testSinkConfig(mode, config.FailureStop)
 			cfg.Streams[0].BatchLength = 100
 			rt, logs := env.startLogged(cfg, sink)
 			defer stopRuntime(t, rt)
-			old, err := env.admin.GetTopic(bg(t), iggy.Name("s"), iggy.Name("t"))
+			old, err := env.Admin.GetTopic(bg(t), iggy.Name("s"), iggy.Name("t"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			testkit.WaitFor(t, "5000 delivered and stored", func() bool {
-				o, ok := env.stored("g", "s", "t", 0)
+				o, ok := env.Stored("g", "s", "t", 0)
 				return len(sink.got(0)) == 5000 && ok && o == 4999
 			})
-			if err := env.admin.DeleteTopic(bg(t), iggy.Name("s"), iggy.Name("t")); err != nil {
+			if err := env.Admin.DeleteTopic(bg(t), iggy.Name("s"), iggy.Name("t")); err != nil {
 				t.Fatal(err)
 			}
-			env.topic("s", "t", 1)
-			now, err := env.admin.GetTopic(bg(t), iggy.Name("s"), iggy.Name("t"))
+			env.Topic("s", "t", 1)
+			now, err := env.Admin.GetTopic(bg(t), iggy.Name("s"), iggy.Name("t"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			env.fill("s", "t", 0, 8000, nil)
+			env.Fill("s", "t", 0, 8000, nil)
 			testkit.WaitFor(t, "the new topic's 7999 delivered and stored", func() bool {
-				o, ok := env.stored("g", "s", "t", 0)
+				o, ok := env.Stored("g", "s", "t", 0)
 				g := sink.got(0)
 				return ok && o == 7999 && len(g) > 5000 && g[len(g)-1] == 7999
 			})
@@ -91,19 +91,19 @@ func TestRecreatedTopicDeliveredFromZero(t *testing.T) {
 // is running, with no last error, and delivers the new topic from offset 0.
 func TestDeletedTopicDegradesTheSink(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 10, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 10, nil)
 	sink := newRecSink()
 	rt := env.start(testSinkConfig(config.CommitAfterConsuming, config.FailureStop), sink)
 	defer stopRuntime(t, rt)
 	testkit.WaitFor(t, "10 delivered and stored", func() bool {
-		o, ok := env.stored("g", "s", "t", 0)
+		o, ok := env.Stored("g", "s", "t", 0)
 		return len(sink.got(0)) == 10 && ok && o == 9
 	})
 	if st := rt.Status()[0]; st.State != StateRunning || st.LastError != nil || st.Stats.PollErrors != 0 {
 		t.Fatalf("before the delete: %s, %v, %d poll errors", st.State, st.LastError, st.Stats.PollErrors)
 	}
-	if err := env.admin.DeleteTopic(bg(t), iggy.Name("s"), iggy.Name("t")); err != nil {
+	if err := env.Admin.DeleteTopic(bg(t), iggy.Name("s"), iggy.Name("t")); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the sink degraded", func() bool { return rt.Status()[0].State == StateDegraded })
@@ -114,8 +114,8 @@ func TestDeletedTopicDegradesTheSink(t *testing.T) {
 	if st.Stats.PollErrors == 0 || st.Stats.Errors() != st.Stats.PollErrors {
 		t.Fatalf("poll errors %d, errors %d; want at least one poll error, and errors = poll errors", st.Stats.PollErrors, st.Stats.Errors())
 	}
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 3, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 3, nil)
 	testkit.WaitFor(t, "the new topic delivered", func() bool { return len(sink.got(0)) == 13 })
 	st = rt.Status()[0]
 	if st.State != StateRunning || st.LastError != nil || st.Stats.TopicsRecreated != 1 {

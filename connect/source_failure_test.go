@@ -39,15 +39,15 @@ func (s *jsonBatchSource) Read(ctx context.Context) (sdk.SourceBatch, sdk.AckFun
 
 // payloads reads partition 0 of stream/topic from the start.
 func (e *iggyEnv) payloads(stream, topic string) []wire.Message {
-	e.t.Helper()
+	e.T.Helper()
 	zero := uint32(0)
-	res, err := e.admin.PollMessages(bg(e.t), iggy.PollRequest{
+	res, err := e.Admin.PollMessages(bg(e.T), iggy.PollRequest{
 		Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: iggy.ID(1)},
 		Stream:   iggy.Name(stream), Topic: iggy.Name(topic), Partition: &zero,
 		Strategy: wire.PollOffset(0), Count: 1000,
 	})
 	if err != nil {
-		e.t.Fatalf("poll %s/%s: %v", stream, topic, err)
+		e.T.Fatalf("poll %s/%s: %v", stream, topic, err)
 	}
 	return res.Messages
 }
@@ -58,7 +58,7 @@ func startSource(t *testing.T, env *iggyEnv, cfg *config.Source, src sdk.Source)
 		t.Fatal(err)
 	}
 	reg := sdk.NewRegistry().AddSource("seq", func() sdk.Source { return src })
-	rt, err := New(Options{Connectors: &config.Connectors{Sources: []*config.Source{cfg}}, Client: env.dial(), Builtins: reg,
+	rt, err := New(Options{Connectors: &config.Connectors{Sources: []*config.Source{cfg}}, Client: env.Dial(), Builtins: reg,
 		Runtime: &config.Runtime{State: config.State{Path: t.TempDir()}}, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)

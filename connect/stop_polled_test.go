@@ -38,8 +38,8 @@ func TestStopDeliversWhatThePollStored(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
 			env := newIggyEnv(t)
-			env.topic("s", "t", 1)
-			env.fill("s", "t", 0, 100, nil)
+			env.Topic("s", "t", 1)
+			env.Fill("s", "t", 0, 100, nil)
 			sink := &holdFirstSink{recSink: newRecSink(), entered: make(chan struct{}), gate: make(chan struct{})}
 			sink.commitEach = true
 			rt := env.start(testSinkConfig(mode, config.FailureStop), sink)
@@ -63,7 +63,7 @@ func TestStopDeliversWhatThePollStored(t *testing.T) {
 			if got := sink.got(0); !equalOffsets(got, want) {
 				t.Fatalf("delivered %v, want %v", got, want)
 			}
-			env.wantStored("g", "s", "t", 0, stored)
+			env.WantStored("g", "s", "t", 0, stored)
 		})
 	}
 }

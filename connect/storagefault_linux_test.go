@@ -18,11 +18,10 @@ import (
 // server's probe finds the disk full and refuses writes (4006) until the file is removed.
 func TestStorageFaultFullDisk(t *testing.T) {
 	mnt := testkit.Tmpfs(t, "32m", "TestStorageFaultNoRedeliveryStorm covers the fault with the server's hook")
-	srv := servertest.Start(t, servertest.WithDataDir(filepath.Join(mnt, "data")), servertest.WithConfig(func(c *server.Config) {
+	env := newIggyEnv(t, servertest.WithDataDir(filepath.Join(mnt, "data")), servertest.WithConfig(func(c *server.Config) {
 		c.StorageProbeInterval = 5 * time.Millisecond
 	}))
-	env := &iggyEnv{t: t, addr: srv.Addr()}
-	env.admin = env.dial()
+	srv := env.Server
 	filler := filepath.Join(mnt, "filler")
 	on := func() {
 		testkit.FillDisk(t, filler)

@@ -140,8 +140,8 @@ func runStorageFault(t *testing.T, env *iggyEnv, mode config.CommitMode, on, off
 		batch          = 10
 		attempts       = 30 // failed stores the fault lasts for, at least
 	)
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, total, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, total, nil)
 	sink := newCountSink(before, mode == config.CommitSinkControlled)
 	cfg := testSinkConfig(mode, config.FailureStop)
 	cfg.Streams[0].BatchLength = batch
@@ -165,7 +165,7 @@ func runStorageFault(t *testing.T, env *iggyEnv, mode config.CommitMode, on, off
 			return false
 		}
 	})
-	testkit.WaitFor(t, "299 stored", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == before-1 })
+	testkit.WaitFor(t, "299 stored", func() bool { o, ok := env.Stored("g", "s", "t", 0); return ok && o == before-1 })
 	on()
 	faulted = true
 	close(sink.gate)
@@ -208,7 +208,7 @@ func runStorageFault(t *testing.T, env *iggyEnv, mode config.CommitMode, on, off
 
 	off()
 	faulted = false
-	testkit.WaitFor(t, "999 stored after the fault", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == total-1 })
+	testkit.WaitFor(t, "999 stored after the fault", func() bool { o, ok := env.Stored("g", "s", "t", 0); return ok && o == total-1 })
 	if got := sink.delivered(); !equalOffsets(got, seq(0, total-1)) {
 		t.Fatalf("delivered %d messages, want 0..%d once each", len(got), total-1)
 	}

@@ -79,7 +79,7 @@ type offsetSampler struct {
 
 func (e *iggyEnv) sampleOffsets(group, stream, topic string, parts uint32) *offsetSampler {
 	s := &offsetSampler{seen: map[uint32][]uint64{}, stop: make(chan struct{}), done: make(chan struct{})}
-	c := e.dial()
+	c := e.Dial()
 	go func() {
 		defer close(s.done)
 		for {
@@ -156,8 +156,8 @@ func memberOf(t *testing.T, rt *Runtime) *iggy.Consumer {
 func TestSlowMemberDuringMembershipStorm(t *testing.T) {
 	const parts, per, rounds = 16, 300, 80
 	env := newIggyEnv(t)
-	env.topic("s", "t", parts)
-	env.fill("s", "t", 1, per, nil)
+	env.Topic("s", "t", parts)
+	env.Fill("s", "t", 1, per, nil)
 	sink := newGateSink()
 	rt := env.start(testSinkConfig(config.CommitAfterConsuming, config.FailureStop), sink)
 	select {
@@ -170,14 +170,14 @@ func TestSlowMemberDuringMembershipStorm(t *testing.T) {
 	}
 	for p := uint32(0); p < parts; p++ {
 		if p != 1 {
-			env.fill("s", "t", p, per, nil)
+			env.Fill("s", "t", p, per, nil)
 		}
 	}
 	a := memberOf(t, rt)
 	sampler := env.sampleOffsets("g", "s", "t", parts)
 
 	stormed := map[uint32][][2]uint64{} // partition → ranges a storm member polled and stored
-	storm := env.dial()
+	storm := env.Dial()
 	cfg := iggy.ConsumerConfig{Stream: iggy.Name("s"), Topic: iggy.Name("t"), Group: "g", BatchSize: 10}
 	join := func(what string) *iggy.Consumer {
 		t.Helper()
@@ -262,7 +262,7 @@ func TestSlowMemberDuringMembershipStorm(t *testing.T) {
 			}
 		}
 		for _, st := range rt.Status()[0].Partitions {
-			if o, ok := env.stored("g", "s", "t", st.Partition); st.Pending != 0 || !ok || o != per-1 {
+			if o, ok := env.Stored("g", "s", "t", st.Partition); st.Pending != 0 || !ok || o != per-1 {
 				return false
 			}
 		}
@@ -271,7 +271,7 @@ func TestSlowMemberDuringMembershipStorm(t *testing.T) {
 	leave("the last member", last)
 	testkit.WaitFor(t, "every partition stored to 299", func() bool {
 		for p := uint32(0); p < parts; p++ {
-			if o, ok := env.stored("g", "s", "t", p); !ok || o != per-1 {
+			if o, ok := env.Stored("g", "s", "t", p); !ok || o != per-1 {
 				return false
 			}
 		}
@@ -314,15 +314,15 @@ func TestSlowMemberDuringMembershipStorm(t *testing.T) {
 func TestRebalanceStormSinkControlled(t *testing.T) {
 	const parts, per, members = 16, 1000, 150
 	env := newIggyEnv(t)
-	env.topic("s", "t", parts)
+	env.Topic("s", "t", parts)
 	for p := uint32(0); p < parts; p++ {
-		env.fill("s", "t", p, per, nil)
+		env.Fill("s", "t", p, per, nil)
 	}
 	sink := newTimerSink(20*time.Millisecond, time.Millisecond)
 	rt := env.start(testSinkConfig(config.CommitSinkControlled, config.FailureStop), sink)
 	testkit.WaitFor(t, "A delivers", func() bool { return rt.Status()[0].Stats.Delivered > 0 })
 	a := memberOf(t, rt)
-	storm := env.dial()
+	storm := env.Dial()
 	for i := range members {
 		m, err := storm.NewConsumer(bg(t), iggy.ConsumerConfig{Stream: iggy.Name("s"), Topic: iggy.Name("t"), Group: "g"})
 		if err != nil {
@@ -348,7 +348,7 @@ func TestRebalanceStormSinkControlled(t *testing.T) {
 	}
 	testkit.WaitFor(t, "every partition stored to its last message", func() bool {
 		for p := uint32(0); p < parts; p++ {
-			if o, ok := env.stored("g", "s", "t", p); !ok || o != per-1 {
+			if o, ok := env.Stored("g", "s", "t", p); !ok || o != per-1 {
 				return false
 			}
 		}
@@ -399,9 +399,9 @@ func TestRebalanceStormSinkControlled(t *testing.T) {
 // at once all the same.
 func TestFailingDrainDoesNotBlockOthers(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 2)
-	env.fill("s", "t", 0, 20, nil)
-	env.fill("s", "t", 1, 20, nil)
+	env.Topic("s", "t", 2)
+	env.Fill("s", "t", 0, 20, nil)
+	env.Fill("s", "t", 1, 20, nil)
 	sink := newRecSink()
 	cfg := testSinkConfig(config.CommitSinkControlled, config.FailureStop)
 	cfg.Commit.Delay, cfg.Commit.Interval = 5*time.Millisecond, time.Hour
@@ -421,13 +421,13 @@ func TestFailingDrainDoesNotBlockOthers(t *testing.T) {
 	}
 	testkit.WaitFor(t, "both partitions delivered", func() bool { return len(sink.got(0)) == 20 && len(sink.got(1)) == 20 })
 
-	b, err := env.dial().NewConsumer(bg(t), iggyConsumerConfig("s", "t", "g"))
+	b, err := env.Dial().NewConsumer(bg(t), iggyConsumerConfig("s", "t", "g"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = b.Close(context.Background()) }()
 	testkit.WaitFor(t, "partition 1 draining in A", func() bool { return tablePartitions(rt)[1] == partDraining })
-	c, err := env.dial().NewConsumer(bg(t), iggyConsumerConfig("s", "t", "g"))
+	c, err := env.Dial().NewConsumer(bg(t), iggyConsumerConfig("s", "t", "g"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,11 +444,11 @@ func TestFailingDrainDoesNotBlockOthers(t *testing.T) {
 	if err := cm.Commit(env.partition("s", "t", 0), 19); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, "partition 0 stored", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 19 })
+	testkit.WaitFor(t, "partition 0 stored", func() bool { o, ok := env.Stored("g", "s", "t", 0); return ok && o == 19 })
 	if err := cm.Commit(env.partition("s", "t", 1), 19); !errors.Is(err, sdk.ErrCommitUnknownPartition) {
 		t.Fatalf("commit after the refusal: %v, want ErrCommitUnknownPartition", err)
 	}
-	if _, ok := env.stored("g", "s", "t", 1); ok {
+	if _, ok := env.Stored("g", "s", "t", 1); ok {
 		t.Fatal("partition 1 stored although B owns it")
 	}
 	stopRuntime(t, rt)
@@ -467,8 +467,8 @@ func TestFailingDrainDoesNotBlockOthers(t *testing.T) {
 // partition 1 once more and gives up at shutdown_timeout.
 func TestFailingStoreDoesNotDelayOthers(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 2)
-	env.fill("s", "t", 1, 10, nil)
+	env.Topic("s", "t", 2)
+	env.Fill("s", "t", 1, 10, nil)
 	sink := newRecSink()
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.Commit.Delay, cfg.Commit.Interval = 5*time.Millisecond, time.Hour
@@ -487,9 +487,9 @@ func TestFailingStoreDoesNotDelayOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "partition 1's store failed", func() bool { return rt.Status()[0].Stats.StoreErrors == 1 })
-	env.fill("s", "t", 0, 100, nil)
-	testkit.WaitFor(t, "partition 0 stored to 99", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 99 })
-	if _, ok := env.stored("g", "s", "t", 1); ok {
+	env.Fill("s", "t", 0, 100, nil)
+	testkit.WaitFor(t, "partition 0 stored to 99", func() bool { o, ok := env.Stored("g", "s", "t", 0); return ok && o == 99 })
+	if _, ok := env.Stored("g", "s", "t", 1); ok {
 		t.Fatal("partition 1 stored")
 	}
 	if st := rt.Status()[0].Stats; st.StoreErrors != 1 {
@@ -499,7 +499,7 @@ func TestFailingStoreDoesNotDelayOthers(t *testing.T) {
 	if st := rt.Status()[0].Stats; st.StoreErrors != 2 || st.Committed != 100 {
 		t.Fatalf("stats after stop %+v: want the final pass's one retry of partition 1 (StoreErrors 2), 100 committed", st)
 	}
-	if _, ok := env.stored("g", "s", "t", 1); ok {
+	if _, ok := env.Stored("g", "s", "t", 1); ok {
 		t.Fatal("partition 1 stored")
 	}
 }

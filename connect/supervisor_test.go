@@ -40,8 +40,8 @@ func (s *flakyOpenSink) Open(ctx context.Context, env sdk.SinkEnv) error {
 // backoff and then runs; it consumes everything, and its status tells the story.
 func TestRestartAfterFailedOpens(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 30, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 30, nil)
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.Restart = fastRestarts
 	sink := &flakyOpenSink{recSink: newRecSink(), failures: 2}
@@ -82,8 +82,8 @@ func TestSinkRevivesWhenStreamCreated(t *testing.T) {
 	if st.LastError == nil || !strings.Contains(st.LastError.Message, "stream s topic t") {
 		t.Fatalf("last error %+v", st.LastError)
 	}
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 5, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 5, nil)
 	testkit.WaitFor(t, "sink running and consuming", func() bool { return len(sink.got(0)) == 5 })
 	st, _ = rt.Connector(KindSink, "rec")
 	if st.State != StateRunning || st.Restart.GaveUp {
@@ -95,7 +95,7 @@ func TestSinkRevivesWhenStreamCreated(t *testing.T) {
 // then failed for good; with every connector failed, Failed is closed.
 func TestGiveUpAndFailed(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
+	env.Topic("s", "t", 1)
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.Restart = config.RestartPolicy{MaxRestarts: 1, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 10 * time.Millisecond}
 	sink := &flakyOpenSink{recSink: newRecSink(), failures: 1 << 30}
@@ -133,8 +133,8 @@ func TestGiveUpAndFailed(t *testing.T) {
 // supervisor restarts it; the failed batch is redelivered (nothing lost).
 func TestStopPolicyRestarts(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 50, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 50, nil)
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.Restart = fastRestarts
 	sink := newRecSink()
@@ -149,7 +149,7 @@ func TestStopPolicyRestarts(t *testing.T) {
 	if !equalOffsets(got, seq(0, 49)) {
 		t.Fatalf("offsets %v (want 0..49 once: the failed batch is retried by the next instance)", got)
 	}
-	testkit.WaitFor(t, "stored 49", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 49 })
+	testkit.WaitFor(t, "stored 49", func() bool { o, ok := env.Stored("g", "s", "t", 0); return ok && o == 49 })
 	st, _ := rt.Connector(KindSink, "rec")
 	if st.Restart.Total != 1 || st.State != StateRunning {
 		t.Fatalf("status %s restart %+v", st.State, st.Restart)
@@ -160,8 +160,8 @@ func TestStopPolicyRestarts(t *testing.T) {
 // membership; resume drains it.
 func TestPauseResume(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 2)
-	env.fill("s", "t", 0, 10, nil)
+	env.Topic("s", "t", 2)
+	env.Fill("s", "t", 0, 10, nil)
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	sink := newRecSink()
 	rt := env.start(cfg, sink)
@@ -184,8 +184,8 @@ func TestPauseResume(t *testing.T) {
 	if !st.Paused {
 		t.Fatal("status not paused")
 	}
-	env.fill("s", "t", 0, 20, nil)
-	env.fill("s", "t", 1, 7, nil)
+	env.Fill("s", "t", 0, 20, nil)
+	env.Fill("s", "t", 1, 7, nil)
 	offs, err := rt.Offsets(bg(t), "rec")
 	if err != nil {
 		t.Fatal(err)
@@ -220,14 +220,14 @@ func TestPauseResume(t *testing.T) {
 // rewind and a restart the sink consumes again from the new position.
 func TestStopConnectorAndSetOffsets(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 20, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 20, nil)
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.Restart = fastRestarts
 	sink := newRecSink()
 	rt := env.start(cfg, sink)
 	defer stopRuntime(t, rt)
-	testkit.WaitFor(t, "stored 19", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 19 })
+	testkit.WaitFor(t, "stored 19", func() bool { o, ok := env.Stored("g", "s", "t", 0); return ok && o == 19 })
 	change := []OffsetChange{{Stream: "s", Topic: "t", Partition: 0, Offset: 4}}
 	if err := rt.SetOffsets(bg(t), "rec", change); !errors.Is(err, ErrNotStopped) {
 		t.Fatalf("SetOffsets on a running sink: %v", err)
@@ -255,12 +255,12 @@ func TestStopConnectorAndSetOffsets(t *testing.T) {
 		if !errors.Is(err, ErrInvalidOffsets) || !strings.Contains(err.Error(), bad.want) {
 			t.Fatalf("SetOffsets %+v: %v, want ErrInvalidOffsets with %q", bad.c, err, bad.want)
 		}
-		env.wantStored("g", "s", "t", 0, 19) // a bad change changes nothing
+		env.WantStored("g", "s", "t", 0, 19) // a bad change changes nothing
 	}
 	if err := rt.SetOffsets(bg(t), "rec", change); err != nil {
 		t.Fatal(err)
 	}
-	env.wantStored("g", "s", "t", 0, 4)
+	env.WantStored("g", "s", "t", 0, 4)
 	// Stopped by the operator: not restarted by the policy. A restart would come after the
 	// policy's backoff, and no event marks "the policy chose not to", so watch.
 	testkit.Quiet(t, 100*time.Millisecond, "the stopped sink's state and restart count", func() bool {
@@ -282,9 +282,9 @@ func TestStopConnectorAndSetOffsets(t *testing.T) {
 func TestRestartUnderLoadLosesNothing(t *testing.T) {
 	const n = 1000
 	env := newIggyEnv(t)
-	env.topic("s", "t", 2)
-	env.fill("s", "t", 0, n, nil)
-	env.fill("s", "t", 1, n, nil)
+	env.Topic("s", "t", 2)
+	env.Fill("s", "t", 0, n, nil)
+	env.Fill("s", "t", 1, n, nil)
 	cfg := testSinkConfig(config.CommitSinkControlled, config.FailureStop)
 	sink := newRecSink()
 	sink.commitEach, sink.delay = true, time.Millisecond
@@ -298,7 +298,7 @@ func TestRestartUnderLoadLosesNothing(t *testing.T) {
 		}
 	}
 	for p := uint32(0); p < 2; p++ {
-		testkit.WaitFor(t, "stored to the end", func() bool { o, ok := env.stored("g", "s", "t", p); return ok && o == n-1 })
+		testkit.WaitFor(t, "stored to the end", func() bool { o, ok := env.Stored("g", "s", "t", p); return ok && o == n-1 })
 		seen := map[uint64]bool{}
 		for _, o := range sink.got(p) {
 			seen[o] = true
