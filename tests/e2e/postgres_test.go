@@ -22,6 +22,7 @@ import (
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/internal/pgtest"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // Parameters of the exactly-once PostgreSQL tests.
@@ -190,7 +191,7 @@ func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool) {
 	for i := 1; i <= pgKills; i++ {
 		// Each kill lands while the run writes: once it wrote something, at a random moment.
 		before := max(pgCount(db, progress), 0)
-		waitFor(t, 30*time.Second, fmt.Sprintf("run %d writing", i-1), func() bool {
+		testkit.WaitFor(t, fmt.Sprintf("run %d writing", i-1), func() bool {
 			return run.exited() || pgCount(db, progress) > before || before == total
 		})
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
@@ -206,7 +207,7 @@ func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool) {
 		run = startFerry(t, fmt.Sprintf("run %d", i), dir, nil, args...)
 		if i == pgKills/2 && pgRestarts[0] { // a restart while a runtime is writing
 			before := max(pgCount(db, progress), 0)
-			waitFor(t, 30*time.Second, "the run writing", func() bool { return pgCount(db, progress) > before })
+			testkit.WaitFor(t, "the run writing", func() bool { return pgCount(db, progress) > before })
 			pgRestart(t)
 			restartedUnder = run
 		}
@@ -215,7 +216,7 @@ func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool) {
 	if prodErr != nil {
 		t.Fatal(prodErr)
 	}
-	waitFor(t, 90*time.Second, "every message in the table", func() bool {
+	testkit.WaitFor(t, "every message in the table", func() bool {
 		if run.exited() {
 			t.Fatalf("last run exited: %v\n%s", run.err, tail(run.out.String(), 30))
 		}
@@ -274,11 +275,11 @@ func TestPostgresGroupTakeover(t *testing.T) {
 	a := start("a")
 	b := start("b")
 	owns := regexp.MustCompile(`assignment changed.* assigned="?\[\d`)
-	waitFor(t, 30*time.Second, "both members owning partitions", func() bool {
+	testkit.WaitFor(t, "both members owning partitions", func() bool {
 		return owns.MatchString(a.out.String()) && owns.MatchString(b.out.String())
 	})
 	before := max(pgCount(db, "SELECT count(*) FROM "+table), 0)
-	waitFor(t, 30*time.Second, "rows written after both joined", func() bool {
+	testkit.WaitFor(t, "rows written after both joined", func() bool {
 		return pgCount(db, "SELECT count(*) FROM "+table) > before
 	})
 	seeksBefore := strings.Count(b.out.String(), "partition starts where the sink says")
@@ -289,7 +290,7 @@ func TestPostgresGroupTakeover(t *testing.T) {
 		t.Fatal(prodErr)
 	}
 	total := int64(pgPartitions * pgPerPartition)
-	waitFor(t, 90*time.Second, "every message in the table", func() bool {
+	testkit.WaitFor(t, "every message in the table", func() bool {
 		if b.exited() {
 			t.Fatalf("b exited: %v", b.err)
 		}
@@ -333,7 +334,7 @@ func TestPostgresPoisonRowToDeadLetter(t *testing.T) {
 	sink := strings.Replace(pgSink("pg", url, table, "dead_letter"), `schema = "json"`, `schema = "raw"`, 1)
 	writeFile(t, filepath.Join(dir, "pg", "sink.toml"), sink)
 	run := startFerry(t, "run", dir, nil, "run", "--config", remoteConfig(t, dir, addr, filepath.Join(dir, "pg")), "--progress", "0")
-	waitFor(t, 30*time.Second, "the batch written", func() bool {
+	testkit.WaitFor(t, "the batch written", func() bool {
 		return pgCount(db, "SELECT coalesce(max(last_offset), -1) FROM "+table+"_offsets") == 199
 	})
 	run.stop(15 * time.Second)

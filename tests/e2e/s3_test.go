@@ -17,6 +17,7 @@ import (
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/internal/s3test"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // s3Scale is the size of the exactly-once S3 tests: 3 partitions × 3000 messages and 3
@@ -169,7 +170,7 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 	var restartedUnder *proc
 	for i := 1; i <= kills; i++ {
 		before := written()
-		waitFor(t, 60*time.Second, fmt.Sprintf("run %d writing", i-1), func() bool {
+		testkit.WaitFor(t, fmt.Sprintf("run %d writing", i-1), func() bool {
 			return run.exited() || written() > before || before == total
 		})
 		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
@@ -184,7 +185,7 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 		run = startFerry(t, fmt.Sprintf("run %d", i), dir, nil, args...)
 		if i == (kills+1)/2 && restarts[0] { // a restart under a running process
 			before := written()
-			waitFor(t, 60*time.Second, "the run writing", func() bool { return written() > before })
+			testkit.WaitFor(t, "the run writing", func() bool { return written() > before })
 			srv.Restart(t, repoRoot)
 			restartedUnder = run
 		}
@@ -193,13 +194,13 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 	if prodErr != nil {
 		t.Fatal(prodErr)
 	}
-	waitFor(t, 120*time.Second, "every message in the bucket", func() bool {
+	testkit.WaitFor(t, "every message in the bucket", func() bool {
 		if run.exited() {
 			t.Fatalf("last run exited: %v\n%s", run.err, tail(run.out.String(), 30))
 		}
 		return written() >= total
 	})
-	waitFor(t, 30*time.Second, "the last run's sink running", func() bool {
+	testkit.WaitFor(t, "the last run's sink running", func() bool {
 		return strings.Contains(run.out.String(), `msg="sink running"`)
 	})
 	run.stop(30 * time.Second)
@@ -276,7 +277,7 @@ func TestS3MissingBucket(t *testing.T) {
 	writeFile(t, filepath.Join(conns, "sink.toml"), s3Sink(srv, "ferry-no-such-bucket"))
 	run := startFerry(t, "run", dir, nil, "run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0")
 	want := `s3 sink: bucket \"ferry-no-such-bucket\" does not exist`
-	waitFor(t, 30*time.Second, "the missing bucket named", func() bool {
+	testkit.WaitFor(t, "the missing bucket named", func() bool {
 		return strings.Contains(run.out.String(), want)
 	})
 }
@@ -315,8 +316,8 @@ func TestS3PoisonToDeadLetter(t *testing.T) {
 	}
 	for round := range 2 {
 		run := startFerry(t, fmt.Sprintf("run %d", round), dir, nil, args...)
-		waitFor(t, 30*time.Second, "199 messages in the bucket", func() bool { return len(lines()) >= 199 })
-		waitFor(t, 30*time.Second, "the sink running", func() bool { return strings.Contains(run.out.String(), `msg="sink running"`) })
+		testkit.WaitFor(t, "199 messages in the bucket", func() bool { return len(lines()) >= 199 })
+		testkit.WaitFor(t, "the sink running", func() bool { return strings.Contains(run.out.String(), `msg="sink running"`) })
 		run.stop(15 * time.Second)
 	}
 	got := lines()
@@ -365,12 +366,12 @@ func TestS3GroupTakeover(t *testing.T) {
 	a := start("a")
 	b := start("b")
 	owns := regexp.MustCompile(`assignment changed.* assigned="?\[\d`)
-	waitFor(t, 60*time.Second, "both members owning partitions", func() bool {
+	testkit.WaitFor(t, "both members owning partitions", func() bool {
 		return owns.MatchString(a.out.String()) && owns.MatchString(b.out.String())
 	})
 	written := func() uint64 { _, n := s3Ranges(t, srv, bucket); return n }
 	before := written()
-	waitFor(t, 60*time.Second, "objects written after both joined", func() bool { return written() > before })
+	testkit.WaitFor(t, "objects written after both joined", func() bool { return written() > before })
 	seeksBefore := strings.Count(b.out.String(), "partition starts where the sink says")
 	a.kill()
 	t.Logf("a killed with %d messages in the bucket", written())
@@ -378,7 +379,7 @@ func TestS3GroupTakeover(t *testing.T) {
 	if prodErr != nil {
 		t.Fatal(prodErr)
 	}
-	waitFor(t, 120*time.Second, "every message in the bucket", func() bool {
+	testkit.WaitFor(t, "every message in the bucket", func() bool {
 		if b.exited() {
 			t.Fatalf("b exited: %v", b.err)
 		}
