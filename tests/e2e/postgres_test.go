@@ -10,9 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,19 +35,16 @@ const (
 // pgDB connects to FERRY_POSTGRES_URL (pgtest.Connect).
 func pgDB(t *testing.T) (*pgxpool.Pool, string) { return pgtest.Connect(t) }
 
-// pgCount runs a count query, retrying while PostgreSQL restarts; -1 if it never answers.
+// pgCount runs a count query, retrying while PostgreSQL restarts; -1 if it does not answer
+// within testkit.Patience.
 func pgCount(db *pgxpool.Pool, q string) int64 {
-	for range 50 {
-		var n int64
+	n := int64(-1)
+	_ = testkit.Eventually("PostgreSQL to answer "+q, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := db.QueryRow(ctx, q).Scan(&n)
-		cancel()
-		if err == nil {
-			return n
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return -1
+		defer cancel()
+		return db.QueryRow(ctx, q).Scan(&n) == nil
+	})
+	return n
 }
 
 // pgRestart restarts the test cluster with scripts/postgres.sh (needs FERRY_POSTGRES_DIR).
@@ -134,30 +129,6 @@ func dial(t *testing.T, addr string) *iggy.Client {
 	return c
 }
 
-// produce sends pgPerPartition JSON messages to each partition, chunk by chunk, round-robin,
-// pausing pause between rounds so the stream lasts while the test kills things.
-func produce(t *testing.T, c *iggy.Client, pause time.Duration) error {
-	msgs := make([]iggy.Message, pgChunk)
-	for base := uint64(0); base < pgPerPartition; base += pgChunk {
-		for p := uint32(0); p < pgPartitions; p++ {
-			for i := range msgs {
-				msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, `{"p":%d,"o":%d,"pad":"%0180d"}`, p, base+uint64(i), 0)}
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			res, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(p), msgs)
-			cancel()
-			if err != nil {
-				return err
-			}
-			if res.BaseOffset != base {
-				return fmt.Errorf("send to partition %d landed at %d, want %d", p, res.BaseOffset, base)
-			}
-		}
-		time.Sleep(pause)
-	}
-	return nil
-}
-
 // exactlyOnceUnderKills runs the sink in ferry processes that are SIGKILLed pgKills times
 // at random moments (seeded; the seed is logged) while the partitions are produced, with
 // PostgreSQL restarted at the kills listed in pgRestarts, then lets it run to the end:
@@ -166,7 +137,6 @@ func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool) {
 	db, url := pgDB(t)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 1))
 	table := fmt.Sprintf("e2e_kills_%d", seed%1_000_000)
 	t.Cleanup(func() {
 		_, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_offsets")
@@ -177,60 +147,24 @@ func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool) {
 	createTopic(t, c, pgPartitions)
 	conns := filepath.Join(dir, "pg")
 	writeFile(t, filepath.Join(conns, "sink.toml"), pgSink("pg", url, table, "stop"))
-	cfg := remoteConfig(t, dir, addr, conns)
-	args := []string{"run", "--config", cfg, "--progress", "0"}
-
-	var wg sync.WaitGroup
-	var prodErr error
-	wg.Go(func() { prodErr = produce(t, c, 200*time.Millisecond) })
-	total := int64(pgPartitions * pgPerPartition)
-	progress := "SELECT coalesce(sum(last_offset + 1), 0) FROM " + table + "_offsets"
-	run := startFerry(t, "run 0", dir, nil, args...)
-	var runs []*proc
-	var restartedUnder *proc
-	for i := 1; i <= pgKills; i++ {
-		// Each kill lands while the run writes: once it wrote something, at a random moment.
-		before := max(pgCount(db, progress), 0)
-		testkit.WaitFor(t, fmt.Sprintf("run %d writing", i-1), func() bool {
-			return run.exited() || pgCount(db, progress) > before || before == total
-		})
-		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
-		if run.exited() {
-			t.Fatalf("run %d exited by itself: %v\n%s", i-1, run.err, tail(run.out.String(), 30))
-		}
-		run.kill()
-		if pgRestarts[i] {
-			pgRestart(t)
-		}
-		t.Logf("kill %d: %d rows", i, pgCount(db, "SELECT count(*) FROM "+table))
-		runs = append(runs, run)
-		run = startFerry(t, fmt.Sprintf("run %d", i), dir, nil, args...)
-		if i == pgKills/2 && pgRestarts[0] { // a restart while a runtime is writing
-			before := max(pgCount(db, progress), 0)
-			testkit.WaitFor(t, "the run writing", func() bool { return pgCount(db, progress) > before })
-			pgRestart(t)
-			restartedUnder = run
-		}
+	runs := killSoak{
+		load: pgLoad(200 * time.Millisecond), dir: dir, kills: pgKills,
+		args: []string{"run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0"},
+		rng:  rand.New(rand.NewPCG(seed, 1)), jitter: 300 * time.Millisecond,
+		written:  func() int64 { return pgCount(db, "SELECT coalesce(sum(last_offset + 1), 0) FROM "+table+"_offsets") },
+		restart:  pgRestart,
+		restarts: pgRestarts,
+	}.run(t, c)
+	runs.last.stop(15 * time.Second)
+	if runs.restartedUnder != nil && !strings.Contains(runs.restartedUnder.out.String(), "postgres unavailable; retrying") {
+		t.Fatalf("the run PostgreSQL restarted under never retried:\n%s", tail(runs.restartedUnder.out.String(), 30))
 	}
-	wg.Wait()
-	if prodErr != nil {
-		t.Fatal(prodErr)
-	}
-	testkit.WaitFor(t, "every message in the table", func() bool {
-		if run.exited() {
-			t.Fatalf("last run exited: %v\n%s", run.err, tail(run.out.String(), 30))
-		}
-		return pgCount(db, progress) == total
-	})
-	run.stop(15 * time.Second)
-	if restartedUnder != nil && !strings.Contains(restartedUnder.out.String(), "postgres unavailable; retrying") {
-		t.Fatalf("the run PostgreSQL restarted under never retried:\n%s", tail(restartedUnder.out.String(), 30))
-	}
-	for _, r := range append(runs, run) {
+	for _, r := range runs.all {
 		if strings.Contains(r.out.String(), url) {
 			t.Fatalf("%s logged the connection string", r.name)
 		}
 	}
+	total := pgLoad(0).total()
 	rows := pgCount(db, "SELECT count(*) FROM "+table)
 	distinct := pgCount(db, "SELECT count(DISTINCT (iggy_partition_id, iggy_offset)) FROM "+table)
 	matching := pgCount(db, "SELECT count(*) FROM "+table+" WHERE (payload->>'p')::int = iggy_partition_id AND (payload->>'o')::bigint = iggy_offset")
@@ -238,6 +172,11 @@ func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool) {
 		t.Fatalf("rows %d, distinct (partition, offset) %d, payload matching its offset %d; want %d each", rows, distinct, matching, total)
 	}
 	t.Logf("%d kills, %d PostgreSQL restarts: %d rows, %d distinct, 0 lost, 0 duplicated", pgKills, len(pgRestarts), rows, distinct)
+}
+
+// pgLoad is the PostgreSQL soaks' load, the producer pausing pause between rounds.
+func pgLoad(pause time.Duration) soakLoad {
+	return soakLoad{parts: pgPartitions, perPartition: pgPerPartition, chunk: pgChunk, pause: pause}
 }
 
 // TestPostgresExactlyOnceUnderSIGKILL: 10 SIGKILLs while 3 × 30000 messages are produced.
@@ -269,37 +208,10 @@ func TestPostgresGroupTakeover(t *testing.T) {
 		writeFile(t, filepath.Join(d, "pg", "sink.toml"), pgSink("pg", url, table, "stop"))
 		return startFerry(t, name, d, nil, "run", "--config", remoteConfig(t, d, addr, filepath.Join(d, "pg")), "--progress", "0")
 	}
-	var wg sync.WaitGroup
-	var prodErr error
-	wg.Go(func() { prodErr = produce(t, c, 60*time.Millisecond) })
-	a := start("a")
-	b := start("b")
-	owns := regexp.MustCompile(`assignment changed.* assigned="?\[\d`)
-	testkit.WaitFor(t, "both members owning partitions", func() bool {
-		return owns.MatchString(a.out.String()) && owns.MatchString(b.out.String())
+	groupTakeover(t, c, pgLoad(60*time.Millisecond), start, func() int64 {
+		return pgCount(db, "SELECT coalesce(sum(last_offset + 1), 0) FROM "+table+"_offsets")
 	})
-	before := max(pgCount(db, "SELECT count(*) FROM "+table), 0)
-	testkit.WaitFor(t, "rows written after both joined", func() bool {
-		return pgCount(db, "SELECT count(*) FROM "+table) > before
-	})
-	seeksBefore := strings.Count(b.out.String(), "partition starts where the sink says")
-	a.kill()
-	t.Logf("a killed with %d rows written", pgCount(db, "SELECT count(*) FROM "+table))
-	wg.Wait()
-	if prodErr != nil {
-		t.Fatal(prodErr)
-	}
-	total := int64(pgPartitions * pgPerPartition)
-	testkit.WaitFor(t, "every message in the table", func() bool {
-		if b.exited() {
-			t.Fatalf("b exited: %v", b.err)
-		}
-		return pgCount(db, "SELECT coalesce(sum(last_offset + 1), 0) FROM "+table+"_offsets") == total
-	})
-	b.stop(15 * time.Second)
-	if strings.Count(b.out.String(), "partition starts where the sink says") <= seeksBefore {
-		t.Fatalf("b took a's partitions over without reading their offsets from the database:\n%s", tail(b.out.String(), 30))
-	}
+	total := pgLoad(0).total()
 	rows := pgCount(db, "SELECT count(*) FROM "+table)
 	distinct := pgCount(db, "SELECT count(DISTINCT (iggy_partition_id, iggy_offset)) FROM "+table)
 	if rows != total || distinct != total {

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -91,30 +90,6 @@ retry_delay = "100ms"
 `, bucket, srv.Region, srv.Endpoint, srv.AccessKey, srv.SecretKey)
 }
 
-// produceN sends n JSON messages (about 200 bytes) to each of partitions 0..parts-1, 100 a
-// send, round-robin, pausing pause between rounds so the stream lasts while the test kills.
-func produceN(c *iggy.Client, parts uint32, n uint64, pause time.Duration) error {
-	msgs := make([]iggy.Message, 100)
-	for base := uint64(0); base < n; base += 100 {
-		for p := range parts {
-			for i := range msgs {
-				msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, `{"p":%d,"o":%d,"pad":"%0170d"}`, p, base+uint64(i), 0)}
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			res, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(p), msgs)
-			cancel()
-			if err != nil {
-				return err
-			}
-			if res.BaseOffset != base {
-				return fmt.Errorf("send to partition %d landed at %d, want %d", p, res.BaseOffset, base)
-			}
-		}
-		time.Sleep(pause)
-	}
-	return nil
-}
-
 var s3KeyRE = regexp.MustCompile(`^lake/s/t/\d{4}-\d{2}-\d{2}/\d{2}/(\d{5})-(\d{20})-(\d{20})\.parquet$`)
 
 // s3Ranges reads the bucket's keys as (partition → [first, last] ranges, sorted); a key of
@@ -152,66 +127,41 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 	bucket := srv.Bucket(t)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d, 3 × %d messages, %d kills", seed, perPartition, kills)
-	rng := rand.New(rand.NewPCG(seed, 1))
 	dir := t.TempDir()
 	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
 	c := dial(t, addr)
 	createTopic(t, c, 3)
 	conns := filepath.Join(dir, "s3")
 	writeFile(t, filepath.Join(conns, "sink.toml"), s3Sink(srv, bucket))
-	args := []string{"run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0"}
-
-	var wg sync.WaitGroup
-	var prodErr error
-	wg.Go(func() { prodErr = produceN(c, 3, perPartition, 150*time.Millisecond) })
-	total := 3 * perPartition
-	written := func() uint64 { _, n := s3Ranges(t, srv, bucket); return n }
-	run := startFerry(t, "run 0", dir, nil, args...)
-	var restartedUnder *proc
-	for i := 1; i <= kills; i++ {
-		before := written()
-		testkit.WaitFor(t, fmt.Sprintf("run %d writing", i-1), func() bool {
-			return run.exited() || written() > before || before == total
-		})
-		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
-		if run.exited() {
-			t.Fatalf("run %d exited by itself: %v\n%s", i-1, run.err, tail(run.out.String(), 30))
-		}
-		run.kill()
-		if restarts[i] {
-			srv.Restart(t, repoRoot)
-		}
-		t.Logf("kill %d: %d messages in the bucket", i, written())
-		run = startFerry(t, fmt.Sprintf("run %d", i), dir, nil, args...)
-		if i == (kills+1)/2 && restarts[0] { // a restart under a running process
-			before := written()
-			testkit.WaitFor(t, "the run writing", func() bool { return written() > before })
-			srv.Restart(t, repoRoot)
-			restartedUnder = run
-		}
-	}
-	wg.Wait()
-	if prodErr != nil {
-		t.Fatal(prodErr)
-	}
-	testkit.WaitFor(t, "every message in the bucket", func() bool {
-		if run.exited() {
-			t.Fatalf("last run exited: %v\n%s", run.err, tail(run.out.String(), 30))
-		}
-		return written() >= total
-	})
+	runs := killSoak{
+		load: s3Load(perPartition), dir: dir, kills: kills,
+		args: []string{"run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0"},
+		rng:  rand.New(rand.NewPCG(seed, 1)), jitter: 400 * time.Millisecond,
+		written:  func() int64 { _, n := s3Ranges(t, srv, bucket); return int64(n) },
+		restart:  func(t *testing.T) { srv.Restart(t, repoRoot) },
+		restarts: restarts,
+	}.run(t, c)
+	run := runs.last
 	testkit.WaitFor(t, "the last run's sink running", func() bool {
 		return strings.Contains(run.out.String(), `msg="sink running"`)
 	})
 	run.stop(30 * time.Second)
-	if restartedUnder != nil && !strings.Contains(restartedUnder.out.String(), "upload failed") {
-		t.Fatalf("the run the S3 server restarted under never retried an upload:\n%s", tail(restartedUnder.out.String(), 30))
+	if runs.restartedUnder != nil && !strings.Contains(runs.restartedUnder.out.String(), "upload failed") {
+		t.Fatalf("the run the S3 server restarted under never retried an upload:\n%s", tail(runs.restartedUnder.out.String(), 30))
 	}
-	if strings.Contains(run.out.String(), srv.SecretKey) {
-		t.Fatal("the run logged the secret key")
+	for _, r := range runs.all {
+		if strings.Contains(r.out.String(), srv.SecretKey) {
+			t.Fatalf("%s logged the secret key", r.name)
+		}
 	}
 	rows := checkExactlyOnce(t, srv, bucket, perPartition)
 	t.Logf("%d kills, %d S3 restarts: %d rows in %d objects, 0 lost, 0 duplicated", kills, len(restarts), rows, len(srv.Keys(t, bucket)))
+}
+
+// s3Load is the S3 soaks' load: 3 partitions of perPartition messages, 100 a send, 150 ms
+// between rounds.
+func s3Load(perPartition uint64) soakLoad {
+	return soakLoad{parts: 3, perPartition: perPartition, chunk: 100, pause: 150 * time.Millisecond}
 }
 
 // checkExactlyOnce judges the bucket of a 3-partition run of perPartition messages each:
@@ -242,7 +192,7 @@ func checkExactlyOnce(t *testing.T, srv *s3test.Server, bucket string, perPartit
 		for _, r := range o.Rows {
 			rows++
 			k := [2]uint64{uint64(r.Partition), r.Offset}
-			want := fmt.Sprintf(`{"p":%d,"o":%d,"pad":"%0170d"}`, r.Partition, r.Offset, 0)
+			want := soakPayload(uint32(r.Partition), r.Offset)
 			if seen[k] || r.Payload != want {
 				t.Fatalf("%s: row (%d, %d) seen before %v, payload %.60s", o.Key, r.Partition, r.Offset, seen[k], r.Payload)
 			}
@@ -360,35 +310,7 @@ func TestS3GroupTakeover(t *testing.T) {
 		writeFile(t, filepath.Join(d, "s3", "sink.toml"), s3Sink(srv, bucket))
 		return startFerry(t, name, d, nil, "run", "--config", remoteConfig(t, d, addr, filepath.Join(d, "s3")), "--progress", "0")
 	}
-	var wg sync.WaitGroup
-	var prodErr error
-	wg.Go(func() { prodErr = produceN(c, 3, perPartition, 150*time.Millisecond) })
-	a := start("a")
-	b := start("b")
-	owns := regexp.MustCompile(`assignment changed.* assigned="?\[\d`)
-	testkit.WaitFor(t, "both members owning partitions", func() bool {
-		return owns.MatchString(a.out.String()) && owns.MatchString(b.out.String())
-	})
-	written := func() uint64 { _, n := s3Ranges(t, srv, bucket); return n }
-	before := written()
-	testkit.WaitFor(t, "objects written after both joined", func() bool { return written() > before })
-	seeksBefore := strings.Count(b.out.String(), "partition starts where the sink says")
-	a.kill()
-	t.Logf("a killed with %d messages in the bucket", written())
-	wg.Wait()
-	if prodErr != nil {
-		t.Fatal(prodErr)
-	}
-	testkit.WaitFor(t, "every message in the bucket", func() bool {
-		if b.exited() {
-			t.Fatalf("b exited: %v", b.err)
-		}
-		return written() >= 3*perPartition
-	})
-	b.stop(30 * time.Second)
-	if strings.Count(b.out.String(), "partition starts where the sink says") <= seeksBefore {
-		t.Fatalf("b took a's partitions over without reading where they stand from the bucket:\n%s", tail(b.out.String(), 30))
-	}
+	groupTakeover(t, c, s3Load(perPartition), start, func() int64 { _, n := s3Ranges(t, srv, bucket); return int64(n) })
 	rows := checkExactlyOnce(t, srv, bucket, perPartition)
 	t.Logf("%d rows in %d objects, 0 lost, 0 duplicated", rows, len(srv.Keys(t, bucket)))
 }
