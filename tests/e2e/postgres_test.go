@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ferryio/ferry/iggy"
-	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/internal/pgtest"
 	"github.com/ferryio/ferry/internal/testkit"
 )
@@ -229,19 +228,7 @@ func TestPostgresPoisonRowToDeadLetter(t *testing.T) {
 		_, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_offsets")
 	})
 	dir := t.TempDir()
-	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
-	c := dial(t, addr)
-	createTopic(t, c, 1)
-	msgs := make([]iggy.Message, 200)
-	for i := range msgs {
-		msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, `{"o":%d}`, i)}
-	}
-	msgs[42].Payload = []byte("not json at all")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(0), msgs); err != nil {
-		t.Fatal(err)
-	}
+	addr := poisonedTopic(t, dir)
 	// schema raw: the runtime hands the payload over as is (the database rejects it).
 	sink := strings.Replace(pgSink("pg", url, table, "dead_letter"), `schema = "json"`, `schema = "raw"`, 1)
 	writeFile(t, filepath.Join(dir, "pg", "sink.toml"), sink)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferryio/ferry/iggy"
-	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/internal/s3test"
 	"github.com/ferryio/ferry/internal/testkit"
 )
@@ -239,19 +236,7 @@ func TestS3PoisonToDeadLetter(t *testing.T) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
 	dir := t.TempDir()
-	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
-	c := dial(t, addr)
-	createTopic(t, c, 1)
-	msgs := make([]iggy.Message, 200)
-	for i := range msgs {
-		msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, `{"o":%d}`, i)}
-	}
-	msgs[42].Payload = []byte("not json at all")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(0), msgs); err != nil {
-		t.Fatal(err)
-	}
+	addr := poisonedTopic(t, dir)
 	sink := strings.NewReplacer(`offset_commit = "sink_controlled"`, "offset_commit = \"sink_controlled\"\non_failure = \"dead_letter\"\n\n[dead_letter]\nstream = \"dlq\"\ntopic = \"rejected\"",
 		`output_format = "parquet"`, `output_format = "json_lines"`, "max_messages_per_file = 700", "max_messages_per_file = 50").Replace(s3Sink(srv, bucket))
 	conns := filepath.Join(dir, "s3")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -169,4 +170,25 @@ func groupTakeover(t *testing.T, c *iggy.Client, load soakLoad, start func(name 
 	if strings.Count(b.out.String(), seek) <= seeksBefore {
 		t.Fatalf("b took a's partitions over without reading where they stand from the sink:\n%s", tail(b.out.String(), 30))
 	}
+}
+
+// poisonedTopic starts a ferry server under dir and fills its s/t (one partition) with 200
+// messages {"o":N}, of which the one at offset 42 is not JSON ("not json at all"): the
+// poison-message tests of the sinks. It returns the server's address.
+func poisonedTopic(t *testing.T, dir string) string {
+	t.Helper()
+	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
+	c := dial(t, addr)
+	createTopic(t, c, 1)
+	msgs := make([]iggy.Message, 200)
+	for i := range msgs {
+		msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, `{"o":%d}`, i)}
+	}
+	msgs[42].Payload = []byte("not json at all")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(0), msgs); err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }
