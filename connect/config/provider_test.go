@@ -259,52 +259,40 @@ func TestCreateAppliesEnv(t *testing.T) {
 
 // A GET (SinkJSON) then POST (CreateSink) gives back the same config.
 func TestSinkJSONCreateRoundTrip(t *testing.T) {
-	src := writeFile(t, t.TempDir(), "full.toml", fullSinkFile)
-	orig, err := ParseSinkFile(src, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := json.Marshal(SinkJSON(orig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &LocalProvider{Dir: t.TempDir()}
-	got, err := p.CreateSink(orig.Key, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := *orig
-	want.File, want.Version = got.File, 0
-	// A JSON body's transforms are an object, whose order the body cannot keep: they come
-	// back in type order (docs/iggy-compatibility.md, "Differences from Iggy's runtime").
-	want.Transforms = slices.Clone(want.Transforms)
-	slices.SortFunc(want.Transforms, func(a, b Transform) int { return strings.Compare(a.Type, b.Type) })
-	if !reflect.DeepEqual(got, &want) {
-		t.Fatalf("got  %#v\nwant %#v", got, &want)
-	}
+	jsonCreateRoundTrip(t, fullSinkFile, ParseSinkFile, func(s *Sink) any { return SinkJSON(s) },
+		(*LocalProvider).CreateSink, func(s *Sink) *Common { return &s.Common })
 }
 
 func TestSourceJSONCreateRoundTrip(t *testing.T) {
-	src := writeFile(t, t.TempDir(), "src.toml", fullSourceFile)
-	orig, err := ParseSourceFile(src, nil)
+	jsonCreateRoundTrip(t, fullSourceFile, ParseSourceFile, func(s *Source) any { return SourceJSON(s) },
+		(*LocalProvider).CreateSource, func(s *Source) *Common { return &s.Common })
+}
+
+// jsonCreateRoundTrip parses the connector file text, marshals its JSON form (the API's GET)
+// and creates a connector from that body (the API's POST): the result must be the parsed
+// config but for the file it was written to and its version.
+func jsonCreateRoundTrip[C any](t *testing.T, text string, parse func(string, []string) (*C, error), form func(*C) any,
+	create func(*LocalProvider, string, []byte) (*C, error), common func(*C) *Common) {
+	t.Helper()
+	orig, err := parse(writeFile(t, t.TempDir(), "c.toml", text), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, err := json.Marshal(SourceJSON(orig))
+	body, err := json.Marshal(form(orig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &LocalProvider{Dir: t.TempDir()}
-	got, err := p.CreateSource(orig.Key, body)
+	got, err := create(&LocalProvider{Dir: t.TempDir()}, common(orig).Key, body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := *orig
-	want.File, want.Version = got.File, 0
+	w := common(&want)
+	w.File, w.Version = common(got).File, 0
 	// A JSON body's transforms are an object, whose order the body cannot keep: they come
 	// back in type order (docs/iggy-compatibility.md, "Differences from Iggy's runtime").
-	want.Transforms = slices.Clone(want.Transforms)
-	slices.SortFunc(want.Transforms, func(a, b Transform) int { return strings.Compare(a.Type, b.Type) })
+	w.Transforms = slices.Clone(w.Transforms)
+	slices.SortFunc(w.Transforms, func(a, b Transform) int { return strings.Compare(a.Type, b.Type) })
 	if !reflect.DeepEqual(got, &want) {
 		t.Fatalf("got  %#v\nwant %#v", got, &want)
 	}
