@@ -189,7 +189,7 @@ func checkExactlyOnce(t *testing.T, srv *s3test.Server, bucket string, perPartit
 		for _, r := range o.Rows {
 			rows++
 			k := [2]uint64{uint64(r.Partition), r.Offset}
-			want := soakPayload(uint32(r.Partition), r.Offset)
+			want := soakPayload(r.Partition, r.Offset)
 			if seen[k] || r.Payload != want {
 				t.Fatalf("%s: row (%d, %d) seen before %v, payload %.60s", o.Key, r.Partition, r.Offset, seen[k], r.Payload)
 			}
