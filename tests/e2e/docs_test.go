@@ -71,7 +71,7 @@ func runDocBlock(t *testing.T, b docstest.Block) {
 		}
 	}
 	testkit.WaitFor(t, b.Name()+" to end", p.exited)
-	if p.err != nil && !(b.Until != "" && interruptedGoRun(b.Script, p)) {
+	if p.err != nil && (b.Until == "" || !interruptedGoRun(b.Script, p)) {
 		t.Fatalf("%s: %v\n%s", b.Name(), p.err, tail(p.out.String(), 30))
 	}
 }
