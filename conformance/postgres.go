@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -151,15 +150,6 @@ const pgTableLayout = `(id numeric(39,0), iggy_offset bigint, iggy_timestamp tim
 	iggy_topic text, iggy_partition_id integer, iggy_checksum bigint, iggy_origin_timestamp timestamptz,
 	payload jsonb, created_at timestamptz DEFAULT now())`
 
-// start writes a config and starts one runtime instance.
-func (s *pgSoak) start() (*proc, error) {
-	path, err := s.f.writeConfig(nil)
-	if err != nil {
-		return nil, err
-	}
-	return s.f.r.startRuntime(path, filepath.Join(filepath.Dir(path), "runtime.log"))
-}
-
 // started waits until the first instance wrote a row of the messages produced so far; a
 // runtime that exits first (it refused the config or the plugin) is reported by the
 // caller as "not supported".
@@ -239,27 +229,15 @@ func runPostgresSoak(ctx context.Context, r *Runner, mode string) Result {
 		"exactly_once":      "true",
 		"offsets_table":     strconv.Quote(s.offsTb),
 	}
-	f, err := r.newFixture(ctx, "postgres-soak", mode, 2, connector{batch: 20, schema: "json", maxRetries: -1, plugin: plugin, pluginConfig: pc})
-	if err != nil {
-		return broken(expected, err)
-	}
-	s.f = f
-	gate, err := startStoreGate(r.addr)
+	f, gate, p, err := r.soakStart(ctx, "postgres-soak", mode, connector{batch: 20, schema: "json", maxRetries: -1, plugin: plugin, pluginConfig: pc},
+		func(f *fixture) { s.f = f })
 	if err != nil {
 		return broken(expected, err)
 	}
 	defer gate.close()
-	f.addr = gate.addr()
-	rng := mrand.New(mrand.NewSource(r.cfg.Seed))
-	p, err := s.start()
-	if err != nil {
-		return broken(expected, err)
-	}
 	defer func() { p.kill() }()
+	rng := mrand.New(mrand.NewSource(r.cfg.Seed))
 	fail := func(err error) Result { return broken(expected, err) }
-	if err := f.produce(ctx, 10, nil); err != nil {
-		return fail(err)
-	}
 	if err := s.started(ctx, p); err != nil {
 		return unsupported(expected, err)
 	}
@@ -268,12 +246,8 @@ func runPostgresSoak(ctx context.Context, r *Runner, mode string) Result {
 	behind := 0  // blocked-write kills with the group's stored offset past the rows
 	noStore := 0 // held-store kills that saw no store within heldStoreWait (killed anyway)
 	for k := 0; k < kills; k++ {
-		interval := 100*time.Millisecond + time.Duration(rng.Int63n(int64(300*time.Millisecond)))
-		for st := 0; st < 4; st++ {
-			if err := f.produce(ctx, 10+rng.Intn(20), nil); err != nil {
-				return fail(err)
-			}
-			time.Sleep(interval / 4)
+		if err := soakStream(ctx, f, rng); err != nil {
+			return fail(err)
 		}
 		kind := pgKillKinds[k%len(pgKillKinds)]
 		if kind == "held store" && !atLeastOnce(mode) {
@@ -302,39 +276,13 @@ func runPostgresSoak(ctx context.Context, r *Runner, mode string) Result {
 			p.kill()
 		}
 		counts[kind]++
-		if p, err = s.start(); err != nil {
+		if p, err = startInstance(f); err != nil {
 			return fail(fmt.Errorf("restart after kill %d: %w", k+1, err))
 		}
 	}
-	if err := f.produce(ctx, 50, nil); err != nil {
-		return fail(err)
-	}
-	// A run that never completes (a sink stuck on its errors) is judged too: the tally
-	// after the stop says what is missing.
-	waitErr := waitWritten(ctx, s.f, s, p)
-	if err := p.term(20 * time.Second); errors.Is(err, errNoExit) {
-		return fail(fmt.Errorf("stopping the runtime at the end: %w", err))
-	}
-	t, err := s.tally(ctx)
-	if err != nil {
-		return fail(err)
-	}
 	how := fmt.Sprintf("%d at held offset stores (%d with rows past the stored offset), %d at blocked writes (%d with the stored offset past the rows), %d at random moments",
 		counts["held store"], ahead, counts["blocked write"], behind, counts["random"])
-	if noStore > 0 {
-		how += fmt.Sprintf(", %d of them after no offset store came within %s", noStore, heldStoreWait)
-	}
-	obs := fmt.Sprintf("%d SIGKILLs (%s); %s", kills, how, t)
-	if waitErr != nil {
-		obs += "; " + waitErr.Error()
-	}
-	ok := waitErr == nil && t.lost == 0 && t.duplicated == 0 && t.unknown == 0 && t.corrupt == 0
-	res := Result{Expected: expected, Observed: obs, Lost: t.lost, Duplicated: t.duplicated, Kills: kills}
-	res.Verdict = Fail
-	if ok {
-		res.Verdict = Pass
-	}
-	return res
+	return soakFinish(ctx, expected, f, s, p, kills, noStore, how)
 }
 
 // heldStoreWait bounds the wait for the runtime's next offset store at a held-store kill

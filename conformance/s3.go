@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -159,14 +158,6 @@ func (s *s3Soak) maxWritten(ctx context.Context) (map[uint32]int64, error) {
 	return max, err
 }
 
-func (s *s3Soak) start() (*proc, error) {
-	path, err := s.f.writeConfig(nil)
-	if err != nil {
-		return nil, err
-	}
-	return s.f.r.startRuntime(path, filepath.Join(filepath.Dir(path), "runtime.log"))
-}
-
 // cleanup empties and removes the bucket.
 func (s *s3Soak) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -216,27 +207,15 @@ func runS3Soak(ctx context.Context, r *Runner, mode string) Result {
 		"output_format": `"json_lines"`, "file_rotation": `"messages"`, "max_messages_per_file": "37",
 		"flush_interval": `"150ms"`, "max_attempts": "2", "retry_delay": `"50ms"`,
 	}
-	f, err := r.newFixture(ctx, "s3-soak", mode, 2, connector{batch: 20, schema: "json", maxRetries: -1, plugin: "builtin:s3", pluginConfig: pc})
-	if err != nil {
-		return broken(expected, err)
-	}
-	s.f = f
-	gate, err := startStoreGate(r.addr)
+	f, gate, p, err := r.soakStart(ctx, "s3-soak", mode, connector{batch: 20, schema: "json", maxRetries: -1, plugin: "builtin:s3", pluginConfig: pc},
+		func(f *fixture) { s.f = f })
 	if err != nil {
 		return broken(expected, err)
 	}
 	defer gate.close()
-	f.addr = gate.addr()
-	rng := mrand.New(mrand.NewSource(r.cfg.Seed))
-	p, err := s.start()
-	if err != nil {
-		return broken(expected, err)
-	}
 	defer func() { p.kill() }()
+	rng := mrand.New(mrand.NewSource(r.cfg.Seed))
 	fail := func(err error) Result { return broken(expected, err) }
-	if err := f.produce(ctx, 10, nil); err != nil {
-		return fail(err)
-	}
 	err = f.wait(ctx, "the S3 sink's first object", func() bool {
 		t, err := s.tally(ctx)
 		return p.exited() || (err == nil && t.rows > 0)
@@ -249,12 +228,8 @@ func runS3Soak(ctx context.Context, r *Runner, mode string) Result {
 	}
 	held, ahead, noStore := 0, 0, 0
 	for k := 0; k < kills; k++ {
-		interval := 100*time.Millisecond + time.Duration(rng.Int63n(int64(300*time.Millisecond)))
-		for st := 0; st < 4; st++ {
-			if err := f.produce(ctx, 10+rng.Intn(20), nil); err != nil {
-				return fail(err)
-			}
-			time.Sleep(interval / 4)
+		if err := soakStream(ctx, f, rng); err != nil {
+			return fail(err)
 		}
 		if k%2 == 1 {
 			seen, past, err := killAtHeldStore(ctx, s.f, s, p, gate)
@@ -272,32 +247,10 @@ func runS3Soak(ctx context.Context, r *Runner, mode string) Result {
 		} else {
 			p.kill()
 		}
-		if p, err = s.start(); err != nil {
+		if p, err = startInstance(f); err != nil {
 			return fail(fmt.Errorf("restart after kill %d: %w", k+1, err))
 		}
 	}
-	if err := f.produce(ctx, 50, nil); err != nil {
-		return fail(err)
-	}
-	waitErr := waitWritten(ctx, s.f, s, p)
-	if err := p.term(20 * time.Second); errors.Is(err, errNoExit) {
-		return fail(fmt.Errorf("stopping the runtime at the end: %w", err))
-	}
-	t, err := s.tally(ctx)
-	if err != nil {
-		return fail(err)
-	}
 	how := fmt.Sprintf("%d at held offset stores (%d with objects past the stored offset), %d at random moments", held, ahead, kills-held)
-	if noStore > 0 {
-		how += fmt.Sprintf(", %d of them after no offset store came within %s", noStore, heldStoreWait)
-	}
-	obs := fmt.Sprintf("%d SIGKILLs (%s); %s", kills, how, t)
-	if waitErr != nil {
-		obs += "; " + waitErr.Error()
-	}
-	res := Result{Expected: expected, Observed: obs, Lost: t.lost, Duplicated: t.duplicated, Kills: kills, Verdict: Fail}
-	if waitErr == nil && t.lost == 0 && t.duplicated == 0 && t.unknown == 0 && t.corrupt == 0 {
-		res.Verdict = Pass
-	}
-	return res
+	return soakFinish(ctx, expected, f, s, p, kills, noStore, how)
 }

@@ -75,12 +75,12 @@ func (s *benchSink) Close(ctx context.Context) error { return s.null.Close(ctx) 
 func benchTopic(b *testing.B) *iggyEnv {
 	b.Helper()
 	env := newIggyEnv(b, servertest.WithFsync(server.FsyncInterval))
-	env.topic("bench", "t", 1)
+	env.Topic("bench", "t", 1)
 	payload := make([]byte, 100)
 	for i := range payload {
 		payload[i] = byte('a' + i%26)
 	}
-	env.fill("bench", "t", 0, benchMessages, func(int) []byte { return payload })
+	env.Fill("bench", "t", 0, benchMessages, func(int) []byte { return payload })
 	return env
 }
 
@@ -277,7 +277,7 @@ func measureSeries(b *testing.B, series []*benchSeries) map[string]*benchSeries 
 // 100 ms (series .../MODE/scraped; goal: ≥ 0.97 × the same mode unscraped).
 func BenchmarkSinkPipeline(b *testing.B) {
 	env := benchTopic(b)
-	c := env.dial()
+	c := env.Dial()
 	batches := []uint32{100, 1000}
 	var series []*benchSeries
 	for _, batch := range batches {
@@ -353,7 +353,7 @@ func BenchmarkPipelineAllocs(b *testing.B) {
 	b.Setenv("FERRY_BENCH_TRACED", "1")
 	tracer := benchTracer(b)
 	env := benchTopic(b)
-	c := env.dial()
+	c := env.Dial()
 	for _, batch := range []uint32{100, 1000} {
 		for _, mode := range allModes {
 			for _, traced := range []bool{false, true} {

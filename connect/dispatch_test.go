@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -105,24 +106,24 @@ func TestConcurrentDeliveryPerPartition(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
 			env := newIggyEnv(t)
-			env.topic("s", "t", 4)
+			env.Topic("s", "t", 4)
 			for p := uint32(0); p < 4; p++ {
-				env.fill("s", "t", p, 200, nil)
+				env.Fill("s", "t", p, 200, nil)
 			}
 			sink := newConcurrentSink(8, 4)
 			cfg := testSinkConfig(mode, config.FailureStop)
 			cfg.MaxInFlight = 4
 			rt := env.start(cfg, sink)
-			waitFor(t, "800 delivered", func() bool {
+			testkit.WaitFor(t, "800 delivered", func() bool {
 				n := 0
 				for p := uint32(0); p < 4; p++ {
 					n += sink.delivered(p)
 				}
 				return n == 800
 			})
-			waitFor(t, "every partition stored to 199", func() bool {
+			testkit.WaitFor(t, "every partition stored to 199", func() bool {
 				for p := uint32(0); p < 4; p++ {
-					if o, ok := env.stored("g", "s", "t", p); !ok || o != 199 {
+					if o, ok := env.Stored("g", "s", "t", p); !ok || o != 199 {
 						return false
 					}
 				}
@@ -153,15 +154,15 @@ func TestConcurrentDeliveryPerPartition(t *testing.T) {
 // when its file asks for 8 (and the runtime says so once), still over 4 partitions.
 func TestMaxInFlightCappedBySink(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 4)
+	env.Topic("s", "t", 4)
 	for p := uint32(0); p < 4; p++ {
-		env.fill("s", "t", p, 100, nil)
+		env.Fill("s", "t", p, 100, nil)
 	}
 	sink := newConcurrentSink(2, 2)
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.MaxInFlight = 8
 	rt, logs := env.startLogged(cfg, sink)
-	waitFor(t, "400 delivered", func() bool {
+	testkit.WaitFor(t, "400 delivered", func() bool {
 		n := 0
 		for p := uint32(0); p < 4; p++ {
 			n += sink.delivered(p)
@@ -184,7 +185,7 @@ func TestMaxInFlightCappedBySink(t *testing.T) {
 // no restart (a restart cannot fix a config).
 func TestMaxInFlightRefusedWithoutCapability(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 2)
+	env.Topic("s", "t", 2)
 	sink := &scriptSink{}
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.MaxInFlight = 3
@@ -193,7 +194,7 @@ func TestMaxInFlightRefusedWithoutCapability(t *testing.T) {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "sink in error", func() bool { return rt.Status()[0].State == StateError })
+	testkit.WaitFor(t, "sink in error", func() bool { return rt.Status()[0].State == StateError })
 	st := rt.Status()[0]
 	stopRuntime(t, rt)
 	const want = "max_in_flight = 3: the sink builtin:rec does not accept concurrent Consume calls (sdk.ConcurrentSink)"

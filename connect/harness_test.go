@@ -9,43 +9,21 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
-	"github.com/ferryio/ferry/iggy"
-	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit/iggykit"
 	"github.com/ferryio/ferry/sdk"
 	"github.com/ferryio/ferry/server/servertest"
 )
 
-// iggyEnv is one real embedded server (servertest, real TCP on loopback) and an admin
-// client. Every Runtime a test starts gets its own client, as separate processes would.
-type iggyEnv struct {
-	t     testing.TB
-	addr  string
-	admin *iggy.Client
-}
+// iggyEnv is one real embedded server (real TCP on loopback) and an admin client
+// (iggykit), with the runtime helpers of this package's tests. Every Runtime a test starts
+// gets its own client, as separate processes would.
+type iggyEnv struct{ *iggykit.Env }
 
 // newIggyEnv starts a server with opts; it and every client dialled through the env are
 // closed by t.Cleanup (clients first).
 func newIggyEnv(t testing.TB, opts ...servertest.Option) *iggyEnv {
 	t.Helper()
-	s := servertest.Start(t, opts...)
-	e := &iggyEnv{t: t, addr: s.Addr()}
-	e.admin = e.dial()
-	return e
-}
-
-// dial returns a new client; its heartbeat (assignment re-sync) runs every 50 ms so
-// rebalances are seen quickly.
-func (e *iggyEnv) dial() *iggy.Client {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := iggy.Dial(ctx, e.addr, iggy.WithCredentials(servertest.Username, servertest.Password),
-		iggy.WithHeartbeat(50*time.Millisecond), iggy.WithLogger(quietLog))
-	if err != nil {
-		e.t.Fatalf("dial %s: %v", e.addr, err)
-	}
-	e.t.Cleanup(func() { _ = c.Close() })
-	return c
+	return &iggyEnv{iggykit.Start(t, opts...)}
 }
 
 func bg(t testing.TB) context.Context {
@@ -54,62 +32,10 @@ func bg(t testing.TB) context.Context {
 	return ctx
 }
 
-// topic creates stream (if missing) and topic with partitions partitions.
-func (e *iggyEnv) topic(stream, topic string, partitions uint32, opts ...iggy.TopicOpt) {
-	e.t.Helper()
-	ctx := bg(e.t)
-	if err := e.admin.EnsureTopic(ctx, stream, topic, partitions); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-// fill appends n messages to one partition; message i's payload is payload(i) when given,
-// else "p<P>-m<I>" (I counts from 0 in this partition). hdrs are attached to every message.
-func (e *iggyEnv) fill(stream, topic string, partition uint32, n int, payload func(i int) []byte, hdrs ...wire.KV) {
-	e.t.Helper()
-	ctx := bg(e.t)
-	const chunk = 1000
-	msgs := make([]iggy.Message, 0, chunk)
-	for i := 0; i < n; {
-		msgs = msgs[:0]
-		for ; i < n && len(msgs) < chunk; i++ {
-			var p []byte
-			if payload != nil {
-				p = payload(i)
-			} else {
-				p = fmt.Appendf(nil, "p%d-m%d", partition, i)
-			}
-			msgs = append(msgs, iggy.Message{Headers: hdrs, Payload: p})
-		}
-		if _, err := e.admin.SendMessages(ctx, iggy.Name(stream), iggy.Name(topic), wire.ToPartition(partition), msgs); err != nil {
-			e.t.Fatalf("fill %s/%s/%d: %v", stream, topic, partition, err)
-		}
-	}
-}
-
-// stored reads the group's stored offset of a partition back from the server.
-func (e *iggyEnv) stored(group, stream, topic string, partition uint32) (uint64, bool) {
-	e.t.Helper()
-	o, found, err := e.admin.GetOffset(bg(e.t), wire.Consumer{Kind: wire.ConsumerGroup, ID: iggy.Name(group)},
-		iggy.Name(stream), iggy.Name(topic), partition)
-	if err != nil {
-		e.t.Fatalf("get offset %s %s/%s/%d: %v", group, stream, topic, partition, err)
-	}
-	return o.StoredOffset, found
-}
-
-// wantStored fails unless the group's stored offset of partition is exactly want.
-func (e *iggyEnv) wantStored(group, stream, topic string, partition uint32, want uint64) {
-	e.t.Helper()
-	if got, ok := e.stored(group, stream, topic, partition); !ok || got != want {
-		e.t.Fatalf("stored offset of %s/%s/%d = %d (found %t), want %d", stream, topic, partition, got, ok, want)
-	}
-}
-
 // newRuntime builds a Runtime over its own client with sinks registered as built-ins
 // ("builtin:KEY" of each config resolves to the given instance).
 func (e *iggyEnv) runtime(cfgs []*config.Sink, sinks map[string]sdk.Sink) *Runtime {
-	e.t.Helper()
+	e.T.Helper()
 	reg := sdk.NewRegistry()
 	for name, s := range sinks {
 		reg.AddSink(name, func() sdk.Sink { return s })
@@ -117,12 +43,12 @@ func (e *iggyEnv) runtime(cfgs []*config.Sink, sinks map[string]sdk.Sink) *Runti
 	for _, c := range cfgs {
 		fitInFlight(c, sinks[strings.TrimPrefix(c.Path, "builtin:")])
 		if err := c.Validate(); err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 	}
-	rt, err := New(Options{Connectors: &config.Connectors{Sinks: cfgs}, Client: e.dial(), Builtins: reg, Logger: quietLog})
+	rt, err := New(Options{Connectors: &config.Connectors{Sinks: cfgs}, Client: e.Dial(), Builtins: reg, Logger: quietLog})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return rt
 }
@@ -137,10 +63,10 @@ func fitInFlight(c *config.Sink, sink sdk.Sink) {
 
 // start builds and starts a Runtime running one sink (its config's builtin name is "rec").
 func (e *iggyEnv) start(cfg *config.Sink, sink sdk.Sink) *Runtime {
-	e.t.Helper()
+	e.T.Helper()
 	rt := e.runtime([]*config.Sink{cfg}, map[string]sdk.Sink{"rec": sink})
 	if err := rt.Start(context.Background()); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return rt
 }
@@ -234,18 +160,6 @@ func (c *faultyConsumer) Store(ctx context.Context, life uint64, p uint32, off u
 	return c.memberConsumer.Store(ctx, life, p, off)
 }
 
-// eventually polls cond for up to d; usable off the test goroutine.
-func eventually(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return true
-}
-
 func seq(from, to uint64) []uint64 {
 	var out []uint64
 	for o := from; o <= to; o++ {
@@ -267,12 +181,3 @@ func equalOffsets(a, b []uint64) bool {
 }
 
 var allModes = []config.CommitMode{config.CommitAfterPolling, config.CommitAfterConsuming, config.CommitSinkControlled}
-
-// waitFor polls cond every millisecond until it holds, failing the test after 30 s (a bound
-// for a loaded 2-core machine under -race, not an expectation of speed).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	if !eventually(30*time.Second, cond) {
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // TestOpenFailureLinesInIggysWords: a sink whose Open fails once logs the failure in the
@@ -14,14 +15,14 @@ import (
 // besides Ferry's own "sink not started".
 func TestOpenFailureLinesInIggysWords(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
+	env.Topic("s", "t", 1)
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.Name = "rec sink"
 	cfg.Restart = fastRestarts
 	rt, logs := env.startLogged(cfg, &flakyOpenSink{recSink: newRecSink(), failures: 1})
 	defer stopRuntime(t, rt)
 	restarted := `level=INFO msg="Sink connector: rec restarted successfully." sink=rec`
-	waitFor(t, "the restarted line", func() bool { return strings.Contains(logs.String(), restarted) })
+	testkit.WaitFor(t, "the restarted line", func() bool { return strings.Contains(logs.String(), restarted) })
 	out := logs.String()
 	for _, want := range []string{
 		`level=ERROR msg="sink not started"`,
@@ -45,14 +46,14 @@ func TestOpenFailureLinesInIggysWords(t *testing.T) {
 // its instance ID and the error, then closes its plugin with Iggy's Closing/Closed lines.
 func TestConsumeFailureLineInIggysWords(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 5, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 5, nil)
 	sink := newRecSink()
 	sink.failBatch, sink.failTimes = 0, -1
 	rt, logs := env.startLogged(testSinkConfig(config.CommitAfterConsuming, config.FailureStop), sink)
 	defer stopRuntime(t, rt)
 	var id uint32
-	waitFor(t, "the sink closed after its failure", func() bool {
+	testkit.WaitFor(t, "the sink closed after its failure", func() bool {
 		st, _ := rt.Connector(KindSink, "rec")
 		id = st.ID
 		return st.State == StateError && strings.Contains(logs.String(), fmt.Sprintf("Closed sink connector with ID: %d for plugin: rec", id))

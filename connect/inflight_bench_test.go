@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -42,9 +43,9 @@ func BenchmarkSlowSinkInFlight(b *testing.B) {
 				var rate float64
 				for range b.N {
 					env := newIggyEnv(b)
-					env.topic("s", "t", parts)
+					env.Topic("s", "t", parts)
 					for p := uint32(0); p < parts; p++ {
-						env.fill("s", "t", p, perPartition, nil)
+						env.Fill("s", "t", p, perPartition, nil)
 					}
 					sink := &latencySink{latency: latency}
 					cfg := benchSinkConfig(config.CommitAfterConsuming, 100, "builtin:rec", "g")
@@ -53,13 +54,7 @@ func BenchmarkSlowSinkInFlight(b *testing.B) {
 					start := time.Now()
 					rt := env.start(cfg, sink)
 					want := uint64(perPartition) * uint64(parts)
-					deadline := time.Now().Add(time.Minute)
-					for sink.got.Load() < want {
-						if time.Now().After(deadline) {
-							b.Fatalf("delivered %d of %d in a minute: %+v", sink.got.Load(), want, rt.Status()[0].LastError)
-						}
-						time.Sleep(time.Millisecond)
-					}
+					testkit.WaitFor(b, fmt.Sprintf("%d delivered", want), func() bool { return sink.got.Load() >= want })
 					rate = float64(want) / time.Since(start).Seconds()
 					stopRuntime(b, rt)
 				}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/connect/provider"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -49,13 +50,13 @@ func TestInvalidConfigSlot(t *testing.T) {
 		}
 	}()
 	wantErr := file + `:12: streams[0].linger_time: Invalid linger time: invalid duration "soon": expected a number at "soon"`
-	waitFor(t, "gen given up", func() bool { st, _ := rt.Connector(KindSource, "gen"); return st.Restart.GaveUp })
+	testkit.WaitFor(t, "gen given up", func() bool { st, _ := rt.Connector(KindSource, "gen"); return st.Restart.GaveUp })
 	st, _ := rt.Connector(KindSource, "gen")
 	if st.State != StateError || st.LastError == nil || st.LastError.Message != wantErr || st.Name != "gen source" ||
 		st.Path != "builtin:seq" || st.Source != nil {
 		t.Fatalf("gen = %+v (last_error %v), want error %q", st, st.LastError, wantErr)
 	}
-	waitFor(t, "the sibling at the end of its input", func() bool {
+	testkit.WaitFor(t, "the sibling at the end of its input", func() bool {
 		st, _ := rt.Connector(KindSource, "other")
 		return st.State == StateStopped
 	})
@@ -68,7 +69,7 @@ func TestInvalidConfigSlot(t *testing.T) {
 	if err := rt.Restart(context.Background(), KindSource, "gen"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "gen at the end of its input", func() bool {
+	testkit.WaitFor(t, "gen at the end of its input", func() bool {
 		st, _ := rt.Connector(KindSource, "gen")
 		return st.State == StateStopped && st.LastError == nil && st.Source != nil
 	})

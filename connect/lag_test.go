@@ -17,10 +17,10 @@ import (
 // reads, so the next caller reads again.
 func TestLagOfASinkThatNeverStarted(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 2)
-	env.topic("s", "u", 1)
-	env.fill("s", "t", 0, 5, nil)
-	env.fill("s", "t", 1, 3, nil)
+	env.Topic("s", "t", 2)
+	env.Topic("s", "u", 1)
+	env.Fill("s", "t", 0, 5, nil)
+	env.Fill("s", "t", 1, 3, nil)
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.Path = "builtin:missing"
 	cfg.Streams[0].Topics = []string{"t", "u"}
@@ -63,7 +63,7 @@ func TestLagOfASinkThatNeverStarted(t *testing.T) {
 	if err := rt.Restart(bg(t), KindSink, "rec"); err != nil {
 		t.Fatal(err)
 	}
-	env.fill("s", "u", 0, 2, nil)
+	env.Fill("s", "u", 0, 2, nil)
 	parts, err := rt.SinkPartitions(bg(t), st)
 	if err != nil || len(parts) != 3 || parts[2].Current != 1 || parts[2].Lag != 2 {
 		t.Fatalf("after a restart and 2 messages to s/u: %+v, %v", parts, err)

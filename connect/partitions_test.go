@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -308,13 +309,13 @@ func TestFailingPartitionDoesNotDelayOthers(t *testing.T) {
 	if err := tbl.commit(1, 9); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "partition 1's store failed", func() bool { calls, _ := f.get(1); return len(calls) == 1 })
+	testkit.WaitFor(t, "partition 1's store failed", func() bool { calls, _ := f.get(1); return len(calls) == 1 })
 	for i := uint64(0); i < 50; i++ {
 		deliver(t, tbl, 0, i*10, i*10+9)
 		if err := tbl.commit(0, i*10+9); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, fmt.Sprintf("commit %d of partition 0 stored", i), func() bool {
+		testkit.WaitFor(t, fmt.Sprintf("commit %d of partition 0 stored", i), func() bool {
 			_, ok := f.get(0)
 			return len(ok) > 0 && ok[len(ok)-1] == i*10+9
 		})
@@ -348,14 +349,14 @@ func TestStoreRefusedIsFinal(t *testing.T) {
 	if err := tbl.commit(1, 9); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "partition 1 released", func() bool { return len(tbl.status()) == 1 })
+	testkit.WaitFor(t, "partition 1 released", func() bool { return len(tbl.status()) == 1 })
 	if err := tbl.commit(1, 9); !errors.Is(err, sdk.ErrCommitUnknownPartition) {
 		t.Fatalf("commit after the refusal: %v, want ErrCommitUnknownPartition", err)
 	}
 	if err := tbl.commit(0, 9); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "partition 0 stored", func() bool { _, ok := f.get(0); return len(ok) == 1 })
+	testkit.WaitFor(t, "partition 0 stored", func() bool { _, ok := f.get(0); return len(ok) == 1 })
 	if calls, _ := f.get(1); len(calls) != 1 {
 		t.Fatalf("partition 1: %d store attempts, want exactly 1", len(calls))
 	}
@@ -378,14 +379,14 @@ func TestDrain(t *testing.T) {
 			t.Fatal(err)
 		}
 		tbl.change([]uint32{0}, nil)
-		waitFor(t, "the drain stores 4 at once", func() bool { _, ok := f.get(0); return len(ok) == 1 && ok[0] == 4 })
+		testkit.WaitFor(t, "the drain stores 4 at once", func() bool { _, ok := f.get(0); return len(ok) == 1 && ok[0] == 4 })
 		if st := statusOf(t, tbl, 0); st.State != "draining" {
 			t.Fatalf("state %s, want draining", st.State)
 		}
 		if err := tbl.commit(0, 9); err != nil { // the sink commits the rest while draining
 			t.Fatal(err)
 		}
-		waitFor(t, "released once 9 is stored", func() bool { return len(tbl.status()) == 0 })
+		testkit.WaitFor(t, "released once 9 is stored", func() bool { return len(tbl.status()) == 0 })
 		if _, ok := f.get(0); len(ok) != 2 || ok[1] != 9 {
 			t.Fatalf("stores %v, want [4 9]", ok)
 		}

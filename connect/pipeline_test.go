@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -135,17 +136,17 @@ func TestPipelineTransientFailure(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
 			env := newIggyEnv(t)
-			env.topic("s", "t", 1)
-			env.fill("s", "t", 0, 50, nil)
+			env.Topic("s", "t", 1)
+			env.Fill("s", "t", 0, 50, nil)
 			sink := newRecSink()
 			sink.failBatch, sink.failTimes, sink.commitEach = 3, 1, true
 			rt := env.start(testSinkConfig(mode, config.FailureStop), sink)
-			waitFor(t, "50 delivered", func() bool { return len(sink.got(0)) == 50 })
+			testkit.WaitFor(t, "50 delivered", func() bool { return len(sink.got(0)) == 50 })
 			stopRuntime(t, rt)
 			if got := sink.got(0); !equalOffsets(got, seq(0, 49)) {
 				t.Fatalf("delivered %v, want 0..49 once each", got)
 			}
-			env.wantStored("g", "s", "t", 0, 49)
+			env.WantStored("g", "s", "t", 0, 49)
 			st := rt.Status()[0]
 			if st.State != StateStopped || st.Stats.Delivered != 50 || st.Stats.ConsumeErrors != 1 ||
 				st.Stats.FailedBatches != 0 || st.Stats.Committed != 50 || st.Stats.CommitsRejected() != 0 {
@@ -171,19 +172,19 @@ func TestPipelineStopPolicy(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
 			env := newIggyEnv(t)
-			env.topic("s", "t", 1)
-			env.fill("s", "t", 0, 100, nil)
+			env.Topic("s", "t", 1)
+			env.Fill("s", "t", 0, 100, nil)
 			sink := newRecSink()
 			var rt *Runtime
 			var rtMu sync.Mutex
 			pollerBlocked := make(chan bool, 2)
 			sink.failBatch, sink.failTimes, sink.commitEach = 2, -1, true
 			sink.beforeFail = func() {
-				pollerBlocked <- eventually(10*time.Second, func() bool {
+				pollerBlocked <- testkit.Eventually("the poller to have polled 50", func() bool {
 					rtMu.Lock()
 					defer rtMu.Unlock()
 					return rt != nil && sinkOf(rt).counters.Polled.Load() == 50
-				})
+				}) == nil
 			}
 			rtMu.Lock()
 			rt = env.runtime([]*config.Sink{testSinkConfig(mode, config.FailureStop)}, map[string]sdk.Sink{"rec": sink})
@@ -191,7 +192,7 @@ func TestPipelineStopPolicy(t *testing.T) {
 			if err := rt.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "error status", func() bool { return rt.Status()[0].State == StateError })
+			testkit.WaitFor(t, "error status", func() bool { return rt.Status()[0].State == StateError })
 			stopRuntime(t, rt)
 			for range 2 { // first attempt and its one retry
 				if !<-pollerBlocked {
@@ -210,17 +211,17 @@ func TestPipelineStopPolicy(t *testing.T) {
 			if mode == config.CommitAfterPolling {
 				wantStored, wantResume = 49, 50
 			}
-			env.wantStored("g", "s", "t", 0, wantStored)
+			env.WantStored("g", "s", "t", 0, wantStored)
 
 			sink2 := newRecSink()
 			sink2.commitEach = true
 			rt2 := env.start(testSinkConfig(mode, config.FailureStop), sink2)
-			waitFor(t, "redelivery to the end", func() bool { g := sink2.got(0); return len(g) > 0 && g[len(g)-1] == 99 })
+			testkit.WaitFor(t, "redelivery to the end", func() bool { g := sink2.got(0); return len(g) > 0 && g[len(g)-1] == 99 })
 			stopRuntime(t, rt2)
 			if got := sink2.got(0); !equalOffsets(got, seq(wantResume, 99)) {
 				t.Fatalf("restart delivered %v, want %d..99", got, wantResume)
 			}
-			env.wantStored("g", "s", "t", 0, 99)
+			env.WantStored("g", "s", "t", 0, 99)
 		})
 	}
 }
@@ -233,14 +234,14 @@ func TestPipelineDeadLetterAndSkip(t *testing.T) {
 	for _, policy := range []config.FailurePolicy{config.FailureDeadLetter, config.FailureSkip} {
 		t.Run(string(policy), func(t *testing.T) {
 			env := newIggyEnv(t)
-			env.topic("s", "t", 1)
-			env.fill("s", "t", 0, 50, nil, userHeader)
+			env.Topic("s", "t", 1)
+			env.Fill("s", "t", 0, 50, nil, userHeader)
 			sink := newRecSink()
 			sink.failBatch, sink.failTimes = 2, 2
 			rt := env.start(testSinkConfig(config.CommitAfterConsuming, policy), sink)
-			waitFor(t, "stored 49", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 49 })
+			testkit.WaitFor(t, "stored 49", func() bool { o, ok := env.Stored("g", "s", "t", 0); return ok && o == 49 })
 			stopRuntime(t, rt)
-			env.wantStored("g", "s", "t", 0, 49)
+			env.WantStored("g", "s", "t", 0, 49)
 			st := rt.Status()[0].Stats
 			if got := sink.got(0); !equalOffsets(got, append(seq(0, 19), seq(30, 49)...)) {
 				t.Fatalf("delivered %v", got)
@@ -268,36 +269,33 @@ func TestPipelineDeadLetterAndSkip(t *testing.T) {
 // the partition is paused; one commit of 29 resumes it and it pauses again at exactly 60.
 func TestPipelineBackpressure(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 100, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 100, nil)
 	sink := newRecSink()
 	cfg := testSinkConfig(config.CommitSinkControlled, config.FailureStop)
 	cfg.Commit.MaxUncommitted = 25
 	rt := env.start(cfg, sink)
-	waitFor(t, "30 delivered", func() bool { return len(sink.got(0)) == 30 })
-	// A paused partition must stay paused; there is no event to wait for, so give a
-	// would-be extra poll time to happen (many poll intervals).
-	time.Sleep(100 * time.Millisecond)
-	if n, st := len(sink.got(0)), rt.Status()[0].Stats; n != 30 || st.Polled != 30 {
-		t.Fatalf("delivered %d, polled %d while paused; want 30 and 30", n, st.Polled)
+	testkit.WaitFor(t, "30 delivered", func() bool { return len(sink.got(0)) == 30 })
+	// A paused partition must stay paused; no event marks "the poller checked and did not
+	// poll", so watch the counters for many poll intervals.
+	stillAt := func(n int) func() bool {
+		return func() bool { return len(sink.got(0)) == n && rt.Status()[0].Stats.Polled == uint64(n) }
 	}
-	if _, ok := env.stored("g", "s", "t", 0); ok {
+	testkit.Quiet(t, 100*time.Millisecond, "delivered and polled, 30 each, while paused", stillAt(30))
+	if _, ok := env.Stored("g", "s", "t", 0); ok {
 		t.Fatal("an offset was stored before the sink committed")
 	}
 	if err := sink.committer().Commit(env.partition("s", "t", 0), 29); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "commit stored", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 29 })
-	waitFor(t, "60 delivered after the commit", func() bool { return len(sink.got(0)) == 60 })
-	time.Sleep(100 * time.Millisecond)
-	if n, st := len(sink.got(0)), rt.Status()[0].Stats; n != 60 || st.Polled != 60 {
-		t.Fatalf("delivered %d, polled %d after the second pause; want 60 and 60", n, st.Polled)
-	}
+	testkit.WaitFor(t, "commit stored", func() bool { o, ok := env.Stored("g", "s", "t", 0); return ok && o == 29 })
+	testkit.WaitFor(t, "60 delivered after the commit", func() bool { return len(sink.got(0)) == 60 })
+	testkit.Quiet(t, 100*time.Millisecond, "delivered and polled, 60 each, after the second pause", stillAt(60))
 	stopRuntime(t, rt)
 	if got := sink.got(0); !equalOffsets(got, seq(0, 59)) {
 		t.Fatalf("delivered %v", got)
 	}
-	env.wantStored("g", "s", "t", 0, 29)
+	env.WantStored("g", "s", "t", 0, 29)
 }
 
 // TestPipelineAsyncCommitter: sink_controlled with a sink that only buffers in Consume and
@@ -307,19 +305,19 @@ func TestPipelineBackpressure(t *testing.T) {
 // sampled from the server while it runs never go backwards.
 func TestPipelineAsyncCommitter(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 2)
-	env.fill("s", "t", 0, 300, nil)
-	env.fill("s", "t", 1, 300, nil)
+	env.Topic("s", "t", 2)
+	env.Fill("s", "t", 0, 300, nil)
+	env.Fill("s", "t", 1, 300, nil)
 	sink := newAsyncSink(3)
 	cfg := testSinkConfig(config.CommitSinkControlled, config.FailureStop)
 	cfg.Commit.MaxUncommitted = 100
 	rt := env.start(cfg, sink)
 
 	sampled := map[uint32][]uint64{}
-	waitFor(t, "both partitions stored to 299", func() bool {
+	testkit.WaitFor(t, "both partitions stored to 299", func() bool {
 		done := true
 		for p := uint32(0); p < 2; p++ {
-			o, ok := env.stored("g", "s", "t", p)
+			o, ok := env.Stored("g", "s", "t", p)
 			if ok {
 				sampled[p] = append(sampled[p], o)
 			}
@@ -329,7 +327,7 @@ func TestPipelineAsyncCommitter(t *testing.T) {
 	})
 	stopRuntime(t, rt)
 	for p := uint32(0); p < 2; p++ {
-		env.wantStored("g", "s", "t", p, 299)
+		env.WantStored("g", "s", "t", p, 299)
 		for i := 1; i < len(sampled[p]); i++ {
 			if sampled[p][i] < sampled[p][i-1] {
 				t.Fatalf("partition %d: stored offset went backwards: %v", p, sampled[p])
@@ -363,44 +361,44 @@ func TestPipelineAsyncCommitter(t *testing.T) {
 // ErrCommitUnknownPartition; after Stop every commit is.
 func TestPipelineRevocationAndStop(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 2)
-	env.fill("s", "t", 0, 20, nil)
-	env.fill("s", "t", 1, 20, nil)
+	env.Topic("s", "t", 2)
+	env.Fill("s", "t", 0, 20, nil)
+	env.Fill("s", "t", 1, 20, nil)
 	sink := newRecSink()
 	sink.commitEach = true
 	cfg := testSinkConfig(config.CommitSinkControlled, config.FailureStop)
 	cfg.Commit.Interval, cfg.Commit.Delay = time.Hour, time.Hour
 	rt := env.start(cfg, sink)
-	waitFor(t, "both partitions delivered", func() bool { return len(sink.got(0)) == 20 && len(sink.got(1)) == 20 })
-	if _, ok := env.stored("g", "s", "t", 0); ok {
+	testkit.WaitFor(t, "both partitions delivered", func() bool { return len(sink.got(0)) == 20 && len(sink.got(1)) == 20 })
+	if _, ok := env.Stored("g", "s", "t", 0); ok {
 		t.Fatal("stored before any flush")
 	}
 
-	other, err := env.dial().NewConsumer(bg(t), iggyConsumerConfig("s", "t", "g"))
+	other, err := env.Dial().NewConsumer(bg(t), iggyConsumerConfig("s", "t", "g"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = other.Close(context.Background()) }()
-	waitFor(t, "one partition revoked from A", func() bool { return len(ownedPartitions(rt)) == 1 })
+	testkit.WaitFor(t, "one partition revoked from A", func() bool { return len(ownedPartitions(rt)) == 1 })
 	var revoked, kept uint32 = 0, 1
 	if ownedPartitions(rt)[0] {
 		revoked, kept = 1, 0
 	}
-	waitFor(t, "the other member owns the revoked partition", func() bool {
+	testkit.WaitFor(t, "the other member owns the revoked partition", func() bool {
 		_, parts := other.Assignment()
 		return len(parts) == 1 && parts[0] == revoked
 	})
-	env.wantStored("g", "s", "t", revoked, 19)
-	waitFor(t, "the revoked partition's drained entry released", func() bool { return len(tablePartitions(rt)) == 1 })
+	env.WantStored("g", "s", "t", revoked, 19)
+	testkit.WaitFor(t, "the revoked partition's drained entry released", func() bool { return len(tablePartitions(rt)) == 1 })
 	cm := sink.committer()
 	if err := cm.Commit(env.partition("s", "t", revoked), 19); !errors.Is(err, sdk.ErrCommitUnknownPartition) {
 		t.Fatalf("commit on the revoked partition = %v, want ErrCommitUnknownPartition", err)
 	}
-	if _, ok := env.stored("g", "s", "t", kept); ok {
+	if _, ok := env.Stored("g", "s", "t", kept); ok {
 		t.Fatal("kept partition stored before stop (delay 1h)")
 	}
 	stopRuntime(t, rt)
-	env.wantStored("g", "s", "t", kept, 19)
+	env.WantStored("g", "s", "t", kept, 19)
 	if err := cm.Commit(env.partition("s", "t", kept), 19); !errors.Is(err, sdk.ErrCommitUnknownPartition) {
 		t.Fatalf("commit after stop = %v, want ErrCommitUnknownPartition", err)
 	}
@@ -416,22 +414,22 @@ func TestPipelineRevocationAndStop(t *testing.T) {
 // flushed last); the runtime stores 29 before leaving the group.
 func TestPipelineCloseMayCommit(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 30, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 30, nil)
 	sink := newRecSink()
 	var closeErr error
 	p0 := env.partition("s", "t", 0)
 	sink.onClose = func(c sdk.Committer) { closeErr = c.Commit(p0, 29) }
 	rt := env.start(testSinkConfig(config.CommitSinkControlled, config.FailureStop), sink)
-	waitFor(t, "30 delivered", func() bool { return len(sink.got(0)) == 30 })
-	if _, ok := env.stored("g", "s", "t", 0); ok {
+	testkit.WaitFor(t, "30 delivered", func() bool { return len(sink.got(0)) == 30 })
+	if _, ok := env.Stored("g", "s", "t", 0); ok {
 		t.Fatal("stored before Close committed")
 	}
 	stopRuntime(t, rt)
 	if closeErr != nil {
 		t.Fatal(closeErr)
 	}
-	env.wantStored("g", "s", "t", 0, 29)
+	env.WantStored("g", "s", "t", 0, 29)
 }
 
 // TestPipelineStoreFailuresRetried: the first three offset stores fail (injected in front
@@ -440,8 +438,8 @@ func TestPipelineCloseMayCommit(t *testing.T) {
 // counted as a fourth failure (StoreErrors 4); stores ended by our own stop are not failures.
 func TestPipelineStoreFailuresRetried(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 50, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 50, nil)
 	sink := newRecSink()
 	rt := env.runtime([]*config.Sink{testSinkConfig(config.CommitAfterConsuming, config.FailureStop)}, map[string]sdk.Sink{"rec": sink})
 	fb := &faultyBackend{backend: rt.be}
@@ -450,7 +448,7 @@ func TestPipelineStoreFailuresRetried(t *testing.T) {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "stored 49", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 49 })
+	testkit.WaitFor(t, "stored 49", func() bool { o, ok := env.Stored("g", "s", "t", 0); return ok && o == 49 })
 	stopRuntime(t, rt)
 	if st := rt.Status()[0].Stats; st.StoreErrors != 3 || st.Committed != 50 || st.Delivered != 50 {
 		t.Fatalf("stats %+v", st)
@@ -459,7 +457,7 @@ func TestPipelineStoreFailuresRetried(t *testing.T) {
 
 func TestRuntimeUnknownBuiltin(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
+	env.Topic("s", "t", 1)
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.Path = "builtin:nope"
 	rt := env.runtime([]*config.Sink{cfg}, nil)
@@ -477,7 +475,7 @@ func TestRuntimeUnknownBuiltin(t *testing.T) {
 // error naming it); New and Start still succeed.
 func TestRuntimeMissingTopic(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "other", 1)
+	env.Topic("s", "other", 1)
 	sink := newRecSink()
 	rt := env.start(testSinkConfig(config.CommitAfterConsuming, config.FailureStop), sink)
 	st := rt.Status()[0]

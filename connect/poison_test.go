@@ -8,6 +8,7 @@ import (
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -36,14 +37,14 @@ func TestPoisonMessagePerMessage(t *testing.T) {
 		for _, mode := range []config.CommitMode{config.CommitAfterConsuming, config.CommitSinkControlled} {
 			t.Run(string(policy)+"/"+string(mode), func(t *testing.T) {
 				env := newIggyEnv(t)
-				env.topic("s", "t", 1)
-				env.fill("s", "t", 0, 10, poisonPayload, userHeader)
+				env.Topic("s", "t", 1)
+				env.Fill("s", "t", 0, 10, poisonPayload, userHeader)
 				sink := newRecSink()
 				sink.commitEach = mode == config.CommitSinkControlled
 				rt := env.start(jsonSinkConfig(mode, policy), sink)
-				waitFor(t, "stored 9", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 9 })
+				testkit.WaitFor(t, "stored 9", func() bool { o, ok := env.Stored("g", "s", "t", 0); return ok && o == 9 })
 				stopRuntime(t, rt)
-				env.wantStored("g", "s", "t", 0, 9)
+				env.WantStored("g", "s", "t", 0, 9)
 				want := append(seq(0, 4), seq(6, 9)...)
 				if got := sink.got(0); !equalOffsets(got, want) {
 					t.Fatalf("delivered %v, want %v", got, want)
@@ -81,16 +82,16 @@ func TestPoisonMessageStop(t *testing.T) {
 	for _, mode := range []config.CommitMode{config.CommitAfterConsuming, config.CommitSinkControlled} {
 		t.Run(string(mode), func(t *testing.T) {
 			env := newIggyEnv(t)
-			env.topic("s", "t", 1)
-			env.fill("s", "t", 0, 10, poisonPayload)
+			env.Topic("s", "t", 1)
+			env.Fill("s", "t", 0, 10, poisonPayload)
 			sink := newRecSink()
 			sink.commitEach = mode == config.CommitSinkControlled
 			cfg := jsonSinkConfig(mode, config.FailureStop)
 			cfg.Restart.MaxRestarts = 0
 			rt := env.start(cfg, sink)
-			waitFor(t, "error status", func() bool { return rt.Status()[0].State == StateError })
+			testkit.WaitFor(t, "error status", func() bool { return rt.Status()[0].State == StateError })
 			stopRuntime(t, rt)
-			env.wantStored("g", "s", "t", 0, 4)
+			env.WantStored("g", "s", "t", 0, 4)
 			if got := sink.got(0); !equalOffsets(got, seq(0, 4)) {
 				t.Fatalf("delivered %v, want 0..4", got)
 			}
@@ -110,7 +111,7 @@ func TestPoisonMessageStop(t *testing.T) {
 func (e *iggyEnv) wantPoisonDeadLetter(t *testing.T, offset uint64, payload, stage string) {
 	t.Helper()
 	zero := uint32(0)
-	res, err := e.admin.PollMessages(bg(t), iggy.PollRequest{
+	res, err := e.Admin.PollMessages(bg(t), iggy.PollRequest{
 		Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: iggy.ID(1)},
 		Stream:   iggy.Name("dlq"), Topic: iggy.Name("dead"), Partition: &zero,
 		Strategy: wire.PollOffset(0), Count: 100,
@@ -157,13 +158,13 @@ func (e *iggyEnv) wantPoisonDeadLetter(t *testing.T, offset uint64, payload, sta
 // setup, naming the stream, and is not restarted (no restart can fix it).
 func TestAvroStreamRefusedAtSetup(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 3, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 3, nil)
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.Streams[0].Schema, cfg.Streams[0].AvroSchemaJSON = sdk.SchemaAvro, `{"type":"recrd"}`
 	sink := newRecSink()
 	rt := env.start(cfg, sink)
-	waitFor(t, "gave up", func() bool { st := rt.Status()[0]; return st.State == StateError && st.Restart.GaveUp })
+	testkit.WaitFor(t, "gave up", func() bool { st := rt.Status()[0]; return st.State == StateError && st.Restart.GaveUp })
 	stopRuntime(t, rt)
 	st := rt.Status()[0]
 	if st.LastError == nil || !strings.Contains(st.LastError.Message, "stream s: avro schema:") || st.Restart.Total != 0 {
@@ -179,8 +180,8 @@ func TestAvroStreamRefusedAtSetup(t *testing.T) {
 func TestAvroStreamDecoded(t *testing.T) {
 	const avroSchema = `{"type":"record","name":"R","fields":[{"name":"n","type":"long"},{"name":"s","type":"string"}]}`
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 3, func(i int) []byte {
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 3, func(i int) []byte {
 		b := []byte{byte(2 * i), 4, 'o', 'k'} // zig-zag: long i, string of length 2
 		if i == 1 {
 			b = append(b, 0)
@@ -191,7 +192,7 @@ func TestAvroStreamDecoded(t *testing.T) {
 	cfg.Streams[0].Schema, cfg.Streams[0].AvroSchemaJSON = sdk.SchemaAvro, avroSchema
 	sink := newRecSink()
 	rt := env.start(cfg, sink)
-	waitFor(t, "stored 2", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 2 })
+	testkit.WaitFor(t, "stored 2", func() bool { o, ok := env.Stored("g", "s", "t", 0); return ok && o == 2 })
 	stopRuntime(t, rt)
 	sink.mu.Lock()
 	got := append([]string(nil), sink.payloads[0]...)

@@ -13,6 +13,7 @@ import (
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 	"github.com/ferryio/ferry/server/servertest"
 )
@@ -28,22 +29,22 @@ func iggyConsumerConfig(stream, topic, group string) iggy.ConsumerConfig {
 
 // partition returns the sdk partition of stream/topic/p with the server's numeric ids.
 func (e *iggyEnv) partition(stream, topic string, p uint32) sdk.Partition {
-	e.t.Helper()
-	t, err := e.admin.GetTopic(bg(e.t), iggy.Name(stream), iggy.Name(topic))
+	e.T.Helper()
+	t, err := e.Admin.GetTopic(bg(e.T), iggy.Name(stream), iggy.Name(topic))
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	s, err := e.admin.GetStream(bg(e.t), iggy.Name(stream))
+	s, err := e.Admin.GetStream(bg(e.T), iggy.Name(stream))
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return sdk.Partition{StreamID: s.ID, TopicID: t.ID, PartitionID: p}
 }
 
 func (e *iggyEnv) wantNoStream(stream string) {
-	e.t.Helper()
-	if _, err := e.admin.GetStream(bg(e.t), iggy.Name(stream)); !errors.Is(err, wire.ErrNotFound) {
-		e.t.Fatalf("stream %s: err %v, want not found", stream, err)
+	e.T.Helper()
+	if _, err := e.Admin.GetStream(bg(e.T), iggy.Name(stream)); !errors.Is(err, wire.ErrNotFound) {
+		e.T.Fatalf("stream %s: err %v, want not found", stream, err)
 	}
 }
 
@@ -53,7 +54,7 @@ func (e *iggyEnv) wantNoStream(stream string) {
 func (e *iggyEnv) wantDeadLetters(t *testing.T, stream, topic string, first, last uint64) {
 	t.Helper()
 	zero := uint32(0)
-	res, err := e.admin.PollMessages(bg(t), iggy.PollRequest{
+	res, err := e.Admin.PollMessages(bg(t), iggy.PollRequest{
 		Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: iggy.ID(1)},
 		Stream:   iggy.Name(stream), Topic: iggy.Name(topic), Partition: &zero,
 		Strategy: wire.PollOffset(0), Count: 1000,
@@ -195,10 +196,10 @@ func (s *asyncSink) errs() []error {
 
 // groupMembers returns the partitions of each member of the group, sorted by count.
 func (e *iggyEnv) groupMembers(stream, topic, group string) [][]uint32 {
-	e.t.Helper()
-	g, err := e.admin.GetConsumerGroup(bg(e.t), iggy.Name(stream), iggy.Name(topic), iggy.Name(group))
+	e.T.Helper()
+	g, err := e.Admin.GetConsumerGroup(bg(e.T), iggy.Name(stream), iggy.Name(topic), iggy.Name(group))
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	var out [][]uint32
 	for _, m := range g.Members {
@@ -220,9 +221,9 @@ func TestPipelineRebalance(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			const parts, per = 4, 400
 			env := newIggyEnv(t, servertest.WithRebalancingTimeout(300*time.Millisecond))
-			env.topic("s", "t", parts)
+			env.Topic("s", "t", parts)
 			for p := uint32(0); p < parts; p++ {
-				env.fill("s", "t", p, per, nil)
+				env.Fill("s", "t", p, per, nil)
 			}
 			cfg := func() *config.Sink {
 				c := testSinkConfig(mode, config.FailureStop)
@@ -233,14 +234,14 @@ func TestPipelineRebalance(t *testing.T) {
 			sinkA.delay, sinkB.delay = 4*time.Millisecond, 4*time.Millisecond
 			sinkA.commitEach, sinkB.commitEach = true, true
 			rtA := env.start(cfg(), sinkA)
-			waitFor(t, "A owns every partition", func() bool { return len(ownedPartitions(rtA)) == parts })
+			testkit.WaitFor(t, "A owns every partition", func() bool { return len(ownedPartitions(rtA)) == parts })
 			rtB := env.start(cfg(), sinkB)
-			waitFor(t, "group split 2/2", func() bool {
+			testkit.WaitFor(t, "group split 2/2", func() bool {
 				m := env.groupMembers("s", "t", "g")
 				return len(m) == 2 && len(m[0]) == 2 && len(m[1]) == 2 && len(ownedPartitions(rtA)) == 2
 			})
 			t0 := time.Now()
-			waitFor(t, "B receives messages", func() bool { return total(sinkB, parts) > 0 })
+			testkit.WaitFor(t, "B receives messages", func() bool { return total(sinkB, parts) > 0 })
 			t.Logf("B received after %v; A total %d", time.Since(t0), total(sinkA, parts))
 			aBefore := total(sinkA, parts)
 			if aBefore == parts*per {
@@ -248,13 +249,13 @@ func TestPipelineRebalance(t *testing.T) {
 			}
 			stopRuntime(t, rtA)
 			t.Logf("A stopped at %v", time.Since(t0))
-			waitFor(t, "B owns every partition", func() bool {
+			testkit.WaitFor(t, "B owns every partition", func() bool {
 				m := env.groupMembers("s", "t", "g")
 				return len(m) == 1 && len(m[0]) == parts
 			})
-			waitFor(t, "every partition stored to 399", func() bool {
+			testkit.WaitFor(t, "every partition stored to 399", func() bool {
 				for p := uint32(0); p < parts; p++ {
-					if o, ok := env.stored("g", "s", "t", p); !ok || o != per-1 {
+					if o, ok := env.Stored("g", "s", "t", p); !ok || o != per-1 {
 						return false
 					}
 				}
@@ -263,7 +264,7 @@ func TestPipelineRebalance(t *testing.T) {
 			t.Logf("all stored at %v; B total %d", time.Since(t0), total(sinkB, parts))
 			stopRuntime(t, rtB)
 			for p := uint32(0); p < parts; p++ {
-				env.wantStored("g", "s", "t", p, per-1)
+				env.WantStored("g", "s", "t", p, per-1)
 				seen := make([]bool, per)
 				for _, s := range []*recSink{sinkA, sinkB} {
 					got := s.got(p)
@@ -419,37 +420,30 @@ func (s *timerSink) errs() []error {
 func TestPipelineRebalanceDrainsTimedCommits(t *testing.T) {
 	const parts, per = 2, 3000
 	env := newIggyEnv(t)
-	env.topic("s", "t", parts)
+	env.Topic("s", "t", parts)
 	for p := uint32(0); p < parts; p++ {
-		env.fill("s", "t", p, per, nil)
+		env.Fill("s", "t", p, per, nil)
 	}
 	cfg := testSinkConfig(config.CommitSinkControlled, config.FailureStop)
 	sinkA := newTimerSink(100*time.Millisecond, 2*time.Millisecond)
 	sinkB := newTimerSink(time.Hour, 0)
 	rtA := env.start(cfg, sinkA)
-	waitFor(t, "A delivers from both partitions", func() bool {
+	testkit.WaitFor(t, "A delivers from both partitions", func() bool {
 		return len(sinkA.got(0)) >= 100 && len(sinkA.got(1)) >= 100
 	})
 	joined := time.Now()
 	rtB := env.start(testSinkConfig(config.CommitSinkControlled, config.FailureStop), sinkB)
-	waitFor(t, "one partition revoked from A", func() bool { return len(ownedPartitions(rtA)) == 1 })
+	testkit.WaitFor(t, "one partition revoked from A", func() bool { return len(ownedPartitions(rtA)) == 1 })
 	var r, k uint32 = 0, 1
 	if ownedPartitions(rtA)[0] {
 		r, k = 1, 0
 	}
 	var firstB time.Time
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if at, ok := sinkB.first(r); ok {
-			firstB = at
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("B received nothing of revoked partition %d within 5s (A delivered %d of it; A's rejected commits %v)",
-				r, len(sinkA.got(r)), sinkA.errs())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, fmt.Sprintf("B to receive revoked partition %d", r), func() bool {
+		at, ok := sinkB.first(r)
+		firstB = at
+		return ok
+	})
 	if d := firstB.Sub(joined); d > 2*time.Second {
 		t.Fatalf("B received revoked partition %d %v after joining, want within 2s", r, d)
 	}
@@ -458,12 +452,12 @@ func TestPipelineRebalanceDrainsTimedCommits(t *testing.T) {
 	if x == 0 || x >= per {
 		t.Fatalf("A delivered %d of partition %d before the split, want 0 < X < %d", x, r, per)
 	}
-	env.wantStored("g", "s", "t", r, x-1)
-	waitFor(t, "A's kept partition stored to 2999", func() bool {
-		o, ok := env.stored("g", "s", "t", k)
+	env.WantStored("g", "s", "t", r, x-1)
+	testkit.WaitFor(t, "A's kept partition stored to 2999", func() bool {
+		o, ok := env.Stored("g", "s", "t", k)
 		return ok && o == per-1
 	})
-	waitFor(t, "B delivers the rest of the revoked partition", func() bool { return len(sinkB.got(r)) == per-int(x) })
+	testkit.WaitFor(t, "B delivers the rest of the revoked partition", func() bool { return len(sinkB.got(r)) == per-int(x) })
 	stopRuntime(t, rtB)
 	stopRuntime(t, rtA)
 
@@ -483,7 +477,7 @@ func TestPipelineRebalanceDrainsTimedCommits(t *testing.T) {
 		t.Fatalf("B delivered %d offsets of kept partition %d, want none", len(got), k)
 	}
 	for p := uint32(0); p < parts; p++ {
-		env.wantStored("g", "s", "t", p, per-1)
+		env.WantStored("g", "s", "t", p, per-1)
 	}
 	for name, s := range map[string]*timerSink{"A": sinkA, "B": sinkB} {
 		if errs := s.errs(); len(errs) != 0 {

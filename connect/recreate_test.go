@@ -8,6 +8,7 @@ import (
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // TestRecreatedTopicDeliveredFromZero is the regression test of "a recreated topic is
@@ -22,33 +23,33 @@ func TestRecreatedTopicDeliveredFromZero(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
 			env := newIggyEnv(t)
-			env.topic("s", "t", 1)
-			env.fill("s", "t", 0, 5000, nil)
+			env.Topic("s", "t", 1)
+			env.Fill("s", "t", 0, 5000, nil)
 			sink := newRecSink()
 			sink.commitEach = true
 			cfg := testSinkConfig(mode, config.FailureStop)
 			cfg.Streams[0].BatchLength = 100
 			rt, logs := env.startLogged(cfg, sink)
 			defer stopRuntime(t, rt)
-			old, err := env.admin.GetTopic(bg(t), iggy.Name("s"), iggy.Name("t"))
+			old, err := env.Admin.GetTopic(bg(t), iggy.Name("s"), iggy.Name("t"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "5000 delivered and stored", func() bool {
-				o, ok := env.stored("g", "s", "t", 0)
+			testkit.WaitFor(t, "5000 delivered and stored", func() bool {
+				o, ok := env.Stored("g", "s", "t", 0)
 				return len(sink.got(0)) == 5000 && ok && o == 4999
 			})
-			if err := env.admin.DeleteTopic(bg(t), iggy.Name("s"), iggy.Name("t")); err != nil {
+			if err := env.Admin.DeleteTopic(bg(t), iggy.Name("s"), iggy.Name("t")); err != nil {
 				t.Fatal(err)
 			}
-			env.topic("s", "t", 1)
-			now, err := env.admin.GetTopic(bg(t), iggy.Name("s"), iggy.Name("t"))
+			env.Topic("s", "t", 1)
+			now, err := env.Admin.GetTopic(bg(t), iggy.Name("s"), iggy.Name("t"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			env.fill("s", "t", 0, 8000, nil)
-			waitFor(t, "the new topic's 7999 delivered and stored", func() bool {
-				o, ok := env.stored("g", "s", "t", 0)
+			env.Fill("s", "t", 0, 8000, nil)
+			testkit.WaitFor(t, "the new topic's 7999 delivered and stored", func() bool {
+				o, ok := env.Stored("g", "s", "t", 0)
 				g := sink.got(0)
 				return ok && o == 7999 && len(g) > 5000 && g[len(g)-1] == 7999
 			})
@@ -74,7 +75,7 @@ func TestRecreatedTopicDeliveredFromZero(t *testing.T) {
 				t.Fatalf("%d lines %s…%s; want 1; logs:\n%s", n, msg, tail, logs.String())
 			}
 			// The table records a store once its reply is handled, just after the server has it.
-			waitFor(t, "the table's partition 0 stored at 7999", func() bool {
+			testkit.WaitFor(t, "the table's partition 0 stored at 7999", func() bool {
 				ps := rt.Status()[0].Partitions
 				i := slices.IndexFunc(ps, func(p PartitionStatus) bool { return p.Partition == 0 })
 				return i >= 0 && ps[i].Stored == 7999
@@ -90,22 +91,22 @@ func TestRecreatedTopicDeliveredFromZero(t *testing.T) {
 // is running, with no last error, and delivers the new topic from offset 0.
 func TestDeletedTopicDegradesTheSink(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 10, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 10, nil)
 	sink := newRecSink()
 	rt := env.start(testSinkConfig(config.CommitAfterConsuming, config.FailureStop), sink)
 	defer stopRuntime(t, rt)
-	waitFor(t, "10 delivered and stored", func() bool {
-		o, ok := env.stored("g", "s", "t", 0)
+	testkit.WaitFor(t, "10 delivered and stored", func() bool {
+		o, ok := env.Stored("g", "s", "t", 0)
 		return len(sink.got(0)) == 10 && ok && o == 9
 	})
 	if st := rt.Status()[0]; st.State != StateRunning || st.LastError != nil || st.Stats.PollErrors != 0 {
 		t.Fatalf("before the delete: %s, %v, %d poll errors", st.State, st.LastError, st.Stats.PollErrors)
 	}
-	if err := env.admin.DeleteTopic(bg(t), iggy.Name("s"), iggy.Name("t")); err != nil {
+	if err := env.Admin.DeleteTopic(bg(t), iggy.Name("s"), iggy.Name("t")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the sink degraded", func() bool { return rt.Status()[0].State == StateDegraded })
+	testkit.WaitFor(t, "the sink degraded", func() bool { return rt.Status()[0].State == StateDegraded })
 	st := rt.Status()[0]
 	if st.LastError == nil || !strings.HasPrefix(st.LastError.Message, "poll s/t: ") || !strings.Contains(st.LastError.Message, "TopicIdNotFound") {
 		t.Fatalf("degraded with last error %+v; want the poll's TopicIdNotFound", st.LastError)
@@ -113,9 +114,9 @@ func TestDeletedTopicDegradesTheSink(t *testing.T) {
 	if st.Stats.PollErrors == 0 || st.Stats.Errors() != st.Stats.PollErrors {
 		t.Fatalf("poll errors %d, errors %d; want at least one poll error, and errors = poll errors", st.Stats.PollErrors, st.Stats.Errors())
 	}
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 3, nil)
-	waitFor(t, "the new topic delivered", func() bool { return len(sink.got(0)) == 13 })
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 3, nil)
+	testkit.WaitFor(t, "the new topic delivered", func() bool { return len(sink.got(0)) == 13 })
 	st = rt.Status()[0]
 	if st.State != StateRunning || st.LastError != nil || st.Stats.TopicsRecreated != 1 {
 		t.Fatalf("after the topic is back: %s, %+v, %d recreated; want running, no last error, 1", st.State, st.LastError, st.Stats.TopicsRecreated)

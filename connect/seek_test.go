@@ -12,6 +12,7 @@ import (
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -51,15 +52,15 @@ func (s *seekSink) Assigned(_ context.Context, topic sdk.TopicMetadata, parts []
 // twice first: it is retried, and nothing was delivered before it answered.
 func TestSeekOnAssignment(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 2)
-	env.fill("s", "t", 0, 40, nil)
-	env.fill("s", "t", 1, 40, nil)
+	env.Topic("s", "t", 2)
+	env.Fill("s", "t", 0, 40, nil)
+	env.Fill("s", "t", 1, 40, nil)
 	sink := &seekSink{recSink: newRecSink(), start: map[uint32]uint64{0: 17}, failures: 2}
 	sink.commitEach = true
 	rt := env.start(testSinkConfig(config.CommitSinkControlled, config.FailureStop), sink)
-	waitFor(t, "stored 39 on both", func() bool {
-		o0, ok0 := env.stored("g", "s", "t", 0)
-		o1, ok1 := env.stored("g", "s", "t", 1)
+	testkit.WaitFor(t, "stored 39 on both", func() bool {
+		o0, ok0 := env.Stored("g", "s", "t", 0)
+		o1, ok1 := env.Stored("g", "s", "t", 1)
 		return ok0 && ok1 && o0 == 39 && o1 == 39
 	})
 	stopRuntime(t, rt)
@@ -118,14 +119,14 @@ func TestRejectedMessagesAlone(t *testing.T) {
 	for _, policy := range []config.FailurePolicy{config.FailureDeadLetter, config.FailureSkip, config.FailureStop} {
 		t.Run(string(policy), func(t *testing.T) {
 			env := newIggyEnv(t)
-			env.topic("s", "t", 1)
-			env.fill("s", "t", 0, 50, nil)
+			env.Topic("s", "t", 1)
+			env.Fill("s", "t", 0, 50, nil)
 			sink := &rejectSink{recSink: newRecSink(), reject: []uint64{13, 17}, calls: map[uint64]int{}}
 			rt := env.start(testSinkConfig(config.CommitAfterConsuming, policy), sink)
 			if policy == config.FailureStop {
-				waitFor(t, "the sink stopped in error", func() bool { return rt.Status()[0].State == StateError })
+				testkit.WaitFor(t, "the sink stopped in error", func() bool { return rt.Status()[0].State == StateError })
 				stopRuntime(t, rt)
-				if o, ok := env.stored("g", "s", "t", 0); ok && o > 9 {
+				if o, ok := env.Stored("g", "s", "t", 0); ok && o > 9 {
 					t.Fatalf("stored %d, want at most 9", o)
 				}
 				if le := rt.Status()[0].LastError; le == nil || !strings.Contains(le.Message, "offsets [13 17]") {
@@ -133,7 +134,7 @@ func TestRejectedMessagesAlone(t *testing.T) {
 				}
 				return
 			}
-			waitFor(t, "stored 49", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 49 })
+			testkit.WaitFor(t, "stored 49", func() bool { o, ok := env.Stored("g", "s", "t", 0); return ok && o == 49 })
 			stopRuntime(t, rt)
 			st := rt.Status()[0].Stats
 			sink.cmu.Lock()
@@ -156,7 +157,7 @@ func TestRejectedMessagesAlone(t *testing.T) {
 				t.Fatalf("stats %+v", st)
 			}
 			zero := uint32(0)
-			res, err := env.admin.PollMessages(bg(t), iggy.PollRequest{
+			res, err := env.Admin.PollMessages(bg(t), iggy.PollRequest{
 				Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: iggy.ID(1)},
 				Stream:   iggy.Name("dlq"), Topic: iggy.Name("dead"), Partition: &zero,
 				Strategy: wire.PollOffset(0), Count: 100,

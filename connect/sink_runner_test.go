@@ -10,25 +10,26 @@ import (
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/internal/syncbuf"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
 // startLogged starts a Runtime running sink (builtin "rec") whose logs go to a buffer.
 func (e *iggyEnv) startLogged(cfg *config.Sink, sink sdk.Sink) (*Runtime, *syncbuf.Buffer) {
-	e.t.Helper()
+	e.T.Helper()
 	fitInFlight(cfg, sink)
 	if err := cfg.Validate(); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	logs := &syncbuf.Buffer{}
 	reg := sdk.NewRegistry().AddSink("rec", func() sdk.Sink { return sink })
-	rt, err := New(Options{Connectors: &config.Connectors{Sinks: []*config.Sink{cfg}}, Client: e.dial(), Builtins: reg,
+	rt, err := New(Options{Connectors: &config.Connectors{Sinks: []*config.Sink{cfg}}, Client: e.Dial(), Builtins: reg,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	if err := rt.Start(context.Background()); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return rt, logs
 }
@@ -43,12 +44,12 @@ func TestSinkStopInTimeLogsNoAbandonWarning(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
 			env := newIggyEnv(t)
-			env.topic("s", "t", 1)
-			env.fill("s", "t", 0, 30, nil)
+			env.Topic("s", "t", 1)
+			env.Fill("s", "t", 0, 30, nil)
 			sink := newRecSink()
 			sink.commitEach = true
 			rt, logs := env.startLogged(testSinkConfig(mode, config.FailureStop), sink)
-			waitFor(t, "30 delivered", func() bool { return len(sink.got(0)) == 30 })
+			testkit.WaitFor(t, "30 delivered", func() bool { return len(sink.got(0)) == 30 })
 			stopRuntime(t, rt)
 			out := logs.String()
 			if n := strings.Count(out, `msg="sink stopped"`); n != 1 {
@@ -80,8 +81,8 @@ func (s *blockSink) Close(context.Context) error { return nil }
 // is stored.
 func TestSinkStopPastTimeoutLogsAbandonWarning(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 10, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 10, nil)
 	sink := &blockSink{entered: make(chan struct{}, 1)}
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.ShutdownTimeout = 100 * time.Millisecond
@@ -95,7 +96,7 @@ func TestSinkStopPastTimeoutLogsAbandonWarning(t *testing.T) {
 	if n := strings.Count(logs.String(), abandonWarning); n != 1 {
 		t.Fatalf("%d abandon warnings, want 1:\n%s", n, logs.String())
 	}
-	if _, ok := env.stored("g", "s", "t", 0); ok {
+	if _, ok := env.Stored("g", "s", "t", 0); ok {
 		t.Fatal("an abandoned batch was committed")
 	}
 }
@@ -127,8 +128,8 @@ func (s *stuckSink) Close(context.Context) error {
 // sink ends "stopped", the abandon warning is logged once, and nothing is stored.
 func TestSinkStopBoundedByOneShutdownTimeout(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, 10, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 10, nil)
 	sink := &stuckSink{entered: make(chan struct{}), release: make(chan struct{})}
 	t.Cleanup(func() { close(sink.release) }) // let the abandoned goroutines end
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
@@ -159,7 +160,7 @@ func TestSinkStopBoundedByOneShutdownTimeout(t *testing.T) {
 	if !strings.Contains(logs.String(), "Close did not return within shutdown_timeout") {
 		t.Fatalf("no word of the abandoned Close:\n%s", logs.String())
 	}
-	if _, ok := env.stored("g", "s", "t", 0); ok {
+	if _, ok := env.Stored("g", "s", "t", 0); ok {
 		t.Fatal("an abandoned batch was committed")
 	}
 }

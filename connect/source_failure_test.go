@@ -9,6 +9,7 @@ import (
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -38,15 +39,15 @@ func (s *jsonBatchSource) Read(ctx context.Context) (sdk.SourceBatch, sdk.AckFun
 
 // payloads reads partition 0 of stream/topic from the start.
 func (e *iggyEnv) payloads(stream, topic string) []wire.Message {
-	e.t.Helper()
+	e.T.Helper()
 	zero := uint32(0)
-	res, err := e.admin.PollMessages(bg(e.t), iggy.PollRequest{
+	res, err := e.Admin.PollMessages(bg(e.T), iggy.PollRequest{
 		Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: iggy.ID(1)},
 		Stream:   iggy.Name(stream), Topic: iggy.Name(topic), Partition: &zero,
 		Strategy: wire.PollOffset(0), Count: 1000,
 	})
 	if err != nil {
-		e.t.Fatalf("poll %s/%s: %v", stream, topic, err)
+		e.T.Fatalf("poll %s/%s: %v", stream, topic, err)
 	}
 	return res.Messages
 }
@@ -57,7 +58,7 @@ func startSource(t *testing.T, env *iggyEnv, cfg *config.Source, src sdk.Source)
 		t.Fatal(err)
 	}
 	reg := sdk.NewRegistry().AddSource("seq", func() sdk.Source { return src })
-	rt, err := New(Options{Connectors: &config.Connectors{Sources: []*config.Source{cfg}}, Client: env.dial(), Builtins: reg,
+	rt, err := New(Options{Connectors: &config.Connectors{Sources: []*config.Source{cfg}}, Client: env.Dial(), Builtins: reg,
 		Runtime: &config.Runtime{State: config.State{Path: t.TempDir()}}, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func TestSourceRejectedBatchPolicies(t *testing.T) {
 			if policy == config.FailureStop {
 				want = StateError
 			}
-			waitFor(t, "source ended", func() bool {
+			testkit.WaitFor(t, "source ended", func() bool {
 				st, _ := rt.Connector(KindSource, "js")
 				return st.State == want && st.Restart.GaveUp == (want == StateError)
 			})
@@ -179,7 +180,7 @@ func TestSourceTransforms(t *testing.T) {
 	}
 	rt := startSource(t, env, cfg, src)
 	defer stopRuntime(t, rt)
-	waitFor(t, "source ended", func() bool { st, _ := rt.Connector(KindSource, "js"); return st.State == StateStopped })
+	testkit.WaitFor(t, "source ended", func() bool { st, _ := rt.Connector(KindSource, "js"); return st.State == StateStopped })
 	var sent []string
 	for _, m := range env.payloads("s", "t") {
 		sent = append(sent, string(m.Payload))

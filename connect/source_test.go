@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -206,7 +207,7 @@ func TestSourceExactlyOnceWithoutCrash(t *testing.T) {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "source stopped at end of input", func() bool { return rt.Status()[0].State == StateStopped })
+	testkit.WaitFor(t, "source stopped at end of input", func() bool { return rt.Status()[0].State == StateStopped })
 	if err := rt.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestSourceExactlyOnceWithoutCrash(t *testing.T) {
 	if err := rt2.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "restarted source stopped", func() bool { return rt2.Status()[0].State == StateStopped })
+	testkit.WaitFor(t, "restarted source stopped", func() bool { return rt2.Status()[0].State == StateStopped })
 	if err := rt2.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +268,7 @@ func TestSourceStopNacksUnsentBatch(t *testing.T) {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "send errors", func() bool { return rt.Status()[0].Stats.SendErrors >= 3 })
+	testkit.WaitFor(t, "send errors", func() bool { return rt.Status()[0].Stats.SendErrors >= 3 })
 	if st := rt.Status()[0]; st.State != StateError || st.LastError == nil {
 		t.Fatalf("status while failing = %+v, want error with last_error", st)
 	}
@@ -300,13 +301,13 @@ func TestSourceHardStopAbandonsSend(t *testing.T) {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "batch in flight", func() bool { return rt.Status()[0].Stats.Produced == 10 })
+	testkit.WaitFor(t, "batch in flight", func() bool { return rt.Status()[0].Stats.Produced == 10 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if err := rt.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Stop = %v, want deadline exceeded", err)
 	}
-	waitFor(t, "source done", func() bool {
+	testkit.WaitFor(t, "source done", func() bool {
 		acks, closed, _ := src.snapshot()
 		return len(acks) == 1 && closed
 	})
@@ -314,7 +315,7 @@ func TestSourceHardStopAbandonsSend(t *testing.T) {
 	if !errors.Is(acks[0], errStopping) || !errors.Is(acks[0], context.Canceled) {
 		t.Fatalf("ack = %v, want errStopping wrapping context.Canceled", acks[0])
 	}
-	waitFor(t, "status stopped", func() bool { return rt.Status()[0].State == StateStopped })
+	testkit.WaitFor(t, "status stopped", func() bool { return rt.Status()[0].State == StateStopped })
 }
 
 // TestSourceStartFailures: an unknown built-in and a read error are reported in the status;
@@ -340,7 +341,7 @@ func TestSourceStartFailures(t *testing.T) {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "end of input", func() bool { return rt.Status()[0].State == StateStopped })
+	testkit.WaitFor(t, "end of input", func() bool { return rt.Status()[0].State == StateStopped })
 	if err := rt.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -368,8 +369,8 @@ func TestSourceStateDirMissingParent(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	waitFor(t, "the good source at the end of its input", func() bool { return rt.Status()[0].State == StateStopped })
-	waitFor(t, "the bad source given up", func() bool { return rt.Status()[1].Restart.GaveUp })
+	testkit.WaitFor(t, "the good source at the end of its input", func() bool { return rt.Status()[0].State == StateStopped })
+	testkit.WaitFor(t, "the bad source given up", func() bool { return rt.Status()[1].Restart.GaveUp })
 	st := rt.Status()[1]
 	parent := filepath.Join(state, "source_random_invalid")
 	want := "Failed to load source state: Cannot open state file " + filepath.Join(parent, "state_missing_parent.state") +

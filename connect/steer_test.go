@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -165,7 +166,7 @@ func TestSourceReadSteering(t *testing.T) {
 		if err := rt.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "source stopped at end of input", func() bool { return rt.Status()[0].State == StateStopped })
+		testkit.WaitFor(t, "source stopped at end of input", func() bool { return rt.Status()[0].State == StateStopped })
 		if err := rt.Stop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +184,7 @@ func TestSourceReadSteering(t *testing.T) {
 		if err := rt.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "source in error", func() bool { return rt.Status()[0].State == StateError })
+		testkit.WaitFor(t, "source in error", func() bool { return rt.Status()[0].State == StateError })
 		st := rt.Status()[0]
 		if err := rt.Stop(context.Background()); err != nil {
 			t.Fatal(err)

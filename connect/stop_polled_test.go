@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -37,20 +38,20 @@ func TestStopDeliversWhatThePollStored(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
 			env := newIggyEnv(t)
-			env.topic("s", "t", 1)
-			env.fill("s", "t", 0, 100, nil)
+			env.Topic("s", "t", 1)
+			env.Fill("s", "t", 0, 100, nil)
 			sink := &holdFirstSink{recSink: newRecSink(), entered: make(chan struct{}), gate: make(chan struct{})}
 			sink.commitEach = true
 			rt := env.start(testSinkConfig(mode, config.FailureStop), sink)
 			<-sink.entered
-			waitFor(t, "30 polled", func() bool { return sinkOf(rt).counters.Polled.Load() == 30 })
+			testkit.WaitFor(t, "30 polled", func() bool { return sinkOf(rt).counters.Polled.Load() == 30 })
 			stopped := make(chan error, 1)
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				stopped <- rt.Stop(ctx)
 			}()
-			waitFor(t, "stopping", func() bool { return rt.Status()[0].State == StateStopping })
+			testkit.WaitFor(t, "stopping", func() bool { return rt.Status()[0].State == StateStopping })
 			close(sink.gate)
 			if err := <-stopped; err != nil {
 				t.Fatal(err)
@@ -62,7 +63,7 @@ func TestStopDeliversWhatThePollStored(t *testing.T) {
 			if got := sink.got(0); !equalOffsets(got, want) {
 				t.Fatalf("delivered %v, want %v", got, want)
 			}
-			env.wantStored("g", "s", "t", 0, stored)
+			env.WantStored("g", "s", "t", 0, stored)
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 	"github.com/ferryio/ferry/server/servertest"
 )
@@ -139,8 +140,8 @@ func runStorageFault(t *testing.T, env *iggyEnv, mode config.CommitMode, on, off
 		batch          = 10
 		attempts       = 30 // failed stores the fault lasts for, at least
 	)
-	env.topic("s", "t", 1)
-	env.fill("s", "t", 0, total, nil)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, total, nil)
 	sink := newCountSink(before, mode == config.CommitSinkControlled)
 	cfg := testSinkConfig(mode, config.FailureStop)
 	cfg.Streams[0].BatchLength = batch
@@ -156,7 +157,7 @@ func runStorageFault(t *testing.T, env *iggyEnv, mode config.CommitMode, on, off
 	}()
 	storeErrors := func() uint64 { return rt.Status()[0].Stats.StoreErrors }
 
-	waitFor(t, "the batch at 300 in the sink", func() bool {
+	testkit.WaitFor(t, "the batch at 300 in the sink", func() bool {
 		select {
 		case <-sink.reached:
 			return true
@@ -164,7 +165,7 @@ func runStorageFault(t *testing.T, env *iggyEnv, mode config.CommitMode, on, off
 			return false
 		}
 	})
-	waitFor(t, "299 stored", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == before-1 })
+	testkit.WaitFor(t, "299 stored", func() bool { o, ok := env.Stored("g", "s", "t", 0); return ok && o == before-1 })
 	on()
 	faulted = true
 	close(sink.gate)
@@ -172,7 +173,7 @@ func runStorageFault(t *testing.T, env *iggyEnv, mode config.CommitMode, on, off
 	// Either the partition pauses at max_uncommitted with exactly 0..399 delivered, or
 	// deliveries pass the bound (the storm): stop waiting at whichever comes first.
 	const bound = before + maxUncommitted
-	waitFor(t, "the partition paused at max_uncommitted", func() bool {
+	testkit.WaitFor(t, "the partition paused at max_uncommitted", func() bool {
 		p, ok := partitionStatus(rt)
 		n := sink.count()
 		return n > bound+batch || (n == bound && ok && p.Paused)
@@ -184,7 +185,7 @@ func runStorageFault(t *testing.T, env *iggyEnv, mode config.CommitMode, on, off
 	}
 	wantBound("when the fault began")
 	from := storeErrors()
-	waitFor(t, "30 more failed stores", func() bool { return storeErrors() >= from+attempts })
+	testkit.WaitFor(t, "30 more failed stores", func() bool { return storeErrors() >= from+attempts })
 	wantBound("during the fault")
 	p, ok := partitionStatus(rt)
 	if !ok || p.State != "owned" || !p.Paused || p.Stored != before-1 || p.Polled != bound-1 || p.Delivered != bound-1 {
@@ -207,11 +208,11 @@ func runStorageFault(t *testing.T, env *iggyEnv, mode config.CommitMode, on, off
 
 	off()
 	faulted = false
-	waitFor(t, "999 stored after the fault", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == total-1 })
+	testkit.WaitFor(t, "999 stored after the fault", func() bool { o, ok := env.Stored("g", "s", "t", 0); return ok && o == total-1 })
 	if got := sink.delivered(); !equalOffsets(got, seq(0, total-1)) {
 		t.Fatalf("delivered %d messages, want 0..%d once each", len(got), total-1)
 	}
-	waitFor(t, "the status to clear", func() bool {
+	testkit.WaitFor(t, "the status to clear", func() bool {
 		p, ok := partitionStatus(rt)
 		return ok && p.Stored == total-1
 	})

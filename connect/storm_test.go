@@ -13,6 +13,7 @@ import (
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -78,7 +79,7 @@ type offsetSampler struct {
 
 func (e *iggyEnv) sampleOffsets(group, stream, topic string, parts uint32) *offsetSampler {
 	s := &offsetSampler{seen: map[uint32][]uint64{}, stop: make(chan struct{}), done: make(chan struct{})}
-	c := e.dial()
+	c := e.Dial()
 	go func() {
 		defer close(s.done)
 		for {
@@ -155,8 +156,8 @@ func memberOf(t *testing.T, rt *Runtime) *iggy.Consumer {
 func TestSlowMemberDuringMembershipStorm(t *testing.T) {
 	const parts, per, rounds = 16, 300, 80
 	env := newIggyEnv(t)
-	env.topic("s", "t", parts)
-	env.fill("s", "t", 1, per, nil)
+	env.Topic("s", "t", parts)
+	env.Fill("s", "t", 1, per, nil)
 	sink := newGateSink()
 	rt := env.start(testSinkConfig(config.CommitAfterConsuming, config.FailureStop), sink)
 	select {
@@ -169,14 +170,14 @@ func TestSlowMemberDuringMembershipStorm(t *testing.T) {
 	}
 	for p := uint32(0); p < parts; p++ {
 		if p != 1 {
-			env.fill("s", "t", p, per, nil)
+			env.Fill("s", "t", p, per, nil)
 		}
 	}
 	a := memberOf(t, rt)
 	sampler := env.sampleOffsets("g", "s", "t", parts)
 
 	stormed := map[uint32][][2]uint64{} // partition → ranges a storm member polled and stored
-	storm := env.dial()
+	storm := env.Dial()
 	cfg := iggy.ConsumerConfig{Stream: iggy.Name("s"), Topic: iggy.Name("t"), Group: "g", BatchSize: 10}
 	join := func(what string) *iggy.Consumer {
 		t.Helper()
@@ -245,7 +246,7 @@ func TestSlowMemberDuringMembershipStorm(t *testing.T) {
 	}
 	close(sink.gate)
 
-	waitFor(t, "A tracks exactly what it owns, nothing pending", func() bool {
+	testkit.WaitFor(t, "A tracks exactly what it owns, nothing pending", func() bool {
 		_, owned := a.Assignment()
 		_, lastOwns := last.Assignment()
 		if len(owned) == 0 || len(owned)+len(lastOwns) != parts {
@@ -261,16 +262,16 @@ func TestSlowMemberDuringMembershipStorm(t *testing.T) {
 			}
 		}
 		for _, st := range rt.Status()[0].Partitions {
-			if o, ok := env.stored("g", "s", "t", st.Partition); st.Pending != 0 || !ok || o != per-1 {
+			if o, ok := env.Stored("g", "s", "t", st.Partition); st.Pending != 0 || !ok || o != per-1 {
 				return false
 			}
 		}
 		return true
 	})
 	leave("the last member", last)
-	waitFor(t, "every partition stored to 299", func() bool {
+	testkit.WaitFor(t, "every partition stored to 299", func() bool {
 		for p := uint32(0); p < parts; p++ {
-			if o, ok := env.stored("g", "s", "t", p); !ok || o != per-1 {
+			if o, ok := env.Stored("g", "s", "t", p); !ok || o != per-1 {
 				return false
 			}
 		}
@@ -313,15 +314,15 @@ func TestSlowMemberDuringMembershipStorm(t *testing.T) {
 func TestRebalanceStormSinkControlled(t *testing.T) {
 	const parts, per, members = 16, 1000, 150
 	env := newIggyEnv(t)
-	env.topic("s", "t", parts)
+	env.Topic("s", "t", parts)
 	for p := uint32(0); p < parts; p++ {
-		env.fill("s", "t", p, per, nil)
+		env.Fill("s", "t", p, per, nil)
 	}
 	sink := newTimerSink(20*time.Millisecond, time.Millisecond)
 	rt := env.start(testSinkConfig(config.CommitSinkControlled, config.FailureStop), sink)
-	waitFor(t, "A delivers", func() bool { return rt.Status()[0].Stats.Delivered > 0 })
+	testkit.WaitFor(t, "A delivers", func() bool { return rt.Status()[0].Stats.Delivered > 0 })
 	a := memberOf(t, rt)
-	storm := env.dial()
+	storm := env.Dial()
 	for i := range members {
 		m, err := storm.NewConsumer(bg(t), iggy.ConsumerConfig{Stream: iggy.Name("s"), Topic: iggy.Name("t"), Group: "g"})
 		if err != nil {
@@ -345,15 +346,15 @@ func TestRebalanceStormSinkControlled(t *testing.T) {
 	if delivered >= parts*per {
 		t.Fatalf("everything was delivered before the storm ended (%d): the test proves nothing", delivered)
 	}
-	waitFor(t, "every partition stored to its last message", func() bool {
+	testkit.WaitFor(t, "every partition stored to its last message", func() bool {
 		for p := uint32(0); p < parts; p++ {
-			if o, ok := env.stored("g", "s", "t", p); !ok || o != per-1 {
+			if o, ok := env.Stored("g", "s", "t", p); !ok || o != per-1 {
 				return false
 			}
 		}
 		return true
 	})
-	waitFor(t, "A tracks all 16, nothing pending", func() bool {
+	testkit.WaitFor(t, "A tracks all 16, nothing pending", func() bool {
 		sts := rt.Status()[0].Partitions
 		if len(sts) != parts {
 			return false
@@ -398,9 +399,9 @@ func TestRebalanceStormSinkControlled(t *testing.T) {
 // at once all the same.
 func TestFailingDrainDoesNotBlockOthers(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 2)
-	env.fill("s", "t", 0, 20, nil)
-	env.fill("s", "t", 1, 20, nil)
+	env.Topic("s", "t", 2)
+	env.Fill("s", "t", 0, 20, nil)
+	env.Fill("s", "t", 1, 20, nil)
 	sink := newRecSink()
 	cfg := testSinkConfig(config.CommitSinkControlled, config.FailureStop)
 	cfg.Commit.Delay, cfg.Commit.Interval = 5*time.Millisecond, time.Hour
@@ -418,36 +419,36 @@ func TestFailingDrainDoesNotBlockOthers(t *testing.T) {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "both partitions delivered", func() bool { return len(sink.got(0)) == 20 && len(sink.got(1)) == 20 })
+	testkit.WaitFor(t, "both partitions delivered", func() bool { return len(sink.got(0)) == 20 && len(sink.got(1)) == 20 })
 
-	b, err := env.dial().NewConsumer(bg(t), iggyConsumerConfig("s", "t", "g"))
+	b, err := env.Dial().NewConsumer(bg(t), iggyConsumerConfig("s", "t", "g"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = b.Close(context.Background()) }()
-	waitFor(t, "partition 1 draining in A", func() bool { return tablePartitions(rt)[1] == partDraining })
-	c, err := env.dial().NewConsumer(bg(t), iggyConsumerConfig("s", "t", "g"))
+	testkit.WaitFor(t, "partition 1 draining in A", func() bool { return tablePartitions(rt)[1] == partDraining })
+	c, err := env.Dial().NewConsumer(bg(t), iggyConsumerConfig("s", "t", "g"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Close(bg(t)); err != nil { // full rebalance: 0 → A, 1 → B, pending cleared
 		t.Fatal(err)
 	}
-	waitFor(t, "B owns partition 1", func() bool { _, p := b.Assignment(); return slices.Equal(p, []uint32{1}) })
+	testkit.WaitFor(t, "B owns partition 1", func() bool { _, p := b.Assignment(); return slices.Equal(p, []uint32{1}) })
 
 	cm := sink.committer()
 	if err := cm.Commit(env.partition("s", "t", 1), 19); err != nil {
 		t.Fatalf("drain commit: %v", err)
 	}
-	waitFor(t, "partition 1's store refused and released", func() bool { return rt.Status()[0].Stats.StoresRefused == 1 })
+	testkit.WaitFor(t, "partition 1's store refused and released", func() bool { return rt.Status()[0].Stats.StoresRefused == 1 })
 	if err := cm.Commit(env.partition("s", "t", 0), 19); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "partition 0 stored", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 19 })
+	testkit.WaitFor(t, "partition 0 stored", func() bool { o, ok := env.Stored("g", "s", "t", 0); return ok && o == 19 })
 	if err := cm.Commit(env.partition("s", "t", 1), 19); !errors.Is(err, sdk.ErrCommitUnknownPartition) {
 		t.Fatalf("commit after the refusal: %v, want ErrCommitUnknownPartition", err)
 	}
-	if _, ok := env.stored("g", "s", "t", 1); ok {
+	if _, ok := env.Stored("g", "s", "t", 1); ok {
 		t.Fatal("partition 1 stored although B owns it")
 	}
 	stopRuntime(t, rt)
@@ -466,8 +467,8 @@ func TestFailingDrainDoesNotBlockOthers(t *testing.T) {
 // partition 1 once more and gives up at shutdown_timeout.
 func TestFailingStoreDoesNotDelayOthers(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("s", "t", 2)
-	env.fill("s", "t", 1, 10, nil)
+	env.Topic("s", "t", 2)
+	env.Fill("s", "t", 1, 10, nil)
 	sink := newRecSink()
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.Commit.Delay, cfg.Commit.Interval = 5*time.Millisecond, time.Hour
@@ -485,10 +486,10 @@ func TestFailingStoreDoesNotDelayOthers(t *testing.T) {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "partition 1's store failed", func() bool { return rt.Status()[0].Stats.StoreErrors == 1 })
-	env.fill("s", "t", 0, 100, nil)
-	waitFor(t, "partition 0 stored to 99", func() bool { o, ok := env.stored("g", "s", "t", 0); return ok && o == 99 })
-	if _, ok := env.stored("g", "s", "t", 1); ok {
+	testkit.WaitFor(t, "partition 1's store failed", func() bool { return rt.Status()[0].Stats.StoreErrors == 1 })
+	env.Fill("s", "t", 0, 100, nil)
+	testkit.WaitFor(t, "partition 0 stored to 99", func() bool { o, ok := env.Stored("g", "s", "t", 0); return ok && o == 99 })
+	if _, ok := env.Stored("g", "s", "t", 1); ok {
 		t.Fatal("partition 1 stored")
 	}
 	if st := rt.Status()[0].Stats; st.StoreErrors != 1 {
@@ -498,7 +499,7 @@ func TestFailingStoreDoesNotDelayOthers(t *testing.T) {
 	if st := rt.Status()[0].Stats; st.StoreErrors != 2 || st.Committed != 100 {
 		t.Fatalf("stats after stop %+v: want the final pass's one retry of partition 1 (StoreErrors 2), 100 committed", st)
 	}
-	if _, ok := env.stored("g", "s", "t", 1); ok {
+	if _, ok := env.Stored("g", "s", "t", 1); ok {
 		t.Fatal("partition 1 stored")
 	}
 }

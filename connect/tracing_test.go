@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -15,22 +16,22 @@ import (
 
 // tracedRuntime starts cfg's sink with a tracer that records every ended span.
 func (e *iggyEnv) tracedRuntime(cfg *config.Sink, sink sdk.Sink) (*Runtime, *tracetest.InMemoryExporter) {
-	e.t.Helper()
+	e.T.Helper()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	e.t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	e.T.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	fitInFlight(cfg, sink)
 	if err := cfg.Validate(); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	reg := sdk.NewRegistry().AddSink("rec", func() sdk.Sink { return sink })
-	rt, err := New(Options{Connectors: &config.Connectors{Sinks: []*config.Sink{cfg}}, Client: e.dial(), Builtins: reg,
+	rt, err := New(Options{Connectors: &config.Connectors{Sinks: []*config.Sink{cfg}}, Client: e.Dial(), Builtins: reg,
 		Logger: quietLog, Tracer: tp.Tracer("test")})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	if err := rt.Start(context.Background()); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return rt, exp
 }
@@ -111,13 +112,13 @@ func TestBatchTraces(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
 			env := newIggyEnv(t)
-			env.topic("s", "t", 1)
-			env.fill("s", "t", 0, 30, nil)
+			env.Topic("s", "t", 1)
+			env.Fill("s", "t", 0, 30, nil)
 			sink := newRecSink()
 			sink.commitEach = mode == config.CommitSinkControlled
 			rt, exp := env.tracedRuntime(testSinkConfig(mode, config.FailureStop), sink)
 			var batches []tracedBatch
-			waitFor(t, "three ended batch traces", func() bool {
+			testkit.WaitFor(t, "three ended batch traces", func() bool {
 				n := 0
 				for _, s := range exp.GetSpans() {
 					if s.Name == SpanSinkBatch {
@@ -127,7 +128,7 @@ func TestBatchTraces(t *testing.T) {
 				return n == 3
 			})
 			stopRuntime(t, rt)
-			env.wantStored("g", "s", "t", 0, 29)
+			env.WantStored("g", "s", "t", 0, 29)
 			batches = batchSpans(t, exp.GetSpans())
 			if len(batches) != 3 {
 				t.Fatalf("%d traces, want 3", len(batches))
@@ -178,17 +179,17 @@ func TestBatchTraceNeverStored(t *testing.T) {
 	for _, mode := range []config.CommitMode{config.CommitAfterConsuming, config.CommitSinkControlled} {
 		t.Run(string(mode), func(t *testing.T) {
 			env := newIggyEnv(t)
-			env.topic("s", "t", 1)
-			env.fill("s", "t", 0, 30, nil)
+			env.Topic("s", "t", 1)
+			env.Fill("s", "t", 0, 30, nil)
 			sink := newRecSink()
 			sink.commitEach = mode == config.CommitSinkControlled
 			sink.failBatch, sink.failTimes = 1, -1
 			cfg := testSinkConfig(mode, config.FailureStop)
 			cfg.MaxInFlight = 1 // the batch after the failing one is never delivered
 			rt, exp := env.tracedRuntime(cfg, sink)
-			waitFor(t, "the sink stopped", func() bool { return rt.Status()[0].State == StateError })
+			testkit.WaitFor(t, "the sink stopped", func() bool { return rt.Status()[0].State == StateError })
 			stopRuntime(t, rt)
-			env.wantStored("g", "s", "t", 0, 9)
+			env.WantStored("g", "s", "t", 0, 9)
 			batches := batchSpans(t, exp.GetSpans())
 			if len(batches) < 2 {
 				t.Fatalf("%d traces, want at least 2", len(batches))
@@ -226,7 +227,7 @@ func TestSourceBatchTraces(t *testing.T) {
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "source stopped at end of input", func() bool { return rt.Status()[0].State == StateStopped })
+	testkit.WaitFor(t, "source stopped at end of input", func() bool { return rt.Status()[0].State == StateStopped })
 	if err := rt.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}

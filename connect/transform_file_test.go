@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/connectors"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // TestUpstreamTransformsInFileSink: an upstream-style connector file (Iggy's example shape:
@@ -19,8 +20,8 @@ import (
 // built-in file sink: every record's payload is the transformed JSON, byte for byte.
 func TestUpstreamTransformsInFileSink(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("example_stream", "example_topic", 1)
-	env.fill("example_stream", "example_topic", 0, 3, func(i int) []byte {
+	env.Topic("example_stream", "example_topic", 1)
+	env.Fill("example_stream", "example_topic", 0, 3, func(i int) []byte {
 		return fmt.Appendf(nil, `{"id": %d, "password": "secret", "text": "a<b>"}`, i)
 	})
 	dir := t.TempDir()
@@ -61,8 +62,8 @@ enabled = true
 fields = ["password"]
 `, out)
 	rt := startSinkFile(t, env, file, doc)
-	waitFor(t, "stored 2", func() bool {
-		o, ok := env.stored("file_sink_connector", "example_stream", "example_topic", 0)
+	testkit.WaitFor(t, "stored 2", func() bool {
+		o, ok := env.Stored("file_sink_connector", "example_stream", "example_topic", 0)
 		return ok && o == 2
 	})
 	stopRuntime(t, rt)
@@ -85,9 +86,9 @@ fields = ["password"]
 // stored offset moves past it (after_consuming: stored once the sink has written).
 func TestAvroConvertInFileSink(t *testing.T) {
 	env := newIggyEnv(t)
-	env.topic("users", "events", 1)
+	env.Topic("users", "events", 1)
 	payloads := []string{`{"name":"Bob","age":25}`, `{"name":"Bob"}`, `{"age":30,"name":"Alice"}`}
-	env.fill("users", "events", 0, len(payloads), func(i int) []byte { return []byte(payloads[i]) })
+	env.Fill("users", "events", 0, len(payloads), func(i int) []byte { return []byte(payloads[i]) })
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.jsonl")
 	file := filepath.Join(dir, "avro_sink.toml")
@@ -119,8 +120,8 @@ schema_json = '{"type":"record","name":"User","fields":[{"name":"name","type":"s
 conversion_options = { pretty_json = false, include_metadata = false, strict_mode = false }
 `, out)
 	rt := startSinkFile(t, env, file, doc)
-	waitFor(t, "stored 2", func() bool {
-		o, ok := env.stored("avro_file", "users", "events", 0)
+	testkit.WaitFor(t, "stored 2", func() bool {
+		o, ok := env.Stored("avro_file", "users", "events", 0)
 		return ok && o == 2
 	})
 	stopRuntime(t, rt)
@@ -143,7 +144,7 @@ func startSinkFile(t *testing.T, env *iggyEnv, file, doc string) *Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := New(Options{Connectors: &config.Connectors{Sinks: []*config.Sink{cfg}}, Client: env.dial(), Builtins: connectors.Registry(), Logger: quietLog})
+	rt, err := New(Options{Connectors: &config.Connectors{Sinks: []*config.Sink{cfg}}, Client: env.Dial(), Builtins: connectors.Registry(), Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,16 +10,15 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/connect/httpapi"
-	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/internal/syncbuf"
-	"github.com/ferryio/ferry/server/servertest"
+	"github.com/ferryio/ferry/internal/testkit/iggykit"
+	"github.com/ferryio/ferry/internal/testkit/runkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -27,18 +26,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // testRuntime is a real runtime without connectors over the embedded server.
 func testRuntime(t *testing.T) *connect.Runtime {
 	t.Helper()
-	srv := servertest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := iggy.Dial(ctx, srv.Addr(), iggy.WithCredentials(servertest.Username, servertest.Password))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	rt, err := connect.New(connect.Options{Connectors: &config.Connectors{}, Client: c, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kit := iggykit.Start(t)
+	rt := runkit.New(t, connect.Options{Connectors: &config.Connectors{}, Client: kit.Dial()})
 	return rt
 }
 

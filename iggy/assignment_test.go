@@ -9,6 +9,7 @@ import (
 
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/server/servertest"
 )
 
@@ -59,21 +60,21 @@ func TestAssignmentChangesNeverDropped(t *testing.T) {
 	syncs := 0
 	for i := range 200 {
 		if i%20 == 0 {
-			waitFor(t, 5*time.Second, "a's background sync sees all 16", func() bool { _, p := a.Assignment(); return len(p) == 16 })
+			testkit.WaitFor(t, "a's background sync sees all 16", func() bool { _, p := a.Assignment(); return len(p) == 16 })
 		}
 		b, err := other.NewConsumer(testCtx(t), iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g"})
 		if err != nil {
 			t.Fatalf("member %d: %v", i, err)
 		}
 		if i%20 == 0 { // let A's background sync see some of the intermediate states
-			waitFor(t, 5*time.Second, "a's background sync sees the split", func() bool { _, p := a.Assignment(); return len(p) == 8 })
+			testkit.WaitFor(t, "a's background sync sees the split", func() bool { _, p := a.Assignment(); return len(p) == 8 })
 			syncs++
 		}
 		if err := b.Close(testCtx(t)); err != nil {
 			t.Fatalf("member %d leaves: %v", i, err)
 		}
 	}
-	waitFor(t, 5*time.Second, "a owns all 16 again", func() bool { _, parts := a.Assignment(); return len(parts) == 16 })
+	testkit.WaitFor(t, "a owns all 16 again", func() bool { _, parts := a.Assignment(); return len(parts) == 16 })
 	if gen, _ := a.Assignment(); gen < uint64(1+2*syncs) {
 		t.Fatalf("a's generation %d: its syncs saw fewer than %d changes, the test proves nothing", gen, 2*syncs)
 	}
@@ -138,7 +139,7 @@ func TestPartitionLostAndRegained(t *testing.T) {
 				t.Fatalf("b owns %v, want [1]", parts)
 			}
 			if tc.seen {
-				waitFor(t, 5*time.Second, "a's sync sees b own partition 1", func() bool { _, p := a.Assignment(); return slices.Equal(p, []uint32{0}) })
+				testkit.WaitFor(t, "a's sync sees b own partition 1", func() bool { _, p := a.Assignment(); return slices.Equal(p, []uint32{0}) })
 			}
 			fill(t, ca, []uint32{1}, 10, 5)
 			if got := drain(t, b, 5); !slices.Equal(got[1], seq(10, 15)) {
@@ -151,7 +152,7 @@ func TestPartitionLostAndRegained(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.seen {
-				waitFor(t, 5*time.Second, "a's sync sees partition 1 back", func() bool { _, p := a.Assignment(); return slices.Equal(p, []uint32{0, 1}) })
+				testkit.WaitFor(t, "a's sync sees partition 1 back", func() bool { _, p := a.Assignment(); return slices.Equal(p, []uint32{0, 1}) })
 			} else {
 				if _, p := a.Assignment(); !slices.Equal(p, []uint32{0, 1}) {
 					t.Fatalf("a synced by itself (owns %v) although its sync interval is 1h", p)

@@ -214,7 +214,9 @@ func TestCancelledCallKeepsConnection(t *testing.T) {
 			if d := time.Since(start); d > 150*time.Millisecond {
 				t.Fatalf("cancelled call returned after %v", d)
 			}
-			time.Sleep(100 * time.Millisecond) // leave the second call room within its own budget
+			// Not a wait: the second call starts 100 ms later so that its own request timeout
+			// outlasts the owed reply's, with room to reconnect and log in again.
+			time.Sleep(100 * time.Millisecond)
 			streams, err := c.GetStreams(testCtx(t))
 			if err != nil || len(streams) != 1 || streams[0].Name != "fresh" {
 				t.Fatalf("next call: %+v, %v (want the stream \"fresh\")", streams, err)

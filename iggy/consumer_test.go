@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/server/servertest"
 )
 
@@ -152,7 +153,7 @@ func TestConsumersSplitPartitions(t *testing.T) {
 		t.Fatalf("b = %v", parts)
 	}
 	// A learns of the revocation on its next heartbeat sync, and reports it at its next Poll.
-	waitFor(t, 5*time.Second, "a's sync revokes 2 and 3", func() bool {
+	testkit.WaitFor(t, "a's sync revokes 2 and 3", func() bool {
 		_, parts := a.Assignment()
 		return slices.Equal(parts, []uint32{0, 1})
 	})
@@ -170,7 +171,7 @@ func TestConsumersSplitPartitions(t *testing.T) {
 	if err := b.Close(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "a owns all partitions", func() bool {
+	testkit.WaitFor(t, "a owns all partitions", func() bool {
 		_, parts := a.Assignment()
 		return len(parts) == 4
 	})
@@ -187,7 +188,13 @@ func TestHeartbeatKeepsSlowMemberAlive(t *testing.T) {
 	cn := newConsumer(t, c, iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g"})
 	fill(t, c, []uint32{0, 1}, 0, 1)
 	drain(t, cn, 2)
-	time.Sleep(1200 * time.Millisecond) // the caller is "busy" for 6 heartbeat intervals
+	// The caller is "busy" for 6 of the server's heartbeat intervals: only the client's own
+	// heartbeats keep the member alive, and no event marks "the server checked and kept it",
+	// so watch the member's generation (it grows if the membership is lost and rebuilt).
+	testkit.Quiet(t, 1200*time.Millisecond, "the slow member's generation", func() bool {
+		gen, _ := cn.Assignment()
+		return gen == 1
+	})
 	g, err := c.GetConsumerGroup(testCtx(t), sID, tID, iggy.Name("g"))
 	if err != nil || g.MembersCount != 1 || len(g.Members[0].Partitions) != 2 {
 		t.Fatalf("group = %+v, %v", g, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/server/servertest"
 )
 
@@ -117,10 +118,14 @@ func TestConsumerHandOverAfterCommit(t *testing.T) {
 	if _, parts := b.Assignment(); len(parts) != 0 {
 		t.Fatalf("b owns %v while a's partitions are pending revocation", parts)
 	}
-	waitFor(t, handOverBound, "a's assignment sync revokes 2 and 3", func() bool {
+	revokeStart := time.Now()
+	testkit.WaitFor(t, "a's assignment sync revokes 2 and 3", func() bool {
 		_, parts := a.Assignment()
 		return slices.Equal(parts, []uint32{0, 1})
 	})
+	if d := time.Since(revokeStart); d > handOverBound {
+		t.Fatalf("a's assignment sync revokes 2 and 3 after %v, want within %v", d, handOverBound)
+	}
 	// A's last batch was of partition 3: the change waits for A's next Poll.
 	alog.want(t, "before a polled again")
 	pollNothing(t, a, "a")
@@ -151,10 +156,13 @@ func TestConsumerHandOverAfterCommit(t *testing.T) {
 		}
 		done <- result{got: got, at: time.Now()}
 	}()
-	time.Sleep(300 * time.Millisecond)
-	if _, parts := b.Assignment(); len(parts) != 0 {
-		t.Fatalf("b owns %v before a committed", parts)
-	}
+	// Nothing marks the moment after which b could no longer take the partitions early
+	// (its periodic sync runs every heartbeat, and each one must find them still pending):
+	// watch b's assignment for six heartbeats.
+	testkit.Quiet(t, 300*time.Millisecond, "b's empty assignment before a committed", func() bool {
+		_, parts := b.Assignment()
+		return len(parts) == 0
+	})
 	for _, p := range []uint32{2, 3} {
 		if err := a.StoreOffset(testCtx(t), p, 2); err != nil {
 			t.Fatalf("commit %d (pending revocation): %v", p, err)
@@ -231,10 +239,14 @@ func TestConsumerRevokedWhileReplyInFlight(t *testing.T) {
 	if _, parts := b.Assignment(); len(parts) != 0 {
 		t.Fatalf("b owns %v while partition 1 is pending revocation", parts)
 	}
-	waitFor(t, handOverBound, "a's assignment sync revokes 1", func() bool {
+	revokeStart := time.Now()
+	testkit.WaitFor(t, "a's assignment sync revokes 1", func() bool {
 		_, parts := a.Assignment()
 		return slices.Equal(parts, []uint32{0})
 	})
+	if d := time.Since(revokeStart); d > handOverBound {
+		t.Fatalf("a's assignment sync revokes 1 after %v, want within %v", d, handOverBound)
+	}
 	alog.want(t, "before a polled again")
 	pollNothing(t, a, "a")
 	alog.want(t, "a polled again", change([]uint32{1}, nil))

@@ -78,18 +78,6 @@ func offsetsOf(msgs []wire.Message) []uint64 {
 	return out
 }
 
-// waitFor polls cond every 10ms until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 var (
 	sID = iggy.Name("s")
 	tID = iggy.Name("t")

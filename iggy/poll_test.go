@@ -8,6 +8,7 @@ import (
 
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/server/servertest"
 )
 
@@ -20,9 +21,12 @@ func TestPollingStrategies(t *testing.T) {
 	if _, err := c.SendMessages(ctx, sID, tID, wire.ToPartition(0), payloads("a", 5)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Millisecond)
-	mid := uint64(time.Now().UnixMicro())
-	time.Sleep(5 * time.Millisecond)
+	// mid is a timestamp strictly between the two batches' (stamped in microseconds).
+	now := func() uint64 { return uint64(time.Now().UnixMicro()) }
+	sent := now()
+	testkit.WaitFor(t, "the clock to pass the first batch", func() bool { return now() > sent })
+	mid := now()
+	testkit.WaitFor(t, "the clock to pass mid", func() bool { return now() > mid })
 	if _, err := c.SendMessages(ctx, sID, tID, wire.ToPartition(0), payloads("b", 5)); err != nil {
 		t.Fatal(err)
 	}

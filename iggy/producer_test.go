@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/server/servertest"
 )
 
@@ -144,7 +145,7 @@ func TestProducerProduceFlushLinger(t *testing.T) {
 	if err := p.Produce(ctx, iggy.Message{Payload: []byte("late")}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "linger send", func() bool { return counts(t, c, 1)[0] == 26 })
+	testkit.WaitFor(t, "linger send", func() bool { return counts(t, c, 1)[0] == 26 })
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}

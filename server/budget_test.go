@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/server"
 	"github.com/ferryio/ferry/server/servertest"
 )
@@ -84,7 +85,7 @@ func TestPollWaitsForReplyBudget(t *testing.T) {
 	<-entered
 	<-entered // two replies built and held unwritten
 	go poll(c)
-	waitFor(t, "the third poll to wait for the reply budget", func() bool {
+	testkit.WaitFor(t, "the third poll to wait for the reply budget", func() bool {
 		_, _, waiting := server.ReplyBudget(s)
 		return waiting == 1
 	})
@@ -107,7 +108,7 @@ func TestPollWaitsForReplyBudget(t *testing.T) {
 			t.Fatalf("poll: offsets %v, err %v; want %v", r.offsets, r.err, want)
 		}
 	}
-	waitFor(t, "every reply's bytes released", func() bool {
+	testkit.WaitFor(t, "every reply's bytes released", func() bool {
 		used, _, _ := server.ReplyBudget(s)
 		return used == 0
 	})

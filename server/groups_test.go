@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/server/servertest"
 )
 
@@ -123,7 +124,7 @@ func TestConsumerGroupAssignments(t *testing.T) {
 	}
 	// Disconnect → full rebalance.
 	_ = c.nc.Close()
-	waitFor(t, "disconnected member removed", func() bool { return len(members(t, a, st, tp, "g")) == 2 })
+	testkit.WaitFor(t, "disconnected member removed", func() bool { return len(members(t, a, st, tp, "g")) == 2 })
 	if got := members(t, a, st, tp, "g"); !reflect.DeepEqual(got, map[uint32][]uint32{0: {0, 2}, 1: {1, 3}}) {
 		t.Fatalf("after disconnect: %v", got)
 	}
@@ -198,7 +199,7 @@ func TestRevocationTimeout(t *testing.T) {
 	a.poll(wire.PollMessagesRequest{Consumer: groupOf("g"), Stream: st, Topic: tp, Partition: wire.PartitionID(1), Strategy: wire.PollNext(), Count: 10})
 	b := login(t, s)
 	b.must(wire.JoinConsumerGroupRequest{Stream: st, Topic: tp, Group: wire.NamedID("g")})
-	waitFor(t, "revocation timeout", func() bool {
+	testkit.WaitFor(t, "revocation timeout", func() bool {
 		sb, _ := b.sync(st, tp, "g")
 		return reflect.DeepEqual(sb.Partitions, []uint32{1})
 	})

@@ -228,18 +228,6 @@ func setup(t testing.TB, c *tclient, partitions uint32) (wire.Identifier, wire.I
 	return wire.NamedID("s"), wire.NamedID("t")
 }
 
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func closeServer(t testing.TB, s *server.Server) {
 	t.Helper()
 	if err := s.Close(context.Background()); err != nil {

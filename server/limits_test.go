@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/server"
 	"github.com/ferryio/ferry/server/servertest"
 )
@@ -225,7 +226,7 @@ func TestMaxConnectionsPerIP(t *testing.T) {
 	a.must(wire.PingRequest{})
 	b.must(wire.PingRequest{})
 	_ = a.nc.Close()
-	waitFor(t, "a's slot freed", func() bool {
+	testkit.WaitFor(t, "a's slot freed", func() bool {
 		c := dialAddr(t, s.Addr(), "127.0.0.1")
 		_, err := c.login(servertest.Username, servertest.Password)
 		return err == nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/server"
 	"github.com/ferryio/ferry/server/servertest"
 )
@@ -23,9 +24,12 @@ func TestSendAndPollStrategies(t *testing.T) {
 	if off := c.send(st, tp, wire.ToPartition(1), "m0", "m1", "m2"); off != 0 {
 		t.Fatalf("first base offset %d", off)
 	}
-	time.Sleep(2 * time.Millisecond)
-	mid := uint64(time.Now().UnixMicro())
-	time.Sleep(2 * time.Millisecond)
+	// mid is a timestamp strictly between the two sends' (the server stamps in microseconds).
+	now := func() uint64 { return uint64(time.Now().UnixMicro()) }
+	sent := now()
+	testkit.WaitFor(t, "the clock to pass the first send", func() bool { return now() > sent })
+	mid := now()
+	testkit.WaitFor(t, "the clock to pass mid", func() bool { return now() > mid })
 	if off := c.send(st, tp, wire.ToPartition(1), "m3", "m4"); off != 3 {
 		t.Fatalf("second base offset %d", off)
 	}

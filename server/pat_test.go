@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/server/servertest"
 )
 
@@ -53,7 +54,8 @@ func TestPATReplayAndExpiry(t *testing.T) {
 	if err := patLogin(short.Token); err != nil {
 		t.Fatalf("login before expiry: %v", err)
 	}
-	time.Sleep(time.Until(time.UnixMicro(int64(pats[1].ExpiryAt))))
+	expiry := time.UnixMicro(int64(pats[1].ExpiryAt))
+	testkit.WaitFor(t, "the clock to pass the token's expiry", func() bool { return time.Now().After(expiry) })
 	if err := patLogin(short.Token); evictionReason(err) != wire.EvictionInvalidToken {
 		t.Fatalf("login after expiry: %v, want Eviction 10", err)
 	}

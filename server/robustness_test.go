@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/server"
 	"github.com/ferryio/ferry/server/servertest"
 )
@@ -149,7 +151,7 @@ func TestCrashRecovery(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "ferry server to listen", func() bool {
+		testkit.WaitFor(t, "ferry server to listen", func() bool {
 			nc, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
 			if err == nil {
 				_ = nc.Close()
@@ -175,8 +177,13 @@ func TestCrashRecovery(t *testing.T) {
 	st, tp := setup(t, c, 1)
 	var acked []string
 	killed := make(chan struct{})
+	var ackedBatches atomic.Int64
 	go func() {
-		time.Sleep(300 * time.Millisecond)
+		// The kill comes mid-stream: after 100 acknowledged batches, while the next ones
+		// are in flight.
+		if err := testkit.Eventually("100 batches acknowledged", func() bool { return ackedBatches.Load() >= 100 }); err != nil {
+			t.Error(err)
+		}
 		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
 		close(killed)
 	}()
@@ -197,6 +204,7 @@ func TestCrashRecovery(t *testing.T) {
 		for j := range msgs {
 			acked = append(acked, strconv.Itoa(i*3+j))
 		}
+		ackedBatches.Add(1)
 	}
 	<-killed
 	_ = cmd.Wait()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/server"
 	"github.com/ferryio/ferry/server/servertest"
 )
@@ -29,7 +30,7 @@ func TestDataDirDeletedUnderServer(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "storage fault", func() bool { return s.StorageFault() != nil })
+	testkit.WaitFor(t, "storage fault", func() bool { return s.StorageFault() != nil })
 	if !strings.Contains(s.StorageFault().Error(), "data directory") {
 		t.Fatalf("fault: %v", s.StorageFault())
 	}
@@ -129,7 +130,7 @@ func TestOffsetStoreOnStorageFault(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "storage fault", func() bool { return s.StorageFault() != nil })
+	testkit.WaitFor(t, "storage fault", func() bool { return s.StorageFault() != nil })
 	c.wantErr(store(2), wire.ErrCannotSaveMessagesToSegment)
 	c.wantErr(del, wire.ErrCannotSaveMessagesToSegment)
 	if got := stored(); got != 1 {

@@ -14,6 +14,7 @@ import (
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/internal/browsertest"
 	"github.com/ferryio/ferry/internal/syncbuf"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // attackPage is a page of another loopback origin that tries to drive the keyless API at
@@ -48,10 +49,10 @@ func TestBrowserCrossOriginRefused(t *testing.T) {
 	b.Run(t, wait, chromedp.Navigate(a.base+"/ui/"))
 	b.WaitTrue(t, wait, "sink nsink running on the page", `document.querySelector('`+row+` > .status')?.textContent === "running"`)
 	b.Run(t, wait, chromedp.Click(chromedp.CSS(row+" button.pause")))
-	waitFor(t, "nsink paused by the status page", func() bool { return e.status(connect.KindSink, "nsink").Paused })
+	testkit.WaitFor(t, "nsink paused by the status page", func() bool { return e.status(connect.KindSink, "nsink").Paused })
 	b.WaitTrue(t, wait, "resume enabled", `!document.querySelector('`+row+` button.resume').disabled`)
 	b.Run(t, wait, chromedp.Click(chromedp.CSS(row+" button.resume")))
-	waitFor(t, "nsink resumed by the status page", func() bool { return !e.status(connect.KindSink, "nsink").Paused })
+	testkit.WaitFor(t, "nsink resumed by the status page", func() bool { return !e.status(connect.KindSink, "nsink").Paused })
 
 	// The attacker's page: same host, another port, so another origin.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -74,7 +75,7 @@ func TestBrowserCrossOriginRefused(t *testing.T) {
 	refused := func(path string) int {
 		return strings.Count(logs.String(), "method=POST path="+path+" status=403 code=cross_origin_refused")
 	}
-	waitFor(t, "the API to refuse the two fetches and the form, or the sink to stop", func() bool {
+	testkit.WaitFor(t, "the API to refuse the two fetches and the form, or the sink to stop", func() bool {
 		st := e.status(connect.KindSink, "nsink")
 		return (refused("/sinks/nsink/stop") == 2 && refused("/sinks/nsink/pause") == 1) || st.State != connect.StateRunning || st.Paused
 	})

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 func TestRootAndHealth(t *testing.T) {
@@ -110,7 +112,7 @@ func TestStatusRoutes(t *testing.T) {
 	e := newEnv(t)
 	a := e.serve(nil)
 	e.fill(10)
-	waitFor(t, "nsink polled its partition", func() bool {
+	testkit.WaitFor(t, "nsink polled its partition", func() bool {
 		st, _ := e.rt.Connector("sink", "nsink")
 		return len(st.Partitions) == 1 && st.Stats.Polled == 10
 	})

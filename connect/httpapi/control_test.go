@@ -8,9 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/ferryio/ferry/connect"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // TestRuntimeErrors maps every error of the runtime's control methods, also the ones no
@@ -98,14 +98,7 @@ func (a *api) wantOffsets(key string, want map[string]any) {
 // waitOffsets polls GET /sinks/{key}/offsets until it answers want.
 func (a *api) waitOffsets(key string, want map[string]any) {
 	a.t.Helper()
-	var got map[string]any
-	deadline := time.Now().Add(patience)
-	for got = a.offsets(key); !maps.Equal(got, want); got = a.offsets(key) {
-		if time.Now().After(deadline) {
-			a.t.Fatalf("GET /sinks/%s/offsets = %v after %s, want %v", key, got, patience, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(a.t, fmt.Sprintf("GET /sinks/%s/offsets to answer %v", key, want), func() bool { return maps.Equal(a.offsets(key), want) })
 }
 
 // waitPolled waits until the runtime reports that sink key polled n messages (every
@@ -114,7 +107,7 @@ func (a *api) waitOffsets(key string, want map[string]any) {
 func (e *env) waitPolled(key string, n uint64) {
 	e.t.Helper()
 	var got uint64
-	waitFor(e.t, fmt.Sprintf("sink %s polled %d messages", key, n), func() bool {
+	testkit.WaitFor(e.t, fmt.Sprintf("sink %s polled %d messages", key, n), func() bool {
 		got = e.status("sink", key).Stats.Polled
 		return got >= n
 	})
@@ -127,7 +120,7 @@ func (e *env) waitPolled(key string, n uint64) {
 func (e *env) waitRunning(kind, key string) connect.Status {
 	e.t.Helper()
 	var st connect.Status
-	waitFor(e.t, kind+" "+key+" running", func() bool {
+	testkit.WaitFor(e.t, kind+" "+key+" running", func() bool {
 		st = e.status(kind, key)
 		return st.State == connect.StateRunning
 	})
@@ -171,10 +164,11 @@ func TestPauseResume(t *testing.T) {
 			"stored_offset": float64(end), "lag": 0.0, "uncommitted": 0.0, "owned": true})
 		// Offsets are read from Iggy at most once a second per topic: wait for a read
 		// made after the fill.
-		o := a.offsets("nsink")
-		for deadline := time.Now().Add(patience); o["current_offset"] != float64(end) && time.Now().Before(deadline); o = a.offsets("nsink") {
-			time.Sleep(10 * time.Millisecond)
-		}
+		var o map[string]any
+		testkit.WaitFor(t, "GET /sinks/nsink/offsets to read the offsets after the fill", func() bool {
+			o = a.offsets("nsink")
+			return o["current_offset"] == float64(end)
+		})
 		if o["stored_offset"] == float64(last) {
 			if want := partitionOffsets(end, last, 10, 0, true); !maps.Equal(o, want) {
 				t.Fatalf("GET /sinks/nsink/offsets while paused = %v, want %v", o, want)

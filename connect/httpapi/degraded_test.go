@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // TestDegradedSinkReported: the topic of the sinks nsink and bare (s1/t1) is deleted. The
@@ -24,13 +25,13 @@ func TestDegradedSinkReported(t *testing.T) {
 	e := newEnv(t)
 	a := e.serve(func(o *Options) { o.HTTP.Metrics.Enabled = true })
 	e.fill(5)
-	waitFor(t, "nsink polled", func() bool { return e.status("sink", "nsink").Stats.Polled == 5 })
+	testkit.WaitFor(t, "nsink polled", func() bool { return e.status("sink", "nsink").Stats.Polled == 5 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := e.admin.DeleteTopic(ctx, iggy.Name("s1"), iggy.Name("t1")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "nsink and bare degraded", func() bool {
+	testkit.WaitFor(t, "nsink and bare degraded", func() bool {
 		return e.status("sink", "nsink").State == connect.StateDegraded && e.status("sink", "bare").State == connect.StateDegraded
 	})
 	info := a.do("GET", "/sinks/nsink", "").want(t, http.StatusOK).object(t)
@@ -57,7 +58,7 @@ func TestDegradedSinkReported(t *testing.T) {
 	if err := e.admin.EnsureTopic(ctx, "s1", "t1", 1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "nsink and bare running", func() bool {
+	testkit.WaitFor(t, "nsink and bare running", func() bool {
 		return e.status("sink", "nsink").State == connect.StateRunning && e.status("sink", "bare").State == connect.StateRunning
 	})
 	info = a.do("GET", "/sinks/nsink", "").want(t, http.StatusOK).object(t)

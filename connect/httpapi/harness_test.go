@@ -24,7 +24,9 @@ import (
 	"github.com/ferryio/ferry/connectors"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
-	"github.com/ferryio/ferry/server/servertest"
+	"github.com/ferryio/ferry/internal/testkit"
+	"github.com/ferryio/ferry/internal/testkit/iggykit"
+	"github.com/ferryio/ferry/internal/testkit/runkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -132,24 +134,12 @@ type env struct {
 	configs *provider.Local
 }
 
-func dial(t *testing.T, addr string) *iggy.Client {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := iggy.Dial(ctx, addr, iggy.WithCredentials(servertest.Username, servertest.Password), iggy.WithLogger(quietLog))
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // newEnv starts the server and the runtime and waits until every enabled connector
 // runs. Everything is stopped by t.Cleanup.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv := servertest.Start(t)
-	admin := dial(t, srv.Addr())
+	kit := iggykit.Start(t)
+	admin := kit.Admin
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, topic := range []string{"t1", "t2"} {
@@ -176,7 +166,7 @@ func newEnv(t *testing.T) *env {
 	rc := config.DefaultRuntime()
 	rc.State.Path = t.TempDir()
 	rc.Connectors.ConfigDir = dir // native plugins may load from there (and the test binary's directory)
-	rt := startRuntime(ctx, t, connect.Options{Connectors: conns, Runtime: rc, Client: dial(t, srv.Addr()),
+	rt := runkit.Start(t, connect.Options{Connectors: conns, Runtime: rc, Client: kit.Dial(),
 		Builtins: connectors.Registry(), LoadSinkPlugin: connect.NativeSinkLoader, Configs: provider})
 	defer func() {
 		if t.Failed() {
@@ -185,7 +175,7 @@ func newEnv(t *testing.T) *env {
 			}
 		}
 	}()
-	waitFor(t, "every connector running", func() bool {
+	testkit.WaitFor(t, "every connector running", func() bool {
 		sts := rt.Status()
 		for _, st := range sts {
 			if st.State != connect.StateRunning {
@@ -394,42 +384,4 @@ func wantKeys(t *testing.T, what string, m map[string]any, keys ...string) {
 	if !slices.Equal(got, keys) {
 		t.Fatalf("%s keys %v, want %v", what, got, keys)
 	}
-}
-
-// patience bounds every wait for the runtime to reach a state: generous, so a slow or
-// loaded machine (the race detector) only makes the tests slower.
-const patience = 30 * time.Second
-
-// waitFor polls cond every 10ms until it holds, or fails the test after patience.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", patience, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// startRuntime builds a runtime with opts (quiet logs), starts it and stops it when the
-// test ends.
-func startRuntime(ctx context.Context, t *testing.T, opts connect.Options) *connect.Runtime {
-	t.Helper()
-	opts.Logger = quietLog
-	rt, err := connect.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Stop(sctx); err != nil {
-			t.Errorf("runtime stop: %v", err)
-		}
-	})
-	return rt
 }

@@ -10,9 +10,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
-// rawConn dials the API's TCP address; the test's deadline for every read is patience.
+// rawConn dials the API's TCP address; the test's deadline for every read is testkit.Patience.
 func (a *api) rawConn() net.Conn {
 	a.t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(a.base, "http://"))
@@ -20,21 +22,21 @@ func (a *api) rawConn() net.Conn {
 		a.t.Fatal(err)
 	}
 	a.t.Cleanup(func() { _ = c.Close() })
-	if err := c.SetDeadline(time.Now().Add(patience)); err != nil {
+	if err := c.SetDeadline(time.Now().Add(testkit.Patience)); err != nil {
 		a.t.Fatal(err)
 	}
 	return c
 }
 
 // closedByServer reads c until the server closes it and returns what it read; it fails
-// the test when patience runs out first (the server kept the connection).
+// the test when testkit.Patience runs out first (the server kept the connection).
 func closedByServer(t *testing.T, c net.Conn, what string) string {
 	t.Helper()
 	b, err := io.ReadAll(c)
 	var ne net.Error
 	switch {
 	case errors.As(err, &ne) && ne.Timeout():
-		t.Fatalf("%s: the server kept the connection for %s (read %q)", what, patience, b)
+		t.Fatalf("%s: the server kept the connection for %s (read %q)", what, testkit.Patience, b)
 	case err != nil && !errors.Is(err, syscall.ECONNRESET):
 		t.Fatalf("%s: %v", what, err)
 	}
@@ -136,7 +138,7 @@ func TestConnectionCap(t *testing.T) {
 		t.Fatalf("a held connection after the refusal: %v", err)
 	}
 	_ = held[0].Close()
-	waitFor(t, "a new connection served after one ended", func() bool {
+	testkit.WaitFor(t, "a new connection served after one ended", func() bool {
 		c := a.rawConn()
 		defer c.Close()
 		return health(c) == nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ferryio/ferry/connect"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // markerEnv names the file testdata/loaded_marker.c creates when it is loaded.
@@ -85,7 +86,7 @@ func TestPluginOutsideDirsRefused(t *testing.T) {
 	a.do("PUT", "/sinks/nsink/configs/active", `{"version":3}`).want(t, http.StatusNoContent)
 	a.do("POST", "/sinks/nsink/restart", "").want(t, http.StatusNoContent)
 	var st connect.Status
-	waitFor(t, "nsink refused to start", func() bool {
+	testkit.WaitFor(t, "nsink refused to start", func() bool {
 		st = e.status(connect.KindSink, "nsink")
 		return st.State == connect.StateError && st.LastError != nil
 	})
@@ -105,11 +106,11 @@ func TestPluginOutsideDirsRefused(t *testing.T) {
 	}
 	a.do("PUT", "/sinks/nsink/configs/active", `{"version":4}`).want(t, http.StatusNoContent)
 	a.do("POST", "/sinks/nsink/restart", "").want(t, http.StatusNoContent)
-	waitFor(t, "the library inside config_dir loaded", func() bool {
+	testkit.WaitFor(t, "the library inside config_dir loaded", func() bool {
 		_, err := os.Stat(marker)
 		return err == nil
 	})
-	waitFor(t, "nsink refused as no sink", func() bool {
+	testkit.WaitFor(t, "nsink refused as no sink", func() bool {
 		st = e.status(connect.KindSink, "nsink")
 		return st.State == connect.StateError && st.LastError != nil && strings.Contains(st.LastError.Message, "iggy_sink_open")
 	})

@@ -17,7 +17,9 @@ import (
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/connect/provider"
 	"github.com/ferryio/ferry/connectors"
-	"github.com/ferryio/ferry/server/servertest"
+	"github.com/ferryio/ferry/internal/testkit"
+	"github.com/ferryio/ferry/internal/testkit/iggykit"
+	"github.com/ferryio/ferry/internal/testkit/runkit"
 )
 
 // nullSinkFile is a null sink of s1/t1 with key and batch_length.
@@ -67,8 +69,8 @@ flush_interval = "10ms"
 // connectors.
 func reloadEnv(t *testing.T, files map[string]string, want int) (*env, *api) {
 	t.Helper()
-	srv := servertest.Start(t)
-	admin := dial(t, srv.Addr())
+	kit := iggykit.Start(t)
+	admin := kit.Admin
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := admin.EnsureTopic(ctx, "s1", "t1", 1); err != nil {
@@ -85,10 +87,10 @@ func reloadEnv(t *testing.T, files map[string]string, want int) (*env, *api) {
 	provider := &provider.Local{Dir: dir}
 	rc := config.DefaultRuntime()
 	rc.State.Path = t.TempDir()
-	rt := startRuntime(ctx, t, connect.Options{Connectors: conns, Runtime: rc, Client: dial(t, srv.Addr()),
+	rt := runkit.Start(t, connect.Options{Connectors: conns, Runtime: rc, Client: kit.Dial(),
 		Builtins: connectors.Registry(), Configs: provider})
 	e := &env{t: t, admin: admin, rt: rt, dir: dir, configs: provider}
-	waitFor(t, "every connector running", func() bool {
+	testkit.WaitFor(t, "every connector running", func() bool {
 		sts := rt.Status()
 		for _, st := range sts {
 			if st.State != connect.StateRunning {
@@ -176,7 +178,7 @@ func TestReload(t *testing.T) {
 		"broken.toml": nullSinkFile("broken", 100),
 	}, 4)
 	e.fill(10)
-	waitFor(t, "10 messages delivered to every sink", func() bool {
+	testkit.WaitFor(t, "10 messages delivered to every sink", func() bool {
 		for _, key := range []string{"keep", "gone", "broken"} {
 			if e.status(connect.KindSink, key).Stats.Delivered != 10 {
 				return false
@@ -221,11 +223,11 @@ func TestReload(t *testing.T) {
 		t.Fatalf("sink out kept instance %d: not restarted with its new config", st.ID)
 	}
 
-	waitFor(t, "sinks out and new running", func() bool {
+	testkit.WaitFor(t, "sinks out and new running", func() bool {
 		return e.status(connect.KindSink, "out").State == connect.StateRunning && e.status(connect.KindSink, "new").State == connect.StateRunning
 	})
 	e.fill(5)
-	waitFor(t, "the 5 new messages everywhere", func() bool {
+	testkit.WaitFor(t, "the 5 new messages everywhere", func() bool {
 		return e.status(connect.KindSink, "keep").Stats.Delivered == 15 && e.status(connect.KindSink, "broken").Stats.Delivered == 15 &&
 			e.status(connect.KindSink, "new").Stats.Delivered == 15 && fileLines(b) == 5
 	})

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 func TestAPIKey(t *testing.T) {
@@ -298,7 +299,7 @@ func TestServeStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.ListenAndServe(ctx) }()
-	waitFor(t, "listening", func() bool { return srv.Addr() != "127.0.0.1:0" })
+	testkit.WaitFor(t, "listening", func() bool { return srv.Addr() != "127.0.0.1:0" })
 	c := &http.Client{Transport: &http.Transport{}}
 	resp, err := c.Get("http://" + srv.Addr() + "/health")
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 func TestStats(t *testing.T) {
@@ -15,7 +17,7 @@ func TestStats(t *testing.T) {
 	e := newEnv(t)
 	a := e.serve(func(o *Options) { o.Started = started })
 	e.fill(10)
-	waitFor(t, "both sinks delivered the 10 messages", func() bool {
+	testkit.WaitFor(t, "both sinks delivered the 10 messages", func() bool {
 		return e.status("sink", "bare").Stats.Delivered == 10 && e.status("sink", "nsink").Stats.Delivered == 10
 	})
 	m := a.do("GET", "/stats", "").want(t, http.StatusOK).object(t)

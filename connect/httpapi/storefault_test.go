@@ -20,6 +20,9 @@ import (
 	"github.com/ferryio/ferry/connectors"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
+	"github.com/ferryio/ferry/internal/testkit/iggykit"
+	"github.com/ferryio/ferry/internal/testkit/runkit"
 	"github.com/ferryio/ferry/server/servertest"
 )
 
@@ -50,13 +53,13 @@ max_backoff = "20ms"
 // answers are what they were before (the same keys).
 func TestStoreFailureReported(t *testing.T) {
 	var faulted atomic.Bool
-	srv := servertest.Start(t, servertest.WithWriteFault(func() error {
+	kit := iggykit.Start(t, servertest.WithWriteFault(func() error {
 		if faulted.Load() {
 			return errors.New("no space left on device (test fault)")
 		}
 		return nil
 	}))
-	admin := dial(t, srv.Addr())
+	admin := kit.Admin
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := admin.EnsureTopic(ctx, "s1", "t1", 1); err != nil {
@@ -85,7 +88,7 @@ func TestStoreFailureReported(t *testing.T) {
 	}
 	rc := config.DefaultRuntime()
 	rc.State.Path = t.TempDir()
-	rt := startRuntime(ctx, t, connect.Options{Connectors: conns, Runtime: rc, Client: dial(t, srv.Addr()),
+	rt := runkit.Start(t, connect.Options{Connectors: conns, Runtime: rc, Client: kit.Dial(),
 		Builtins: connectors.Registry(), Configs: &provider.Local{Dir: dir}})
 	t.Cleanup(func() { faulted.Store(false) }) // first: the stop stores, the server's close syncs
 	a := serveOpts(t, Options{Runtime: rt, Version: "0.5.0", Logger: quietLog,
@@ -104,7 +107,7 @@ func TestStoreFailureReported(t *testing.T) {
 		return list[0]
 	}
 	var o map[string]any
-	waitFor(t, "3 failed stores in GET /sinks/fsink/offsets", func() bool {
+	testkit.WaitFor(t, "3 failed stores in GET /sinks/fsink/offsets", func() bool {
 		o = offsets()
 		return failures(o) >= 3
 	})
@@ -138,7 +141,7 @@ func TestStoreFailureReported(t *testing.T) {
 
 	faulted.Store(false)
 	// Exactly these keys and values: the store fields are gone.
-	waitFor(t, "offset 9 stored", func() bool { return maps.Equal(offsets(), partitionOffsets(9, 9, 0, 0, true)) })
+	testkit.WaitFor(t, "offset 9 stored", func() bool { return maps.Equal(offsets(), partitionOffsets(9, 9, 0, 0, true)) })
 	m = a.do("GET", "/sinks/fsink/status", "").want(t, http.StatusOK).object(t)
 	p = m["partitions"].([]any)[0].(map[string]any)
 	wantKeys(t, "partition after the fault", p, "stream", "topic", "partition_id", "state", "polled", "delivered", "done", "stored",

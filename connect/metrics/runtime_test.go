@@ -1,23 +1,16 @@
 package metrics
 
 import (
-	"context"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ferryio/ferry/connect"
-	"github.com/ferryio/ferry/connect/config"
-	"github.com/ferryio/ferry/connectors"
-	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/internal/promtooltest"
-	"github.com/ferryio/ferry/server/servertest"
+	"github.com/ferryio/ferry/internal/testkit"
+	"github.com/ferryio/ferry/internal/testkit/iggykit"
+	"github.com/ferryio/ferry/internal/testkit/runkit"
 )
 
 const runtimeMessages = 5000
@@ -84,45 +77,9 @@ schema = "text"
 // counters equal the message count exactly, and the gauges show the stopped source, the
 // running sink and the disabled one; promtool finds nothing to say about the text format.
 func TestScrapeRealRuntime(t *testing.T) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := servertest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	client, err := iggy.Dial(ctx, srv.Addr(), iggy.WithCredentials(servertest.Username, servertest.Password), iggy.WithLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
-
-	dir := t.TempDir()
-	for name, text := range runtimeFiles {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	conns, err := config.LoadConnectors(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rtCfg := config.DefaultRuntime()
-	rtCfg.State.Path = t.TempDir()
-	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rtCfg, Client: client,
-		Builtins: connectors.Registry(), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stopCtx, stopCancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer stopCancel()
-		if err := rt.Stop(stopCtx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	}()
-
-	waitFor(t, "the source to end and the sink to store every message", func() bool {
+	kit := iggykit.Start(t)
+	rt := runkit.StartFiles(t, kit.Dial(), runtimeFiles)
+	testkit.WaitFor(t, "the source to end and the sink to store every message", func() bool {
 		src, ok1 := rt.Connector(connect.KindSource, "gen")
 		sink, ok2 := rt.Connector(connect.KindSink, "out")
 		return ok1 && ok2 && src.State == connect.StateStopped && src.Stats.Sent == runtimeMessages &&
@@ -187,15 +144,3 @@ func TestScrapeRealRuntime(t *testing.T) {
 }
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
-
-// waitFor polls cond every millisecond until it holds, failing the test after 20 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ferryio/ferry/internal/plugintest"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -70,13 +71,13 @@ func TestCommittingSinkExample(t *testing.T) {
 	if err := s.Consume(ctx, topic, sdk.MessagesMetadata{Partition: p1, CurrentOffset: 100, Schema: sdk.SchemaText}, batch("p1", 0, 3)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "commits of both partitions", func() bool {
+	testkit.WaitFor(t, "commits of both partitions", func() bool {
 		a, okA := c.get(p0)
 		b, okB := c.get(p1)
 		return okA && okB && a == 4 && b == 2
 	})
 	// Everything committed is in the file.
-	lines := readLines(t, file)
+	lines := testkit.ReadLines(t, file)
 	if len(lines) != 8 || lines[0] != "p0-0" || lines[4] != "p0-4" || lines[7] != "p1-2" {
 		t.Fatalf("file = %q", lines)
 	}
@@ -90,7 +91,7 @@ func TestCommittingSinkExample(t *testing.T) {
 	if v, _ := c.get(p0); v != 6 {
 		t.Fatalf("p0 committed %d after close, want 6", v)
 	}
-	if lines := readLines(t, file); len(lines) != 10 || lines[9] != "p0-6" {
+	if lines := testkit.ReadLines(t, file); len(lines) != 10 || lines[9] != "p0-6" {
 		t.Fatalf("file after close = %q", lines)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -68,14 +69,14 @@ func TestRustCommitHandleByName(t *testing.T) {
 		}
 	}
 	batch(events, 2, 10, "e10", "e11", "e12")
-	waitFor(t, "commit 7/300/2@12", func() bool { return c.has("7/300/2@12") })
+	testkit.WaitFor(t, "commit 7/300/2@12", func() bool { return c.has("7/300/2@12") })
 	batch(events, 2, 13, "e13", "e14")
 	batch(audit, 0, 4, "a4", "a5")
-	waitFor(t, "commits 7/300/2@14 and 7/301/0@5", func() bool { return c.has("7/300/2@14") && c.has("7/301/0@5") })
+	testkit.WaitFor(t, "commits 7/300/2@14 and 7/301/0@5", func() bool { return c.has("7/300/2@14") && c.has("7/301/0@5") })
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := readLines(t, out); !reflect.DeepEqual(got, []string{"e10", "e11", "e12", "e13", "e14", "a4", "a5"}) &&
+	if got := testkit.ReadLines(t, out); !reflect.DeepEqual(got, []string{"e10", "e11", "e12", "e13", "e14", "a4", "a5"}) &&
 		!reflect.DeepEqual(got, []string{"e10", "e11", "e12", "a4", "a5", "e13", "e14"}) {
 		t.Fatalf("file = %q", got)
 	}
@@ -109,7 +110,7 @@ func TestSetTopicIDsOncePerInstance(t *testing.T) {
 			t.Fatalf("run %d: %v", run, err)
 		}
 		want := fmt.Sprintf("3/4/1@%d", off)
-		waitFor(t, want, func() bool { return c.has(want) })
+		testkit.WaitFor(t, want, func() bool { return c.has(want) })
 		if err := s.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -112,7 +113,7 @@ func TestRustSinkDecodesFerryBuffers(t *testing.T) {
 	if err := s.Consume(context.Background(), topic, meta, msgs); err != nil {
 		t.Fatal(err)
 	}
-	lines := readLines(t, out)
+	lines := testkit.ReadLines(t, out)
 	if len(lines) != 1 {
 		t.Fatalf("lines = %q", lines)
 	}
@@ -150,7 +151,7 @@ func TestRustSinkDecodesFerryBuffers(t *testing.T) {
 	if err := s.Consume(context.Background(), topic, meta, nil); err != nil {
 		t.Fatal(err)
 	}
-	if lines := readLines(t, out); len(lines) != 2 || !strings.Contains(lines[1], `"messages":[]`) {
+	if lines := testkit.ReadLines(t, out); len(lines) != 2 || !strings.Contains(lines[1], `"messages":[]`) {
 		t.Fatalf("empty batch: %q", lines)
 	}
 
@@ -234,7 +235,7 @@ func TestCommitCallbackCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"commit 0", "commit -2", "commit -3", "commit -1", "commit -4", "commit -4"}
-	if got := readLines(t, out); !reflect.DeepEqual(got, want) {
+	if got := testkit.ReadLines(t, out); !reflect.DeepEqual(got, want) {
 		t.Fatalf("codes = %q, want %q", got, want)
 	}
 	if got := ca.got(); !reflect.DeepEqual(got, []string{"1/2/3@10", "1/2/3@20", "1/2/3@30", "1/2/3@40", "1/2/3@50", "1/2/3@60"}) {
@@ -249,7 +250,7 @@ func TestCommitCallbackCodes(t *testing.T) {
 	if err := b.Consume(context.Background(), probeTopic, probeMeta, cmds(fmt.Sprintf("commit-as %d 1 2 3 70", aID), "commit 1 2 3 71")); err != nil {
 		t.Fatal(err)
 	}
-	if got := readLines(t, out)[6:]; !reflect.DeepEqual(got, []string{"commit -1", "commit 0"}) {
+	if got := testkit.ReadLines(t, out)[6:]; !reflect.DeepEqual(got, []string{"commit -1", "commit 0"}) {
 		t.Fatalf("after close = %q", got)
 	}
 	if len(ca.got()) != 6 || !reflect.DeepEqual(cb.got(), []string{"1/2/3@71"}) {
@@ -349,7 +350,7 @@ func TestCloseWaitsForInflightConsume(t *testing.T) {
 		done <- s.Consume(context.Background(), probeTopic, probeMeta, cmds("sleep 300"))
 	}()
 	<-started
-	waitFor(t, "consume in flight", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.inflight == 1 })
+	testkit.WaitFor(t, "consume in flight", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.inflight == 1 })
 	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if err := s.Close(short); !errors.Is(err, context.DeadlineExceeded) || s.ID() == 0 {
@@ -361,7 +362,7 @@ func TestCloseWaitsForInflightConsume(t *testing.T) {
 	// Close returned only after the plugin's consume returned: it wrote "slept" just before.
 	// (Consume's Go caller may get its result a moment after Close returns: it is not
 	// what Close waits for.)
-	if got := readLines(t, out); !reflect.DeepEqual(got, []string{"slept"}) {
+	if got := testkit.ReadLines(t, out); !reflect.DeepEqual(got, []string{"slept"}) {
 		t.Fatalf("Close returned while the plugin's consume was still running: out = %q", got)
 	}
 	select {

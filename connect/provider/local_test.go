@@ -263,52 +263,42 @@ func TestCreateAppliesEnv(t *testing.T) {
 
 // A GET (configjson.SinkJSON) then POST (CreateSink) gives back the same config.
 func TestSinkJSONCreateRoundTrip(t *testing.T) {
-	src := "../configjson/testdata/full_sink.toml"
-	orig, err := config.ParseSinkFile(src, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := json.Marshal(configjson.SinkJSON(orig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &Local{Dir: t.TempDir()}
-	got, err := p.CreateSink(orig.Key, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := *orig
-	want.File, want.Version = got.File, 0
-	// A JSON body's transforms are an object, whose order the body cannot keep: they come
-	// back in type order (docs/iggy-compatibility.md, "Differences from Iggy's runtime").
-	want.Transforms = slices.Clone(want.Transforms)
-	slices.SortFunc(want.Transforms, func(a, b config.Transform) int { return strings.Compare(a.Type, b.Type) })
-	if !reflect.DeepEqual(got, &want) {
-		t.Fatalf("got  %#v\nwant %#v", got, &want)
-	}
+	jsonCreateRoundTrip(t, "../configjson/testdata/full_sink.toml", config.ParseSinkFile,
+		func(s *config.Sink) any { return configjson.SinkJSON(s) }, (*Local).CreateSink,
+		func(s *config.Sink) *config.Common { return &s.Common })
 }
 
 func TestSourceJSONCreateRoundTrip(t *testing.T) {
-	src := "../configjson/testdata/full_source.toml"
-	orig, err := config.ParseSourceFile(src, nil)
+	jsonCreateRoundTrip(t, "../configjson/testdata/full_source.toml", config.ParseSourceFile,
+		func(s *config.Source) any { return configjson.SourceJSON(s) }, (*Local).CreateSource,
+		func(s *config.Source) *config.Common { return &s.Common })
+}
+
+// jsonCreateRoundTrip parses the connector file, marshals its JSON form (the API's GET) and
+// creates a connector from that body (the API's POST): the result must be the parsed config
+// but for the file it was written to and its version.
+func jsonCreateRoundTrip[C any](t *testing.T, src string, parse func(string, []string) (*C, error), form func(*C) any,
+	create func(*Local, string, []byte) (*C, error), common func(*C) *config.Common) {
+	t.Helper()
+	orig, err := parse(src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, err := json.Marshal(configjson.SourceJSON(orig))
+	body, err := json.Marshal(form(orig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Local{Dir: t.TempDir()}
-	got, err := p.CreateSource(orig.Key, body)
+	got, err := create(&Local{Dir: t.TempDir()}, common(orig).Key, body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := *orig
-	want.File, want.Version = got.File, 0
+	w := common(&want)
+	w.File, w.Version = common(got).File, 0
 	// A JSON body's transforms are an object, whose order the body cannot keep: they come
 	// back in type order (docs/iggy-compatibility.md, "Differences from Iggy's runtime").
-	want.Transforms = slices.Clone(want.Transforms)
-	slices.SortFunc(want.Transforms, func(a, b config.Transform) int { return strings.Compare(a.Type, b.Type) })
+	w.Transforms = slices.Clone(w.Transforms)
+	slices.SortFunc(w.Transforms, func(a, b config.Transform) int { return strings.Compare(a.Type, b.Type) })
 	if !reflect.DeepEqual(got, &want) {
 		t.Fatalf("got  %#v\nwant %#v", got, &want)
 	}

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -162,7 +162,7 @@ func TestPeriodicFsyncCommits(t *testing.T) {
 	if err := s.Consume(context.Background(), topic, part(2), msgs(41, 42)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(rec.commits()) == 1 })
+	testkit.WaitFor(t, "the flush to commit once", func() bool { return len(rec.commits()) == 1 })
 	if c := rec.commits(); c[0] != "p2@42" {
 		t.Fatalf("commits = %v", c)
 	}
@@ -190,14 +190,3 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func sorted(s []string) []string { slices.Sort(s); return s }
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}

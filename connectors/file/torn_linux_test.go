@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // fsizeChildEnv names the directory the child of TestWriteFailureTruncates works in.
@@ -131,15 +133,7 @@ func TestWriteFailureChild(t *testing.T) {
 // by another file. The batch fails with ENOSPC and the file holds exactly what it held
 // before; with room again the retry writes it once.
 func TestWriteFailureOnFullDisk(t *testing.T) {
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v); TestWriteFailureTruncates covers the torn write with RLIMIT_FSIZE", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
+	dir := testkit.Tmpfs(t, "256k", "TestWriteFailureTruncates covers the torn write with RLIMIT_FSIZE")
 	path := filepath.Join(dir, "out.jsonl")
 	s := open(t, `{"path":"`+path+`"}`, nil)
 	ctx := context.Background()
@@ -152,7 +146,7 @@ func TestWriteFailureOnFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	filler := filepath.Join(dir, "filler")
-	fillDisk(t, filler)
+	testkit.FillDisk(t, filler)
 	for attempt := 1; attempt <= 2; attempt++ {
 		if err := s.Consume(ctx, topic, part(0), bigMsgs(3000, 3, 4, 5)); !errors.Is(err, syscall.ENOSPC) {
 			t.Fatalf("attempt %d on a full disk: %v, want ENOSPC", attempt, err)
@@ -172,30 +166,6 @@ func TestWriteFailureOnFullDisk(t *testing.T) {
 	}
 	if got := records(t, path); !slices.Equal(got, seq(0, 5)) {
 		t.Fatalf("records %v, want 0..5 once each", got)
-	}
-}
-
-// fillDisk writes path until its file system is full.
-func fillDisk(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 4096)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("fill %s: %v", path, err)
-			}
-			break
-		}
-	}
-	for { // the last partial page
-		if _, err := f.Write(chunk[:1]); err != nil {
-			return
-		}
 	}
 }
 

@@ -10,12 +10,12 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ferryio/ferry/internal/pgtest"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -354,13 +354,9 @@ func TestOwnersSerialisedByTheOffsetsRow(t *testing.T) {
 			return m
 		}())
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO %"+off+"%'") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the new owner never waited on the offsets row")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the new owner to wait on the offsets row", func() bool {
+		return count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO %"+off+"%'") == 1
+	})
 	for o := 10; o < 60; o++ {
 		if _, err := old.Exec(ctx, "INSERT INTO "+tbl+" (id, iggy_offset, iggy_stream, iggy_topic, iggy_partition_id, payload) VALUES ($1, $2, 's', 't', 0, 'old')",
 			1000+o, o); err != nil {

@@ -13,6 +13,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/ferryio/ferry/internal/s3test"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -274,13 +275,7 @@ func TestIdleAndMemoryFlushes(t *testing.T) {
 	s := open(t, config(srv, bucket, `,"flush_interval":"50ms","max_buffered_bytes":"1000"`), c)
 	assign(t, s, 0, 1)
 	consume(t, s, sdk.SchemaJSON, 0, msgs(0, 0, 3))
-	deadline := time.Now().Add(30 * time.Second)
-	for last, ok := c.of(0); !ok || last != 2; last, ok = c.of(0) {
-		if time.Now().After(deadline) {
-			t.Fatal("the idle partition was never flushed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the idle partition flushed up to offset 2", func() bool { last, ok := c.of(0); return ok && last == 2 })
 	// About 150 bytes a message: 10 messages pass 1000 bytes; the largest (partition 1) goes.
 	if err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(1), Schema: sdk.SchemaJSON}, msgs(1, 0, 10)); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 func TestReopenRecoversEverything(t *testing.T) {
@@ -167,9 +170,7 @@ func TestCrashKeepsSyncedWrites(t *testing.T) {
 			})
 			rng := rand.New(rand.NewPCG(1, uint64(policy)))
 			for round := 0; round < 8; round++ {
-				for durable.Load() < int64(20*(round+1)) {
-					time.Sleep(time.Millisecond)
-				}
+				testkit.WaitFor(t, fmt.Sprintf("%d appends synced", 20*(round+1)), func() bool { return durable.Load() >= int64(20*(round+1)) })
 				before := durable.Load()
 				crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: rng})
 				c, err := Open(testOpts("db", crashed))
@@ -227,20 +228,13 @@ func TestIntervalSyncLoopRuns(t *testing.T) {
 	k := PartitionKey{tp.StreamID, tp.ID, 0}
 	appendN(t, s, k, 3)
 	// Without any explicit Sync the loop makes the append durable.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testkit.WaitFor(t, "the appends to be durable through the 5ms sync interval", func() bool {
 		c, err := Open(testOpts("db", fs.CrashClone(vfs.CrashCloneCfg{})))
 		check(t, err)
 		st, err := c.Stats(k)
 		check(t, c.Close())
-		if err == nil && st.NextOffset == 3 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("append not durable after 5s of 5ms sync interval: %v %+v", err, st)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && st.NextOffset == 3
+	})
 }
 
 // TestCrashLosesOnlyUnsynced pins the FsyncInterval promise exactly: after a

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // Fault modes of faultFS.
@@ -229,10 +231,7 @@ func TestVanishedDataDir(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second) // safety net only
-	for s.Fault() == nil && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the store to find its data directory gone", func() bool { return s.Fault() != nil })
 	if !strings.Contains(fmt.Sprint(s.Fault()), "data directory") {
 		t.Fatalf("fault %v, want one naming the data directory", s.Fault())
 	}

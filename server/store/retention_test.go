@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"sync"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // fakeClock is a clock a test moves by hand.
@@ -291,15 +294,10 @@ func TestRetentionReclaimsDisk(t *testing.T) {
 // below and returns it.
 func duBelow(t *testing.T, dir string, limit int64) int64 {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		du := diskUsage(t, dir)
-		if du <= limit {
-			return du
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("disk usage of %s is %d bytes, want at most %d", dir, du, limit)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var du int64
+	testkit.WaitFor(t, fmt.Sprintf("the disk usage of %s to fall to %d bytes", dir, limit), func() bool {
+		du = diskUsage(t, dir)
+		return du <= limit
+	})
+	return du
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/internal/promtooltest"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 const apiKey = "s3cret-key"
@@ -128,7 +129,7 @@ func TestAPIOperatesARunningFerry(t *testing.T) {
 	anon := apiClient{t: t, base: api.base}
 
 	var st sinkStatus
-	waitFor(t, 30*time.Second, "the API and three restarts", func() bool {
+	testkit.WaitFor(t, "the API and three restarts", func() bool {
 		if p.exited() {
 			t.Fatalf("run exited: %v", p.err)
 		}
@@ -169,7 +170,7 @@ func TestAPIOperatesARunningFerry(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := time.Now()
-	waitFor(t, 30*time.Second, "the sink running", func() bool {
+	testkit.WaitFor(t, "the sink running", func() bool {
 		api.getJSON("/sinks/out/status", &st)
 		return st.Status == "running"
 	})
@@ -199,7 +200,7 @@ func TestAPIOperatesARunningFerry(t *testing.T) {
 		return func() bool { o := offsets(); return o.Stored != nil && *o.Stored == want && o.Lag == 0 }
 	}
 	send(0, 100)
-	waitFor(t, 20*time.Second, "100 stored", stored(99))
+	testkit.WaitFor(t, "100 stored", stored(99))
 
 	if code, b := api.do(http.MethodPost, "/sinks/out/pause", ""); code != http.StatusNoContent {
 		t.Fatalf("pause: %d %s", code, b)
@@ -212,7 +213,7 @@ func TestAPIOperatesARunningFerry(t *testing.T) {
 	// Offsets are read from Iggy at most once a second per topic: wait for a read after
 	// the send.
 	var o offsetJSON
-	waitFor(t, 20*time.Second, "offsets read after the send", func() bool {
+	testkit.WaitFor(t, "offsets read after the send", func() bool {
 		o = offsets()
 		return o.Current != nil && *o.Current == 149
 	})
@@ -222,7 +223,7 @@ func TestAPIOperatesARunningFerry(t *testing.T) {
 	if code, b := api.do(http.MethodPost, "/sinks/out/resume", ""); code != http.StatusNoContent {
 		t.Fatalf("resume: %d %s", code, b)
 	}
-	waitFor(t, 20*time.Second, "150 stored after resume", stored(149))
+	testkit.WaitFor(t, "150 stored after resume", stored(149))
 	if o := offsets(); o.Lag != 0 || *o.Current != 149 {
 		t.Fatalf("after resume: %+v", o)
 	}

@@ -8,7 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // TestKeylessAPIAttacks replays, against a real `ferry run --embedded` with the HTTP API on
@@ -43,7 +44,7 @@ func TestKeylessAPIAttacks(t *testing.T) {
 		api.getJSON("/sinks/out/status", &st)
 		return st
 	}
-	waitFor(t, 30*time.Second, "sink out running", func() bool {
+	testkit.WaitFor(t, "sink out running", func() bool {
 		if p.exited() {
 			t.Fatalf("run exited: %v", p.err)
 		}
@@ -104,7 +105,7 @@ func TestKeylessAPIAttacks(t *testing.T) {
 		t.Fatalf("restart: %d %s", code, b)
 	}
 	var st sinkStatus
-	waitFor(t, 30*time.Second, "sink out refused to start", func() bool {
+	testkit.WaitFor(t, "sink out refused to start", func() bool {
 		st = status()
 		return st.Status == "error" && st.LastError != nil
 	})

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // Crash test parameters: a rate-limited random source keeps the stream going for ~2 s so
@@ -49,7 +51,7 @@ func crashRestart(t *testing.T, mode string) {
 	args := []string{"run", "--config", cfg, "--embedded", "--progress", "0"}
 
 	first := startFerry(t, "first run", dir, nil, args...)
-	waitFor(t, 10*time.Second, fmt.Sprintf("%d lines before the kill", crashKillAt), func() bool {
+	testkit.WaitFor(t, fmt.Sprintf("%d lines before the kill", crashKillAt), func() bool {
 		if first.exited() {
 			t.Fatalf("first run exited: %v", first.err)
 		}
@@ -63,9 +65,9 @@ func crashRestart(t *testing.T, mode string) {
 	}
 
 	second := startFerry(t, "second run", dir, nil, args...)
-	addr := second.embeddedAddr(10 * time.Second)
+	addr := second.embeddedAddr()
 	var total int64
-	waitFor(t, 15*time.Second, "source done and offsets stored up to the end", func() bool {
+	testkit.WaitFor(t, "source done and offsets stored up to the end", func() bool {
 		if second.exited() {
 			t.Fatalf("second run exited: %v", second.err)
 		}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/ferryio/ferry/internal/testkit"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,8 +112,8 @@ func TestCustomBuild(t *testing.T) {
 
 	// run: 5 messages to partition 0, 3 to partition 1, each batch fsynced and committed.
 	run := startCmd(t, "custom run", exec.Command(bin, "run", "--config", cfg, "--embedded", "--partitions", "2", "--progress", "0"))
-	addr := run.embeddedAddr(10 * time.Second)
-	waitFor(t, 10*time.Second, "the connectors spawned", func() bool {
+	addr := run.embeddedAddr()
+	testkit.WaitFor(t, "the connectors spawned", func() bool {
 		return strings.Contains(run.out.String(), "All sources and sinks spawned.")
 	})
 	c := dial(t, addr)
@@ -143,8 +144,8 @@ func TestCustomBuild(t *testing.T) {
 
 	// A second run resumes after the stored offsets: nothing written twice.
 	run2 := startCmd(t, "custom run 2", exec.Command(bin, "run", "--config", cfg, "--embedded", "--partitions", "2", "--progress", "0"))
-	addr = run2.embeddedAddr(10 * time.Second)
-	waitFor(t, 10*time.Second, "the connectors spawned again", func() bool {
+	addr = run2.embeddedAddr()
+	testkit.WaitFor(t, "the connectors spawned again", func() bool {
 		return strings.Contains(run2.out.String(), "All sources and sinks spawned.")
 	})
 	c = dial(t, addr)
@@ -158,7 +159,7 @@ func TestCustomBuild(t *testing.T) {
 // waitStored waits until the sink's group has exactly the stored offsets want.
 func waitStored(t *testing.T, addr string, want map[uint32]int64) {
 	t.Helper()
-	waitFor(t, 20*time.Second, fmt.Sprintf("stored offsets %v", want), func() bool {
+	testkit.WaitFor(t, fmt.Sprintf("stored offsets %v", want), func() bool {
 		offs, err := offsets(t, addr, "custom", "t", "iggy-connect-sink-parts")
 		if err != nil {
 			return false

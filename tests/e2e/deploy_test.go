@@ -119,7 +119,7 @@ func TestVersion(t *testing.T) {
 	cmd := exec.Command(stamped, "run", "--config", cfg, "--embedded", "--progress", "0")
 	cmd.Dir = dir
 	p := startCmd(t, "stamped run", cmd)
-	url := p.apiURL(30 * time.Second)
+	url := p.apiURL()
 	resp, err := http.Get(url + "/stats")
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 const (
@@ -72,7 +74,7 @@ func TestGroupTakeover(t *testing.T) {
 	dir := t.TempDir()
 	srv := startFerry(t, "server", dir, nil, "server", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "srv"))
 	var addr string
-	waitFor(t, 10*time.Second, "server address", func() bool {
+	testkit.WaitFor(t, "server address", func() bool {
 		if srv.exited() {
 			t.Fatalf("server exited: %v", srv.err)
 		}
@@ -89,7 +91,7 @@ func TestGroupTakeover(t *testing.T) {
 	pcfg := remoteConfig(t, pdir, addr, filepath.Join(pdir, "connectors"))
 	producer := startFerry(t, "producer", pdir, nil, "run", "--config", pcfg, "--create-topics",
 		"--partitions", fmt.Sprint(groupPartitions), "--progress", "0", "--exit-when-idle", "1s")
-	waitFor(t, 10*time.Second, "producer running", func() bool {
+	testkit.WaitFor(t, "producer running", func() bool {
 		if producer.exited() {
 			t.Fatalf("producer exited: %v", producer.err)
 		}
@@ -102,7 +104,7 @@ func TestGroupTakeover(t *testing.T) {
 	writeFile(t, filepath.Join(cdir, "connectors", "sink.toml"), fileSink("g", "t", groupMode, outA, groupBatch, groupMaxUncommitted))
 	ccfg := remoteConfig(t, cdir, addr, filepath.Join(cdir, "connectors"))
 	memberA := startFerry(t, "member A", cdir, nil, "run", "--config", ccfg, "--progress", "0")
-	waitFor(t, 15*time.Second, "member A writing alone", func() bool {
+	testkit.WaitFor(t, "member A writing alone", func() bool {
 		if memberA.exited() {
 			t.Fatalf("member A exited: %v", memberA.err)
 		}
@@ -111,15 +113,18 @@ func TestGroupTakeover(t *testing.T) {
 	joinedAt := time.Now()
 	memberB := startFerry(t, "member B", cdir, []string{"IGGY_CONNECTORS_SINK_OUT_PLUGIN_CONFIG_PATH=" + outB},
 		"run", "--config", ccfg, "--progress", "0")
-	waitFor(t, groupJoinBudget, "member B receiving data after joining (A's revoked partitions drained, not held for the 30 s rebalancing timeout)", func() bool {
+	testkit.WaitFor(t, "member B receiving data after joining (A's revoked partitions drained, not held for the 30 s rebalancing timeout)", func() bool {
 		if memberA.exited() || memberB.exited() {
 			t.Fatalf("a member exited: A %v, B %v", memberA.err, memberB.err)
 		}
 		return countLines(outB) >= 1
 	})
+	if d := time.Since(joinedAt); d > groupJoinBudget {
+		t.Fatalf("B wrote its first line %v after starting, want within %v", d, groupJoinBudget)
+	}
 	t.Logf("B wrote its first line %v after starting", time.Since(joinedAt).Round(time.Millisecond))
 
-	waitFor(t, 15*time.Second, "both members writing", func() bool {
+	testkit.WaitFor(t, "both members writing", func() bool {
 		if memberA.exited() || memberB.exited() {
 			t.Fatalf("a member exited: A %v, B %v", memberA.err, memberB.err)
 		}
@@ -134,7 +139,7 @@ func TestGroupTakeover(t *testing.T) {
 
 	producer.wait(15 * time.Second)
 	var counts map[uint32]int64
-	waitFor(t, 15*time.Second, "member B to finish every partition", func() bool {
+	testkit.WaitFor(t, "member B to finish every partition", func() bool {
 		if memberB.exited() {
 			t.Fatalf("member B exited: %v", memberB.err)
 		}

@@ -16,19 +16,8 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/internal/syncbuf"
+	"github.com/ferryio/ferry/internal/testkit"
 )
-
-// waitFor polls cond every 20ms until it holds or timeout passes (then the test fails).
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // proc is one ferry child process.
 type proc struct {
@@ -137,10 +126,10 @@ var addrRE = regexp.MustCompile(`embedded Iggy server started" addr=(\S+)`)
 
 // embeddedAddr waits for the process's "embedded Iggy server started" log line and returns
 // the address.
-func (p *proc) embeddedAddr(timeout time.Duration) string {
+func (p *proc) embeddedAddr() string {
 	p.t.Helper()
 	var addr string
-	waitFor(p.t, timeout, p.name+" embedded server address", func() bool {
+	testkit.WaitFor(p.t, p.name+" embedded server address", func() bool {
 		if p.exited() {
 			p.t.Fatalf("%s exited early: %v", p.name, p.err)
 		}
@@ -260,6 +249,13 @@ func writeFile(t testing.TB, path, content string) {
 // runtimeConfig writes a config.toml for an embedded run under dir and returns its path.
 func runtimeConfig(t testing.TB, dir, connectorsDir string) string {
 	t.Helper()
+	return runtimeConfigTail(t, dir, connectorsDir, "[http]\nenabled = false\n")
+}
+
+// runtimeConfigTail is runtimeConfig with tail (the [http] section and any after it) in
+// place of the disabled HTTP API.
+func runtimeConfigTail(t testing.TB, dir, connectorsDir, tail string) string {
+	t.Helper()
 	path := filepath.Join(dir, "config.toml")
 	writeFile(t, path, fmt.Sprintf(`[iggy]
 address = "127.0.0.1:8090"
@@ -277,9 +273,7 @@ config_dir = %q
 address = "127.0.0.1:0"
 data_dir = %q
 
-[http]
-enabled = false
-`, filepath.Join(dir, "state"), connectorsDir, filepath.Join(dir, "data")))
+`, filepath.Join(dir, "state"), connectorsDir, filepath.Join(dir, "data"))+tail)
 	return path
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/internal/promtooltest"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // lostSink is a sink whose native plugin does not exist: it never starts, and waits in
@@ -107,7 +108,7 @@ func TestLagOnEverySurface(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var admin *iggy.Client
-	waitFor(t, 20*time.Second, "the server", func() bool {
+	testkit.WaitFor(t, "the server", func() bool {
 		c, err := iggy.Dial(ctx, iggyAddr, iggy.WithCredentials("iggy", "iggy"))
 		admin = c
 		return err == nil
@@ -138,7 +139,7 @@ func TestLagOnEverySurface(t *testing.T) {
 		}
 		return o[0]
 	}
-	waitFor(t, 30*time.Second, "the API", func() bool {
+	testkit.WaitFor(t, "the API", func() bool {
 		if p.exited() {
 			t.Fatalf("run exited: %v", p.err)
 		}
@@ -146,7 +147,7 @@ func TestLagOnEverySurface(t *testing.T) {
 		return err == nil && code == http.StatusOK
 	})
 	send(0, first)
-	waitFor(t, 20*time.Second, "out stored the first messages", func() bool {
+	testkit.WaitFor(t, "out stored the first messages", func() bool {
 		o := offsetsOf("out")
 		return o.Stored != nil && *o.Stored == first-1 && o.Lag == 0
 	})
@@ -158,7 +159,7 @@ func TestLagOnEverySurface(t *testing.T) {
 	last := int64(first + lagN - 1)
 	// Offsets are read from Iggy at most once a second per topic: wait for a read made
 	// after the send, then every surface must agree.
-	waitFor(t, 20*time.Second, "a read after the send", func() bool {
+	testkit.WaitFor(t, "a read after the send", func() bool {
 		o, l := offsetsOf("out"), offsetsOf("lost")
 		return o.Current != nil && *o.Current == last && l.Current != nil && *l.Current == last
 	})
@@ -251,7 +252,7 @@ func TestLagOnEverySurface(t *testing.T) {
 	if code, b := api.do(http.MethodPost, "/sinks/out/resume", ""); code != http.StatusNoContent {
 		t.Fatalf("resume: %d %s", code, b)
 	}
-	waitFor(t, 20*time.Second, "out caught up after resume", func() bool {
+	testkit.WaitFor(t, "out caught up after resume", func() bool {
 		o := offsetsOf("out")
 		return o.Stored != nil && *o.Stored == last && o.Lag == 0
 	})
@@ -265,7 +266,7 @@ func TestLagOnEverySurface(t *testing.T) {
 	if code, b := api.do(http.MethodPost, "/sinks/out/restart", ""); code != http.StatusNoContent {
 		t.Fatalf("restart: %d %s", code, b)
 	}
-	waitFor(t, 20*time.Second, "out running again", func() bool {
+	testkit.WaitFor(t, "out running again", func() bool {
 		api.getJSON("/sinks/out", &info)
 		return info.Status == "running" && info.ID != oldID
 	})

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // logLine is one JSON log line of a run, with its position in the output.
@@ -126,31 +128,14 @@ max_backoff = "10ms"
 		`key = "out"`, `key = "bogus"`, 1), "name = \"file out\"\npath = \"builtin:file\"", fmt.Sprintf("name = \"bogus sink\"\npath = %q", filepath.Join(conns, "bogus.so")), 1))
 	writeFile(t, filepath.Join(conns, "off.toml"), strings.Replace(strings.Replace(fileSink("s", "t", "after_consuming", filepath.Join(dir, "off.jsonl"), 5, 1000),
 		`key = "out"`, `key = "off"`, 1), "enabled = true\nversion = 0\nname = \"file out\"", "enabled = false\nversion = 0\nname = \"off sink\"", 1))
-	cfg := filepath.Join(dir, "config.toml")
-	writeFile(t, cfg, fmt.Sprintf(`[iggy]
-address = "127.0.0.1:8090"
-username = "iggy"
-password = "iggy"
-
-[state]
-path = %q
-
-[connectors]
-config_type = "local"
-config_dir = %q
-
-[embedded]
-address = "127.0.0.1:0"
-data_dir = %q
-
-[http]
+	cfg := runtimeConfigTail(t, dir, conns, fmt.Sprintf(`[http]
 enabled = true
 address = %q
 api_key = %q
 
 [logging]
 format = "json"
-`, filepath.Join(dir, "state"), conns, filepath.Join(dir, "data"), apiAddr, apiKey))
+`, apiAddr, apiKey))
 
 	p := startFerry(t, "run", dir, nil, "run", "--config", cfg, "--embedded", "--progress", "0", "--status=false")
 	has := func(s string) func() bool {
@@ -161,17 +146,17 @@ format = "json"
 			return strings.Contains(p.out.String(), s)
 		}
 	}
-	waitFor(t, 60*time.Second, "the file sink's 10 lines", func() bool { return countLines(out) == 10 })
-	waitFor(t, 30*time.Second, "the missing and bogus sinks given up", func() bool {
+	testkit.WaitFor(t, "the file sink's 10 lines", func() bool { return countLines(out) == 10 })
+	testkit.WaitFor(t, "the missing and bogus sinks given up", func() bool {
 		return has("")() && strings.Count(p.out.String(), "sink failed for good") == 2
 	})
-	waitFor(t, 30*time.Second, "the source's end", has("Closed source connector with ID: "))
+	testkit.WaitFor(t, "the source's end", has("Closed source connector with ID: "))
 
 	api := apiClient{t: t, base: "http://" + apiAddr, key: apiKey}
 	if code, b := api.do(http.MethodPost, "/sinks/out/restart", ""); code != http.StatusNoContent {
 		t.Fatalf("restart: %d %s", code, b)
 	}
-	waitFor(t, 30*time.Second, "the restart's success line", has("Sink connector: out restarted successfully."))
+	testkit.WaitFor(t, "the restart's success line", has("Sink connector: out restarted successfully."))
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // ferryBin is the binary under test, built once by TestMain.
@@ -41,6 +44,9 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: building ferry:", err)
 		return 1
 	}
+	// Its tests drive ferry processes through soaks and drains of tens of thousands of
+	// messages on a loaded machine: every wait may take up to two minutes.
+	testkit.Patience = 2 * time.Minute
 	code := m.Run()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // Native plugin tests: the C example plugins of examples/plugins/c, built with gcc once per
@@ -92,7 +94,7 @@ func startServer(t testing.TB, name, dir, dataDir string) (*proc, string) {
 	t.Helper()
 	srv := startFerry(t, name, dir, nil, "server", "--addr", "127.0.0.1:0", "--data", dataDir)
 	var addr string
-	waitFor(t, 10*time.Second, name+" address", func() bool {
+	testkit.WaitFor(t, name+" address", func() bool {
 		if srv.exited() {
 			t.Fatalf("%s exited: %v", name, srv.err)
 		}
@@ -217,9 +219,9 @@ func committingSinkSurvivesSIGKILL(t *testing.T, lib, extraConfig, openLine stri
 
 	// First run: killed once the sink has written and committed a good part of the stream.
 	first := startFerry(t, "first run", dir, nil, "run", "--config", cfg, "--embedded", "--progress", "0")
-	addr := first.embeddedAddr(10 * time.Second)
+	addr := first.embeddedAddr()
 	var live int64
-	waitFor(t, 20*time.Second, fmt.Sprintf("%d lines and offset %d stored", nativeKillAtLines, nativeKillAtStored), func() bool {
+	testkit.WaitFor(t, fmt.Sprintf("%d lines and offset %d stored", nativeKillAtLines, nativeKillAtStored), func() bool {
 		if first.exited() {
 			t.Fatalf("first run exited: %v", first.err)
 		}

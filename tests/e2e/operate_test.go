@@ -2,15 +2,15 @@ package e2e
 
 import (
 	"errors"
-	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // freeAddr returns a loopback address nothing listens on (it was free a moment ago).
@@ -43,49 +43,14 @@ func (p *proc) exitCode() int {
 // = 60s holds the graceful stop; the second SIGTERM ends the process at once with
 // status 130 (the first one alone would wait the whole minute).
 func TestSecondSignalExitsAtOnce(t *testing.T) {
-	lib := cFixture(t, "stuck_sink")
-	dir := t.TempDir()
-	conns := filepath.Join(dir, "connectors")
-	marker := filepath.Join(dir, "stuck")
-	writeFile(t, filepath.Join(conns, "source.toml"), randomSource("s", "t", stuckMessages, 0, stuckBatch))
-	writeFile(t, filepath.Join(conns, "sink.toml"), strings.Replace(stuckSink(lib, marker),
-		fmt.Sprintf("shutdown_timeout = %q", stuckShutdownTimeout), `shutdown_timeout = "60s"`, 1))
-	cfg := runtimeConfig(t, dir, conns)
-	p := startFerry(t, "run", dir, nil, "run", "--config", cfg, "--embedded", "--progress", "0", "--stop-timeout", "2m")
-	waitFor(t, 10*time.Second, "the stuck consume", func() bool {
-		if p.exited() {
-			t.Fatalf("run exited: %v", p.err)
-		}
-		_, err := os.Stat(marker)
-		return err == nil
-	})
-	firstSignal := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "the graceful stop to begin", func() bool {
-		return strings.Contains(p.out.String(), `msg=stopping reason=signal`)
-	})
-	if p.exited() {
-		t.Fatalf("exited after the first signal: %v", p.err)
-	}
+	p, firstSignal := stuckInGracefulStop(t, "2m")
 	// The same signal within a second is the same stop request (timeout(1) and a process
 	// group deliver it twice); a second one after that is an operator who insists.
-	time.Sleep(time.Until(firstSignal.Add(1200 * time.Millisecond)))
+	testkit.WaitFor(t, "1.2 s since the first signal", func() bool { return time.Since(firstSignal) > 1200*time.Millisecond })
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("still running 30 s after the second signal (shutdown_timeout is 60 s)")
-	}
-	if code := p.exitCode(); code != 130 {
-		t.Fatalf("exit status %d (%v), want 130", code, p.err)
-	}
-	if !strings.Contains(p.out.String(), "ferry: second signal (terminated), exiting now") {
-		t.Fatal("no \"second signal\" line")
-	}
+	wantExitAtOnce(t, p, "terminated")
 }
 
 // TestConnectWaitsForServer: `ferry run` started before its Iggy server retries the
@@ -99,7 +64,7 @@ func TestConnectWaitsForServer(t *testing.T) {
 	cfg := remoteConfig(t, dir, addr, conns)
 	p := startFerry(t, "run", dir, nil, "run", "--config", cfg, "--create-topics", "--progress", "0",
 		"--connect-timeout", "60s", "--exit-when-idle", "500ms")
-	waitFor(t, 10*time.Second, "a connection retry", func() bool {
+	testkit.WaitFor(t, "a connection retry", func() bool {
 		if p.exited() {
 			t.Fatalf("run exited before the server was up: %v", p.err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ferryio/ferry/internal/testkit"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,7 +103,7 @@ func TestPostgresCDCThroughput(t *testing.T) {
 	writeFile(t, filepath.Join(conns, "cdc.toml"), src)
 	start = time.Now()
 	run := startFerry(t, "run", dir, nil, "run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0")
-	waitFor(t, 15*time.Minute, "every row in the topic", func() bool {
+	testkit.WaitFor(t, "every row in the topic", func() bool {
 		if run.exited() {
 			t.Fatalf("run exited: %v\n%s", run.err, tail(run.out.String(), 20))
 		}
@@ -160,7 +161,7 @@ func TestPostgresCDCLatency(t *testing.T) {
 	conns := filepath.Join(dir, "pg")
 	writeFile(t, filepath.Join(conns, "cdc.toml"), cdcSource(url, name, []string{name}))
 	run := startFerry(t, "run", dir, nil, "run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0")
-	waitFor(t, 30*time.Second, "the replication slot", func() bool {
+	testkit.WaitFor(t, "the replication slot", func() bool {
 		return pgCount(db, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+name+"'") == 1
 	})
 	conn, err := db.Acquire(ctx)
@@ -178,7 +179,7 @@ func TestPostgresCDCLatency(t *testing.T) {
 	}
 	conn.Release()
 	writeTime := time.Since(start)
-	waitFor(t, 60*time.Second, "every row in the topic", func() bool { return topicCount(c) >= total })
+	testkit.WaitFor(t, "every row in the topic", func() bool { return topicCount(c) >= total })
 	run.stop(30 * time.Second)
 	var lat []time.Duration
 	for p := range uint32(cdcPartitions) {

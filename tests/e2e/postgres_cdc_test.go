@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/ferryio/ferry/internal/testkit"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -301,7 +302,7 @@ func cdcExactlyOnce(t *testing.T, size cdcRun) {
 
 	run := startFerry(t, "run 0", dir, nil, args...)
 	// The slot exists once the first run opened the source: changes from here on are captured.
-	waitFor(t, 30*time.Second, "the replication slot", func() bool {
+	testkit.WaitFor(t, "the replication slot", func() bool {
 		return pgCount(db, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+slot+"'") == 1
 	})
 	w := &cdcWriter{db: db, tables: tables, rng: rand.New(rand.NewPCG(seed, 3)), live: map[string][]int{}}
@@ -323,7 +324,7 @@ func cdcExactlyOnce(t *testing.T, size cdcRun) {
 	share := uint64(size.txns * 3 / (size.kills + 1))
 	for i := 1; i <= size.kills; i++ {
 		before := topicCount(c)
-		waitFor(t, 60*time.Second, fmt.Sprintf("run %d sending", i-1), func() bool {
+		testkit.WaitFor(t, fmt.Sprintf("run %d sending", i-1), func() bool {
 			if run.exited() {
 				t.Fatalf("run %d exited by itself: %v\n%s", i-1, run.err, tail(run.out.String(), 30))
 			}
@@ -343,7 +344,7 @@ func cdcExactlyOnce(t *testing.T, size cdcRun) {
 		t.Fatal(writeErr)
 	}
 	want := uint64(len(w.want))
-	waitFor(t, 120*time.Second, "every committed change in the topic", func() bool {
+	testkit.WaitFor(t, "every committed change in the topic", func() bool {
 		if run.exited() {
 			t.Fatalf("last run exited: %v\n%s", run.err, tail(run.out.String(), 30))
 		}
@@ -360,7 +361,7 @@ func cdcExactlyOnce(t *testing.T, size cdcRun) {
 	if err := db.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&target); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "confirmed_flush_lsn reaching "+target+" while idle", func() bool {
+	testkit.WaitFor(t, "confirmed_flush_lsn reaching "+target+" while idle", func() bool {
 		return pgCount(db, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+slot+"' AND confirmed_flush_lsn >= '"+target+"'") == 1
 	})
 	run.stop(15 * time.Second)

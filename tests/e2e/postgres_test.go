@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,8 +21,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ferryio/ferry/iggy"
-	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/internal/pgtest"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // Parameters of the exactly-once PostgreSQL tests.
@@ -38,19 +37,16 @@ const (
 // pgDB connects to FERRY_POSTGRES_URL (pgtest.Connect).
 func pgDB(t testing.TB) (*pgxpool.Pool, string) { return pgtest.Connect(t) }
 
-// pgCount runs a count query, retrying while PostgreSQL restarts; -1 if it never answers.
+// pgCount runs a count query, retrying while PostgreSQL restarts; -1 if it does not answer
+// within testkit.Patience.
 func pgCount(db *pgxpool.Pool, q string) int64 {
-	for range 50 {
-		var n int64
+	n := int64(-1)
+	_ = testkit.Eventually("PostgreSQL to answer "+q, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := db.QueryRow(ctx, q).Scan(&n)
-		cancel()
-		if err == nil {
-			return n
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return -1
+		defer cancel()
+		return db.QueryRow(ctx, q).Scan(&n) == nil
+	})
+	return n
 }
 
 // pgRestart restarts the test cluster with scripts/postgres.sh (needs FERRY_POSTGRES_DIR).
@@ -135,30 +131,6 @@ func dial(t testing.TB, addr string) *iggy.Client {
 	return c
 }
 
-// produce sends pgPerPartition JSON messages to each partition, chunk by chunk, round-robin,
-// pausing pause between rounds so the stream lasts while the test kills things.
-func produce(t *testing.T, c *iggy.Client, pause time.Duration) error {
-	msgs := make([]iggy.Message, pgChunk)
-	for base := uint64(0); base < pgPerPartition; base += pgChunk {
-		for p := uint32(0); p < pgPartitions; p++ {
-			for i := range msgs {
-				msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, `{"p":%d,"o":%d,"pad":"%0180d"}`, p, base+uint64(i), 0)}
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			res, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(p), msgs)
-			cancel()
-			if err != nil {
-				return err
-			}
-			if res.BaseOffset != base {
-				return fmt.Errorf("send to partition %d landed at %d, want %d", p, res.BaseOffset, base)
-			}
-		}
-		time.Sleep(pause)
-	}
-	return nil
-}
-
 // pgGroupSink is pgSink with group commit: max_in_flight 3, each partition's transaction
 // open for flush (and up to a million rows), batches logged at info (verbose_logging).
 func pgGroupSink(key, url, table, flush string) string {
@@ -179,13 +151,11 @@ WHERE l.relation = to_regclass('` + table + `') AND l.mode = 'RowExclusiveLock' 
 // exactlyOnceUnderKills runs the sink in ferry processes that are SIGKILLed pgKills times
 // at random moments (seeded; the seed is logged) while the partitions are produced, with
 // PostgreSQL restarted at the kills listed in pgRestarts, then lets it run to the end:
-// every (partition, offset) must be in the table exactly once. With group, the sink runs
-// group commit and each kill lands while a group transaction holds rows of the table.
+// every (partition, offset) must be in the table exactly once.
 func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool, group bool) {
 	db, url := pgDB(t)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 1))
 	table := fmt.Sprintf("e2e_kills_%d", seed%1_000_000)
 	t.Cleanup(func() {
 		_, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_offsets")
@@ -200,77 +170,36 @@ func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool, group bool) {
 		sink = pgGroupSink("pg", url, table, "1s")
 	}
 	writeFile(t, filepath.Join(conns, "sink.toml"), sink)
-	cfg := remoteConfig(t, dir, addr, conns)
-	args := []string{"run", "--config", cfg, "--progress", "0"}
 	inGroup := 0 // kills that landed with a group open
-
-	var wg sync.WaitGroup
-	var prodErr error
-	var produced atomic.Bool
-	wg.Go(func() {
-		prodErr = produce(t, c, 200*time.Millisecond)
-		produced.Store(true)
-	})
-	total := int64(pgPartitions * pgPerPartition)
-	progress := "SELECT coalesce(sum(last_offset + 1), 0) FROM " + table + "_offsets"
-	run := startFerry(t, "run 0", dir, nil, args...)
-	var runs []*proc
-	var restartedUnder *proc
-	for i := 1; i <= pgKills; i++ {
-		// Each kill lands while the run writes: once it wrote something, at a random moment.
-		before := max(pgCount(db, progress), 0)
-		waitFor(t, 30*time.Second, fmt.Sprintf("run %d writing", i-1), func() bool {
-			return run.exited() || pgCount(db, progress) > before || before == total
-		})
-		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
-		if group {
-			// Once everything is produced and written no group opens again.
-			waitFor(t, 30*time.Second, fmt.Sprintf("run %d holding an open group", i-1), func() bool {
-				return run.exited() || pgCount(db, openGroup(table)) > 0 || (produced.Load() && pgCount(db, progress) == total)
-			})
-		}
-		if run.exited() {
-			t.Fatalf("run %d exited by itself: %v\n%s", i-1, run.err, tail(run.out.String(), 30))
-		}
-		open := group && pgCount(db, openGroup(table)) > 0
-		run.kill()
-		if open {
-			inGroup++
-		}
-		if pgRestarts[i] {
-			pgRestart(t)
-		}
-		t.Logf("kill %d: %d rows", i, pgCount(db, "SELECT count(*) FROM "+table))
-		runs = append(runs, run)
-		run = startFerry(t, fmt.Sprintf("run %d", i), dir, nil, args...)
-		if i == pgKills/2 && pgRestarts[0] { // a restart while a runtime is writing
-			before := max(pgCount(db, progress), 0)
-			waitFor(t, 30*time.Second, "the run writing", func() bool { return pgCount(db, progress) > before })
-			pgRestart(t)
-			restartedUnder = run
+	soak := killSoak{
+		load: pgLoad(200 * time.Millisecond), dir: dir, kills: pgKills,
+		args: []string{"run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0"},
+		rng:  rand.New(rand.NewPCG(seed, 1)), jitter: 300 * time.Millisecond,
+		written:  func() int64 { return pgCount(db, "SELECT coalesce(sum(last_offset + 1), 0) FROM "+table+"_offsets") },
+		restart:  pgRestart,
+		restarts: pgRestarts,
+	}
+	if group {
+		soak.ready = func() bool { return pgCount(db, openGroup(table)) > 0 }
+		soak.atKill = func() {
+			if pgCount(db, openGroup(table)) > 0 {
+				inGroup++
+			}
 		}
 	}
-	wg.Wait()
-	if prodErr != nil {
-		t.Fatal(prodErr)
-	}
-	waitFor(t, 90*time.Second, "every message in the table", func() bool {
-		if run.exited() {
-			t.Fatalf("last run exited: %v\n%s", run.err, tail(run.out.String(), 30))
-		}
-		return pgCount(db, progress) == total
-	})
+	runs := soak.run(t, c)
 	// A run started after everything was written still takes its signal handler first.
-	waitFor(t, 30*time.Second, "the last run consuming", func() bool { return strings.Contains(run.out.String(), "sink running") })
-	run.stop(15 * time.Second)
-	if restartedUnder != nil && !strings.Contains(restartedUnder.out.String(), "postgres unavailable; retrying") {
-		t.Fatalf("the run PostgreSQL restarted under never retried:\n%s", tail(restartedUnder.out.String(), 30))
+	testkit.WaitFor(t, "the last run consuming", func() bool { return strings.Contains(runs.last.out.String(), "sink running") })
+	runs.last.stop(15 * time.Second)
+	if runs.restartedUnder != nil && !strings.Contains(runs.restartedUnder.out.String(), "postgres unavailable; retrying") {
+		t.Fatalf("the run PostgreSQL restarted under never retried:\n%s", tail(runs.restartedUnder.out.String(), 30))
 	}
-	for _, r := range append(runs, run) {
+	for _, r := range runs.all {
 		if strings.Contains(r.out.String(), url) {
 			t.Fatalf("%s logged the connection string", r.name)
 		}
 	}
+	total := pgLoad(0).total()
 	rows := pgCount(db, "SELECT count(*) FROM "+table)
 	distinct := pgCount(db, "SELECT count(DISTINCT (iggy_partition_id, iggy_offset)) FROM "+table)
 	matching := pgCount(db, "SELECT count(*) FROM "+table+" WHERE (payload->>'p')::int = iggy_partition_id AND (payload->>'o')::bigint = iggy_offset")
@@ -284,7 +213,7 @@ func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool, group bool) {
 	}
 	if group {
 		spanned := 0 // groups that held more than one batch
-		for _, r := range append(runs, run) {
+		for _, r := range runs.all {
 			for _, m := range groupBatches.FindAllStringSubmatch(r.out.String(), -1) {
 				if n, _ := strconv.Atoi(m[1]); n > 1 {
 					spanned++
@@ -296,6 +225,11 @@ func exactlyOnceUnderKills(t *testing.T, pgRestarts map[int]bool, group bool) {
 		}
 	}
 	t.Logf("%d kills (%d seen in a group), %d PostgreSQL restarts: %d rows, %d distinct, 0 lost, 0 duplicated", pgKills, inGroup, len(pgRestarts), rows, distinct)
+}
+
+// pgLoad is the PostgreSQL soaks' load, the producer pausing pause between rounds.
+func pgLoad(pause time.Duration) soakLoad {
+	return soakLoad{parts: pgPartitions, perPartition: pgPerPartition, chunk: pgChunk, pause: pause}
 }
 
 // TestPostgresExactlyOnceUnderSIGKILL: 10 SIGKILLs while 3 × 30000 messages are produced.
@@ -334,37 +268,10 @@ func TestPostgresGroupTakeover(t *testing.T) {
 		writeFile(t, filepath.Join(d, "pg", "sink.toml"), pgSink("pg", url, table, "stop"))
 		return startFerry(t, name, d, nil, "run", "--config", remoteConfig(t, d, addr, filepath.Join(d, "pg")), "--progress", "0")
 	}
-	var wg sync.WaitGroup
-	var prodErr error
-	wg.Go(func() { prodErr = produce(t, c, 60*time.Millisecond) })
-	a := start("a")
-	b := start("b")
-	owns := regexp.MustCompile(`assignment changed.* assigned="?\[\d`)
-	waitFor(t, 30*time.Second, "both members owning partitions", func() bool {
-		return owns.MatchString(a.out.String()) && owns.MatchString(b.out.String())
+	groupTakeover(t, c, pgLoad(60*time.Millisecond), start, func() int64 {
+		return pgCount(db, "SELECT coalesce(sum(last_offset + 1), 0) FROM "+table+"_offsets")
 	})
-	before := max(pgCount(db, "SELECT count(*) FROM "+table), 0)
-	waitFor(t, 30*time.Second, "rows written after both joined", func() bool {
-		return pgCount(db, "SELECT count(*) FROM "+table) > before
-	})
-	seeksBefore := strings.Count(b.out.String(), "partition starts where the sink says")
-	a.kill()
-	t.Logf("a killed with %d rows written", pgCount(db, "SELECT count(*) FROM "+table))
-	wg.Wait()
-	if prodErr != nil {
-		t.Fatal(prodErr)
-	}
-	total := int64(pgPartitions * pgPerPartition)
-	waitFor(t, 90*time.Second, "every message in the table", func() bool {
-		if b.exited() {
-			t.Fatalf("b exited: %v", b.err)
-		}
-		return pgCount(db, "SELECT coalesce(sum(last_offset + 1), 0) FROM "+table+"_offsets") == total
-	})
-	b.stop(15 * time.Second)
-	if strings.Count(b.out.String(), "partition starts where the sink says") <= seeksBefore {
-		t.Fatalf("b took a's partitions over without reading their offsets from the database:\n%s", tail(b.out.String(), 30))
-	}
+	total := pgLoad(0).total()
 	rows := pgCount(db, "SELECT count(*) FROM "+table)
 	distinct := pgCount(db, "SELECT count(DISTINCT (iggy_partition_id, iggy_offset)) FROM "+table)
 	if rows != total || distinct != total {
@@ -382,24 +289,12 @@ func TestPostgresPoisonRowToDeadLetter(t *testing.T) {
 		_, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+", "+table+"_offsets")
 	})
 	dir := t.TempDir()
-	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
-	c := dial(t, addr)
-	createTopic(t, c, 1)
-	msgs := make([]iggy.Message, 200)
-	for i := range msgs {
-		msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, `{"o":%d}`, i)}
-	}
-	msgs[42].Payload = []byte("not json at all")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(0), msgs); err != nil {
-		t.Fatal(err)
-	}
+	addr := poisonedTopic(t, dir)
 	// schema raw: the runtime hands the payload over as is (the database rejects it).
 	sink := strings.Replace(pgSink("pg", url, table, "dead_letter"), `schema = "json"`, `schema = "raw"`, 1)
 	writeFile(t, filepath.Join(dir, "pg", "sink.toml"), sink)
 	run := startFerry(t, "run", dir, nil, "run", "--config", remoteConfig(t, dir, addr, filepath.Join(dir, "pg")), "--progress", "0")
-	waitFor(t, 30*time.Second, "the batch written", func() bool {
+	testkit.WaitFor(t, "the batch written", func() bool {
 		return pgCount(db, "SELECT coalesce(max(last_offset), -1) FROM "+table+"_offsets") == 199
 	})
 	run.stop(15 * time.Second)
@@ -484,13 +379,13 @@ func TestPostgresGroupCommitRevokeMidGroup(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	var prodErr error
-	wg.Go(func() { prodErr = produce(t, c, 60*time.Millisecond) })
+	wg.Go(func() { prodErr = pgLoad(60 * time.Millisecond).produce(c) })
 	a := start("a")
-	waitFor(t, 30*time.Second, "a holding an open group", func() bool { return pgCount(db, openGroup(table)) > 0 })
+	testkit.WaitFor(t, "a holding an open group", func() bool { return pgCount(db, openGroup(table)) > 0 })
 	b := start("b")
 	revoked := regexp.MustCompile(`msg="assignment changed".* revoked="?\[(\d+)`)
 	var m []string
-	waitFor(t, 30*time.Second, "a partition revoked from a", func() bool {
+	testkit.WaitFor(t, "a partition revoked from a", func() bool {
 		m = revoked.FindStringSubmatch(a.out.String())
 		return m != nil
 	})
@@ -500,7 +395,7 @@ func TestPostgresGroupCommitRevokeMidGroup(t *testing.T) {
 		t.Fatal(prodErr)
 	}
 	total := int64(pgPartitions * pgPerPartition)
-	waitFor(t, 90*time.Second, "every message in the table", func() bool {
+	testkit.WaitFor(t, "every message in the table", func() bool {
 		if a.exited() || b.exited() {
 			t.Fatalf("a or b exited: %v, %v", a.err, b.err)
 		}
@@ -537,14 +432,14 @@ func TestPostgresGroupCommitUnderBackpressure(t *testing.T) {
 	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
 	c := dial(t, addr)
 	createTopic(t, c, pgPartitions)
-	if err := produce(t, c, 0); err != nil {
+	if err := pgLoad(0).produce(c); err != nil {
 		t.Fatal(err)
 	}
 	sink := strings.Replace(pgGroupSink("pg", url, table, "300ms"), "[plugin_config]", "[commit]\nmax_uncommitted = 2000\n\n[plugin_config]", 1)
 	writeFile(t, filepath.Join(dir, "pg", "sink.toml"), sink)
 	run := startFerry(t, "run", dir, nil, "run", "--config", remoteConfig(t, dir, addr, filepath.Join(dir, "pg")), "--progress", "0")
 	total := int64(pgPartitions * pgPerPartition)
-	waitFor(t, 120*time.Second, "every message in the table", func() bool {
+	testkit.WaitFor(t, "every message in the table", func() bool {
 		if run.exited() {
 			t.Fatalf("run exited: %v", run.err)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // Parameters of TestSinkControlledCrashRedeliversLittle.
@@ -292,7 +293,7 @@ func TestSinkControlledCrashRedeliversLittle(t *testing.T) {
 		sampler := sampleLines(out, promptSampleEvery)
 		p := startFerry(t, fmt.Sprintf("run %d", run), dir, nil, "run", "--config", cfg, "--progress", "0")
 		var first lineSample
-		waitFor(t, 20*time.Second, fmt.Sprintf("run %d's first line", run), func() bool {
+		testkit.WaitFor(t, fmt.Sprintf("run %d's first line", run), func() bool {
 			if p.exited() {
 				t.Fatalf("run %d exited: %v", run, p.err)
 			}

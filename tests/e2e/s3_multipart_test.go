@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/ferryio/ferry/internal/testkit"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -44,7 +45,7 @@ func TestS3MultipartSIGKILL(t *testing.T) {
 	run := startFerry(t, "run 0", dir, nil, args...)
 	for i := 1; i <= 2; i++ {
 		var id string
-		waitFor(t, 90*time.Second, fmt.Sprintf("run %d with a part of a new upload in flight", i-1), func() bool {
+		testkit.WaitFor(t, fmt.Sprintf("run %d with a part of a new upload in flight", i-1), func() bool {
 			if run.exited() {
 				t.Fatalf("run %d exited: %v\n%s", i-1, run.err, tail(run.out.String(), 30))
 			}
@@ -79,7 +80,7 @@ func TestS3MultipartSIGKILL(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, 120*time.Second, "every message in the bucket", func() bool {
+	testkit.WaitFor(t, "every message in the bucket", func() bool {
 		if run.exited() {
 			t.Fatalf("last run exited: %v\n%s", run.err, tail(run.out.String(), 30))
 		}

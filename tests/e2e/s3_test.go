@@ -1,8 +1,8 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
+	"github.com/ferryio/ferry/iggy"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -14,9 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferryio/ferry/iggy"
-	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/internal/s3test"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // s3Scale is the size of the exactly-once S3 tests: 3 partitions × 3000 messages and 3
@@ -90,39 +89,19 @@ retry_delay = "100ms"
 `, bucket, srv.Region, srv.Endpoint, srv.AccessKey, srv.SecretKey)
 }
 
-// produceN sends n JSON messages (about 200 bytes) to each of partitions 0..parts-1, 100 a
-// send, round-robin, pausing pause between rounds so the stream lasts while the test kills.
+// produceN sends n soak payloads to each of partitions 0..parts-1, 100 a send, round-robin,
+// pausing pause between rounds so the stream lasts while the test kills.
 func produceN(c *iggy.Client, parts uint32, n uint64, pause time.Duration) error {
-	return producePadded(c, parts, 0, n, pause, 170)
+	return producePadded(c, parts, 0, n, pause, soakPad)
 }
 
 // payloadOf is the payload producePadded sends to partition p at offset o.
-func payloadOf(p uint32, o uint64, pad int) string {
-	return fmt.Sprintf(`{"p":%d,"o":%d,"pad":"%0*d"}`, p, o, pad, 0)
-}
+func payloadOf(p uint32, o uint64, pad int) string { return soakPayloadPadded(p, o, pad) }
 
 // producePadded is produceN of offsets from to n (from a multiple of 100, the offsets
 // before it already sent) with pad digits of padding in each message.
 func producePadded(c *iggy.Client, parts uint32, from, n uint64, pause time.Duration, pad int) error {
-	msgs := make([]iggy.Message, 100)
-	for base := from; base < n; base += 100 {
-		for p := range parts {
-			for i := range msgs {
-				msgs[i] = iggy.Message{Payload: []byte(payloadOf(p, base+uint64(i), pad))}
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			res, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(p), msgs)
-			cancel()
-			if err != nil {
-				return err
-			}
-			if res.BaseOffset != base {
-				return fmt.Errorf("send to partition %d landed at %d, want %d", p, res.BaseOffset, base)
-			}
-		}
-		time.Sleep(pause)
-	}
-	return nil
+	return soakLoad{parts: parts, perPartition: n, chunk: 100, pause: pause, from: from, pad: pad}.produce(c)
 }
 
 var s3KeyRE = regexp.MustCompile(`^lake/s/t/\d{4}-\d{2}-\d{2}/\d{2}/(\d{5})-(\d{20})-(\d{20})\.parquet$`)
@@ -190,9 +169,10 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 	written := func() uint64 { _, n := s3Ranges(t, srv, bucket); return n }
 	run := startFerry(t, "run 0", dir, nil, args...)
 	var restartedUnder *proc
+	var all []*proc // every run, for the secret-key check
 	for i := 1; i <= kills; i++ {
 		before := written()
-		waitFor(t, 60*time.Second, fmt.Sprintf("run %d writing", i-1), func() bool {
+		testkit.WaitFor(t, fmt.Sprintf("run %d writing", i-1), func() bool {
 			return run.exited() || written() > before || before == total || before == 3*holdAt
 		})
 		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
@@ -200,13 +180,14 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 			t.Fatalf("run %d exited by itself: %v\n%s", i-1, run.err, tail(run.out.String(), 30))
 		}
 		run.kill()
+		all = append(all, run)
 		if restarts[i] {
 			srv.Restart(t, repoRoot)
 		}
 		t.Logf("kill %d: %d messages in the bucket", i, written())
 		run = startFerry(t, fmt.Sprintf("run %d", i), dir, nil, args...)
 		if i == (kills+1)/2 && restarts[0] { // an outage under a running process
-			waitFor(t, 60*time.Second, "the run's sink running", func() bool {
+			testkit.WaitFor(t, "the run's sink running", func() bool {
 				return strings.Contains(run.out.String(), `msg="sink running"`)
 			})
 			// The run retries whatever S3 request the outage meets: an upload, or the
@@ -222,21 +203,23 @@ func s3ExactlyOnceUnderKills(t *testing.T, restarts map[int]bool) {
 	if prodErr != nil {
 		t.Fatal(prodErr)
 	}
-	waitFor(t, 120*time.Second, "every message in the bucket", func() bool {
+	testkit.WaitFor(t, "every message in the bucket", func() bool {
 		if run.exited() {
 			t.Fatalf("last run exited: %v\n%s", run.err, tail(run.out.String(), 30))
 		}
 		return written() >= total
 	})
-	waitFor(t, 30*time.Second, "the last run's sink running", func() bool {
+	testkit.WaitFor(t, "the last run's sink running", func() bool {
 		return strings.Contains(run.out.String(), `msg="sink running"`)
 	})
 	run.stop(30 * time.Second)
 	if restartedUnder != nil && !retriedS3(restartedUnder) {
 		t.Fatalf("the run the S3 server restarted under never retried an upload:\n%s", tail(restartedUnder.out.String(), 30))
 	}
-	if strings.Contains(run.out.String(), srv.SecretKey) {
-		t.Fatal("the run logged the secret key")
+	for _, r := range append(all, run) {
+		if strings.Contains(r.out.String(), srv.SecretKey) {
+			t.Fatalf("%s logged the secret key", r.name)
+		}
 	}
 	rows := checkExactlyOnce(t, srv, bucket, perPartition)
 	t.Logf("%d kills, %d S3 restarts: %d rows in %d objects, 0 lost, 0 duplicated", kills, len(restarts), rows, len(srv.Keys(t, bucket)))
@@ -336,7 +319,7 @@ func TestS3MissingBucket(t *testing.T) {
 	writeFile(t, filepath.Join(conns, "sink.toml"), s3Sink(srv, "ferry-no-such-bucket"))
 	run := startFerry(t, "run", dir, nil, "run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0")
 	want := `s3 sink: bucket \"ferry-no-such-bucket\" does not exist`
-	waitFor(t, 30*time.Second, "the missing bucket named", func() bool {
+	testkit.WaitFor(t, "the missing bucket named", func() bool {
 		return strings.Contains(run.out.String(), want)
 	})
 }
@@ -348,19 +331,7 @@ func TestS3PoisonToDeadLetter(t *testing.T) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
 	dir := t.TempDir()
-	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
-	c := dial(t, addr)
-	createTopic(t, c, 1)
-	msgs := make([]iggy.Message, 200)
-	for i := range msgs {
-		msgs[i] = iggy.Message{Payload: fmt.Appendf(nil, `{"o":%d}`, i)}
-	}
-	msgs[42].Payload = []byte("not json at all")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.SendMessages(ctx, iggy.Name("s"), iggy.Name("t"), wire.ToPartition(0), msgs); err != nil {
-		t.Fatal(err)
-	}
+	addr := poisonedTopic(t, dir)
 	sink := strings.NewReplacer(`offset_commit = "sink_controlled"`, "offset_commit = \"sink_controlled\"\non_failure = \"dead_letter\"\n\n[dead_letter]\nstream = \"dlq\"\ntopic = \"rejected\"",
 		`output_format = "parquet"`, `output_format = "json_lines"`, "max_messages_per_file = 700", "max_messages_per_file = 50").Replace(s3Sink(srv, bucket))
 	conns := filepath.Join(dir, "s3")
@@ -375,8 +346,8 @@ func TestS3PoisonToDeadLetter(t *testing.T) {
 	}
 	for round := range 2 {
 		run := startFerry(t, fmt.Sprintf("run %d", round), dir, nil, args...)
-		waitFor(t, 30*time.Second, "199 messages in the bucket", func() bool { return len(lines()) >= 199 })
-		waitFor(t, 30*time.Second, "the sink running", func() bool { return strings.Contains(run.out.String(), `msg="sink running"`) })
+		testkit.WaitFor(t, "199 messages in the bucket", func() bool { return len(lines()) >= 199 })
+		testkit.WaitFor(t, "the sink running", func() bool { return strings.Contains(run.out.String(), `msg="sink running"`) })
 		run.stop(15 * time.Second)
 	}
 	got := lines()
@@ -425,12 +396,12 @@ func TestS3GroupTakeover(t *testing.T) {
 	a := start("a")
 	b := start("b")
 	owns := regexp.MustCompile(`assignment changed.* assigned="?\[\d`)
-	waitFor(t, 60*time.Second, "both members owning partitions", func() bool {
+	testkit.WaitFor(t, "both members owning partitions", func() bool {
 		return owns.MatchString(a.out.String()) && owns.MatchString(b.out.String())
 	})
 	written := func() uint64 { _, n := s3Ranges(t, srv, bucket); return n }
 	// An object of a partition a owns is in the bucket: b's takeover must find it there.
-	waitFor(t, 60*time.Second, "an object of a partition a owns", func() bool {
+	testkit.WaitFor(t, "an object of a partition a owns", func() bool {
 		ranges, _ := s3Ranges(t, srv, bucket)
 		for p := range ownedPartitions(a.out.String()) {
 			if len(ranges[p]) > 0 {
@@ -446,7 +417,7 @@ func TestS3GroupTakeover(t *testing.T) {
 	if prodErr != nil {
 		t.Fatal(prodErr)
 	}
-	waitFor(t, 120*time.Second, "every message in the bucket", func() bool {
+	testkit.WaitFor(t, "every message in the bucket", func() bool {
 		if b.exited() {
 			t.Fatalf("b exited: %v", b.err)
 		}
@@ -484,10 +455,10 @@ func TestS3Rebalance(t *testing.T) {
 	var prodErr error
 	wg.Go(func() { prodErr = produceN(c, 3, perPartition, 150*time.Millisecond) })
 	a := start("a")
-	waitFor(t, 60*time.Second, "a writing", func() bool { return written() > 0 })
+	testkit.WaitFor(t, "a writing", func() bool { return written() > 0 })
 	b := start("b")
 	owns := regexp.MustCompile(`assignment changed.* assigned="?\[\d`)
-	waitFor(t, 60*time.Second, "b owning partitions a owned", func() bool {
+	testkit.WaitFor(t, "b owning partitions a owned", func() bool {
 		if b.exited() || a.exited() {
 			t.Fatalf("a process exited: a %v, b %v", a.err, b.err)
 		}
@@ -504,17 +475,17 @@ func TestS3Rebalance(t *testing.T) {
 		return n
 	}
 	before := objectsOf()
-	waitFor(t, 60*time.Second, "b writing partitions "+moved, func() bool { return objectsOf() > before })
+	testkit.WaitFor(t, "b writing partitions "+moved, func() bool { return objectsOf() > before })
 	revokedFromA := strings.Count(a.out.String(), "revoked=[") - strings.Count(a.out.String(), "revoked=[]")
 	b.stop(30 * time.Second)
-	waitFor(t, 60*time.Second, "a owning b's partitions again", func() bool {
+	testkit.WaitFor(t, "a owning b's partitions again", func() bool {
 		return len(regexp.MustCompile(`assignment changed.* assigned="?\[\d`).FindAllString(a.out.String(), -1)) >= 2
 	})
 	wg.Wait()
 	if prodErr != nil {
 		t.Fatal(prodErr)
 	}
-	waitFor(t, 120*time.Second, "every message in the bucket", func() bool {
+	testkit.WaitFor(t, "every message in the bucket", func() bool {
 		if a.exited() {
 			t.Fatalf("a exited: %v", a.err)
 		}

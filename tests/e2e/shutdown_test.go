@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // Parameters of TestStuckSinkStopIsBounded.
@@ -79,9 +81,9 @@ func TestStuckSinkStopIsBounded(t *testing.T) {
 	cfg := runtimeConfig(t, dir, conns)
 
 	p := startFerry(t, "run", dir, nil, "run", "--config", cfg, "--embedded", "--progress", "0")
-	addr := p.embeddedAddr(10 * time.Second)
+	addr := p.embeddedAddr()
 	var first, last int64
-	waitFor(t, 10*time.Second, "the stuck consume", func() bool {
+	testkit.WaitFor(t, "the stuck consume", func() bool {
 		if p.exited() {
 			t.Fatalf("run exited: %v", p.err)
 		}
@@ -101,7 +103,7 @@ func TestStuckSinkStopIsBounded(t *testing.T) {
 		t.Fatalf("stuck consume got offsets %d..%d, want %d..%d", first, last, wantFirst, wantFirst+stuckBatch-1)
 	}
 	var live partitionOffsets
-	waitFor(t, 10*time.Second, fmt.Sprintf("offset %d stored (the batches before the stuck one)", first-1), func() bool {
+	testkit.WaitFor(t, fmt.Sprintf("offset %d stored (the batches before the stuck one)", first-1), func() bool {
 		if p.exited() {
 			t.Fatalf("run exited: %v", p.err)
 		}

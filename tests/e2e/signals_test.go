@@ -11,27 +11,23 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // apiConfig is runtimeConfig with the HTTP API on a free loopback port.
 func apiConfig(t *testing.T, dir, connectorsDir string) string {
 	t.Helper()
-	path := runtimeConfig(t, dir, connectorsDir)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, path, strings.Replace(string(b), "[http]\nenabled = false\n", "[http]\nenabled = true\naddress = \"127.0.0.1:0\"\n", 1))
-	return path
+	return runtimeConfigTail(t, dir, connectorsDir, "[http]\nenabled = true\naddress = \"127.0.0.1:0\"\n")
 }
 
 var apiURLRE = regexp.MustCompile(`msg="HTTP API started" address=\S+ url=(\S+)`)
 
 // apiURL waits for the process's "HTTP API started" line and returns its URL.
-func (p *proc) apiURL(timeout time.Duration) string {
+func (p *proc) apiURL() string {
 	p.t.Helper()
 	var url string
-	waitFor(p.t, timeout, p.name+" HTTP API address", func() bool {
+	testkit.WaitFor(p.t, p.name+" HTTP API address", func() bool {
 		if p.exited() {
 			p.t.Fatalf("%s exited early: %v", p.name, p.err)
 		}
@@ -45,9 +41,9 @@ func (p *proc) apiURL(timeout time.Duration) string {
 }
 
 // waitOutput waits until the process's output contains s at least n times.
-func (p *proc) waitOutput(timeout time.Duration, s string, n int) {
+func (p *proc) waitOutput(s string, n int) {
 	p.t.Helper()
-	waitFor(p.t, timeout, fmt.Sprintf("%s: %d× %q", p.name, n, s), func() bool {
+	testkit.WaitFor(p.t, fmt.Sprintf("%s: %d× %q", p.name, n, s), func() bool {
 		if p.exited() {
 			p.t.Fatalf("%s exited early: %v", p.name, p.err)
 		}
@@ -87,7 +83,7 @@ func TestStopSignalToProcessAndGroup(t *testing.T) {
 		cmd := ferryCmd(dir, nil, "run", "--config", cfg, "--embedded", "--progress", "0")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		p := startCmd(t, fmt.Sprintf("run %d", round), cmd)
-		p.waitOutput(30*time.Second, "source reached end of input", 1)
+		p.waitOutput("source reached end of input", 1)
 		pid := p.cmd.Process.Pid
 		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -107,6 +103,18 @@ func TestStopSignalToProcessAndGroup(t *testing.T) {
 // TestSecondDistinctSignalExitsAtOnce: while the graceful stop waits for a sink stuck in
 // its consume (shutdown_timeout 60 s), SIGINT after the SIGTERM exits at once with 130.
 func TestSecondDistinctSignalExitsAtOnce(t *testing.T) {
+	p, _ := stuckInGracefulStop(t, "60s")
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	wantExitAtOnce(t, p, "interrupt")
+}
+
+// stuckInGracefulStop runs ferry with a sink stuck in a native consume (shutdown_timeout
+// 60s, --stop-timeout stopTimeout), waits until the consume is stuck, sends SIGTERM and
+// waits for the graceful stop to begin; it returns the process and when the signal went.
+func stuckInGracefulStop(t *testing.T, stopTimeout string) (*proc, time.Time) {
+	t.Helper()
 	lib := cFixture(t, "stuck_sink")
 	dir := t.TempDir()
 	conns := filepath.Join(dir, "connectors")
@@ -115,41 +123,40 @@ func TestSecondDistinctSignalExitsAtOnce(t *testing.T) {
 	writeFile(t, filepath.Join(conns, "sink.toml"), strings.Replace(stuckSink(lib, marker),
 		fmt.Sprintf("shutdown_timeout = %q", stuckShutdownTimeout), `shutdown_timeout = "60s"`, 1))
 	cfg := runtimeConfig(t, dir, conns)
-	p := startFerry(t, "run", dir, nil, "run", "--config", cfg, "--embedded", "--progress", "0", "--stop-timeout", "60s")
-	waitFor(t, 30*time.Second, "the stuck consume", func() bool {
+	p := startFerry(t, "run", dir, nil, "run", "--config", cfg, "--embedded", "--progress", "0", "--stop-timeout", stopTimeout)
+	testkit.WaitFor(t, "the stuck consume", func() bool {
 		if p.exited() {
 			t.Fatalf("run exited: %v", p.err)
 		}
 		_, err := os.Stat(marker)
 		return err == nil
 	})
+	sent := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	p.waitOutput(30*time.Second, "msg=stopping reason=signal", 1)
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
+	p.waitOutput("msg=stopping reason=signal", 1)
+	if p.exited() {
+		t.Fatalf("exited after the first signal: %v", p.err)
 	}
+	return p, sent
+}
+
+// wantExitAtOnce fails unless p, whose graceful stop would take a minute, exits within 20 s
+// of a second signal with status 130 and says "second signal (<name>), exiting now".
+func wantExitAtOnce(t *testing.T, p *proc, name string) {
+	t.Helper()
 	select {
 	case <-p.done:
 	case <-time.After(20 * time.Second):
 		t.Fatal("still running 20 s after the second signal (the graceful stop would take 60 s)")
 	}
-	var ee interface{ ExitCode() int }
-	if p.err == nil || !asExit(p.err, &ee) || ee.ExitCode() != 130 {
-		t.Fatalf("exit %v, want status 130", p.err)
+	if code := p.exitCode(); code != 130 {
+		t.Fatalf("exit status %d (%v), want 130", code, p.err)
 	}
-	if !strings.Contains(p.out.String(), "ferry: second signal (interrupt), exiting now") {
-		t.Fatalf("no \"second signal (interrupt), exiting now\" in:\n%s", tail(p.out.String(), 20))
+	if line := "ferry: second signal (" + name + "), exiting now"; !strings.Contains(p.out.String(), line) {
+		t.Fatalf("no %q in:\n%s", line, tail(p.out.String(), 20))
 	}
-}
-
-func asExit(err error, target *interface{ ExitCode() int }) bool {
-	e, ok := err.(interface{ ExitCode() int })
-	if ok {
-		*target = e
-	}
-	return ok
 }
 
 // TestSIGHUPReloads: SIGHUP does not end `ferry run` (it did, with status 129): it reloads
@@ -165,7 +172,7 @@ func TestSIGHUPReloads(t *testing.T) {
 	writeFile(t, filepath.Join(conns, "sink.toml"), fileSink("s", "t", "after_consuming", a, 5, 1000))
 	cfg := runtimeConfig(t, dir, conns)
 	p := startFerry(t, "run", dir, nil, "run", "--config", cfg, "--embedded", "--progress", "0")
-	waitFor(t, 30*time.Second, "20 records in a.jsonl", func() bool {
+	testkit.WaitFor(t, "20 records in a.jsonl", func() bool {
 		if p.exited() {
 			t.Fatalf("run exited: %v", p.err)
 		}
@@ -177,7 +184,7 @@ func TestSIGHUPReloads(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "10 records in b.jsonl", func() bool {
+	testkit.WaitFor(t, "10 records in b.jsonl", func() bool {
 		if p.exited() {
 			t.Fatalf("run exited after SIGHUP: %v", p.err)
 		}
@@ -202,7 +209,7 @@ func TestSIGHUPReloads(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	p.waitOutput(30*time.Second, `msg="reload done" started=0 restarted=0 stopped=0 unchanged=1 refused=1`, 1)
+	p.waitOutput(`msg="reload done" started=0 restarted=0 stopped=0 unchanged=1 refused=1`, 1)
 	refused := fmt.Sprintf(`msg="reload: connector file refused; the running config is kept" file=%s kind=sink key=out error="%s:13: streams[0].batch_length: negative integer value -5 cannot be stored in uint32"`, sinkFile, sinkFile)
 	if !strings.Contains(p.out.String(), refused) {
 		t.Fatalf("output lacks %q:\n%s", refused, tail(p.out.String(), 30))
@@ -230,8 +237,8 @@ func TestCaughtUpRerunAndRestart(t *testing.T) {
 	}
 
 	first := startFerry(t, "first run", dir, nil, "run", "--config", cfg, "--embedded", "--progress", "100ms")
-	url := first.apiURL(30 * time.Second)
-	first.waitOutput(30*time.Second, line(url, ""), 1)
+	url := first.apiURL()
+	first.waitOutput(line(url, ""), 1)
 	resp, err := http.Post(url+"/sinks/out/restart", "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -240,12 +247,12 @@ func TestCaughtUpRerunAndRestart(t *testing.T) {
 	if resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("restart: %s", resp.Status)
 	}
-	first.waitOutput(30*time.Second, line(url, ""), 2)
+	first.waitOutput(line(url, ""), 2)
 	first.stop(30 * time.Second)
 
 	rerun := startFerry(t, "rerun", dir, nil, "run", "--config", cfg, "--embedded", "--progress", "100ms")
-	url = rerun.apiURL(30 * time.Second)
-	rerun.waitOutput(30*time.Second, line(url, " (0 by this run)"), 1)
+	url = rerun.apiURL()
+	rerun.waitOutput(line(url, " (0 by this run)"), 1)
 	rerun.stop(30 * time.Second)
 	if n := countLines(out); n != 20 {
 		t.Fatalf("out.jsonl has %d lines, want 20", n)

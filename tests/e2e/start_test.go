@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // TestRunRefusesATakenAPIPortFirst: with [http] address on a port another process holds,
@@ -78,7 +79,7 @@ func TestRunAPIPortZeroFromEnv(t *testing.T) {
 	p := startFerry(t, "run", dir, env, "run", "--config", cfg, "--embedded", "--progress", "0")
 	urlFile := filepath.Join(dir, "state", "http.url")
 	var url string
-	waitFor(t, 30*time.Second, "http.url", func() bool {
+	testkit.WaitFor(t, "http.url", func() bool {
 		if p.exited() {
 			t.Fatalf("run exited: %v", p.err)
 		}
@@ -92,7 +93,7 @@ func TestRunAPIPortZeroFromEnv(t *testing.T) {
 	}
 	api := apiClient{t: t, base: url}
 	var sources []struct{ Key, Status string }
-	waitFor(t, 30*time.Second, "source gen running", func() bool {
+	testkit.WaitFor(t, "source gen running", func() bool {
 		api.getJSON("/sources", &sources)
 		return len(sources) == 1 && sources[0].Key == "gen" && sources[0].Status == "running"
 	})
@@ -158,7 +159,7 @@ func TestRunIsolatesConnectorErrors(t *testing.T) {
 
 	p := startFerry(t, "run", dir, env, "run", "--config", cfg, "--embedded", "--progress", "0")
 	var url string
-	waitFor(t, 30*time.Second, "http.url", func() bool {
+	testkit.WaitFor(t, "http.url", func() bool {
 		if p.exited() {
 			t.Fatalf("run exited: %v", p.err)
 		}
@@ -167,7 +168,7 @@ func TestRunIsolatesConnectorErrors(t *testing.T) {
 		return err == nil && url != ""
 	})
 	api := apiClient{t: t, base: url}
-	waitFor(t, 30*time.Second, "100 messages through the healthy sink", func() bool { return countLines(out) >= 100 })
+	testkit.WaitFor(t, "100 messages through the healthy sink", func() bool { return countLines(out) >= 100 })
 	type info struct {
 		Key       string `json:"key"`
 		Name      string `json:"name"`
@@ -187,7 +188,7 @@ func TestRunIsolatesConnectorErrors(t *testing.T) {
 		return m
 	}
 	var sinks, sources map[string]info
-	waitFor(t, 30*time.Second, "the three in error", func() bool {
+	testkit.WaitFor(t, "the three in error", func() bool {
 		sinks, sources = byKey("/sinks"), byKey("/sources")
 		return sinks["missing_plugin"].Status == "error" && sinks["stdout_invalid"].Status == "error" &&
 			sources["random_invalid/state_missing_parent"].Status == "error"

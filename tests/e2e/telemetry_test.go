@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/ferryio/ferry/internal/testkit"
 	"net"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,7 @@ func telemetryRun(t *testing.T, col *oteltest.Collector, transport, endpoint str
 	cfg := telemetryConfig(t, dir, addr, service, transport, endpoint)
 
 	run := startFerry(t, "run", dir, nil, "run", "--config", cfg, "--progress", "0")
-	waitFor(t, 20*time.Second, "the batch's stored offset", func() bool {
+	testkit.WaitFor(t, "the batch's stored offset", func() bool {
 		if run.exited() {
 			t.Fatalf("ferry run exited: %v", run.err)
 		}
@@ -51,7 +52,7 @@ func telemetryRun(t *testing.T, col *oteltest.Collector, transport, endpoint str
 
 	// The trace of the batch: exactly one, with its three children.
 	var spans []oteltest.Span
-	waitFor(t, 10*time.Second, "the batches' spans at the Collector", func() bool {
+	testkit.WaitFor(t, "the batches' spans at the Collector", func() bool {
 		spans = col.Spans(t, service)
 		return len(spans) >= 6
 	})
@@ -100,7 +101,7 @@ func telemetryRun(t *testing.T, col *oteltest.Collector, transport, endpoint str
 
 	// The runtime's log lines, with their attributes.
 	var logs []oteltest.LogRecord
-	waitFor(t, 10*time.Second, "the shutdown line at the Collector", func() bool {
+	testkit.WaitFor(t, "the shutdown line at the Collector", func() bool {
 		logs = col.Logs(t, service)
 		for _, r := range logs {
 			if r.Body == "All connectors closed. Runtime shutdown complete." {
@@ -131,7 +132,7 @@ func telemetryRun(t *testing.T, col *oteltest.Collector, transport, endpoint str
 	// The metrics: the last push (the one at the shutdown) of the consumed counter says
 	// five, as a cumulative sum.
 	var last *oteltest.Point
-	waitFor(t, 10*time.Second, "the consumed counter's last push at the Collector", func() bool {
+	testkit.WaitFor(t, "the consumed counter's last push at the Collector", func() bool {
 		last = nil
 		for _, p := range col.Points(t, service) {
 			if p.Metric == "iggy_connector_messages_consumed_total" && p.Attrs["connector_key"] == "out" {
@@ -241,7 +242,7 @@ func TestTelemetryReceiverDown(t *testing.T) {
 			addr := fiveMessages(t, dir)
 			cfg := telemetryConfig(t, dir, addr, "ferry-e2e-down", transport, endpoint)
 			run := startFerry(t, "run", dir, nil, "run", "--config", cfg, "--progress", "0")
-			waitFor(t, 20*time.Second, "the batch's stored offset", func() bool {
+			testkit.WaitFor(t, "the batch's stored offset", func() bool {
 				if run.exited() {
 					t.Fatalf("ferry run exited: %v", run.err)
 				}

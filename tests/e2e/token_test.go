@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // tokenConfig writes a config.toml that logs in with token only (no username or
@@ -46,7 +47,7 @@ func TestRunWithPersonalAccessToken(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var admin *iggy.Client
-	waitFor(t, 10*time.Second, "ferry server accepting logins", func() bool {
+	testkit.WaitFor(t, "ferry server accepting logins", func() bool {
 		c, err := iggy.Dial(ctx, addr, iggy.WithCredentials("iggy", "iggy"), iggy.WithReconnect(10*time.Millisecond, 10*time.Millisecond, 1))
 		admin = c
 		return err == nil

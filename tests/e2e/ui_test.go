@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ferryio/ferry/internal/browsertest"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // uiAPIKey is the [http] api_key of TestStatusPage's runtime.
@@ -108,14 +109,14 @@ func TestStatusPage(t *testing.T) {
 	enableHTTP(t, cfg, addr, uiAPIKey)
 
 	p := startFerry(t, "run", dir, nil, "run", "--config", cfg, "--embedded", "--progress", "0")
-	waitFor(t, 20*time.Second, "GET /health", func() bool {
+	testkit.WaitFor(t, "GET /health", func() bool {
 		if p.exited() {
 			t.Fatalf("run exited: %v", p.err)
 		}
 		code, body := apiGet(t, addr, "/health")
 		return code == http.StatusOK && strings.Contains(string(body), `"healthy"`)
 	})
-	waitFor(t, 20*time.Second, "sink out running with messages delivered", func() bool {
+	testkit.WaitFor(t, "sink out running with messages delivered", func() bool {
 		code, body := apiGet(t, addr, "/sinks/out/status")
 		var st struct {
 			Status string `json:"status"`

@@ -12,6 +12,8 @@ import (
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/connectors/null"
+	"github.com/ferryio/ferry/internal/testkit"
+	"github.com/ferryio/ferry/internal/testkit/runkit"
 	"github.com/ferryio/ferry/sdk"
 	"github.com/ferryio/ferry/server"
 	"github.com/ferryio/ferry/server/servertest"
@@ -33,13 +35,13 @@ const benchMessages = 250_000
 func BenchmarkNativeVsGoNull(b *testing.B) {
 	so := buildC(b, "null_sink", "examples/plugins/c/null_sink.c")
 	e := newEnv(b, servertest.WithFsync(server.FsyncInterval))
-	e.topic("s", "t", 1)
+	e.Topic("s", "t", 1)
 	payload := make([]byte, 100)
 	for i := range payload {
 		payload[i] = byte('a' + i%26)
 	}
-	e.fill("s", "t", 0, benchMessages, func(int) []byte { return payload })
-	c := e.dial()
+	e.Fill("s", "t", 0, benchMessages, func(int) []byte { return payload })
+	c := e.Dial()
 	builtins := sdk.NewRegistry().AddSink(null.Name, func() sdk.Sink { return null.New() })
 
 	runOnce := func(path, group string) (time.Duration, time.Duration) {
@@ -50,18 +52,15 @@ func BenchmarkNativeVsGoNull(b *testing.B) {
 		if err := rt.Start(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		for {
+		testkit.WaitFor(b, "every message delivered", func() bool {
 			st := rt.Status()[0]
 			if st.LastError != nil {
 				b.Fatalf("sink failed: %+v", st.LastError)
 			}
-			if st.Stats.Delivered >= benchMessages {
-				break
-			}
-			time.Sleep(200 * time.Microsecond)
-		}
+			return st.Stats.Delivered >= benchMessages
+		})
 		d, cpu := time.Since(start), processCPU()-cpu0
-		stop(b, rt)
+		runkit.Stop(b, rt)
 		return d, cpu
 	}
 	rounds := 7

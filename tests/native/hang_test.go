@@ -12,6 +12,8 @@ import (
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
+	"github.com/ferryio/ferry/internal/testkit/runkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -25,8 +27,8 @@ import (
 func TestHungPluginNotReopened(t *testing.T) {
 	so := buildC(t, "hang", "tests/native/testdata/hang.c")
 	e := newEnv(t)
-	e.topic("s", "t", 1)
-	e.fill("s", "t", 0, 10, func(i int) []byte { return []byte(strconv.Itoa(i)) })
+	e.Topic("s", "t", 1)
+	e.Fill("s", "t", 0, 10, func(i int) []byte { return []byte(strconv.Itoa(i)) })
 	dir := t.TempDir()
 	out, release := filepath.Join(dir, "out.log"), filepath.Join(dir, "release")
 	cfg := sinkConfig("hang", so, config.CommitAfterConsuming, jsonConfig("out", strconv.Quote(out), "release", strconv.Quote(release)), 10)
@@ -36,8 +38,8 @@ func TestHungPluginNotReopened(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) }) // a failed test must not leave the call blocked
-	waitFor(t, "the first consume to block", func() bool { return len(readLines(t, out)) == 2 })
-	first := readLines(t, out)
+	testkit.WaitFor(t, "the first consume to block", func() bool { return len(testkit.ReadLines(t, out)) == 2 })
+	first := testkit.ReadLines(t, out)
 	id := strings.TrimPrefix(first[0], "open ")
 	if want := []string{"open " + id, "consume " + id + " blocked=1"}; !slices.Equal(first, want) {
 		t.Fatalf("plugin events %q, want %q", first, want)
@@ -49,9 +51,9 @@ func TestHungPluginNotReopened(t *testing.T) {
 		if err != nil {
 			t.Fatalf("restart %d: %v", i, err)
 		}
-		waitFor(t, "status waiting_for_plugin", func() bool { return status(t, rt, "hang").Restart.WaitingForPlugin })
+		testkit.WaitFor(t, "status waiting_for_plugin", func() bool { return status(t, rt, "hang").Restart.WaitingForPlugin })
 	}
-	if got := readLines(t, out); !slices.Equal(got, first) {
+	if got := testkit.ReadLines(t, out); !slices.Equal(got, first) {
 		t.Fatalf("after 5 restarts the plugin saw %q, want only %q (no new instance while its call hangs)", got, first)
 	}
 	if st := status(t, rt, "hang"); st.Restart.Total != 5 {
@@ -61,13 +63,13 @@ func TestHungPluginNotReopened(t *testing.T) {
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "stored offset 9", func() bool { o, ok := e.stored("g-hang", "s", "t", 0); return ok && o == 9 })
+	testkit.WaitFor(t, "stored offset 9", func() bool { o, ok := e.Stored("g-hang", "s", "t", 0); return ok && o == 9 })
 	st := status(t, rt, "hang")
 	if st.State != connect.StateRunning || st.Restart.WaitingForPlugin {
 		t.Fatalf("status %s waiting_for_plugin %v, want running and not waiting", st.State, st.Restart.WaitingForPlugin)
 	}
-	stop(t, rt)
-	got := readLines(t, out)
+	runkit.Stop(t, rt)
+	got := testkit.ReadLines(t, out)
 	if len(got) < 7 {
 		t.Fatalf("plugin events %q: want the old instance returned and closed, then a new one", got)
 	}
@@ -89,7 +91,7 @@ func TestHungPluginNotReopened(t *testing.T) {
 func TestHungSourceCloseNotReopened(t *testing.T) {
 	so := buildC(t, "hang", "tests/native/testdata/hang.c")
 	e := newEnv(t)
-	e.topic("s", "t", 1)
+	e.Topic("s", "t", 1)
 	dir := t.TempDir()
 	out, release := filepath.Join(dir, "out.log"), filepath.Join(dir, "release")
 	cfg := &config.Source{Common: config.Common{Key: "hang", Enabled: true, Name: "hang", Path: so,
@@ -99,18 +101,15 @@ func TestHungSourceCloseNotReopened(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := connect.New(connect.Options{Connectors: &config.Connectors{Sources: []*config.Source{cfg}}, Client: e.dial(),
+	rt := runkit.New(t, connect.Options{Connectors: &config.Connectors{Sources: []*config.Source{cfg}}, Client: e.Dial(),
 		LoadSourcePlugin: connect.NativeSourceLoader, Runtime: &config.Runtime{State: config.State{Path: t.TempDir()},
-			Plugins: config.Plugins{Directories: []string{filepath.Dir(so)}}}, Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
+			Plugins: config.Plugins{Directories: []string{filepath.Dir(so)}}}})
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
-	waitFor(t, "the source to open", func() bool { return len(readLines(t, out)) == 1 })
-	id := strings.TrimPrefix(readLines(t, out)[0], "open ")
+	testkit.WaitFor(t, "the source to open", func() bool { return len(testkit.ReadLines(t, out)) == 1 })
+	id := strings.TrimPrefix(testkit.ReadLines(t, out)[0], "open ")
 	for i := range 5 {
 		// A short bound: the stop is abandoned while the plugin's close hangs.
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -119,24 +118,24 @@ func TestHungSourceCloseNotReopened(t *testing.T) {
 		if err != nil {
 			t.Fatalf("restart %d: %v", i, err)
 		}
-		waitFor(t, "status waiting_for_plugin", func() bool { return status(t, rt, "hang").Restart.WaitingForPlugin })
+		testkit.WaitFor(t, "status waiting_for_plugin", func() bool { return status(t, rt, "hang").Restart.WaitingForPlugin })
 	}
 	want := []string{"open " + id, "close " + id + " blocked=1"}
-	if got := readLines(t, out); !slices.Equal(got, want) {
+	if got := testkit.ReadLines(t, out); !slices.Equal(got, want) {
 		t.Fatalf("after 5 restarts the plugin saw %q, want %q", got, want)
 	}
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a new instance", func() bool { return len(readLines(t, out)) == 4 })
-	waitFor(t, "running", func() bool {
+	testkit.WaitFor(t, "a new instance", func() bool { return len(testkit.ReadLines(t, out)) == 4 })
+	testkit.WaitFor(t, "running", func() bool {
 		st := status(t, rt, "hang")
 		return st.State == connect.StateRunning && !st.Restart.WaitingForPlugin
 	})
-	got := readLines(t, out)
+	got := testkit.ReadLines(t, out)
 	next := strings.TrimPrefix(got[3], "open ")
 	if want := append(want, "returned "+id, "open "+next); next == id || !slices.Equal(got, want) {
 		t.Fatalf("plugin events %q, want %q", got, want)
 	}
-	stop(t, rt)
+	runkit.Stop(t, rt)
 }

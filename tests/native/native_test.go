@@ -10,6 +10,8 @@ import (
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/internal/testkit"
+	"github.com/ferryio/ferry/internal/testkit/runkit"
 )
 
 func payloadPM(p uint32) func(int) []byte {
@@ -26,10 +28,10 @@ func payloadPM(p uint32) func(int) []byte {
 func TestCommittingSinkSinkControlled(t *testing.T) {
 	so := buildC(t, "committing_sink", "examples/plugins/c/committing_sink.c")
 	e := newEnv(t)
-	e.topic("s", "t", 2)
+	e.Topic("s", "t", 2)
 	const per = 500
 	for p := uint32(0); p < 2; p++ {
-		e.fill("s", "t", p, per, payloadPM(p))
+		e.Fill("s", "t", p, per, payloadPM(p))
 	}
 	out := filepath.Join(t.TempDir(), "out.log")
 	cfg := sinkConfig("committing", so, config.CommitSinkControlled,
@@ -42,18 +44,18 @@ func TestCommittingSinkSinkControlled(t *testing.T) {
 		t.Fatalf("status %+v (%+v)", st, st.LastError)
 	}
 	samples := 0
-	waitFor(t, "both partitions stored to 499", func() bool {
+	testkit.WaitFor(t, "both partitions stored to 499", func() bool {
 		done := true
 		var stored [2]int64
 		for p := uint32(0); p < 2; p++ {
 			stored[p] = -1
-			if o, ok := e.stored("g-committing", "s", "t", p); ok {
+			if o, ok := e.Stored("g-committing", "s", "t", p); ok {
 				stored[p] = int64(o)
 			}
 			done = done && stored[p] == per-1
 		}
 		have := map[string]bool{}
-		for _, l := range readLines(t, out) {
+		for _, l := range testkit.ReadLines(t, out) {
 			have[l] = true
 		}
 		for p := uint32(0); p < 2; p++ {
@@ -68,11 +70,11 @@ func TestCommittingSinkSinkControlled(t *testing.T) {
 		}
 		return done
 	})
-	stop(t, rt)
+	runkit.Stop(t, rt)
 	if samples == 0 {
 		t.Fatal("no stored offset was ever sampled")
 	}
-	lines := readLines(t, out)
+	lines := testkit.ReadLines(t, out)
 	if len(lines) != 2*per {
 		t.Fatalf("file holds %d lines, want %d", len(lines), 2*per)
 	}
@@ -93,7 +95,7 @@ func TestCommittingSinkSinkControlled(t *testing.T) {
 				t.Fatalf("p%d-m%d written %d times, want once", p, i, n)
 			}
 		}
-		o, _ := e.stored("g-committing", "s", "t", p)
+		o, _ := e.Stored("g-committing", "s", "t", p)
 		if int(o) != highest[p] || o != per-1 {
 			t.Fatalf("partition %d: stored %d, highest fsynced %d, want both %d", p, o, highest[p], per-1)
 		}
@@ -115,8 +117,8 @@ func TestNativeConsumeFailureRetried(t *testing.T) {
 	for _, policy := range []config.FailurePolicy{config.FailureStop, config.FailureSkip} {
 		t.Run(string(policy), func(t *testing.T) {
 			e := newEnv(t)
-			e.topic("s", "t", 1)
-			e.fill("s", "t", 0, 30, func(i int) []byte {
+			e.Topic("s", "t", 1)
+			e.Fill("s", "t", 0, 30, func(i int) []byte {
 				if i == 10 {
 					return []byte("fail")
 				}
@@ -130,11 +132,11 @@ func TestNativeConsumeFailureRetried(t *testing.T) {
 				t.Fatal(err)
 			}
 			if policy == config.FailureStop {
-				waitFor(t, "error status", func() bool { return status(t, rt, "probe").State == connect.StateError })
+				testkit.WaitFor(t, "error status", func() bool { return status(t, rt, "probe").State == connect.StateError })
 			} else {
-				waitFor(t, "stored 29", func() bool { o, ok := e.stored("g-probe", "s", "t", 0); return ok && o == 29 })
+				testkit.WaitFor(t, "stored 29", func() bool { o, ok := e.Stored("g-probe", "s", "t", 0); return ok && o == 29 })
 			}
-			stop(t, rt)
+			runkit.Stop(t, rt)
 			st := status(t, rt, "probe")
 			wantLines, wantStored, wantDelivered := 10+3*9, uint64(9), uint64(10)
 			if policy == config.FailureSkip {
@@ -149,10 +151,10 @@ func TestNativeConsumeFailureRetried(t *testing.T) {
 			if st.Stats.ConsumeErrors != 3 || st.Stats.FailedBatches != 1 || st.Stats.Delivered != wantDelivered {
 				t.Fatalf("stats %+v", st.Stats)
 			}
-			if lines := readLines(t, out); len(lines) != wantLines {
+			if lines := testkit.ReadLines(t, out); len(lines) != wantLines {
 				t.Fatalf("out file has %d lines, want %d", len(lines), wantLines)
 			}
-			e.wantStored("g-probe", "s", "t", 0, wantStored)
+			e.WantStored("g-probe", "s", "t", 0, wantStored)
 		})
 	}
 }
@@ -164,8 +166,8 @@ func TestNativeConsumeFailureRetried(t *testing.T) {
 func TestNativeSinkControlledWithoutCallback(t *testing.T) {
 	so := buildC(t, "probe-nocommit", "connect/plugin/testdata/c/probe.c", "NO_COMMIT")
 	e := newEnv(t)
-	e.topic("s", "t", 1)
-	e.fill("s", "t", 0, 20, func(int) []byte { return []byte("sleep 0") })
+	e.Topic("s", "t", 1)
+	e.Fill("s", "t", 0, 20, func(int) []byte { return []byte("sleep 0") })
 	out := filepath.Join(t.TempDir(), "out.log")
 	refused := sinkConfig("controlled", so, config.CommitSinkControlled, jsonConfig("out", strconv.Quote(out+".refused")), 10)
 	running := sinkConfig("consuming", so, config.CommitAfterConsuming, jsonConfig("out", strconv.Quote(out)), 10)
@@ -178,15 +180,15 @@ func TestNativeSinkControlledWithoutCallback(t *testing.T) {
 		!strings.Contains(st.LastError.Message, "does not support sink-controlled commits") {
 		t.Fatalf("sink_controlled without callback: status %+v (%+v)", st, st.LastError)
 	}
-	waitFor(t, "the other sink stores 19", func() bool { o, ok := e.stored("g-consuming", "s", "t", 0); return ok && o == 19 })
-	stop(t, rt)
-	if lines := readLines(t, out); len(lines) != 20 {
+	testkit.WaitFor(t, "the other sink stores 19", func() bool { o, ok := e.Stored("g-consuming", "s", "t", 0); return ok && o == 19 })
+	runkit.Stop(t, rt)
+	if lines := testkit.ReadLines(t, out); len(lines) != 20 {
 		t.Fatalf("running sink wrote %d lines, want 20", len(lines))
 	}
-	if lines := readLines(t, out+".refused"); len(lines) != 0 {
+	if lines := testkit.ReadLines(t, out+".refused"); len(lines) != 0 {
 		t.Fatalf("refused sink wrote %d lines", len(lines))
 	}
-	if _, ok := e.stored("g-controlled", "s", "t", 0); ok {
+	if _, ok := e.Stored("g-controlled", "s", "t", 0); ok {
 		t.Fatal("the refused sink's group stored an offset")
 	}
 	if st := status(t, rt, "consuming"); st.State != connect.StateStopped || st.Stats.Delivered != 20 {
