@@ -185,13 +185,31 @@ func (st *store) part(ctx context.Context, key, id string, n int32, body []byte)
 		Body:          bytes.NewReader(body),
 		ContentLength: aws.Int64(int64(len(body))),
 	})
-	if status(err) == http.StatusNotFound {
+	code := status(err)
+	if code == 0 && ctx.Err() == nil && st.gone(ctx, key, id) {
+		// A server may refuse a part of an upload that is gone before reading its body and
+		// close the connection, so the client sees a reset instead of the 404: asked apart.
+		code = http.StatusNotFound
+	}
+	if code == http.StatusNotFound {
 		return "", fmt.Errorf("part %d of s3://%s/%s: %w", n, st.bucket, key, errNoUpload)
 	}
 	if err != nil {
 		return "", fmt.Errorf("part %d of s3://%s/%s: %w", n, st.bucket, key, err)
 	}
 	return aws.ToString(out.ETag), nil
+}
+
+// gone reports whether the server answers that upload id of key does not exist (any other
+// answer, or none, is not taken for gone).
+func (st *store) gone(ctx context.Context, key, id string) bool {
+	_, err := st.client.ListParts(ctx, &s3.ListPartsInput{
+		Bucket:   aws.String(st.bucket),
+		Key:      aws.String(key),
+		UploadId: aws.String(id),
+		MaxParts: aws.Int32(1),
+	})
+	return status(err) == http.StatusNotFound
 }
 
 // complete assembles an upload's parts into the object; when onlyNew, only if no object

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -209,5 +210,31 @@ func TestStreamedObjectLoserReleases(t *testing.T) {
 	keys := srv.Keys(t, bucket)
 	if want := fmt.Sprintf("pre/s/t/2024-03-16/14/00000-%020d-%020d.jsonl", 0, last); len(keys) != 1 || keys[0] != want {
 		t.Fatalf("keys %v, want only the new owner's %s", keys, want)
+	}
+}
+
+// TestGoneUpload: the question a part asks when its request got no answer (a server may
+// close the connection on a part of an aborted upload before reading it): a live upload
+// is not gone, an aborted one is.
+func TestGoneUpload(t *testing.T) {
+	srv := s3test.Connect(t)
+	s := open(t, config(srv, srv.Bucket(t), streamCfg), &commits{})
+	ctx := context.Background()
+	const key = "gone/object.partial"
+	id, err := s.st.create(ctx, key, "application/octet-stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.st.gone(ctx, key, id) {
+		t.Fatal("a live upload is reported gone")
+	}
+	if err := s.st.abort(ctx, key, id); err != nil {
+		t.Fatal(err)
+	}
+	if !s.st.gone(ctx, key, id) {
+		t.Fatal("an aborted upload is not reported gone")
+	}
+	if _, err := s.st.part(ctx, key, id, 1, []byte("x")); !errors.Is(err, errNoUpload) {
+		t.Fatalf("part of an aborted upload: %v, want errNoUpload", err)
 	}
 }
