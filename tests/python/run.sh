@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds ferry, starts `ferry server` on a free loopback port with a throwaway data
 # dir, and runs the official Iggy Python SDK compatibility suite against it.
+# test_postgres_cdc.py also runs `ferry run` (FERRY_BIN, set here) with PostgreSQL at
+# FERRY_POSTGRES_URL (and psql); without FERRY_POSTGRES_URL it is skipped.
 # Env: PYVENV (venv path, default <repo>/.venv-ci), PYTHON (default python3),
 #      FERRY_START_TIMEOUT (seconds to wait for the port, default 30).
 # Extra arguments are passed to pytest.
@@ -86,6 +88,8 @@ if [[ "$ready" != 1 ]]; then
 fi
 
 export FERRY_ADDR="$addr"
+# test_postgres_cdc.py runs `ferry run` against this server (and FERRY_POSTGRES_URL).
+export FERRY_BIN="$tmp/ferry"
 cd "$here"
 set +e
 "$venv/bin/python" -m pytest -q "$@"
