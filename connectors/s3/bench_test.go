@@ -2,7 +2,9 @@ package s3
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime/metrics"
@@ -19,7 +21,8 @@ import (
 // benchBatch is the messages of one Consume in the benchmarks.
 const benchBatch = 1000
 
-// benchRows fills msgs with 200-byte JSON messages of partition p from offset first.
+// benchRows fills msgs with 200-byte JSON messages of partition p from offset first: a
+// counter and 190 equal characters each, which compress to almost nothing.
 func benchRows(msgs []sdk.ConsumedMessage, first uint64) {
 	pad := strings.Repeat("x", 200-len(`{"n":"000000000","pad":""}`))
 	for j := range msgs {
@@ -28,6 +31,37 @@ func benchRows(msgs []sdk.ConsumedMessage, first uint64) {
 			Payload: fmt.Appendf(msgs[j].Payload[:0], `{"n":"%09d","pad":"%s"}`, o, pad)}
 	}
 }
+
+// benchRandomRows fills msgs like benchRows with JSON of about 200 bytes shaped like an
+// application's event, its values drawn from a generator seeded by the offset (the same
+// rows every run): a uuid-like id, a user name, an amount, an ISO timestamp, a base64
+// token of 52 characters and a small nested object. Little of it repeats from row to row,
+// so it compresses about as real data does.
+func benchRandomRows(msgs []sdk.ConsumedMessage, first uint64) {
+	var token [39]byte
+	b64 := base64.StdEncoding
+	for j := range msgs {
+		o := first + uint64(j)
+		r := rand.New(rand.NewPCG(o, 0x5eed))
+		for i := range token {
+			token[i] = byte(r.Uint32())
+		}
+		at := time.UnixMilli(1_790_000_000_000 + r.Int64N(90*24*3600*1000)).UTC()
+		p := msgs[j].Payload[:0]
+		p = fmt.Appendf(p, `{"id":"%08x-%04x-%04x-%04x-%012x","user":"%s_%d","amount":%.2f,"ts":"%s","token":"`,
+			r.Uint32(), r.Uint32()&0xffff, 0x4000|r.Uint32()&0x0fff, 0x8000|r.Uint32()&0x3fff, r.Uint64()&0xffffffffffff,
+			benchNames[r.IntN(len(benchNames))], r.IntN(100000), r.Float64()*5000, at.Format("2006-01-02T15:04:05.000Z"))
+		p = b64.AppendEncode(p, token[:])
+		p = fmt.Appendf(p, `","meta":{"country":"%s","ok":%t}}`,
+			benchCountries[r.IntN(len(benchCountries))], r.IntN(2) == 1)
+		msgs[j] = sdk.ConsumedMessage{Offset: o, ID: sdk.MessageIDFromUint64(o), Timestamp: ts0 + o, Payload: p}
+	}
+}
+
+var (
+	benchNames     = []string{"alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy", "mallory", "oscar", "peggy", "trent", "victor", "walter"}
+	benchCountries = []string{"DE", "FR", "US", "JP", "BR", "IN", "NG", "PL", "SE", "CA", "AU", "MX"}
+)
 
 func benchSink(b *testing.B, srv *s3test.Server, extra string) *Sink {
 	s := New()
@@ -88,17 +122,24 @@ func (c cpuClock) read() (self, server time.Duration) {
 	return self, time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
-// BenchmarkSink: rows/s into the S3 server of scripts/s3.sh, 200-byte JSON messages, 3
+// BenchmarkSink: rows/s into the S3 server of scripts/s3.sh, JSON messages of about 200
+// bytes in two kinds (payload=repeat: benchRows, payload=random: benchRandomRows), 3
 // partitions, 1000 a Consume, 8MiB objects, for Parquet (zstd) and JSON Lines, against the
 // server's own conditional PUT loop (what the uploads alone cost, without formatting) in
 // two shapes: "same bytes", one loop per format uploading the very objects that format's
 // sink wrote for a round's rows (captured once from an untimed warm-up round, so the same
-// object count, sizes and bytes), and "raw", the rows' 200-byte payloads in 8MiB objects.
+// object count, sizes and bytes), and "raw", the rows' payloads in 8MiB objects.
 // All run side by side: each iteration is a round of 300 batches (300 000 rows) to each
 // sink and one round of each PUT loop, each round ending once its uploads have landed, so
 // the load of the shared machine falls on all alike. Run with
 // go test -run '^$' -bench 'Sink$' -benchtime 5x ./connectors/s3/.
 func BenchmarkSink(b *testing.B) {
+	// repeat: a counter and 190 equal characters a row; random: benchRandomRows.
+	b.Run("payload=repeat", func(b *testing.B) { benchmarkSink(b, benchRows) })
+	b.Run("payload=random", func(b *testing.B) { benchmarkSink(b, benchRandomRows) })
+}
+
+func benchmarkSink(b *testing.B, rowsOf func([]sdk.ConsumedMessage, uint64)) {
 	const rounds = 300
 	srv := s3test.Connect(b)
 	pq := benchSink(b, srv, `,"output_format":"parquet"`)
@@ -108,13 +149,17 @@ func BenchmarkSink(b *testing.B) {
 		body[i] = byte('a' + i%26)
 	}
 	var next [3]uint64
+	payload := 0 // bytes of the payloads built, to size the raw loop like one round's
 	msgs := make([]sdk.ConsumedMessage, benchBatch)
 	// consume times the sink alone: building the messages is not counted.
 	consume := func(s *Sink, first [3]uint64) (t time.Duration) {
 		for i := range rounds {
 			p := uint32(i % 3)
-			benchRows(msgs, first[p])
+			rowsOf(msgs, first[p])
 			first[p] += benchBatch
+			for _, m := range msgs {
+				payload += len(m.Payload)
+			}
 			start := time.Now()
 			if err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(p), Schema: sdk.SchemaJSON}, msgs); err != nil {
 				b.Fatal(err)
@@ -148,6 +193,7 @@ func BenchmarkSink(b *testing.B) {
 	for i := range next {
 		next[i] += rounds / 3 * benchBatch
 	}
+	perRound := payload / 2 // the warm-up's payload bytes, per sink
 	objects := 0
 	// putLoop uploads bodies through s's client (its bucket, its settings) one after another.
 	putLoop := func(s *Sink, bodies [][]byte) (t time.Duration) {
@@ -161,7 +207,7 @@ func BenchmarkSink(b *testing.B) {
 		return time.Since(start)
 	}
 	var raw [][]byte
-	for total := rounds * benchBatch * 200; total > 0; total -= len(body) {
+	for total := perRound; total > 0; total -= len(body) {
 		raw = append(raw, body[:min(total, len(body))])
 	}
 	// Wall time, CPU used by this process and by the server during each mode's rounds
@@ -220,6 +266,7 @@ func BenchmarkSink(b *testing.B) {
 		}
 		return n
 	}
+	b.ReportMetric(float64(perRound)/(rounds*benchBatch), "payload-bytes/row")
 	b.ReportMetric(float64(len(same[pq])), "parquet-objects/round")
 	b.ReportMetric(float64(size(same[pq]))/(rounds*benchBatch), "parquet-bytes/row")
 	b.ReportMetric(float64(len(same[jl])), "jsonl-objects/round")
