@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"strings"
 	"time"
 
@@ -22,9 +21,7 @@ type convError struct{ error }
 func (s *Sink) row(topic sdk.TopicMetadata, part uint32, m *sdk.ConsumedMessage) []any {
 	r := make([]any, 0, len(s.cols)+1)
 	lo, hi := m.ID.Halves()
-	id := new(big.Int).SetUint64(hi)
-	id.Lsh(id, 64).Or(id, new(big.Int).SetUint64(lo))
-	r = append(r, pgtype.Numeric{Int: id, Valid: true})
+	r = append(r, msgID{hi: hi, lo: lo})
 	if *s.cfg.IncludeMetadata {
 		r = append(r, int64(m.Offset), micros(m.Timestamp), topic.Stream, topic.Topic, int32(part))
 	}

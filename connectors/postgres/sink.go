@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,6 +36,9 @@ type Sink struct {
 	// Group commit (flush_interval > 0): one open transaction per partition (group.go).
 	flushEvery time.Duration
 	groups     groups
+	// The target's column types for the binary COPY encoder (copybin.go), read once.
+	oidsMu sync.Mutex
+	oids   []uint32
 }
 
 // New returns an unopened PostgreSQL sink.
