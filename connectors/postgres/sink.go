@@ -199,8 +199,11 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 		return nil
 	}
 	rows := make([][]any, len(msgs))
+	width := len(s.cols) + 1
+	backing := make([]any, len(msgs)*width) // one allocation for every row's values
+	nm := names(topic)
 	for i := range msgs {
-		rows[i] = s.row(topic, meta.Partition.PartitionID, &msgs[i])
+		rows[i] = s.appendRow(backing[i*width:i*width:(i+1)*width], nm, meta.Partition.PartitionID, &msgs[i])
 	}
 	if s.flushEvery > 0 {
 		s.keepPayloads(rows, msgs) // the group outlives this call; msgs' bytes do not
