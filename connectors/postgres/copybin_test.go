@@ -62,7 +62,7 @@ func TestBinaryCopyWritesWhatPgxWrote(t *testing.T) {
 			`{"n":-2147483648,"s":"","f":-0.0,"b":false,"at":"1999-12-31T23:59:59.999999+02:00","obj":"not an object"}`,
 			`{"n":null,"s":null,"obj":{"deep":{"deeper":"x"}}}`,
 		},
-		FormatText: {"plain", "", "unicode é 漢字 🚀", `{"looks":"like json"}`, "tab\tnewline\nbackslash\\ quote'\"", "\u0001 control"},
+		FormatText:  {"plain", "", "unicode é 漢字 🚀", `{"looks":"like json"}`, "tab\tnewline\nbackslash\\ quote'\"", "\u0001 control"},
 		FormatBytea: {"", "\x00\x01\x02\xff\xfe", "binary \x00 zero", `{"n":1}`, strings.Repeat("\xab", 70_000)},
 	}
 	columns := `,"columns":[{"name":"c_int","type":"integer","path":"n"},{"name":"c_big","type":"bigint","path":"n"},
