@@ -1,12 +1,12 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"math/big"
 	"math/bits"
@@ -100,21 +100,9 @@ func (s *Sink) copyBinary(ctx context.Context, tx pgx.Tx, rows [][]any, idx []in
 	if err != nil {
 		return false, err
 	}
-	_, err = tx.Conn().PgConn().CopyFrom(ctx, &sliceReader{b: buf},
+	_, err = tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf),
 		"COPY "+s.target.Sanitize()+" ("+s.quotedCols()+") FROM STDIN (FORMAT binary)")
 	return true, err
-}
-
-// sliceReader reads b once (bytes.Reader without its allocation per call site).
-type sliceReader struct{ b []byte }
-
-func (r *sliceReader) Read(p []byte) (int, error) {
-	if len(r.b) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b)
-	r.b = r.b[n:]
-	return n, nil
 }
 
 // appendCopyRows appends the binary COPY stream of rows idx (each row without its
