@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"strings"
 	"time"
 
@@ -20,13 +19,21 @@ type convError struct{ error }
 // row builds the values of one message in s.cols order, plus one trailing slot: nil, or
 // the convError that rejects the row.
 func (s *Sink) row(topic sdk.TopicMetadata, part uint32, m *sdk.ConsumedMessage) []any {
-	r := make([]any, 0, len(s.cols)+1)
+	return s.appendRow(make([]any, 0, len(s.cols)+1), names(topic), part, m)
+}
+
+// topicNames holds a topic's stream and topic names as interface values, made once per
+// batch rather than once per row (each conversion of a string to any allocates).
+type topicNames struct{ stream, topic any }
+
+func names(topic sdk.TopicMetadata) topicNames { return topicNames{topic.Stream, topic.Topic} }
+
+// appendRow appends row's values to r (which has room for them: no allocation for r).
+func (s *Sink) appendRow(r []any, names topicNames, part uint32, m *sdk.ConsumedMessage) []any {
 	lo, hi := m.ID.Halves()
-	id := new(big.Int).SetUint64(hi)
-	id.Lsh(id, 64).Or(id, new(big.Int).SetUint64(lo))
-	r = append(r, pgtype.Numeric{Int: id, Valid: true})
+	r = append(r, msgID{hi: hi, lo: lo})
 	if *s.cfg.IncludeMetadata {
-		r = append(r, int64(m.Offset), micros(m.Timestamp), topic.Stream, topic.Topic, int32(part))
+		r = append(r, int64(m.Offset), micros(m.Timestamp), names.stream, names.topic, int32(part))
 	}
 	if *s.cfg.IncludeChecksum {
 		r = append(r, int64(m.Checksum)) // bit pattern kept, as the official sink

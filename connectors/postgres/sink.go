@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,6 +36,9 @@ type Sink struct {
 	// Group commit (flush_interval > 0): one open transaction per partition (group.go).
 	flushEvery time.Duration
 	groups     groups
+	// The target's column types for the binary COPY encoder (copybin.go), read once.
+	oidsMu sync.Mutex
+	oids   []uint32
 }
 
 // New returns an unopened PostgreSQL sink.
@@ -195,8 +199,11 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 		return nil
 	}
 	rows := make([][]any, len(msgs))
+	width := len(s.cols) + 1
+	backing := make([]any, len(msgs)*width) // one allocation for every row's values
+	nm := names(topic)
 	for i := range msgs {
-		rows[i] = s.row(topic, meta.Partition.PartitionID, &msgs[i])
+		rows[i] = s.appendRow(backing[i*width:i*width:(i+1)*width], nm, meta.Partition.PartitionID, &msgs[i])
 	}
 	if s.flushEvery > 0 {
 		s.keepPayloads(rows, msgs) // the group outlives this call; msgs' bytes do not

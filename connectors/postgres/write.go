@@ -115,11 +115,15 @@ func (s *Sink) writeRows(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int
 	if insert {
 		return s.insertRows(ctx, tx, rows, idx)
 	}
-	_, err := tx.CopyFrom(ctx, s.target, s.cols, pgx.CopyFromSlice(len(idx), func(i int) ([]any, error) {
-		r := rows[idx[i]]
-		return r[:len(r)-1], nil
-	}))
+	sent, err := s.copyBinary(ctx, tx, rows, idx)
+	if !sent && err == nil {
+		_, err = tx.CopyFrom(ctx, s.target, s.cols, pgx.CopyFromSlice(len(idx), func(i int) ([]any, error) {
+			r := rows[idx[i]]
+			return r[:len(r)-1], nil
+		}))
+	}
 	if err != nil {
+		s.forgetCopyTypes() // the table may have changed under the sink
 		if rowError(err) {
 			return locateRow, err
 		}
