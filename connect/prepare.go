@@ -27,7 +27,7 @@ func (e permanentError) Is(target error) bool { return target == errPermanent }
 
 // CheckSink returns the error with which a Runtime built with opts refuses to start sink
 // cfg before opening it, in the words of its last_error: an unknown built-in, a built-in's
-// plugin_config its spec refuses, a plugin library that is not found, does not load or lacks
+// offset_commit or plugin_config its spec refuses, a plugin library that is not found, does not load or lacks
 // a symbol, a sink_controlled sink whose library lacks the commit callback. It opens nothing
 // and connects to nothing (a native library is loaded, as at run). Only opts.Builtins and
 // opts.LoadSinkPlugin are read. Nil when the sink can be started.
@@ -98,6 +98,9 @@ func sinkFactory(reg *sdk.Registry, load SinkPluginLoader, cfg *config.Sink, dir
 	}
 	if name, ok := cfg.Builtin(); ok {
 		spec, _ := reg.SinkSpec(name)
+		if err := spec.CheckCommitMode(string(cfg.OffsetCommit)); err != nil {
+			return nil, permanentError{fmt.Errorf("%s: %w", cfg.File, err)}
+		}
 		return f, checkPluginConfig(spec, &cfg.Common)
 	}
 	if cfg.OffsetCommit == config.CommitSinkControlled {

@@ -111,3 +111,44 @@ func TestCheckConnectPostgresCDC(t *testing.T) {
 		t.Fatal("check --connect printed the connection string")
 	}
 }
+
+// TestCheckRefusesCommitMode: a built-in sink whose spec lists its commit modes (the S3
+// sink: sink_controlled only) is refused by `ferry check` with another offset_commit, the
+// error naming the file and the key, and accepted with sink_controlled; nothing is
+// contacted (the bucket's endpoint is a closed port).
+func TestCheckRefusesCommitMode(t *testing.T) {
+	dir := t.TempDir()
+	conns := filepath.Join(dir, "connectors")
+	if err := os.Mkdir(conns, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(conns, "s3.toml")
+	sink := func(mode string) string {
+		return "type = \"sink\"\nkey = \"arch\"\nenabled = true\nversion = 0\nname = \"a\"\npath = \"builtin:s3\"\n" + mode +
+			"\n[[streams]]\nstream = \"s\"\ntopics = [\"t\"]\nschema = \"raw\"\n\n[plugin_config]\nbucket = \"b\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:1\"\n"
+	}
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfg, []byte("[connectors]\nconfig_type = \"local\"\nconfig_dir = \""+conns+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ mode, want string }{
+		{"", file + `: offset_commit = "after_polling": the sink runs only with offset_commit = "sink_controlled"`},
+		{`offset_commit = "after_consuming"`, file + `: offset_commit = "after_consuming": the sink runs only with offset_commit = "sink_controlled"`},
+	} {
+		if err := os.WriteFile(file, []byte(sink(tc.mode)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		err := check(&out, startOptions{config: cfg})
+		if err == nil || !strings.Contains(out.String(), tc.want) {
+			t.Fatalf("%q: check %v, output:\n%s\nwant it to contain %q", tc.mode, err, out.String(), tc.want)
+		}
+	}
+	if err := os.WriteFile(file, []byte(sink(`offset_commit = "sink_controlled"`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := check(&out, startOptions{config: cfg}); err != nil {
+		t.Fatalf("sink_controlled: check %v, output:\n%s", err, out.String())
+	}
+}

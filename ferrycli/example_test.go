@@ -13,7 +13,7 @@ import (
 
 // linesSpec is the plugin_config of the lines sink: `ferry check` validates connector
 // files with it and `ferry connectors` prints it.
-var linesSpec = sdk.ConfigSpec{Fields: []sdk.ConfigField{
+var linesSpec = sdk.ConfigSpec{CommitModes: []string{"sink_controlled"}, Fields: []sdk.ConfigField{
 	{Name: "path", Type: sdk.TypeOutputPath, Required: true, Doc: "the file payloads are appended to"},
 }}
 

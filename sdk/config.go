@@ -50,6 +50,24 @@ type ConfigSpec struct {
 	Fields []ConfigField
 	// AnyFields: the connector ignores plugin_config; nothing in it is an error.
 	AnyFields bool
+	// CommitModes are the offset_commit values a sink runs with ("after_polling",
+	// "after_consuming", "sink_controlled"); empty: any. A sink that decides when its offsets
+	// advance lists only "sink_controlled", and `ferry check` and the runtime's start refuse
+	// a file with another mode (see [ConfigSpec.CheckCommitMode]) instead of its Open.
+	CommitModes []string
+}
+
+// CheckCommitMode returns nil when a sink of this spec runs with offset_commit mode, else
+// an error naming the key, the mode and the modes it takes.
+func (s ConfigSpec) CheckCommitMode(mode string) error {
+	if len(s.CommitModes) == 0 || slices.Contains(s.CommitModes, mode) {
+		return nil
+	}
+	want := make([]string, len(s.CommitModes))
+	for i, m := range s.CommitModes {
+		want[i] = strconv.Quote(m)
+	}
+	return fmt.Errorf("offset_commit = %q: the sink runs only with offset_commit = %s", mode, strings.Join(want, " or "))
 }
 
 // Field returns the field named name.

@@ -102,3 +102,27 @@ func FuzzConfigSpec(f *testing.F) {
 		}
 	})
 }
+
+func TestConfigSpecCheckCommitMode(t *testing.T) {
+	anyMode := ConfigSpec{}
+	for _, m := range []string{"after_polling", "after_consuming", "sink_controlled"} {
+		if err := anyMode.CheckCommitMode(m); err != nil {
+			t.Errorf("no CommitModes, %s: %v", m, err)
+		}
+	}
+	sc := ConfigSpec{CommitModes: []string{"sink_controlled"}}
+	if err := sc.CheckCommitMode("sink_controlled"); err != nil {
+		t.Fatal(err)
+	}
+	err := sc.CheckCommitMode("after_polling")
+	want := `offset_commit = "after_polling": the sink runs only with offset_commit = "sink_controlled"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+	two := ConfigSpec{CommitModes: []string{"after_consuming", "sink_controlled"}}
+	err = two.CheckCommitMode("after_polling")
+	want = `offset_commit = "after_polling": the sink runs only with offset_commit = "after_consuming" or "sink_controlled"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+}

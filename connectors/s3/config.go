@@ -101,8 +101,9 @@ const (
 	RotationMessages = "messages"
 )
 
-// Spec declares plugin_config; Open decodes with it and `ferry check` validates with it.
-var Spec = sdk.ConfigSpec{Fields: []sdk.ConfigField{
+// Spec declares plugin_config and the one commit mode the sink runs with; Open decodes
+// with it and `ferry check` validates with it.
+var Spec = sdk.ConfigSpec{CommitModes: []string{"sink_controlled"}, Fields: []sdk.ConfigField{
 	{Name: FieldBucket, Type: sdk.TypeString, Required: true, Doc: "the bucket objects go to"},
 	{Name: FieldRegion, Type: sdk.TypeString, Required: true, Doc: "the bucket's region (us-east-1; auto for R2)"},
 	{Name: FieldPrefix, Type: sdk.TypeString, Doc: "prepended to every object key"},

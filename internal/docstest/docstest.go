@@ -18,6 +18,12 @@
 //	    run only where the environment variable VARIABLE is set: the block needs a service
 //	    or package that .ci/run provides and says so by setting it (FERRY_POSTGRES_URL
 //	    for Debian's PostgreSQL); elsewhere the test is skipped, naming VARIABLE.
+//	<!-- docs-test: run ferry "CONFIG" ... -->
+//	    before the block, start the fixture CONFIG, a runtime config in the repository: its
+//	    directory is copied into the block's directory, CONFIG as config.toml, and
+//	    `ferry run --config config.toml --embedded` runs there (the HTTP API and the
+//	    embedded server on free ports) until it says "ferry: caught up"; the block then
+//	    runs with the documented API address 127.0.0.1:8081 replaced by the bound one.
 //	<!-- docs-test: skip: REASON -->
 //	    not run; REASON says why (it needs systemd, a real cluster, a binary built
 //	    elsewhere...), and the test reports it as skipped with that reason.
@@ -45,6 +51,7 @@ type Block struct {
 	Until   string // with Run: the output that means the last command is up (then Ctrl-C)
 	Cleanup string // with Until: a command run at the end in the block's shell
 	Needs   string // with Run: an environment variable that must be set, else skip
+	Ferry   string // with Run: a fixture runtime config to run first, relative to the root
 	Reason  string // without Run: why the block is not run
 }
 
@@ -53,7 +60,7 @@ func (b Block) Name() string { return fmt.Sprintf("%s:%d", b.File, b.Line) }
 
 var (
 	markerRE = regexp.MustCompile(`^<!-- docs-test: (.*) -->$`)
-	optionRE = regexp.MustCompile(`^ (until|cleanup|needs) "([^"]+)"`)
+	optionRE = regexp.MustCompile(`^ (until|cleanup|needs|ferry) "([^"]+)"`)
 	skipRE   = regexp.MustCompile(`^skip: (\S.*)$`)
 	openShRE = regexp.MustCompile("^```(sh|bash|shell|console)\\b")
 	fenceRE  = regexp.MustCompile("^```")
@@ -141,7 +148,7 @@ func marker(name string, n int, prev string) (Block, error) {
 		for rest != "" {
 			o := optionRE.FindStringSubmatch(rest)
 			if o == nil {
-				return b, fmt.Errorf(`%s:%d: marker %q: cannot read %q (want until, cleanup or needs, each with a "quoted" value)`, name, n-1, prev, rest)
+				return b, fmt.Errorf(`%s:%d: marker %q: cannot read %q (want until, cleanup, needs or ferry, each with a "quoted" value)`, name, n-1, prev, rest)
 			}
 			switch o[1] {
 			case "until":
@@ -150,6 +157,8 @@ func marker(name string, n int, prev string) (Block, error) {
 				b.Cleanup = o[2]
 			case "needs":
 				b.Needs = o[2]
+			case "ferry":
+				b.Ferry = o[2]
 			}
 			rest = rest[len(o[0]):]
 		}
@@ -162,5 +171,5 @@ func marker(name string, n int, prev string) (Block, error) {
 		b.Reason = s[1]
 		return b, nil
 	}
-	return b, fmt.Errorf(`%s:%d: marker %q: want run [until "TEXT" [cleanup "COMMAND"]] [needs "VARIABLE"], or skip: REASON`, name, n-1, prev)
+	return b, fmt.Errorf(`%s:%d: marker %q: want run [until "TEXT" [cleanup "COMMAND"]] [needs "VARIABLE"] [ferry "CONFIG"], or skip: REASON`, name, n-1, prev)
 }

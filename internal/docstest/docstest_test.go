@@ -9,7 +9,8 @@ import (
 func TestParse(t *testing.T) {
 	doc := "# T\n\n<!-- docs-test: run -->\n```sh\necho a\necho b\n```\n\n```toml\n[x]\n```\n" +
 		"<!-- docs-test: run until \"caught up\" cleanup \"bash stop.sh\" needs \"PG\" -->\n```sh\nferry run\n```\n" +
-		"<!-- docs-test: skip: needs systemd -->\n```bash\nsystemctl start ferry\n```\n"
+		"<!-- docs-test: skip: needs systemd -->\n```bash\nsystemctl start ferry\n```\n" +
+		"<!-- docs-test: run ferry \"testdata/api.toml\" needs \"PROM\" -->\n```sh\ncurl -f http://127.0.0.1:8081/health\n```\n"
 	got, err := Parse("d.md", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
@@ -18,6 +19,7 @@ func TestParse(t *testing.T) {
 		{File: "d.md", Line: 4, Script: "echo a\necho b\n", Run: true},
 		{File: "d.md", Line: 13, Script: "ferry run\n", Run: true, Until: "caught up", Cleanup: "bash stop.sh", Needs: "PG"},
 		{File: "d.md", Line: 17, Script: "systemctl start ferry\n", Reason: "needs systemd"},
+		{File: "d.md", Line: 21, Script: "curl -f http://127.0.0.1:8081/health\n", Run: true, Ferry: "testdata/api.toml", Needs: "PROM"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
@@ -35,6 +37,7 @@ func TestParseRefuses(t *testing.T) {
 		{"<!-- docs-test: run -->\n```sh\nls\n", "d.md:2: the sh block is never closed"},
 		{"<!-- docs-test: run until x -->\n```sh\nls\n```\n", `d.md:1: marker "<!-- docs-test: run until x -->": cannot read " until x"`},
 		{"<!-- docs-test: run cleanup \"x\" -->\n```sh\nls\n```\n", `d.md:1: marker "<!-- docs-test: run cleanup \"x\" -->": cleanup goes with until`},
+		{"<!-- docs-test: run ferry testdata/api.toml -->\n```sh\nls\n```\n", `d.md:1: marker "<!-- docs-test: run ferry testdata/api.toml -->": cannot read " ferry testdata/api.toml" (want until, cleanup, needs or ferry`},
 		{"<!-- docs-test: running -->\n```sh\nls\n```\n", `d.md:1: marker "<!-- docs-test: running -->": want run`},
 	} {
 		_, err := Parse("d.md", []byte(tc.doc))
