@@ -107,11 +107,11 @@ func TestPostgresCDCThroughput(t *testing.T) {
 		if run.exited() {
 			t.Fatalf("run exited: %v\n%s", run.err, tail(run.out.String(), 20))
 		}
-		return topicCount(c) >= uint64(rows)
+		return topicMessages(c, "cdc") >= uint64(rows)
 	})
 	ferryTime := time.Since(start)
 	run.stop(30 * time.Second)
-	if n := topicCount(c); n != uint64(rows) {
+	if n := topicMessages(c, "cdc"); n != uint64(rows) {
 		t.Fatalf("topic holds %d messages, want %d", n, rows)
 	}
 	rate := func(d time.Duration) float64 { return float64(rows) / d.Seconds() }
@@ -179,7 +179,7 @@ func TestPostgresCDCLatency(t *testing.T) {
 	}
 	conn.Release()
 	writeTime := time.Since(start)
-	testkit.WaitFor(t, "every row in the topic", func() bool { return topicCount(c) >= total })
+	testkit.WaitFor(t, "every row in the topic", func() bool { return topicMessages(c, "cdc") >= total })
 	run.stop(30 * time.Second)
 	var lat []time.Duration
 	for p := range uint32(cdcPartitions) {

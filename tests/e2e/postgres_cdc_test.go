@@ -240,20 +240,6 @@ func cdcIdentity(t *testing.T, payload []byte) string {
 	return s
 }
 
-func topicCount(c *iggy.Client) uint64 {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	td, err := c.GetTopic(ctx, iggy.Name("s"), iggy.Name("cdc"))
-	if err != nil {
-		return 0
-	}
-	var n uint64
-	for _, p := range td.Partitions {
-		n += p.MessagesCount
-	}
-	return n
-}
-
 // cdcExactlyOnce runs the CDC source in ferry processes SIGKILLed size.kills times at
 // seeded random moments while the writer commits size.txns transactions, PostgreSQL
 // restarted after the kills size.restarts names, then checks that the topic holds every
@@ -323,19 +309,19 @@ func cdcExactlyOnce(t *testing.T, size cdcRun) {
 	// so the kills spread over the whole write.
 	share := uint64(size.txns * 3 / (size.kills + 1))
 	for i := 1; i <= size.kills; i++ {
-		before := topicCount(c)
+		before := topicMessages(c, "cdc")
 		testkit.WaitFor(t, fmt.Sprintf("run %d sending", i-1), func() bool {
 			if run.exited() {
 				t.Fatalf("run %d exited by itself: %v\n%s", i-1, run.err, tail(run.out.String(), 30))
 			}
-			return topicCount(c) > before+share/2
+			return topicMessages(c, "cdc") > before+share/2
 		})
 		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
 		run.kill()
 		if size.restarts[i] {
 			pgRestart(t)
 		}
-		t.Logf("kill %d: %d messages in the topic", i, topicCount(c))
+		t.Logf("kill %d: %d messages in the topic", i, topicMessages(c, "cdc"))
 		runs = append(runs, run)
 		run = startFerry(t, fmt.Sprintf("run %d", i), dir, nil, args...)
 	}
@@ -348,7 +334,7 @@ func cdcExactlyOnce(t *testing.T, size cdcRun) {
 		if run.exited() {
 			t.Fatalf("last run exited: %v\n%s", run.err, tail(run.out.String(), 30))
 		}
-		return topicCount(c) >= want
+		return topicMessages(c, "cdc") >= want
 	})
 
 	// Idle: WAL written to a table outside the publication is confirmed too.

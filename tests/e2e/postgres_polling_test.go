@@ -48,20 +48,6 @@ delete_after_read = %t
 `, url, table, pollBatch, deleteAfterRead)
 }
 
-func rowsCount(c *iggy.Client) uint64 {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	td, err := c.GetTopic(ctx, iggy.Name("s"), iggy.Name("rows"))
-	if err != nil {
-		return 0
-	}
-	var n uint64
-	for _, p := range td.Partitions {
-		n += p.MessagesCount
-	}
-	return n
-}
-
 // readPolledIDs returns the data.id of every message of s/rows, partition 0, in offset order.
 func readPolledIDs(t *testing.T, c *iggy.Client, table string) []int {
 	t.Helper()
@@ -151,16 +137,16 @@ func pollingAtLeastOnce(t *testing.T, deleteAfterRead bool) {
 	})
 	share := uint64(pollRows / (pollKills + 1))
 	for i := 1; i <= pollKills; i++ {
-		before := rowsCount(c)
+		before := topicMessages(c, "rows")
 		testkit.WaitFor(t, fmt.Sprintf("run %d sending", i-1), func() bool {
 			if run.exited() {
 				t.Fatalf("run %d exited by itself: %v\n%s", i-1, run.err, tail(run.out.String(), 30))
 			}
-			return rowsCount(c) > before+share/2
+			return topicMessages(c, "rows") > before+share/2
 		})
 		time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond) // the seeded kill moment
 		run.kill()
-		t.Logf("kill %d: %d messages in the topic", i, rowsCount(c))
+		t.Logf("kill %d: %d messages in the topic", i, topicMessages(c, "rows"))
 		run = startFerry(t, fmt.Sprintf("run %d", i), dir, nil, args...)
 	}
 	wg.Wait()
@@ -172,7 +158,7 @@ func pollingAtLeastOnce(t *testing.T, deleteAfterRead bool) {
 		if run.exited() {
 			t.Fatalf("last run exited: %v\n%s", run.err, tail(run.out.String(), 30))
 		}
-		return rowsCount(c) >= pollRows && slices.Contains(readPolledIDs(t, c, table), pollRows)
+		return topicMessages(c, "rows") >= pollRows && slices.Contains(readPolledIDs(t, c, table), pollRows)
 	})
 	if deleteAfterRead {
 		testkit.WaitFor(t, "the table emptied", func() bool {

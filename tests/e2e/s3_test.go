@@ -373,23 +373,33 @@ func TestS3PoisonToDeadLetter(t *testing.T) {
 	}
 }
 
-// TestS3GroupTakeover: two ferry processes in one consumer group write to one bucket; one
-// is SIGKILLed mid-stream and the other takes its partitions over from the bucket: each
-// message in exactly one object, no two objects overlapping.
-func TestS3GroupTakeover(t *testing.T) {
-	srv := s3test.Connect(t)
+// s3Group is the setup of the tests with two ferry processes in one consumer group: an S3
+// bucket of the test's own (pyarrow to judge it), a ferry server with a 3-partition topic and
+// a client on it, the messages per partition, and start, which starts one more ferry process
+// (its own directory, the same sink file) named name.
+func s3Group(t *testing.T) (srv *s3test.Server, bucket string, c *iggy.Client, perPartition uint64, start func(name string) *proc) {
+	t.Helper()
+	srv = s3test.Connect(t)
 	s3test.Python(t)
-	perPartition, _ := s3Scale(t)
-	bucket := srv.Bucket(t)
+	perPartition, _ = s3Scale(t)
+	bucket = srv.Bucket(t)
 	dir := t.TempDir()
 	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
-	c := dial(t, addr)
+	c = dial(t, addr)
 	createTopic(t, c, 3)
-	start := func(name string) *proc {
+	start = func(name string) *proc {
 		d := filepath.Join(dir, name)
 		writeFile(t, filepath.Join(d, "s3", "sink.toml"), s3Sink(srv, bucket))
 		return startFerry(t, name, d, nil, "run", "--config", remoteConfig(t, d, addr, filepath.Join(d, "s3")), "--progress", "0")
 	}
+	return srv, bucket, c, perPartition, start
+}
+
+// TestS3GroupTakeover: two ferry processes in one consumer group write to one bucket; one
+// is SIGKILLed mid-stream and the other takes its partitions over from the bucket: each
+// message in exactly one object, no two objects overlapping.
+func TestS3GroupTakeover(t *testing.T) {
+	srv, bucket, c, perPartition, start := s3Group(t)
 	var wg sync.WaitGroup
 	var prodErr error
 	wg.Go(func() { prodErr = produceN(c, 3, perPartition, 150*time.Millisecond) })
@@ -437,19 +447,7 @@ func TestS3GroupTakeover(t *testing.T) {
 // back. Neither process is killed, so both may hold a partition at once from their own
 // point of view: every message must still be in exactly one object, no two overlapping.
 func TestS3Rebalance(t *testing.T) {
-	srv := s3test.Connect(t)
-	s3test.Python(t)
-	perPartition, _ := s3Scale(t)
-	bucket := srv.Bucket(t)
-	dir := t.TempDir()
-	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
-	c := dial(t, addr)
-	createTopic(t, c, 3)
-	start := func(name string) *proc {
-		d := filepath.Join(dir, name)
-		writeFile(t, filepath.Join(d, "s3", "sink.toml"), s3Sink(srv, bucket))
-		return startFerry(t, name, d, nil, "run", "--config", remoteConfig(t, d, addr, filepath.Join(d, "s3")), "--progress", "0")
-	}
+	srv, bucket, c, perPartition, start := s3Group(t)
 	written := func() uint64 { _, n := s3Ranges(t, srv, bucket); return n }
 	var wg sync.WaitGroup
 	var prodErr error

@@ -214,3 +214,19 @@ func poisonedTopic(t *testing.T, dir string) string {
 	}
 	return addr
 }
+
+// topicMessages is the number of messages in the partitions of s/topic (0 while the topic
+// cannot be read), what the source soaks wait on.
+func topicMessages(c *iggy.Client, topic string) uint64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	td, err := c.GetTopic(ctx, iggy.Name("s"), iggy.Name(topic))
+	if err != nil {
+		return 0
+	}
+	var n uint64
+	for _, p := range td.Partitions {
+		n += p.MessagesCount
+	}
+	return n
+}
