@@ -45,7 +45,9 @@ Iggy's current offset, the group's stored offset and the lag between them. --jso
 the API's status documents instead. The exit status is 0 when the API answered, 1
 otherwise. Without --url, the API is found from the runtime config (--config, else as ferry
 run finds it): the URL ferry run wrote to <state.path>/http.url when it bound the API (so
-[http] address may use port 0), else [http] address, else http://127.0.0.1:8081.`,
+[http] address may use port 0), else [http] address, else http://127.0.0.1:8081. Without
+--api-key, the key is that config's [http] api_key when the URL came from it or --config
+was given.`,
 		Example: `  ferry status
   ferry status --url http://10.0.0.5:8081 --api-key "$KEY" --json`,
 		Args: cobra.NoArgs,
@@ -56,7 +58,7 @@ run finds it): the URL ferry run wrote to <state.path>/http.url when it bound th
 	fl := cmd.Flags()
 	fl.StringVar(&f.url, "url", envString(envAPIURL, ""), "the runtime's HTTP API (default: the URL a running ferry run wrote to <state.path>/http.url, else [http] address, else "+defaultAPIURL+") [FERRY_API_URL]")
 	fl.StringVar(&f.config, "config", envString(envConfig, ""), "the runtime config.toml whose state.path and [http] address find the API when --url is not given [FERRY_CONFIG]")
-	fl.StringVar(&f.apiKey, "api-key", envString(envAPIKey, ""), "the API key ([http] api_key), sent as the api-key header [FERRY_API_KEY]")
+	fl.StringVar(&f.apiKey, "api-key", envString(envAPIKey, ""), "the API key, sent as the api-key header (default: the config's [http] api_key when the URL comes from it or --config is given) [FERRY_API_KEY]")
 	fl.BoolVar(&f.json, "json", false, "print the status documents as JSON")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound on the whole command")
 	return cmd
@@ -226,15 +228,31 @@ const defaultAPIURL = "http://127.0.0.1:8081"
 // say port 0), else [http] address (a host binding every interface is asked on 127.0.0.1),
 // else upstream's default. A config that does not load is an error only when named.
 func discoverURL(path string) (string, error) {
+	rc, err := loadStatusConfig(path)
+	if err != nil {
+		return "", err
+	}
+	return apiURLOf(rc), nil
+}
+
+// loadStatusConfig is the runtime config status reads: path's, or (path "") the one ferry
+// run would find, or the defaults when there is none. A named config that does not load
+// is an error.
+func loadStatusConfig(path string) (*config.Runtime, error) {
 	rc, err := config.ParseRuntime(path)
 	if err != nil && path != "" {
-		return "", err
+		return nil, err
 	}
 	if err != nil { // none found: the defaults, as a run without one would have
 		rc = config.DefaultRuntime()
 	}
+	return rc, nil
+}
+
+// apiURLOf is the URL of rc's API (discoverURL).
+func apiURLOf(rc *config.Runtime) string {
 	if u, err := readAPIURL(stateDir(rc)); err == nil {
-		return u, nil
+		return u
 	}
 	host, port, err := net.SplitHostPort(rc.HTTP.Address)
 	if err == nil && port != "0" && port != "" {
@@ -245,18 +263,26 @@ func discoverURL(path string) (string, error) {
 		if rc.HTTP.TLS.Enabled {
 			scheme = "https"
 		}
-		return scheme + "://" + net.JoinHostPort(host, port), nil
+		return scheme + "://" + net.JoinHostPort(host, port)
 	}
-	return defaultAPIURL, nil // no port to ask
+	return defaultAPIURL // no port to ask
 }
 
 func status(ctx context.Context, w io.Writer, f statusFlags, now func() time.Time) error {
-	if f.url == "" {
-		u, err := discoverURL(f.config)
+	// Without --api-key, the key is the config's [http] api_key when the config says where
+	// the API is (no --url) or was named: a key found by discovery is never sent to a URL
+	// given by hand, which may be another runtime's.
+	if f.url == "" || (f.apiKey == "" && f.config != "") {
+		rc, err := loadStatusConfig(f.config)
 		if err != nil {
 			return fmt.Errorf("find the API (or give --url): %w", err)
 		}
-		f.url = u
+		if f.url == "" {
+			f.url = apiURLOf(rc)
+		}
+		if f.apiKey == "" {
+			f.apiKey = rc.HTTP.APIKey.Reveal()
+		}
 	}
 	base := strings.TrimRight(f.url, "/")
 	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -229,3 +229,48 @@ func TestDiscoverURL(t *testing.T) {
 		t.Errorf("missing named config: %v", err)
 	}
 }
+
+// TestStatusKeyFromConfig: without --api-key, status sends the config's [http] api_key when
+// the URL comes from that config or the config is named, and never a key found by
+// discovery to a URL given by hand.
+func TestStatusKeyFromConfig(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	srv := fakeRuntimeAPI("k1")
+	defer srv.Close()
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	cfg := filepath.Join(dir, "config.toml")
+	body := fmt.Sprintf("[connectors]\nconfig_dir = %q\n[state]\npath = %q\n[http]\nenabled = true\naddress = \"127.0.0.1:0\"\napi_key = \"k1\"\n", dir, state)
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(state, apiURLFile), []byte(srv.URL+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		f    statusFlags
+		want string // "" : the table is printed
+	}{
+		{"url and key from the config", statusFlags{config: cfg}, ""},
+		{"url by hand, config named", statusFlags{url: srv.URL, config: cfg}, ""},
+		{"--api-key wins", statusFlags{config: cfg, apiKey: "k2"}, "the API refused the API key: GET /sinks answered 401"},
+		{"url by hand, no config named", statusFlags{url: srv.URL}, "the API needs --api-key (or FERRY_API_KEY): GET /sinks answered 401"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Chdir(dir) // a config.toml in the working directory is not a named one
+			out, err := runStatus(t, tc.f)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("error %v", err)
+			case tc.want == "" && !strings.HasPrefix(out, "KIND") || tc.want == "" && !strings.Contains(out, "sink    out"):
+				t.Fatalf("printed %q", out)
+			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
