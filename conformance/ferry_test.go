@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/conformance"
+	"github.com/ferryio/ferry/internal/pgtest"
 )
 
 func needCC(t *testing.T) {
@@ -51,6 +52,9 @@ func TestFerryConforms(t *testing.T) {
 	// postgres-soak runs when FERRY_POSTGRES_URL is set (scripts/postgres.sh start; CI sets
 	// it) and is "not supported" otherwise.
 	pg := os.Getenv("FERRY_POSTGRES_URL")
+	if pg != "" {
+		pgtest.HoldRestarts(t) // tests/e2e restarts the cluster, maybe at the same time
+	}
 	// s3-soak likewise with the server of scripts/s3.sh (FERRY_S3_ENDPOINT).
 	var s3 *conformance.S3Target
 	if ep := os.Getenv("FERRY_S3_ENDPOINT"); ep != "" {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ferryio/ferry/conformance"
+	"github.com/ferryio/ferry/internal/pgtest"
 )
 
 // noExactlyOnceScript is a runtime whose PostgreSQL sink trusts Iggy's offsets: it turns
@@ -26,6 +27,7 @@ func pgURL(t *testing.T) string {
 	if url == "" {
 		t.Skip("FERRY_POSTGRES_URL is not set: run `eval \"$(bash scripts/postgres.sh start)\"` for the PostgreSQL scenarios")
 	}
+	pgtest.HoldRestarts(t) // tests/e2e restarts the cluster, maybe at the same time
 	return url
 }
 

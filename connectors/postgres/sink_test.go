@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -19,30 +16,11 @@ import (
 	"github.com/ferryio/ferry/sdk"
 )
 
-// testDB connects to FERRY_POSTGRES_URL (pgtest.Connect) and holds off the restart test.
+// testDB connects to FERRY_POSTGRES_URL (pgtest.Connect, which holds off the e2e tests'
+// restarts of the cluster).
 func testDB(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
-	pool, url := pgtest.Connect(t)
-	holdRestarts(t)
-	return pool, url
-}
-
-// holdRestarts keeps the e2e tests (another package, maybe running at the same time) from
-// restarting the cluster of scripts/postgres.sh during this test: they take the lock file
-// exclusively for a restart.
-func holdRestarts(t testing.TB) {
-	dir := os.Getenv("FERRY_POSTGRES_DIR")
-	if dir == "" {
-		return
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "restart.lock"), os.O_RDWR|os.O_CREATE, 0o666)
-	if err != nil {
-		t.Fatalf("restart lock: %v", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
-		t.Fatalf("restart lock: %v", err)
-	}
-	t.Cleanup(func() { _ = f.Close() })
+	return pgtest.Connect(t)
 }
 
 // fresh returns a table name unique to the test and drops it at the end.

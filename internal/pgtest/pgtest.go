@@ -4,6 +4,8 @@ package pgtest
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,8 +14,20 @@ import (
 
 // Connect returns a pool on FERRY_POSTGRES_URL and the URL, closed when the test ends. The
 // test is skipped when the variable is unset (`eval "$(bash scripts/postgres.sh start)"`
-// sets it; CI does) and fails when it is set but PostgreSQL does not answer.
+// sets it; CI does) and fails when it is set but PostgreSQL does not answer. The test holds
+// off restarts of the cluster (HoldRestarts) before it connects: `go test ./...` runs the
+// packages at the same time, and tests/e2e restarts the cluster.
 func Connect(t testing.TB) (*pgxpool.Pool, string) {
+	t.Helper()
+	if os.Getenv("FERRY_POSTGRES_URL") != "" {
+		HoldRestarts(t)
+	}
+	return ConnectRestarting(t)
+}
+
+// ConnectRestarting is Connect for the package whose tests restart the cluster
+// (tests/e2e): it takes no lock, as its restarts take the lock exclusively.
+func ConnectRestarting(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	url := os.Getenv("FERRY_POSTGRES_URL")
 	if url == "" {
@@ -30,4 +44,45 @@ func Connect(t testing.TB) (*pgxpool.Pool, string) {
 	}
 	t.Cleanup(pool.Close)
 	return pool, url
+}
+
+// HoldRestarts keeps the cluster of scripts/postgres.sh (FERRY_POSTGRES_DIR) from being
+// restarted until the test ends: it holds the restart lock shared; a restart (LockRestarts)
+// takes it exclusively. Without FERRY_POSTGRES_DIR there is nothing to hold.
+func HoldRestarts(t testing.TB) {
+	t.Helper()
+	f := openRestartLock(t)
+	if f == nil {
+		return
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		t.Fatalf("restart lock: %v", err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+}
+
+// LockRestarts waits until no other test holds off restarts and returns the function that
+// ends the exclusive hold, to call once the cluster answers again.
+func LockRestarts(t testing.TB) (unlock func()) {
+	t.Helper()
+	f := openRestartLock(t)
+	if f == nil {
+		return func() {}
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("restart lock: %v", err)
+	}
+	return func() { _ = f.Close() }
+}
+
+func openRestartLock(t testing.TB) *os.File {
+	dir := os.Getenv("FERRY_POSTGRES_DIR")
+	if dir == "" {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "restart.lock"), os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		t.Fatalf("restart lock: %v", err)
+	}
+	return f
 }

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,8 +33,9 @@ const (
 	pgBatch        = 1000 // the sink's batch_length
 )
 
-// pgDB connects to FERRY_POSTGRES_URL (pgtest.Connect).
-func pgDB(t testing.TB) (*pgxpool.Pool, string) { return pgtest.Connect(t) }
+// pgDB connects to FERRY_POSTGRES_URL without holding off restarts: this package's tests
+// restart the cluster (pgRestart).
+func pgDB(t testing.TB) (*pgxpool.Pool, string) { return pgtest.ConnectRestarting(t) }
 
 // pgCount runs a count query, retrying while PostgreSQL restarts; -1 if it does not answer
 // within testkit.Patience.
@@ -55,16 +55,9 @@ func pgRestart(t *testing.T) {
 	if os.Getenv("FERRY_POSTGRES_DIR") == "" {
 		t.Fatal("FERRY_POSTGRES_DIR is not set: the PostgreSQL restart test needs the cluster of scripts/postgres.sh")
 	}
-	// connectors/postgres's tests hold this lock shared while they run (they may run at the
-	// same time, in another process).
-	f, err := os.OpenFile(filepath.Join(os.Getenv("FERRY_POSTGRES_DIR"), "restart.lock"), os.O_RDWR|os.O_CREATE, 0o666)
-	if err != nil {
-		t.Fatalf("restart lock: %v", err)
-	}
-	defer func() { _ = f.Close() }()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatalf("restart lock: %v", err)
-	}
+	// The other packages' PostgreSQL tests hold off restarts while they run (pgtest.Connect);
+	// go test may run them at the same time, in other processes.
+	defer pgtest.LockRestarts(t)()
 	out, err := exec.Command("bash", filepath.Join(repoRoot, "scripts", "postgres.sh"), "restart").CombinedOutput()
 	if err != nil {
 		t.Fatalf("postgres restart: %v\n%s", err, out)
