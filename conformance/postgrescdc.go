@@ -2,22 +2,20 @@ package conformance
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ferryio/ferry/iggy"
-	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/cdccheck"
 )
 
 // postgres-cdc runs the PostgreSQL CDC source (builtin:postgres as a source) on three
@@ -27,13 +25,6 @@ import (
 // changes the writer committed, each once, and each partition's positions must grow.
 
 const cdcPartitions = 3
-
-// cdcChange is one change read back from the topic.
-type cdcChange struct {
-	partition uint32
-	lsn, idx  uint64
-	ident     string
-}
 
 func runPostgresCDC(ctx context.Context, r *Runner, _ string) Result {
 	kills := max(1, r.cfg.Soak)
@@ -138,14 +129,14 @@ status_interval = "200ms"
 	if err := r.wait(ctx, "the source to create its replication slot", slotUp); err != nil || p.exited() {
 		return unsupported(expected, fmt.Errorf("the runtime did not open builtin:postgres as a source: %w; runtime log: %s", exitedOr(err), oneLine(p.tail(5))))
 	}
-	rng := rand.New(rand.NewSource(r.cfg.Seed))
-	w := &cdcWriter{db: db, tables: tables, log: logTable, rng: rand.New(rand.NewSource(r.cfg.Seed + 1)), live: map[string][]int{}}
+	rng := rand.New(rand.NewPCG(uint64(r.cfg.Seed), 1))
+	w := &cdccheck.Writer{DB: db, Tables: tables, Log: logTable, Rand: rand.New(rand.NewPCG(uint64(r.cfg.Seed), 2))}
 	wctx, stopWriter := context.WithCancel(ctx)
 	defer stopWriter()
 	werr := make(chan error, 1)
 	go func() {
 		for n := range txns {
-			if err := w.txn(wctx, n); err != nil {
+			if err := w.Txn(wctx, n); err != nil {
 				werr <- err
 				return
 			}
@@ -164,7 +155,7 @@ status_interval = "200ms"
 		}); err != nil || p.exited() {
 			return broken(expected, fmt.Errorf("before kill %d: %w; runtime log: %s", k, exitedOr(err), oneLine(p.tail(5))))
 		}
-		time.Sleep(time.Duration(rng.Intn(300)) * time.Millisecond)
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 		p.kill()
 		if p, err = r.startRuntime(cfgPath, logPath); err != nil {
 			return broken(expected, err)
@@ -173,23 +164,25 @@ status_interval = "200ms"
 	if err := <-werr; err != nil {
 		return broken(expected, fmt.Errorf("writer: %w", err))
 	}
-	want := uint64(len(w.want))
+	want := uint64(len(w.Want()))
 	if err := r.wait(ctx, "every committed change in the topic", func() bool { return count() >= want || p.exited() }); err != nil || p.exited() {
 		return broken(expected, fmt.Errorf("%w; runtime log: %s", exitedOr(err), oneLine(p.tail(5))))
 	}
 	_ = p.term(15 * time.Second)
-	got, err := readCDCTopic(ctx, r, stream)
+	got, err := cdccheck.ReadTopic(ctx, r.admin, stream, "t", cdcPartitions)
 	if err != nil {
 		return broken(expected, err)
 	}
-	lost, dup, disorder := judgeCDC(got, w.want)
+	j := cdccheck.Judge(got, w.Want())
 	observed := fmt.Sprintf("%d kills, %d transactions, %d changes committed; topic %d messages: lost %d, duplicated %d, out of order %d",
-		kills, txns, len(w.want), len(got), lost, dup, disorder)
+		kills, txns, len(w.Want()), len(got), j.Lost, j.Duplicated, j.Disorder)
 	v := Fail
-	if lost == 0 && dup == 0 && disorder == 0 && len(got) == len(w.want) {
+	if j.OK() && len(got) == len(w.Want()) {
 		v = Pass
+	} else {
+		observed += "; first difference: " + j.First
 	}
-	return Result{Expected: expected, Observed: observed, Verdict: v, Lost: lost, Duplicated: dup, Kills: kills}
+	return Result{Expected: expected, Observed: observed, Verdict: v, Lost: j.Lost, Duplicated: j.Duplicated, Kills: kills}
 }
 
 // exitedOr is err, or "the runtime exited" when a wait ended because the runtime did.
@@ -198,58 +191,6 @@ func exitedOr(err error) error {
 		return errors.New("the runtime exited")
 	}
 	return err
-}
-
-// judgeCDC compares the topic with the committed changes: lost and duplicated count
-// identities; disorder counts partitions' position decreases and, when nothing was lost or
-// duplicated, places where commit order differs from the writer's.
-func judgeCDC(got []cdcChange, want []string) (lost, dup, disorder int) {
-	last := map[uint32][2]uint64{}
-	for _, m := range got {
-		if l, ok := last[m.partition]; ok && (m.lsn < l[0] || (m.lsn == l[0] && m.idx <= l[1])) {
-			disorder++
-		}
-		last[m.partition] = [2]uint64{m.lsn, m.idx}
-	}
-	// A truncate's identity repeats; everything else is unique.
-	have := map[string]int{}
-	for _, m := range got {
-		have[m.ident]++
-	}
-	for _, id := range want {
-		have[id]--
-	}
-	for _, n := range have {
-		if n < 0 {
-			lost -= n
-		} else {
-			dup += n
-		}
-	}
-	if lost == 0 && dup == 0 {
-		slices.SortFunc(got, func(a, b cdcChange) int {
-			if a.lsn != b.lsn {
-				return cmpUint(a.lsn, b.lsn)
-			}
-			return cmpUint(a.idx, b.idx)
-		})
-		for i := range got {
-			if got[i].ident != want[i] {
-				disorder++
-			}
-		}
-	}
-	return lost, dup, disorder
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func topicMessages(ctx context.Context, r *Runner, stream string) uint64 {
@@ -264,165 +205,4 @@ func topicMessages(ctx context.Context, r *Runner, stream string) uint64 {
 		n += p.MessagesCount
 	}
 	return n
-}
-
-// readCDCTopic reads every message of the topic back.
-func readCDCTopic(ctx context.Context, r *Runner, stream string) ([]cdcChange, error) {
-	var out []cdcChange
-	for p := range uint32(cdcPartitions) {
-		next := uint64(0)
-		for {
-			part := p
-			res, err := r.admin.PollMessages(ctx, iggy.PollRequest{Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: iggy.ID(1)},
-				Stream: iggy.Name(stream), Topic: iggy.Name("t"), Partition: &part, Strategy: wire.PollOffset(next), Count: 1000})
-			if err != nil {
-				return nil, fmt.Errorf("read the topic: %w", err)
-			}
-			if len(res.Messages) == 0 {
-				res.Release()
-				break
-			}
-			for _, m := range res.Messages {
-				c := cdcChange{partition: p}
-				kvs, err := m.Headers(nil)
-				if err != nil {
-					res.Release()
-					return nil, fmt.Errorf("partition %d offset %d: headers: %w", p, m.Offset, err)
-				}
-				for _, kv := range kvs {
-					switch string(kv.Key.Raw) {
-					case "pg_commit_lsn":
-						c.lsn = binary.LittleEndian.Uint64(kv.Value.Raw)
-					case "pg_txn_index":
-						c.idx = binary.LittleEndian.Uint64(kv.Value.Raw)
-					}
-				}
-				if c.ident, err = cdcIdentity(m.Payload); err != nil {
-					res.Release()
-					return nil, fmt.Errorf("partition %d offset %d: %w", p, m.Offset, err)
-				}
-				out = append(out, c)
-				next = m.Offset + 1
-			}
-			res.Release()
-		}
-	}
-	return out, nil
-}
-
-// cdcIdentity renders a message as the writer names the change.
-func cdcIdentity(payload []byte) (string, error) {
-	var rec struct {
-		Table string `json:"table_name"`
-		Op    string `json:"operation_type"`
-		Data  struct {
-			ID *int `json:"id"`
-			V  *int `json:"v"`
-		} `json:"data"`
-		Old *struct {
-			ID int `json:"id"`
-		} `json:"old_data"`
-	}
-	if err := json.Unmarshal(payload, &rec); err != nil {
-		return "", fmt.Errorf("payload %q: %w", payload, err)
-	}
-	switch {
-	case rec.Op == "TRUNCATE":
-		return rec.Table + " TRUNCATE", nil
-	case rec.Op == "DELETE" && rec.Data.ID != nil:
-		return fmt.Sprintf("%s DELETE %d", rec.Table, *rec.Data.ID), nil
-	case rec.Data.ID == nil || rec.Data.V == nil:
-		return "", fmt.Errorf("payload %q: no data.id or data.v", payload)
-	}
-	s := fmt.Sprintf("%s %s %d %d", rec.Table, rec.Op, *rec.Data.ID, *rec.Data.V)
-	if rec.Old != nil {
-		s += fmt.Sprintf(" old %d", rec.Old.ID)
-	}
-	return s, nil
-}
-
-// cdcWriter commits transactions of 1–5 random changes to three tables and records each
-// committed change in commit order, named as cdcIdentity names it.
-type cdcWriter struct {
-	db     *pgxpool.Pool
-	tables []string
-	log    string
-	rng    *rand.Rand
-	live   map[string][]int
-	nextID int
-	nextV  int
-	want   []string
-}
-
-type cdcOp struct {
-	sql   string
-	args  []any
-	ident string
-}
-
-func (w *cdcWriter) txn(ctx context.Context, n int) error {
-	live := map[string][]int{}
-	for k, v := range w.live {
-		live[k] = slices.Clone(v)
-	}
-	nextID, nextV := w.nextID, w.nextV
-	var ops []cdcOp
-	for range 1 + w.rng.Intn(5) {
-		tbl := w.tables[w.rng.Intn(len(w.tables))]
-		ids := live[tbl]
-		switch x := w.rng.Intn(100); {
-		case x < 1 && len(ids) > 0:
-			ops = append(ops, cdcOp{"TRUNCATE " + tbl, nil, tbl + " TRUNCATE"})
-			live[tbl] = nil
-		case x < 55 || len(ids) == 0:
-			nextID++
-			nextV++
-			ops = append(ops, cdcOp{"INSERT INTO " + tbl + " (id, v) VALUES ($1, $2)", []any{nextID, nextV}, fmt.Sprintf("%s INSERT %d %d", tbl, nextID, nextV)})
-			live[tbl] = append(live[tbl], nextID)
-		case x < 75:
-			i := w.rng.Intn(len(ids))
-			nextV++
-			ops = append(ops, cdcOp{"UPDATE " + tbl + " SET v = $2 WHERE id = $1", []any{ids[i], nextV}, fmt.Sprintf("%s UPDATE %d %d", tbl, ids[i], nextV)})
-		case x < 85:
-			i := w.rng.Intn(len(ids))
-			nextID++
-			nextV++
-			ops = append(ops, cdcOp{"UPDATE " + tbl + " SET id = $2, v = $3 WHERE id = $1", []any{ids[i], nextID, nextV},
-				fmt.Sprintf("%s UPDATE %d %d old %d", tbl, nextID, nextV, ids[i])})
-			live[tbl][i] = nextID
-		default:
-			i := w.rng.Intn(len(ids))
-			ops = append(ops, cdcOp{"DELETE FROM " + tbl + " WHERE id = $1", []any{ids[i]}, fmt.Sprintf("%s DELETE %d", tbl, ids[i])})
-			live[tbl] = slices.Delete(live[tbl], i, i+1)
-		}
-	}
-	// Retried until known committed: a log row (not captured) written in the transaction
-	// says whether a commit whose answer was lost went through.
-	for attempt := 0; ; attempt++ {
-		err := pgx.BeginFunc(ctx, w.db, func(tx pgx.Tx) error {
-			for _, o := range ops {
-				if _, err := tx.Exec(ctx, o.sql, o.args...); err != nil {
-					return err
-				}
-			}
-			_, err := tx.Exec(ctx, "INSERT INTO "+w.log+" VALUES ($1)", n)
-			return err
-		})
-		if err == nil {
-			break
-		}
-		if attempt > 200 || ctx.Err() != nil {
-			return fmt.Errorf("transaction %d: %w", n, err)
-		}
-		var done bool
-		if qerr := w.db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+w.log+" WHERE n = $1)", n).Scan(&done); qerr == nil && done {
-			break
-		}
-		time.Sleep(100 * time.Millisecond) // the database recovering
-	}
-	for _, o := range ops {
-		w.want = append(w.want, o.ident)
-	}
-	w.live, w.nextID, w.nextV = live, nextID, nextV
-	return nil
 }

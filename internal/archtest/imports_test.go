@@ -56,6 +56,9 @@ var forbidden = map[string][]string{
 	"internal/testkit":         {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 	"internal/testkit/iggykit": {"connect", "connectors", "sdk", "cmd"},
 	"internal/testkit/runkit":  {"cmd"},
+	// The CDC judge (conformance's and the e2e tests') reads a topic with the client and
+	// writes with pgx; it never sees the server or the runtime.
+	"internal/cdccheck": {"server", "connect", "connectors", "sdk", "cmd"},
 	// The docs' command finder reads Markdown only.
 	"internal/docstest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 }

@@ -2,25 +2,20 @@ package e2e
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"github.com/ferryio/ferry/internal/testkit"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/ferryio/ferry/iggy"
-	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/cdccheck"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // cdcRun is the size of one CDC crash run. CI runs cdcSmall; FERRY_CDC_SOAK=1 runs the
@@ -62,182 +57,6 @@ capture_operations = ["INSERT", "UPDATE", "DELETE", "TRUNCATE"]
 batch_size = 500
 status_interval = "200ms"
 `, url, ts, slot)
-}
-
-// cdcWriter commits transactions of 1–5 random changes to three tables, one at a time, and
-// records each committed change's identity in commit order: "table op id v" (v is unique
-// per insert and update; a delete names the id it removed; a truncate its table).
-type cdcWriter struct {
-	db     *pgxpool.Pool
-	tables []string
-	rng    *rand.Rand
-	live   map[string][]int // ids present per table
-	nextID int
-	nextV  int
-	want   []string
-}
-
-func (w *cdcWriter) txn(ctx context.Context, n int) error {
-	type op struct {
-		sql  string
-		args []any
-		id   []string
-	}
-	var ops []op
-	live := map[string][]int{}
-	for k, v := range w.live {
-		live[k] = slices.Clone(v)
-	}
-	nextID, nextV := w.nextID, w.nextV
-	for range 1 + w.rng.IntN(5) {
-		tbl := w.tables[w.rng.IntN(len(w.tables))]
-		ids := live[tbl]
-		switch r := w.rng.IntN(100); {
-		case r < 1 && len(ids) > 0: // truncate
-			ops = append(ops, op{sql: "TRUNCATE " + tbl, id: []string{tbl + " TRUNCATE"}})
-			live[tbl] = nil
-		case r < 55 || len(ids) == 0: // insert
-			nextID++
-			nextV++
-			ops = append(ops, op{sql: "INSERT INTO " + tbl + " (id, v) VALUES ($1, $2)", args: []any{nextID, nextV},
-				id: []string{fmt.Sprintf("%s INSERT %d %d", tbl, nextID, nextV)}})
-			live[tbl] = append(live[tbl], nextID)
-		case r < 75: // update, key kept
-			i := w.rng.IntN(len(ids))
-			nextV++
-			ops = append(ops, op{sql: "UPDATE " + tbl + " SET v = $2 WHERE id = $1", args: []any{ids[i], nextV},
-				id: []string{fmt.Sprintf("%s UPDATE %d %d", tbl, ids[i], nextV)}})
-		case r < 85: // update with a key change
-			i := w.rng.IntN(len(ids))
-			nextID++
-			nextV++
-			ops = append(ops, op{sql: "UPDATE " + tbl + " SET id = $2, v = $3 WHERE id = $1", args: []any{ids[i], nextID, nextV},
-				id: []string{fmt.Sprintf("%s UPDATE %d %d old %d", tbl, nextID, nextV, ids[i])}})
-			live[tbl][i] = nextID
-		default: // delete
-			i := w.rng.IntN(len(ids))
-			ops = append(ops, op{sql: "DELETE FROM " + tbl + " WHERE id = $1", args: []any{ids[i]},
-				id: []string{fmt.Sprintf("%s DELETE %d", tbl, ids[i])}})
-			live[tbl] = slices.Delete(live[tbl], i, i+1)
-		}
-	}
-	// A transaction is retried until it is known to have committed (a log row, not
-	// captured, written in it says so), so PostgreSQL may restart under the writer.
-	for attempt := 0; ; attempt++ {
-		err := pgx.BeginFunc(ctx, w.db, func(tx pgx.Tx) error {
-			for _, o := range ops {
-				if _, err := tx.Exec(ctx, o.sql, o.args...); err != nil {
-					return err
-				}
-			}
-			_, err := tx.Exec(ctx, "INSERT INTO "+w.tables[0]+"_log VALUES ($1)", n)
-			return err
-		})
-		if err == nil {
-			break
-		}
-		if attempt > 200 {
-			return fmt.Errorf("transaction %d: %w", n, err)
-		}
-		var done bool
-		for range 100 {
-			if qerr := w.db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+w.tables[0]+"_log WHERE n = $1)", n).Scan(&done); qerr == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond) // PostgreSQL restarting
-		}
-		if done {
-			break
-		}
-	}
-	for _, o := range ops {
-		w.want = append(w.want, o.id...)
-	}
-	w.live, w.nextID, w.nextV = live, nextID, nextV
-	return nil
-}
-
-// cdcMessage is one message read back from the topic.
-type cdcMessage struct {
-	partition uint32
-	offset    uint64
-	lsn, idx  uint64
-	ident     string
-}
-
-// readCDCTopic reads every message of stream s, topic cdc with Ferry's Go client.
-func readCDCTopic(t *testing.T, c *iggy.Client) []cdcMessage {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var out []cdcMessage
-	for p := range uint32(cdcPartitions) {
-		next := uint64(0)
-		for {
-			part := p
-			r, err := c.PollMessages(ctx, iggy.PollRequest{Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: wire.NumericID(7)},
-				Stream: iggy.Name("s"), Topic: iggy.Name("cdc"), Partition: &part, Strategy: wire.PollOffset(next), Count: 1000})
-			if err != nil {
-				t.Fatalf("poll partition %d at %d: %v", p, next, err)
-			}
-			if len(r.Messages) == 0 {
-				r.Release()
-				break
-			}
-			for _, m := range r.Messages {
-				cm := cdcMessage{partition: p, offset: m.Offset}
-				kvs, err := m.Headers(nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, kv := range kvs {
-					switch string(kv.Key.Raw) {
-					case "pg_commit_lsn":
-						cm.lsn = binary.LittleEndian.Uint64(kv.Value.Raw)
-					case "pg_txn_index":
-						cm.idx = binary.LittleEndian.Uint64(kv.Value.Raw)
-					}
-				}
-				cm.ident = cdcIdentity(t, m.Payload)
-				if m.ID.Hi != cm.lsn || m.ID.Lo&(1<<40-1) != cm.idx {
-					t.Fatalf("partition %d offset %d: id %x/%x, headers %d/%d", p, m.Offset, m.ID.Hi, m.ID.Lo, cm.lsn, cm.idx)
-				}
-				out = append(out, cm)
-				next = m.Offset + 1
-			}
-			r.Release()
-		}
-	}
-	return out
-}
-
-// cdcIdentity renders a message as the writer's identity of the change.
-func cdcIdentity(t *testing.T, payload []byte) string {
-	var r struct {
-		Table string `json:"table_name"`
-		Op    string `json:"operation_type"`
-		Data  struct {
-			ID *int `json:"id"`
-			V  *int `json:"v"`
-		} `json:"data"`
-		Old *struct {
-			ID int `json:"id"`
-		} `json:"old_data"`
-	}
-	if err := json.Unmarshal(payload, &r); err != nil {
-		t.Fatalf("payload %s: %v", payload, err)
-	}
-	switch r.Op {
-	case "TRUNCATE":
-		return r.Table + " TRUNCATE"
-	case "DELETE":
-		return fmt.Sprintf("%s DELETE %d", r.Table, *r.Data.ID)
-	}
-	s := fmt.Sprintf("%s %s %d %d", r.Table, r.Op, *r.Data.ID, *r.Data.V)
-	if r.Old != nil {
-		s += fmt.Sprintf(" old %d", r.Old.ID)
-	}
-	return s
 }
 
 // cdcExactlyOnce runs the CDC source in ferry processes SIGKILLed size.kills times at
@@ -291,12 +110,12 @@ func cdcExactlyOnce(t *testing.T, size cdcRun) {
 	testkit.WaitFor(t, "the replication slot", func() bool {
 		return pgCount(db, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+slot+"'") == 1
 	})
-	w := &cdcWriter{db: db, tables: tables, rng: rand.New(rand.NewPCG(seed, 3)), live: map[string][]int{}}
+	w := &cdccheck.Writer{DB: db, Tables: tables, Log: tables[0] + "_log", Rand: rand.New(rand.NewPCG(seed, 3))}
 	var wg sync.WaitGroup
 	var writeErr error
 	wg.Go(func() {
 		for n := range size.txns {
-			if writeErr = w.txn(ctx, n); writeErr != nil {
+			if writeErr = w.Txn(ctx, n); writeErr != nil {
 				return
 			}
 			if n%20 == 19 {
@@ -329,7 +148,7 @@ func cdcExactlyOnce(t *testing.T, size cdcRun) {
 	if writeErr != nil {
 		t.Fatal(writeErr)
 	}
-	want := uint64(len(w.want))
+	want := uint64(len(w.Want()))
 	testkit.WaitFor(t, "every committed change in the topic", func() bool {
 		if run.exited() {
 			t.Fatalf("last run exited: %v\n%s", run.err, tail(run.out.String(), 30))
@@ -357,50 +176,24 @@ func cdcExactlyOnce(t *testing.T, size cdcRun) {
 		}
 	}
 
-	got := readCDCTopic(t, c)
-	// Per partition, positions strictly grow (one row's changes keep their order).
-	last := map[uint32][2]uint64{}
-	for _, m := range got {
-		if l, ok := last[m.partition]; ok && (m.lsn < l[0] || (m.lsn == l[0] && m.idx <= l[1])) {
-			t.Fatalf("partition %d offset %d: position %d#%d not after %d#%d", m.partition, m.offset, m.lsn, m.idx, l[0], l[1])
-		}
-		last[m.partition] = [2]uint64{m.lsn, m.idx}
+	ctxR, cancelR := context.WithTimeout(ctx, 60*time.Second)
+	got, err := cdccheck.ReadTopic(ctxR, c, "s", "cdc", cdcPartitions)
+	cancelR()
+	if err != nil {
+		t.Fatal(err)
 	}
-	// In commit order, the topic holds exactly the writer's changes.
-	slices.SortFunc(got, func(a, b cdcMessage) int {
-		if a.lsn != b.lsn {
-			return cmpU(a.lsn, b.lsn)
-		}
-		return cmpU(a.idx, b.idx)
-	})
-	for i := range max(len(got), len(w.want)) {
-		var g, e string
-		if i < len(got) {
-			g = got[i].ident
-		}
-		if i < len(w.want) {
-			e = w.want[i]
-		}
-		if g != e {
-			t.Fatalf("change %d of %d (topic has %d): topic %q, committed %q", i, len(w.want), len(got), g, e)
-		}
+	// In commit order, the topic holds exactly the writer's changes, and each partition's
+	// positions strictly grow (one row's changes keep their order).
+	if v := cdccheck.Judge(got, w.Want()); !v.OK() || len(got) != len(w.Want()) {
+		t.Fatalf("%d changes committed, %d in the topic: lost %d, duplicated %d, out of order %d; first difference: %s",
+			len(w.Want()), len(got), v.Lost, v.Duplicated, v.Disorder, v.First)
 	}
 	skipped := 0
 	for _, r := range append(runs, run) {
 		skipped += strings.Count(r.out.String(), "Iggy holds changes past the saved state")
 	}
 	t.Logf("%d transactions, %d changes, %d kills, %d PostgreSQL restarts: %d messages, 0 lost, 0 duplicated; %d partitions read back past the saved state at open",
-		size.txns, len(w.want), size.kills, len(size.restarts), len(got), skipped)
-}
-
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+		size.txns, len(w.Want()), size.kills, len(size.restarts), len(got), skipped)
 }
 
 // TestPostgresCDCExactlyOnceUnderSIGKILL: CI's size; FERRY_CDC_SOAK=1 runs 30,000
