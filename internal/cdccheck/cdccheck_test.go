@@ -38,7 +38,7 @@ func TestIdentity(t *testing.T) {
 	for payload, want := range map[string]string{
 		`{"table_name":"a","operation_type":"INSERT","data":{"id":1,"v":2}}`:                           "a INSERT 1 2",
 		`{"table_name":"a","operation_type":"UPDATE","data":{"id":3,"v":4},"old_data":{"id":1,"v":2}}`: "a UPDATE 3 4 old 1",
-		`{"table_name":"a","operation_type":"DELETE","data":{"id":3}}`:                                  "a DELETE 3",
+		`{"table_name":"a","operation_type":"DELETE","data":{"id":3}}`:                                 "a DELETE 3",
 		`{"table_name":"b","operation_type":"TRUNCATE","data":null}`:                                   "b TRUNCATE",
 	} {
 		if got, err := Identity([]byte(payload)); err != nil || got != want {
