@@ -432,3 +432,58 @@ func TestParquetTypedColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestParquetCodecsReadByPyarrow: every codec and zstd level writes objects pyarrow reads
+// back exactly (each codec its own partition of one bucket), labelled with that codec; gzip
+// compresses (its zero level used to store the pages as they were) and zstd's fastest
+// level keeps these rows at most a tenth larger than its default.
+func TestParquetCodecsReadByPyarrow(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	cases := []struct{ extra, want string }{
+		{`,"compression":"zstd","compression_level":"fastest"`, "ZSTD"},
+		{`,"compression":"zstd","compression_level":"default"`, "ZSTD"},
+		{`,"compression":"zstd","compression_level":"better"`, "ZSTD"},
+		{``, "ZSTD"}, // the default level
+		{`,"compression":"snappy"`, "SNAPPY"},
+		{`,"compression":"gzip"`, "GZIP"},
+		{`,"compression":"none"`, "UNCOMPRESSED"},
+	}
+	for i, c := range cases {
+		s := open(t, config(srv, bucket, `,"output_format":"parquet","file_rotation":"messages","max_messages_per_file":500`+c.extra), &commits{})
+		assign(t, s, uint32(i))
+		consume(t, s, sdk.SchemaJSON, uint32(i), msgs(uint32(i), 0, 500))
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objs := srv.ReadParquet(t, bucket)
+	if len(objs) != len(cases) {
+		t.Fatalf("%d objects, want %d", len(objs), len(cases))
+	}
+	size := map[uint32]int{}
+	for _, o := range objs {
+		if len(o.Rows) != 500 {
+			t.Fatalf("%s: %d rows, want 500", o.Key, len(o.Rows))
+		}
+		p := o.Rows[0].Partition
+		if o.Compression != cases[p].want {
+			t.Fatalf("%s (%s): compression %q, want %s", o.Key, cases[p].extra, o.Compression, cases[p].want)
+		}
+		for i, r := range o.Rows {
+			if r.Partition != p || r.Offset != uint64(i) || r.Payload != fmt.Sprintf(`{"p":%d,"o":%d}`, p, i) {
+				t.Fatalf("%s: row %d is %+v", o.Key, i, r)
+			}
+		}
+		size[p] = len(srv.Get(t, bucket, o.Key))
+	}
+	if size[5] >= size[6] {
+		t.Fatalf("gzip object %d bytes, uncompressed %d: gzip does not compress", size[5], size[6])
+	}
+	if size[0] > size[1]+size[1]/10 {
+		t.Fatalf("zstd fastest %d bytes, default level %d: want fastest within a tenth of default", size[0], size[1])
+	}
+	if cfg, err := parseConfig([]byte(`{"bucket":"b","region":"r"}`)); err != nil || cfg.level != LevelFastest || codec(&cfg) != codecs["zstd/fastest"] {
+		t.Fatalf("unset compression_level: level %q (%v), want fastest", cfg.level, err)
+	}
+}
