@@ -31,6 +31,9 @@ type Sink struct {
 	// encoders bounds the Parquet objects encoded at once in the background to the CPUs:
 	// more would only hold more memory for the same throughput.
 	encoders chan struct{}
+	// encodeFault, set by tests before Open, fails the encoding of an object (by its key)
+	// when it returns an error.
+	encodeFault func(key string) error
 
 	bg     context.Context // cancelled by Close: ends the flusher's uploads
 	cancel context.CancelFunc
@@ -477,7 +480,14 @@ func (s *Sink) settleLocked(ctx context.Context, ps *partState, block bool) erro
 // encode encodes f's rows into its body, then hands the rows slice, cleared, to its
 // encoder for a later object.
 func (s *Sink) encode(f *inflight) error {
-	body, err := f.pq.encode(&s.cfg, f.schema, f.rows, f.first, f.last)
+	var body []byte
+	var err error
+	if s.encodeFault != nil {
+		err = s.encodeFault(f.key)
+	}
+	if err == nil {
+		body, err = f.pq.encode(&s.cfg, f.schema, f.rows, f.first, f.last)
+	}
 	if err != nil {
 		return fmt.Errorf("s3 sink: %w", err)
 	}
