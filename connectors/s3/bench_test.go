@@ -65,16 +65,39 @@ var (
 	benchCountries = []string{"DE", "FR", "US", "JP", "BR", "IN", "NG", "PL", "SE", "CA", "AU", "MX"}
 )
 
+// benchSink opens a sink on a bucket of its own, emptied when the benchmark ends.
 func benchSink(b *testing.B, srv *s3test.Server, extra string) *Sink {
 	s := New()
 	cfg := config(srv, srv.Bucket(b), extra)
 	if err := s.Open(context.Background(), sdk.SinkEnv{Key: "bench", Config: []byte(cfg), Committer: &commits{}}); err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() {
+		st, err := newStore(context.Background(), s.cfg) // the sink's is closed by then
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.close()
+		emptyBucket(b, st)
+	})
 	if _, err := s.Assigned(context.Background(), topic, []sdk.Partition{part(0), part(1), part(2)}); err != nil {
 		b.Fatal(err)
 	}
 	return s
+}
+
+// emptyBucket deletes every object of st's bucket: a benchmark writes gigabytes, which
+// would otherwise stay on the server's disk.
+func emptyBucket(b *testing.B, st *store) {
+	var keys []string
+	if err := st.list(context.Background(), "", func(k string) { keys = append(keys, k) }); err != nil {
+		b.Fatal(err)
+	}
+	for _, k := range keys {
+		if err := st.remove(context.Background(), k); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // settle waits for every upload the sink runs in the background.
@@ -279,6 +302,10 @@ func benchmarkSink(b *testing.B, rowsOf func([]sdk.ConsumedMessage, uint64)) {
 		for i := range next {
 			next[i] += rounds / 3 * benchBatch
 		}
+		b.StopTimer()
+		emptyBucket(b, pq.st) // the round's objects and the loops'
+		emptyBucket(b, jl.st)
+		b.StartTimer()
 	}
 	for i, s := range []*Sink{pq, jl} {
 		start := time.Now()
