@@ -37,7 +37,8 @@ out="${1:-bench.txt}"
   fi
   echo "## S3 sink: rows/s into Parquet and JSON Lines beside the S3 server's own PUT loop (needs FERRY_S3_ENDPOINT)"
   if [ -n "${FERRY_S3_ENDPOINT:-}" ]; then
-    go test -run '^$' -bench 'Sink$' -benchtime 5x ./connectors/s3/
+    go test -run '^$' -bench 'Sink$' -benchtime 3x ./connectors/s3/
+    go test -run '^$' -bench ParquetEncode -benchtime 20x ./connectors/s3/
     go test -run '^$' -bench SinkMemory -benchtime 600x ./connectors/s3/
   else
     echo "skipped: FERRY_S3_ENDPOINT is not set (eval \"\$(bash scripts/s3.sh start)\")"

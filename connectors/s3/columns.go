@@ -141,8 +141,9 @@ func columnsSchema(cols []Column, raw bool) *parquet.Schema {
 	}
 	g := parquet.Group{
 		"stream": parquet.Encoded(parquet.String(), &parquet.RLEDictionary), "topic": parquet.Encoded(parquet.String(), &parquet.RLEDictionary),
-		"partition": parquet.Uint(32), "offset": parquet.Uint(64), "id": parquet.String(),
-		"timestamp": parquet.Timestamp(parquet.Microsecond), "origin_timestamp": parquet.Timestamp(parquet.Microsecond),
+		"partition": parquet.Encoded(parquet.Uint(32), &parquet.RLEDictionary), "offset": parquet.Encoded(parquet.Uint(64), &parquet.DeltaBinaryPacked),
+		"id":        parquet.String(),
+		"timestamp": parquet.Encoded(parquet.Timestamp(parquet.Microsecond), &parquet.DeltaBinaryPacked), "origin_timestamp": parquet.Encoded(parquet.Timestamp(parquet.Microsecond), &parquet.DeltaBinaryPacked),
 		"headers": parquet.Map(parquet.String(), parquet.String()), "payload": payload,
 	}
 	for _, c := range cols {

@@ -64,6 +64,9 @@ const (
 	FieldMaxBufferedBytes = "max_buffered_bytes"
 	// FieldCompression: parquet's codec: zstd (default), snappy, gzip or none.
 	FieldCompression = "compression"
+	// FieldCompressionLevel: zstd's level: fastest, default or better (klauspost/compress's
+	// levels, about zstd's 1, 3 and 7); default fastest. Only with compression = "zstd".
+	FieldCompressionLevel = "compression_level"
 	// FieldRowGroupSize: parquet rows per row group; default 65536.
 	FieldRowGroupSize = "row_group_size"
 	// FieldPartSize: a partition whose buffer reaches this size while its object is not yet
@@ -84,6 +87,7 @@ const (
 	DefaultFlushInterval    = 10 * time.Second
 	DefaultMaxBufferedBytes = "64MiB"
 	DefaultRowGroupSize     = 65536
+	DefaultCompressionLevel = LevelFastest
 	DefaultPartSize         = "8MiB"
 	minPartSize             = 5 << 20 // S3's smallest part but the last
 	maxRetryDelay           = 60 * time.Second
@@ -96,6 +100,10 @@ const (
 	FormatJSONArray = "json_array"
 	FormatRaw       = "raw"
 	FormatParquet   = "parquet"
+
+	LevelFastest = "fastest"
+	LevelDefault = "default"
+	LevelBetter  = "better"
 
 	RotationSize     = "size"
 	RotationMessages = "messages"
@@ -124,6 +132,7 @@ var Spec = sdk.ConfigSpec{CommitModes: []string{"sink_controlled"}, Fields: []sd
 	{Name: FieldFlushInterval, Type: sdk.TypeDuration, Default: sdk.FormatDuration(DefaultFlushInterval), Doc: "a partition idle this long is uploaded and committed"},
 	{Name: FieldMaxBufferedBytes, Type: sdk.TypeString, Default: DefaultMaxBufferedBytes, Doc: "bytes buffered across partitions before the largest is uploaded early"},
 	{Name: FieldCompression, Type: sdk.TypeString, Default: "zstd", Doc: "parquet: zstd, snappy, gzip or none"},
+	{Name: FieldCompressionLevel, Type: sdk.TypeString, Doc: "parquet, zstd only: fastest (default), default or better"},
 	{Name: FieldRowGroupSize, Type: sdk.TypeUnsigned, Default: DefaultRowGroupSize, Doc: "parquet: rows per row group"},
 	{Name: FieldPartSize, Type: sdk.TypeString, Default: DefaultPartSize, Doc: "a partition buffering this much before its object is full streams it through a multipart upload in parts of this size (at least 5MiB)"},
 	{Name: FieldColumns, Type: sdk.TypeTables, Doc: "parquet: [[plugin_config.columns]] name, type (string, int64, float64, bool, json), path: typed columns from JSON payload fields"},
@@ -151,6 +160,7 @@ type Config struct {
 	FlushInterval      string   `json:"flush_interval"`
 	MaxBufferedBytes   string   `json:"max_buffered_bytes"`
 	Compression        string   `json:"compression"`
+	CompressionLevel   string   `json:"compression_level"`
 	RowGroupSize       uint64   `json:"row_group_size"`
 	PartSize           string   `json:"part_size"`
 	Columns            []Column `json:"columns"`
@@ -168,6 +178,7 @@ type settings struct {
 	maxBuffered   uint64
 	partSize      uint64
 	pathStyle     bool
+	level         string // zstd's level, one of the Level constants
 }
 
 // parseConfig decodes plugin_config and checks every field; errors name the field.
@@ -204,6 +215,16 @@ func parseConfig(raw []byte) (settings, error) {
 	case "zstd", "snappy", "gzip", "none":
 	default:
 		return bad(FieldCompression, "unknown codec %q (want zstd, snappy, gzip or none)", c.Compression)
+	}
+	switch {
+	case c.CompressionLevel == "":
+		s.level = DefaultCompressionLevel
+	case c.Compression != "zstd":
+		return bad(FieldCompressionLevel, "applies to zstd only (compression is %q)", c.Compression)
+	case c.CompressionLevel == LevelFastest, c.CompressionLevel == LevelDefault, c.CompressionLevel == LevelBetter:
+		s.level = c.CompressionLevel
+	default:
+		return bad(FieldCompressionLevel, "unknown level %q (want fastest, default or better)", c.CompressionLevel)
 	}
 	if c.RowGroupSize == 0 {
 		return bad(FieldRowGroupSize, "must be at least 1")

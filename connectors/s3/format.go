@@ -36,11 +36,6 @@ type buffer struct {
 	stream, topic   string
 	qStream, qTopic []byte
 	arena           arena // parquet: the rows' payloads and ids
-	// parquet: the encoder of whole files, reused (encRaw: built for a raw stream), and
-	// the size of the last file, to size the next one's output.
-	pqEnc    rowEncoder
-	encRaw   bool
-	lastFile int
 }
 
 // arena holds many rows' bytes in few allocations: one per arenaChunk bytes instead of two
@@ -104,7 +99,7 @@ func (r *row) bytes() int {
 func (b *buffer) empty() bool { return b.count == 0 }
 
 func (b *buffer) reset() {
-	clear(b.rows) // encoded: the next object's rows reuse the slice
+	clear(b.rows) // dropped (an uploaded object took its rows along): the slice is reused
 	b.data, b.rows = b.data[:0], b.rows[:0]
 	b.arena = arena{} // the rows uploaded may still be read by an encoder: never reused
 	b.count, b.size, b.total, b.first, b.last, b.firstTS = 0, 0, 0, 0, 0, 0

@@ -71,17 +71,19 @@ func TestFinderMatchesEveryDateOfOnePartitionOnly(t *testing.T) {
 func TestConfigErrorsNameTheField(t *testing.T) {
 	for cfg, want := range map[string]string{
 		`{"region":"r"}`: "plugin_config.bucket: required field is missing",
-		`{"bucket":"b","region":"r","output_format":"x"}`:              `plugin_config.output_format: unknown format "x"`,
-		`{"bucket":"b","region":"r","max_file_size":"lots"}`:           `plugin_config.max_file_size: "lots" is not a size`,
-		`{"bucket":"b","region":"r","file_rotation":"messages"}`:       "plugin_config.max_messages_per_file: required with file_rotation",
-		`{"bucket":"b","region":"r","access_key_id":"a"}`:              "plugin_config.access_key_id: access_key_id and secret_access_key go together",
-		`{"bucket":"b","region":"r","path_template":"{stream}/{day}"}`: "plugin_config.path_template: unknown variable {day} at byte 9",
-		`{"bucket":"b","region":"r","compression":"lz5"}`:              `plugin_config.compression: unknown codec "lz5"`,
-		`{"bucket":"b","region":"r","max_attempts":2,"max_retries":3}`: "plugin_config.max_retries: is an alias of max_attempts",
-		`{"bucket":"b","region":"r","max_file_size":"6GiB"}`:           `plugin_config.max_file_size: "6GiB": want more than 0 and at most 5GiB`,
-		`{"bucket":"b","region":"r","retry_delay":"soon"}`:             `plugin_config.retry_delay`,
-		`{"bucket":"b","region":"r","bukket":"x"}`:                     "plugin_config.bukket: unknown field",
-		`{"bucket":"b","region":"r","part_size":"4MiB"}`:               `plugin_config.part_size: "4MiB": want a size from 5MiB`,
+		`{"bucket":"b","region":"r","output_format":"x"}`:                                 `plugin_config.output_format: unknown format "x"`,
+		`{"bucket":"b","region":"r","max_file_size":"lots"}`:                              `plugin_config.max_file_size: "lots" is not a size`,
+		`{"bucket":"b","region":"r","file_rotation":"messages"}`:                          "plugin_config.max_messages_per_file: required with file_rotation",
+		`{"bucket":"b","region":"r","access_key_id":"a"}`:                                 "plugin_config.access_key_id: access_key_id and secret_access_key go together",
+		`{"bucket":"b","region":"r","path_template":"{stream}/{day}"}`:                    "plugin_config.path_template: unknown variable {day} at byte 9",
+		`{"bucket":"b","region":"r","compression":"lz5"}`:                                 `plugin_config.compression: unknown codec "lz5"`,
+		`{"bucket":"b","region":"r","compression_level":"max"}`:                           `plugin_config.compression_level: unknown level "max" (want fastest, default or better)`,
+		`{"bucket":"b","region":"r","compression":"snappy","compression_level":"better"}`: `plugin_config.compression_level: applies to zstd only (compression is "snappy")`,
+		`{"bucket":"b","region":"r","max_attempts":2,"max_retries":3}`:                    "plugin_config.max_retries: is an alias of max_attempts",
+		`{"bucket":"b","region":"r","max_file_size":"6GiB"}`:                              `plugin_config.max_file_size: "6GiB": want more than 0 and at most 5GiB`,
+		`{"bucket":"b","region":"r","retry_delay":"soon"}`:                                `plugin_config.retry_delay`,
+		`{"bucket":"b","region":"r","bukket":"x"}`:                                        "plugin_config.bukket: unknown field",
+		`{"bucket":"b","region":"r","part_size":"4MiB"}`:                                  `plugin_config.part_size: "4MiB": want a size from 5MiB`,
 	} {
 		_, err := parseConfig([]byte(cfg))
 		if err == nil || !strings.Contains(err.Error(), want) {

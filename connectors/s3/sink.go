@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,12 @@ type Sink struct {
 	parts map[sdk.Partition]*partState
 
 	buffered atomic.Int64 // bytes in every partition's buffer
+	// encoders bounds the Parquet objects encoded at once in the background to the CPUs:
+	// more would only hold more memory for the same throughput.
+	encoders chan struct{}
+	// encodeFault, set by tests before Open, fails the encoding of an object (by its key)
+	// when it returns an error.
+	encodeFault func(key string) error
 
 	bg     context.Context // cancelled by Close: ends the flusher's uploads
 	cancel context.CancelFunc
@@ -60,18 +67,29 @@ type partState struct {
 	up       *stream   // the object being streamed through a multipart upload, if any
 	inflight *inflight // the object being PUT while the next one fills, if any
 	spare    []byte    // the JSON and raw formats: the memory of the last object uploaded
+	// pq encodes the partition's Parquet objects; nil while lent to the object in flight.
+	pq *fileEncoder
 }
 
 // inflight is an object PUT in the background while its partition's next object fills
 // (encoding and uploading overlap). Its partition's next object is not uploaded before it
-// is done and committed, so a partition's objects are committed in offset order.
+// is done and committed, so a partition's objects are committed in offset order. A Parquet
+// object is also encoded in the background, so the partitions' encoders run in parallel
+// with each other and with the uploads.
 type inflight struct {
-	key   string
-	body  []byte
-	last  uint64
-	held  int64 // bytes counted in the sink's buffered total until it is uploaded
-	freed atomic.Bool
-	done  chan struct{}
+	key  string
+	body []byte // set before the upload starts (by the encoder, for Parquet)
+	// Parquet: the object's rows until they are encoded (kept so that a failed encoding is
+	// tried again), their schema and first offset, and the partition's encoder, lent until
+	// the upload is settled.
+	rows   []row
+	schema sdk.Schema
+	first  uint64
+	pq     *fileEncoder
+	last   uint64
+	held   int64 // bytes counted in the sink's buffered total until it is uploaded
+	freed  atomic.Bool
+	done   chan struct{}
 	// Set before done is closed: the upload's outcome and, when it landed, the commit's.
 	err, commitErr error
 }
@@ -89,7 +107,9 @@ var (
 )
 
 // New returns an unopened S3 sink.
-func New() *Sink { return &Sink{parts: map[sdk.Partition]*partState{}} }
+func New() *Sink {
+	return &Sink{parts: map[sdk.Partition]*partState{}, encoders: make(chan struct{}, runtime.GOMAXPROCS(0))}
+}
 
 // Open reads plugin_config, checks that the bucket exists and may be listed, and starts the
 // goroutine that uploads idle partitions. It refuses any offset_commit but sink_controlled:
@@ -367,14 +387,18 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 	}
 	kc := keyCtx{stream: ps.topic.Stream, topic: ps.topic.Topic, partition: ps.part.PartitionID, firstTS: b.firstTS}
 	key := objectKey(s.cfg.Prefix, s.tpl, kc, b.first, b.last, s.cfg.format)
-	body := b.finish(&s.cfg)
+	f := &inflight{key: key, last: b.last, held: int64(b.size), done: make(chan struct{})}
 	if s.cfg.format == FormatParquet {
-		var err error
-		if body, err = encodeParquet(&s.cfg, b); err != nil {
-			return fmt.Errorf("s3 sink: %w", err)
+		// The rows go with the object; the buffer fills the rows slice of the object before.
+		pq := ps.pq
+		if pq == nil {
+			pq = &fileEncoder{}
 		}
+		f.rows, f.schema, f.first, f.pq = b.rows, b.schema, b.first, pq
+		b.rows, pq.spare, ps.pq = pq.spare, nil, nil
+	} else {
+		f.body = b.finish(&s.cfg)
 	}
-	f := &inflight{key: key, body: body, last: b.last, held: int64(b.size), done: make(chan struct{})}
 	ps.buf.reset() // its bytes stay counted in buffered as f.held
 	if s.cfg.format != FormatParquet {
 		// body is the buffer's memory: the next object fills the one uploaded before.
@@ -386,7 +410,15 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 	part := ps.part
 	go func() {
 		defer close(f.done)
-		f.err = s.attempt(s.puts, key, func() error { return s.st.put(s.puts, key, body, ctype) })
+		if f.rows != nil {
+			s.encoders <- struct{}{}
+			f.err = s.encode(f)
+			<-s.encoders
+			if f.err != nil {
+				return // settleLocked encodes it again
+			}
+		}
+		f.err = s.attempt(s.puts, key, func() error { return s.st.put(s.puts, key, f.body, ctype) })
 		if f.err == nil || errors.Is(f.err, errExists) {
 			s.free(f)
 			f.commitErr = s.committer.Commit(part, f.last) // at once: the runtime may be waiting for it
@@ -425,6 +457,13 @@ func (s *Sink) settleLocked(ctx context.Context, ps *partState, block bool) erro
 		s.committedLocked(ps, f.last, f.key, f.commitErr)
 		return nil
 	}
+	if f.rows != nil { // its encoding failed: once more here
+		if err := s.encode(f); err != nil {
+			f.err = err
+			ps.inflight = f
+			return err
+		}
+	}
 	err = s.attempt(ctx, f.key, func() error { return s.st.put(ctx, f.key, f.body, contentType(s.cfg.format)) })
 	if err != nil && !errors.Is(err, errExists) {
 		f.err = err
@@ -438,10 +477,32 @@ func (s *Sink) settleLocked(ctx context.Context, ps *partState, block bool) erro
 	return nil
 }
 
-// reuse keeps the memory of an uploaded JSON or raw object for the partition's next one.
+// encode encodes f's rows into its body, then hands the rows slice, cleared, to its
+// encoder for a later object.
+func (s *Sink) encode(f *inflight) error {
+	var body []byte
+	var err error
+	if s.encodeFault != nil {
+		err = s.encodeFault(f.key)
+	}
+	if err == nil {
+		body, err = f.pq.encode(&s.cfg, f.schema, f.rows, f.first, f.last)
+	}
+	if err != nil {
+		return fmt.Errorf("s3 sink: %w", err)
+	}
+	clear(f.rows)
+	f.body, f.pq.spare, f.rows = body, f.rows[:0], nil
+	return nil
+}
+
+// reuse keeps the memory of an uploaded JSON or raw object for the partition's next one,
+// and takes back the Parquet encoder lent to it.
 func (s *Sink) reuse(ps *partState, f *inflight) {
 	if s.cfg.format != FormatParquet {
 		ps.spare = f.body[:0]
+	} else {
+		ps.pq = f.pq
 	}
 }
 

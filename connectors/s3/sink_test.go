@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -430,5 +431,115 @@ func TestParquetTypedColumns(t *testing.T) {
 		if !strings.Contains(objs[0].Schema, want) {
 			t.Fatalf("schema %s lacks %q", objs[0].Schema, want)
 		}
+	}
+}
+
+// TestParquetCodecsReadByPyarrow: every codec and zstd level writes objects pyarrow reads
+// back exactly (each codec its own partition of one bucket), labelled with that codec; gzip
+// compresses (its zero level used to store the pages as they were) and zstd's fastest
+// level keeps these rows at most a tenth larger than its default.
+func TestParquetCodecsReadByPyarrow(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	cases := []struct{ extra, want string }{
+		{`,"compression":"zstd","compression_level":"fastest"`, "ZSTD"},
+		{`,"compression":"zstd","compression_level":"default"`, "ZSTD"},
+		{`,"compression":"zstd","compression_level":"better"`, "ZSTD"},
+		{``, "ZSTD"}, // the default level
+		{`,"compression":"snappy"`, "SNAPPY"},
+		{`,"compression":"gzip"`, "GZIP"},
+		{`,"compression":"none"`, "UNCOMPRESSED"},
+	}
+	for i, c := range cases {
+		s := open(t, config(srv, bucket, `,"output_format":"parquet","file_rotation":"messages","max_messages_per_file":500`+c.extra), &commits{})
+		assign(t, s, uint32(i))
+		consume(t, s, sdk.SchemaJSON, uint32(i), msgs(uint32(i), 0, 500))
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objs := srv.ReadParquet(t, bucket)
+	if len(objs) != len(cases) {
+		t.Fatalf("%d objects, want %d", len(objs), len(cases))
+	}
+	size := map[uint32]int{}
+	for _, o := range objs {
+		if len(o.Rows) != 500 {
+			t.Fatalf("%s: %d rows, want 500", o.Key, len(o.Rows))
+		}
+		p := o.Rows[0].Partition
+		if o.Compression != cases[p].want {
+			t.Fatalf("%s (%s): compression %q, want %s", o.Key, cases[p].extra, o.Compression, cases[p].want)
+		}
+		for i, r := range o.Rows {
+			if r.Partition != p || r.Offset != uint64(i) || r.Payload != fmt.Sprintf(`{"p":%d,"o":%d}`, p, i) {
+				t.Fatalf("%s: row %d is %+v", o.Key, i, r)
+			}
+		}
+		size[p] = len(srv.Get(t, bucket, o.Key))
+	}
+	if size[5] >= size[6] {
+		t.Fatalf("gzip object %d bytes, uncompressed %d: gzip does not compress", size[5], size[6])
+	}
+	if size[0] > size[1]+size[1]/10 {
+		t.Fatalf("zstd fastest %d bytes, default level %d: want fastest within a tenth of default", size[0], size[1])
+	}
+	if cfg, err := parseConfig([]byte(`{"bucket":"b","region":"r"}`)); err != nil || cfg.level != LevelFastest || codec(&cfg) != codecs["zstd/fastest"] {
+		t.Fatalf("unset compression_level: level %q (%v), want fastest", cfg.level, err)
+	}
+}
+
+// TestParquetEncodeFailureRetried: an object whose encoding in the background fails (and
+// fails again when the partition's next call tries it) fails that call and is not
+// committed; nothing after it is uploaded meanwhile; the batch retried encodes and uploads
+// it, and every message lands once.
+func TestParquetEncodeFailureRetried(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	c := &commits{}
+	s := New()
+	var fails atomic.Int32
+	fails.Store(2) // the background attempt and the next call's
+	s.encodeFault = func(key string) error {
+		if fails.Add(-1) >= 0 {
+			return fmt.Errorf("injected encoding failure of %s", key)
+		}
+		return nil
+	}
+	if err := s.Open(context.Background(), sdk.SinkEnv{Key: "k", Config: []byte(config(srv, bucket,
+		`,"output_format":"parquet","file_rotation":"messages","max_messages_per_file":100`)), Committer: c}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	assign(t, s, 0)
+	consume(t, s, sdk.SchemaJSON, 0, msgs(0, 0, 100)) // full: encoded in the background
+	second := msgs(0, 100, 100)
+	err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(0), Schema: sdk.SchemaJSON}, second)
+	if err == nil || !strings.Contains(err.Error(), "injected encoding failure of pre/s/t/2024-03-16/14/00000-00000000000000000000-00000000000000000099.parquet") {
+		t.Fatalf("second batch: error %v, want the injected failure of the first object", err)
+	}
+	if _, ok := c.of(0); ok || len(srv.Keys(t, bucket)) != 0 {
+		t.Fatalf("after the failure: commit %v, objects %v; want none", ok, srv.Keys(t, bucket))
+	}
+	consume(t, s, sdk.SchemaJSON, 0, second) // the runtime's retry
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := 2 - fails.Load(); n != 4 {
+		t.Fatalf("%d encodings, want 4 (two failed, the retry, the second object)", n)
+	}
+	objs := srv.ReadParquet(t, bucket)
+	if len(objs) != 2 || len(objs[0].Rows) != 100 || len(objs[1].Rows) != 100 {
+		t.Fatalf("%d objects, want 2 of 100 rows", len(objs))
+	}
+	for i, o := range objs {
+		for j, r := range o.Rows {
+			if r.Offset != uint64(i*100+j) || r.Payload != fmt.Sprintf(`{"p":0,"o":%d}`, i*100+j) {
+				t.Fatalf("%s: row %d is %+v", o.Key, j, r)
+			}
+		}
+	}
+	if last, _ := c.of(0); last != 199 {
+		t.Fatalf("committed %d, want 199", last)
 	}
 }
