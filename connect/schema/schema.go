@@ -114,6 +114,44 @@ func (d *Decoder) Decode(payload []byte) (*fastjson.Value, error) {
 	return nil, nil // raw
 }
 
+// Verbatim reports whether a payload of d's schema can be handed on as it is where it
+// would otherwise be decoded and re-encoded with AppendJSON and nothing in between: a json
+// payload that is valid (the error is Decode's) and already in AppendJSON's form. That
+// skips building its value; false (nil error) means Decode it.
+func (d *Decoder) Verbatim(payload []byte) (bool, error) {
+	if d.schema != sdk.SchemaJSON || !compactJSON(payload) {
+		return false, nil
+	}
+	if !utf8.Valid(payload) {
+		return false, fmt.Errorf("json: %w", errNotUTF8(payload))
+	}
+	if err := fastjson.ValidateBytes(payload); err != nil {
+		return false, fmt.Errorf("json: %w", err)
+	}
+	return true, nil
+}
+
+// compactJSON reports whether JSON text p, if valid, is what AppendJSON writes for its
+// value: no whitespace outside strings and no escape sequence at all (AppendJSON keeps
+// keys in order, number literals as written and string bytes without an escape as they
+// are, and valid JSON has no raw control character inside a string).
+func compactJSON(p []byte) bool {
+	in := false // inside a string: without escapes, the next '"' ends it
+	for _, c := range p {
+		switch c {
+		case '\\':
+			return false
+		case '"':
+			in = !in
+		case ' ', '\t', '\n', '\r':
+			if !in {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func errNotUTF8(p []byte) error {
 	i := 0
 	for i < len(p) {
