@@ -120,7 +120,7 @@ func TestCopyEncodersWriteWhatPgxWrote(t *testing.T) {
 					t.Fatalf("row %d rejected: %v", i, err)
 				}
 				old[i] = sp.row(topic, 7, &ms[i])
-				n, _ := old[i][0].(msgID).NumericValue()
+				n, _ := old[i][0].(*msgID).NumericValue()
 				old[i][0] = n // as the former path built it
 				idx[i] = i
 			}
@@ -146,7 +146,7 @@ func TestCopyEncodersWriteWhatPgxWrote(t *testing.T) {
 				t.Fatalf("text copy: %v", err)
 			}
 			_, err = sp.pool.CopyFrom(ctx, pgx.Identifier{theirs}, sp.cols, pgx.CopyFromSlice(len(old), func(i int) ([]any, error) {
-				return old[i][:len(old[i])-1], nil
+				return pgxValues(old[i][:len(old[i])-1]), nil
 			}))
 			if err != nil {
 				t.Fatalf("pgx copy: %v", err)
@@ -230,9 +230,15 @@ func TestDecimal128(t *testing.T) {
 func TestTimestamptzText(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	zone := time.FixedZone("x", -(3*3600 + 1800))
-	for range 10000 {
+	var c stampCache
+	var prev time.Time
+	for i := range 20000 {
 		ts := time.UnixMicro(r.Int64N(253402300799999999+30610224000000000) - 30610224000000000).In(zone)
-		got, err := appendTimestamptz(nil, ts)
+		if i%2 == 1 { // the second before, other microseconds: from the cache
+			ts = prev.Truncate(time.Second).Add(time.Duration(r.Int64N(1e6)) * time.Microsecond)
+		}
+		prev = ts
+		got, err := appendTimestamptz(nil, ts, &c)
 		if y := ts.UTC().Year(); y < 1000 || y > 9999 {
 			if !errors.Is(err, errCopyFallback) {
 				t.Fatalf("%v: %q, %v; want errCopyFallback", ts, got, err)
@@ -258,7 +264,9 @@ func TestCopyFormats(t *testing.T) {
 			tbl := fresh(t, db, "rows")
 			s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"payload_format":"json",
 "copy_format":%q,"columns":[{"name":"at","type":"timestamptz","path":"at"}]}`, url, tbl, fresh(t, db, "offs"), format), "stop", nil)
-			ms := msgs(0, 3, func(o uint64) string { return fmt.Sprintf(`{"at":"0%d00-01-02T03:04:05.678901Z","tab":"a\tb\\c"}`, 5+o) })
+			ms := msgs(0, 3, func(o uint64) string {
+				return fmt.Sprintf(`{"at":"0%d00-01-02T03:04:05.678901Z","tab":"a\tb\\c"}`, 5+o)
+			})
 			if err := consume(t, s, 0, ms); err != nil {
 				t.Fatal(err)
 			}
@@ -267,5 +275,39 @@ AND payload->>'tab' = E'a\tb\\c' AND iggy_timestamp = to_timestamp((170000000000
 				t.Fatalf("rows as sent = %d, want 3", n)
 			}
 		})
+	}
+}
+
+// TestCopyEscaped: appendCopyEscaped escapes exactly backslash, tab, newline and carriage
+// return, wherever and however often they occur, for strings and byte slices alike.
+func TestCopyEscaped(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	alphabet := []byte("\\\t\n\rab\x00é")
+	for range 20000 {
+		in := make([]byte, r.IntN(40))
+		for i := range in {
+			in[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		var want []byte
+		for _, c := range in {
+			switch c {
+			case '\\':
+				want = append(want, `\\`...)
+			case '\t':
+				want = append(want, `\t`...)
+			case '\n':
+				want = append(want, `\n`...)
+			case '\r':
+				want = append(want, `\r`...)
+			default:
+				want = append(want, c)
+			}
+		}
+		if got := appendCopyEscaped([]byte("p"), in); string(got) != "p"+string(want) {
+			t.Fatalf("%q: %q, want %q", in, got, want)
+		}
+		if got := appendCopyEscaped(nil, string(in)); string(got) != string(want) {
+			t.Fatalf("string %q: %q, want %q", in, got, want)
+		}
 	}
 }

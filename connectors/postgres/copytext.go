@@ -3,12 +3,12 @@ package postgres
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/bits"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -47,6 +47,7 @@ func (s *Sink) copyText(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int)
 // appendCopyTextRows appends the text COPY stream of rows idx (each row without its
 // trailing rejection slot) to buf.
 func appendCopyTextRows(buf []byte, m *pgtype.Map, oids []uint32, rows [][]any, idx []int) ([]byte, error) {
+	var stamps stampCache
 	for _, i := range idx {
 		r := rows[i]
 		vals := r[:len(r)-1]
@@ -58,7 +59,7 @@ func appendCopyTextRows(buf []byte, m *pgtype.Map, oids []uint32, rows [][]any, 
 				buf = append(buf, '\t')
 			}
 			var err error
-			if buf, err = appendCopyTextValue(buf, m, oids[j], v); err != nil {
+			if buf, err = appendCopyTextValue(buf, m, oids[j], v, &stamps); err != nil {
 				return buf, err
 			}
 		}
@@ -68,14 +69,20 @@ func appendCopyTextRows(buf []byte, m *pgtype.Map, oids []uint32, rows [][]any, 
 }
 
 // appendCopyTextValue appends one field in COPY's text format.
-func appendCopyTextValue(buf []byte, m *pgtype.Map, oid uint32, v any) ([]byte, error) {
+func appendCopyTextValue(buf []byte, m *pgtype.Map, oid uint32, v any, stamps *stampCache) ([]byte, error) {
 	switch oid {
 	case pgtype.NumericOID:
-		if id, ok := v.(msgID); ok {
+		switch id := v.(type) {
+		case *msgID:
+			return appendDecimal128(buf, id.hi, id.lo), nil
+		case msgID:
 			return appendDecimal128(buf, id.hi, id.lo), nil
 		}
 	case pgtype.Int8OID:
-		if n, ok := v.(int64); ok {
+		switch n := v.(type) {
+		case *int64:
+			return strconv.AppendInt(buf, *n, 10), nil
+		case int64:
 			return strconv.AppendInt(buf, n, 10), nil
 		}
 	case pgtype.Int4OID:
@@ -83,22 +90,28 @@ func appendCopyTextValue(buf []byte, m *pgtype.Map, oid uint32, v any) ([]byte, 
 			return strconv.AppendInt(buf, int64(n), 10), nil
 		}
 	case pgtype.TimestamptzOID:
-		if t, ok := v.(time.Time); ok {
-			return appendTimestamptz(buf, t)
+		switch t := v.(type) {
+		case *time.Time:
+			return appendTimestamptz(buf, *t, stamps)
+		case time.Time:
+			return appendTimestamptz(buf, t, stamps)
 		}
 	case pgtype.TextOID, pgtype.VarcharOID:
-		if str, ok := v.(string); ok {
+		switch str := v.(type) {
+		case *string:
+			return appendCopyEscaped(buf, *str), nil
+		case string:
 			return appendCopyEscaped(buf, str), nil
 		}
 	case pgtype.JSONBOID, pgtype.JSONOID:
-		if j, ok := v.(json.RawMessage); ok {
+		if j, ok := rawJSON(v); ok {
 			if j == nil {
 				return append(buf, `\N`...), nil
 			}
 			return appendCopyEscaped(buf, j), nil
 		}
 	case pgtype.ByteaOID:
-		if b, ok := v.([]byte); ok {
+		if b, ok := rawBytes(v); ok {
 			if b == nil {
 				return append(buf, `\N`...), nil
 			}
@@ -128,25 +141,48 @@ func appendCopyTextValue(buf []byte, m *pgtype.Map, oid uint32, v any) ([]byte, 
 // appendCopyEscaped appends s with COPY text's escapes: backslash, tab, newline and
 // carriage return (the only bytes that could end or mangle a field).
 func appendCopyEscaped[T ~string | ~[]byte](buf []byte, s T) []byte {
-	start := 0
-	for i := 0; i < len(s); i++ {
-		var e byte
-		switch s[i] {
-		case '\\':
-			e = '\\'
-		case '\t':
-			e = 't'
-		case '\n':
-			e = 'n'
-		case '\r':
-			e = 'r'
-		default:
-			continue
-		}
-		buf = append(append(buf, s[start:i]...), '\\', e)
-		start = i + 1
+	var b []byte
+	switch v := any(s).(type) {
+	case string:
+		b = unsafe.Slice(unsafe.StringData(v), len(v)) // read only
+	default:
+		b = []byte(s) // a []byte type: no copy
 	}
-	return append(buf, s[start:]...)
+	// next[k] is where copySpecial[k] next occurs at or after pos (len(b): nowhere),
+	// found with IndexByte (vectorised) and looked for again only once passed, so each
+	// byte of b is scanned at most once per special byte.
+	var next [4]int
+	for k := range next {
+		next[k] = indexFrom(b, 0, copySpecial[k])
+	}
+	pos := 0
+	for {
+		i := min(next[0], next[1], next[2], next[3])
+		if i == len(b) {
+			return append(buf, b[pos:]...)
+		}
+		buf = append(append(buf, b[pos:i]...), '\\', copyEscape[b[i]])
+		pos = i + 1
+		for k := range next {
+			if next[k] == i {
+				next[k] = indexFrom(b, pos, copySpecial[k])
+			}
+		}
+	}
+}
+
+// The bytes COPY's text format escapes, and the letter after the backslash for each.
+var (
+	copySpecial = [4]byte{'\\', '\t', '\n', '\r'}
+	copyEscape  = [256]byte{'\\': '\\', '\t': 't', '\n': 'n', '\r': 'r'}
+)
+
+// indexFrom is the index of c in b at or after from, or len(b).
+func indexFrom(b []byte, from int, c byte) int {
+	if i := bytes.IndexByte(b[from:], c); i >= 0 {
+		return from + i
+	}
+	return len(b)
 }
 
 func needsCopyEscape(b []byte) bool {
@@ -194,32 +230,44 @@ func appendDecimal128(buf []byte, hi, lo uint64) []byte {
 	return buf
 }
 
+// stampCache keeps the text of the last second appendTimestamptz wrote: a batch's
+// timestamps mostly share their second, and only the microseconds differ.
+type stampCache struct {
+	sec  int64
+	text [19]byte // YYYY-MM-DD hh:mm:ss
+	set  bool
+}
+
 // appendTimestamptz appends t in UTC as YYYY-MM-DD hh:mm:ss.ffffffZ (microseconds, as
 // PostgreSQL keeps; time.Format costs several times more per row). Years outside
 // 1000-9999 are errCopyFallback: pgx's conversions handle them.
-func appendTimestamptz(buf []byte, t time.Time) ([]byte, error) {
+func appendTimestamptz(buf []byte, t time.Time, c *stampCache) ([]byte, error) {
 	t = t.UTC()
-	y, mo, d := t.Date()
-	if y < 1000 || y > 9999 {
-		return buf, errCopyFallback
+	if sec := t.Unix(); !c.set || c.sec != sec {
+		y, mo, d := t.Date()
+		if y < 1000 || y > 9999 {
+			return buf, errCopyFallback
+		}
+		h, mi, s := t.Clock()
+		b := c.text[:0]
+		b = append(append2(append2(b, y/100), y%100), '-')
+		b = append(append2(b, int(mo)), '-')
+		b = append(append2(b, d), ' ')
+		b = append(append2(b, h), ':')
+		b = append(append2(b, mi), ':')
+		append2(b, s)
+		c.sec, c.set = sec, true
 	}
-	h, mi, sec := t.Clock()
-	buf = appendDigits(buf, y, 4)
-	buf = appendDigits(append(buf, '-'), int(mo), 2)
-	buf = appendDigits(append(buf, '-'), d, 2)
-	buf = appendDigits(append(buf, ' '), h, 2)
-	buf = appendDigits(append(buf, ':'), mi, 2)
-	buf = appendDigits(append(buf, ':'), sec, 2)
-	buf = appendDigits(append(buf, '.'), t.Nanosecond()/1000, 6)
+	us := t.Nanosecond() / 1000
+	buf = append(append(buf, c.text[:]...), '.')
+	buf = append2(append2(append2(buf, us/10000), us/100%100), us%100)
 	return append(buf, 'Z'), nil
 }
 
-// appendDigits appends n (≥ 0) in decimal, zero-padded to width digits.
-func appendDigits(buf []byte, n, width int) []byte {
-	var d [6]byte
-	for i := width - 1; i >= 0; i-- {
-		d[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return append(buf, d[:width]...)
+// append2 appends n (0-99) as two digits.
+func append2(buf []byte, n int) []byte {
+	const pairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+		"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
+		"8081828384858687888990919293949596979899"
+	return append(buf, pairs[2*n], pairs[2*n+1])
 }
