@@ -52,11 +52,15 @@ type pgbSeries struct {
 	name  string
 	top   string // connector file lines before [[streams]]
 	extra string // plugin_config lines
-	run   func(b *testing.B, url, table string) (time.Duration, float64)
+	run   func(b *testing.B, url, table string) (time.Duration, pgCPU)
 	rates []float64
 	// CPU seconds per round: the ferry run process, the ferry server, PostgreSQL (the
 	// postmaster and its children, read before the connections close).
 	cpuRun, cpuServer, cpuPG []float64
+	cpuPGBackground          []float64 // of cpuPG, PostgreSQL's own processes (not the client backends)
+	// Seconds from a ferry run's start to its first rows committed (start-up: the process,
+	// its logins to the server, the sink's Open, the first poll and transaction).
+	firsts []float64
 }
 
 // BenchmarkPostgresSideBySide writes the same 300,000 JSON messages of 200 bytes, produced
@@ -114,16 +118,16 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 		{name: "b_max_in_flight_3", top: "max_in_flight = 3\n"},
 		{name: "c_group_commit_N3", top: "max_in_flight = 3\n", extra: "flush_interval = \"200ms\"\nmax_rows_per_transaction = 10000\n"},
 		{name: "g_max_in_flight_3_copy_binary", top: "max_in_flight = 3\n", extra: "copy_format = \"binary\"\n"},
-		{name: "d_bare_pgx_copy_loop", run: func(b *testing.B, url, table string) (time.Duration, float64) {
+		{name: "d_bare_pgx_copy_loop", run: func(b *testing.B, url, table string) (time.Duration, pgCPU) {
 			return bareCopyLoop(b, url, table, loopPgx)
 		}},
-		{name: "e_bare_copy_loop_text", run: func(b *testing.B, url, table string) (time.Duration, float64) {
+		{name: "e_bare_copy_loop_text", run: func(b *testing.B, url, table string) (time.Duration, pgCPU) {
 			return bareCopyLoop(b, url, table, loopText)
 		}},
-		{name: "f_bare_copy_loop_binary_by_hand", run: func(b *testing.B, url, table string) (time.Duration, float64) {
+		{name: "f_bare_copy_loop_binary_by_hand", run: func(b *testing.B, url, table string) (time.Duration, pgCPU) {
 			return bareCopyLoop(b, url, table, loopBinaryByHand)
 		}},
-		{name: "h_bare_binary_loop_offsets_row", run: func(b *testing.B, url, table string) (time.Duration, float64) {
+		{name: "h_bare_binary_loop_offsets_row", run: func(b *testing.B, url, table string) (time.Duration, pgCPU) {
 			return bareCopyLoop(b, url, table, loopBinaryOffsets)
 		}},
 	}
@@ -138,7 +142,8 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 			drop()
 			var d time.Duration
 			srv0, pg0 := procCPU(srv.cmd.Process.Pid), postgresCPU(b)
-			var cpuRun, pgEnd float64
+			var cpuRun float64
+			var pgEnd pgCPU
 			if s.run != nil {
 				d, pgEnd = s.run(b, url, table)
 			} else {
@@ -146,7 +151,8 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 			}
 			s.cpuRun = append(s.cpuRun, cpuRun)
 			s.cpuServer = append(s.cpuServer, procCPU(srv.cmd.Process.Pid)-srv0)
-			s.cpuPG = append(s.cpuPG, pgEnd-pg0)
+			s.cpuPG = append(s.cpuPG, pgEnd.all-pg0.all)
+			s.cpuPGBackground = append(s.cpuPGBackground, pgEnd.background-pg0.background)
 			drop()
 			s.rates = append(s.rates, float64(pgbPartitions*pgbPerPart)/d.Seconds())
 			b.Logf("round %d %s: %.0f rows/s", r, s.name, s.rates[len(s.rates)-1])
@@ -163,12 +169,16 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 	bare := median(best.rates)
 	official := median(series[0].rates)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "series\tmedian rows/s\tmin\tmax\t× best bare loop\t× one batch per tx\tCPU µs/row: ferry run\tferry server\tpostgres\t\n")
+	fmt.Fprintf(w, "series\tmedian rows/s\tmin\tmax\t× best bare loop\t× one batch per tx\tCPU µs/row: ferry run\tferry server\tpostgres\tof it background\tfirst commit s\t\n")
 	perRow := func(v []float64) float64 { return median(v) / (pgbPartitions * pgbPerPart) * 1e6 }
 	for _, s := range series {
 		m := median(s.rates)
-		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t\n", s.name, m, slices.Min(s.rates), slices.Max(s.rates), m/bare, m/official,
-			perRow(s.cpuRun), perRow(s.cpuServer), perRow(s.cpuPG))
+		first := "–"
+		if s.firsts != nil {
+			first = fmt.Sprintf("%.2f", median(s.firsts))
+		}
+		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t%.2f\t%s\t\n", s.name, m, slices.Min(s.rates), slices.Max(s.rates), m/bare, m/official,
+			perRow(s.cpuRun), perRow(s.cpuServer), perRow(s.cpuPG), perRow(s.cpuPGBackground), first)
 		b.Run(s.name, func(b *testing.B) {
 			b.ReportMetric(m, "rows/s")
 			b.ReportMetric(0, "ns/op")
@@ -200,7 +210,7 @@ func median(v []float64) float64 {
 // ferryToPostgres runs one ferry process with the series' sink file into table until the
 // offsets table covers every message, stops it and checks the table. It returns the time,
 // the process's CPU seconds and PostgreSQL's (postgresCPU), both read before the stop.
-func ferryToPostgres(b *testing.B, db *pgxpool.Pool, url, addr, table, key string, s *pgbSeries) (time.Duration, float64, float64) {
+func ferryToPostgres(b *testing.B, db *pgxpool.Pool, url, addr, table, key string, s *pgbSeries) (time.Duration, float64, pgCPU) {
 	dir := b.TempDir()
 	conns := filepath.Join(dir, "pg")
 	writeFile(b, filepath.Join(conns, "sink.toml"), fmt.Sprintf(`type = "sink"
@@ -235,7 +245,11 @@ max_connections = 4
 	}
 	run := startFerry(b, key, dir, env, "run", "--config", remoteConfig(b, dir, addr, conns), "--progress", "0")
 	deadline := start.Add(5 * time.Minute)
-	for pgCount(db, progress) != total {
+	first := time.Duration(0)
+	for n := pgCount(db, progress); n != total; n = pgCount(db, progress) {
+		if n > 0 && first == 0 {
+			first = time.Since(start)
+		}
 		if run.exited() {
 			b.Fatalf("%s exited: %v\n%s", key, run.err, tail(run.out.String(), 30))
 		}
@@ -245,6 +259,10 @@ max_connections = 4
 		time.Sleep(10 * time.Millisecond)
 	}
 	d := time.Since(start)
+	if first == 0 {
+		first = d
+	}
+	s.firsts = append(s.firsts, first.Seconds())
 	cpu, pg := procCPU(run.cmd.Process.Pid), postgresCPU(b)
 	run.stop(15 * time.Second)
 	rows := pgCount(db, "SELECT count(*) FROM "+table)
@@ -259,16 +277,16 @@ max_connections = 4
 type loopEncoding int
 
 const (
-	loopPgx          loopEncoding = iota // pgx's CopyFrom: binary, []any rows, a big.Int per id
-	loopText                             // COPY's text format, encoded by hand
-	loopBinaryByHand                     // COPY's binary format, encoded by hand (no []any, no big.Int)
-	loopBinaryOffsets                    // as loopBinaryByHand, each COPY in a transaction with the sink's offsets row statements
+	loopPgx           loopEncoding = iota // pgx's CopyFrom: binary, []any rows, a big.Int per id
+	loopText                              // COPY's text format, encoded by hand
+	loopBinaryByHand                      // COPY's binary format, encoded by hand (no []any, no big.Int)
+	loopBinaryOffsets                     // as loopBinaryByHand, each COPY in a transaction with the sink's offsets row statements
 )
 
 // bareCopyLoop writes the same 300k rows into a table of the sink's layout, pgbBatch rows
 // per COPY (one transaction each), one connection per partition, all at once, encoded as
 // enc says: timed from connecting to the last commit.
-func bareCopyLoop(b *testing.B, url, table string, enc loopEncoding) (time.Duration, float64) {
+func bareCopyLoop(b *testing.B, url, table string, enc loopEncoding) (time.Duration, pgCPU) {
 	ctx := context.Background()
 	start := time.Now()
 	pool, err := pgxpool.New(ctx, url)
@@ -485,15 +503,20 @@ func procCPU(pid int) float64 {
 	return (u + sys) / 100
 }
 
-// postgresCPU is the CPU seconds used so far by the cluster of scripts/postgres.sh
+// pgCPU is CPU seconds PostgreSQL used: all of it, and of that its own processes (the
+// postmaster and its background workers: WAL writer, checkpointer, autovacuum…), the
+// rest being the client backends.
+type pgCPU struct{ all, background float64 }
+
+// postgresCPU is the CPU used so far by the cluster of scripts/postgres.sh
 // (FERRY_POSTGRES_DIR): its postmaster and the processes it started that still run.
-func postgresCPU(b *testing.B) float64 {
+func postgresCPU(b *testing.B) pgCPU {
 	pidFile, err := os.ReadFile(filepath.Join(os.Getenv("FERRY_POSTGRES_DIR"), "data", "postmaster.pid"))
 	if err != nil {
 		b.Fatalf("the PostgreSQL cluster's postmaster.pid (FERRY_POSTGRES_DIR): %v", err)
 	}
 	master, _ := strconv.Atoi(strings.SplitN(string(pidFile), "\n", 2)[0])
-	total := procCPU(master)
+	c := pgCPU{all: procCPU(master), background: procCPU(master)}
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
@@ -506,8 +529,13 @@ func postgresCPU(b *testing.B) float64 {
 		}
 		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
 		if ppid, _ := strconv.Atoi(f[1]); ppid == master {
-			total += procCPU(pid)
+			cpu := procCPU(pid)
+			c.all += cpu
+			// A client backend's title names its client: "postgres: user db 127.0.0.1(port) …".
+			if title, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); !strings.Contains(string(title), "(") {
+				c.background += cpu
+			}
 		}
 	}
-	return total
+	return c
 }
