@@ -10,6 +10,7 @@
 package schema
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -136,6 +137,14 @@ func (d *Decoder) Verbatim(payload []byte) (bool, error) {
 // keys in order, number literals as written and string bytes without an escape as they
 // are, and valid JSON has no raw control character inside a string).
 func compactJSON(p []byte) bool {
+	if bytes.IndexByte(p, '\\') >= 0 {
+		return false
+	}
+	// Without any whitespace byte at all (IndexByte is vectorised) it is compact; with
+	// some, it is compact if all of it sits inside strings.
+	if bytes.IndexByte(p, ' ') < 0 && bytes.IndexByte(p, '\n') < 0 && bytes.IndexByte(p, '\t') < 0 && bytes.IndexByte(p, '\r') < 0 {
+		return true
+	}
 	in := false // inside a string: without escapes, the next '"' ends it
 	for _, c := range p {
 		switch c {

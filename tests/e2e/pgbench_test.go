@@ -68,15 +68,16 @@ type pgbSeries struct {
 // (FERRY_POSTGRES_URL, jsonb payloads, the official table layout) with: (a) the official
 // sink's way, one transaction per polled batch, one batch at a time; (b) max_in_flight = 3;
 // (c) group commit (flush_interval, one transaction per 10,000 rows per partition) with
-// max_in_flight = 3; (g) as (b) in COPY's binary format (the others use the sink's default,
-// text); all exactly once (offsets in the table); and three bare COPY
-// loops, one connection per partition, the same rows, encoded by pgx's CopyFrom (d), by hand
-// in COPY's text format (e) and by hand in its binary format (f), and (h) as (f) with the
-// sink's offsets row statements in each COPY's transaction: the fastest of them is
-// the target's own limit, against which every ferry series is judged. Each round
-// runs every series once, interleaved (FERRY_BENCH_ROUNDS, default 3); a ferry series is
-// timed from the process start until the offsets table covers every message, and checked:
-// 300,000 rows, each (partition, offset) once. Run with -benchtime 1x.
+// max_in_flight = 3; (g) as (b) in COPY's binary format (the others use the sink's
+// default, text); all exactly once (offsets in the table). And bare COPY loops, one
+// connection per partition, the same rows, encoded by pgx's CopyFrom (d), by hand in COPY's
+// text format (e) and by hand in its binary format (f); (h) is (f) with the sink's offsets
+// row statements in each COPY's transaction, (i) (f) with each COPY in a transaction of its
+// own. The fastest loop is the target's own limit, against which every ferry series is
+// judged. Each round runs every series once, interleaved (FERRY_BENCH_ROUNDS, default 3;
+// FERRY_BENCH_SERIES=b,f runs those alone); a ferry series is timed from the process start
+// until the offsets table covers every message, and checked: 300,000 rows, each
+// (partition, offset) once; a loop's table is checked row by row. Run with -benchtime 1x.
 func BenchmarkPostgresSideBySide(b *testing.B) {
 	db, url := pgDB(b)
 	dir := b.TempDir()
@@ -130,6 +131,12 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 		{name: "h_bare_binary_loop_offsets_row", run: func(b *testing.B, url, table string) (time.Duration, pgCPU) {
 			return bareCopyLoop(b, url, table, loopBinaryOffsets)
 		}},
+		{name: "i_bare_binary_loop_in_tx", run: func(b *testing.B, url, table string) (time.Duration, pgCPU) {
+			return bareCopyLoop(b, url, table, loopBinaryInTx)
+		}},
+	}
+	if only := os.Getenv("FERRY_BENCH_SERIES"); only != "" { // e.g. "b,f": those series alone
+		series = slices.DeleteFunc(series, func(s *pgbSeries) bool { return !strings.Contains(","+only+",", ","+s.name[:1]+",") })
 	}
 	rounds := 3
 	if n, err := strconv.Atoi(os.Getenv("FERRY_BENCH_ROUNDS")); err == nil && n > 0 {
@@ -281,6 +288,7 @@ const (
 	loopText                              // COPY's text format, encoded by hand
 	loopBinaryByHand                      // COPY's binary format, encoded by hand (no []any, no big.Int)
 	loopBinaryOffsets                     // as loopBinaryByHand, each COPY in a transaction with the sink's offsets row statements
+	loopBinaryInTx                        // as loopBinaryByHand, each COPY in a transaction of its own (BEGIN, COPY, COMMIT)
 )
 
 // bareCopyLoop writes the same 300k rows into a table of the sink's layout, pgbBatch rows
@@ -322,8 +330,8 @@ func bareCopyLoop(b *testing.B, url, table string, enc loopEncoding) (time.Durat
 			case loopBinaryByHand:
 				errs[p] = byHandCopyLoop(ctx, pool, table, cols, p, ts, appendBinaryRows, " (FORMAT binary)")
 				return
-			case loopBinaryOffsets:
-				errs[p] = offsetsCopyLoop(ctx, pool, table, cols, p, ts)
+			case loopBinaryOffsets, loopBinaryInTx:
+				errs[p] = offsetsCopyLoop(ctx, pool, table, cols, p, ts, enc)
 				return
 			}
 			rows := make([][]any, pgbBatch)
@@ -388,9 +396,10 @@ func byHandCopyLoop(ctx context.Context, pool *pgxpool.Pool, table string, cols 
 }
 
 // offsetsCopyLoop is byHandCopyLoop in the binary format with what the sink adds to each
-// COPY with exactly_once: a transaction, the partition's offsets row locked (an upsert)
-// before the rows and updated after them; the statements are the sink's.
-func offsetsCopyLoop(ctx context.Context, pool *pgxpool.Pool, table string, cols []string, p uint32, ts time.Time) error {
+// COPY with exactly_once: a transaction (loopBinaryInTx: that alone), the partition's
+// offsets row locked (an upsert) before the rows and updated after them; the statements
+// are the sink's.
+func offsetsCopyLoop(ctx context.Context, pool *pgxpool.Pool, table string, cols []string, p uint32, ts time.Time, enc loopEncoding) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -402,6 +411,10 @@ func offsetsCopyLoop(ctx context.Context, pool *pgxpool.Pool, table string, cols
 	for base := uint64(0); base < pgbPerPart; base += pgbBatch {
 		buf = appendBinaryRows(buf[:0], p, base, ts)
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if enc == loopBinaryInTx {
+				_, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), sql)
+				return err
+			}
 			var last int64
 			if err := tx.QueryRow(ctx, `INSERT INTO `+offsets+` AS o (connector, stream, topic, partition_id, last_offset,
 	target_database, target_schema, target_table, wrote_rows)
