@@ -81,16 +81,20 @@ func (s *Sink) quotedCols() string {
 	return strings.Join(q, ", ")
 }
 
-// copyBinary sends the rows idx as one binary COPY encoded here into a reused buffer.
-// It reports false (nothing sent) when some value needs pgx's conversions.
-func (s *Sink) copyBinary(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int) (bool, error) {
+// copyOwn sends the rows idx as one COPY in copy_format, encoded here into a reused
+// buffer. It reports false (nothing sent) when some value needs pgx's conversions.
+func (s *Sink) copyOwn(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int) (bool, error) {
 	oids, err := s.copyTypes(ctx, tx)
 	if err != nil {
 		return false, err
 	}
+	encode, option := appendCopyTextRows, ""
+	if s.cfg.CopyFormat == CopyBinary {
+		encode, option = appendCopyRows, " (FORMAT binary)"
+	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
-	buf, err := appendCopyRows((*bp)[:0], tx.Conn().TypeMap(), oids, rows, idx)
+	buf, err := encode((*bp)[:0], tx.Conn().TypeMap(), oids, rows, idx)
 	if buf != nil {
 		*bp = buf
 	}
@@ -101,7 +105,7 @@ func (s *Sink) copyBinary(ctx context.Context, tx pgx.Tx, rows [][]any, idx []in
 		return false, err
 	}
 	_, err = tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf),
-		"COPY "+s.target.Sanitize()+" ("+s.quotedCols()+") FROM STDIN (FORMAT binary)")
+		"COPY "+s.target.Sanitize()+" ("+s.quotedCols()+") FROM STDIN"+option)
 	return true, err
 }
 

@@ -86,11 +86,11 @@ func TestCopyEncodersWriteWhatPgxWrote(t *testing.T) {
 	for _, format := range []string{FormatJSON, FormatText, FormatBytea} {
 		t.Run(format, func(t *testing.T) {
 			mine, text, theirs := fresh(t, db, "mine"), fresh(t, db, "text"), fresh(t, db, "pgx")
-			cfg := func(tbl string) string {
-				return fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"auto_create_table":true,"payload_format":%q,
-"include_metadata":true,"include_checksum":true,"include_origin_timestamp":true,"exactly_once":false%s}`, url, tbl, format, columns)
+			cfg := func(tbl, copyFormat string) string {
+				return fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"auto_create_table":true,"payload_format":%q,"copy_format":%q,
+"include_metadata":true,"include_checksum":true,"include_origin_timestamp":true,"exactly_once":false%s}`, url, tbl, format, copyFormat, columns)
 			}
-			sm, st, sp := open(t, cfg(mine), "stop", nil), open(t, cfg(text), "stop", nil), open(t, cfg(theirs), "stop", nil)
+			sm, st, sp := open(t, cfg(mine, CopyBinary), "stop", nil), open(t, cfg(text, CopyText), "stop", nil), open(t, cfg(theirs, CopyBinary), "stop", nil)
 			ids := []msgID{{0, 0}, {0, 9999}, {0, 10000}, {0, ^uint64(0)}, {1, 0}, {^uint64(0), ^uint64(0)}, {12345, 678}}
 			for range 20 {
 				ids = append(ids, msgID{r.Uint64() >> r.IntN(64), r.Uint64() << 8})
@@ -126,7 +126,7 @@ func TestCopyEncodersWriteWhatPgxWrote(t *testing.T) {
 			}
 			ctx := context.Background()
 			err := pgx.BeginFunc(ctx, sm.pool, func(tx pgx.Tx) error {
-				sent, err := sm.copyBinary(ctx, tx, rows, idx)
+				sent, err := sm.copyOwn(ctx, tx, rows, idx)
 				if err == nil && !sent {
 					err = fmt.Errorf("the encoder fell back to pgx")
 				}
@@ -136,7 +136,7 @@ func TestCopyEncodersWriteWhatPgxWrote(t *testing.T) {
 				t.Fatalf("binary copy: %v", err)
 			}
 			err = pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
-				sent, err := st.copyText(ctx, tx, rows, idx)
+				sent, err := st.copyOwn(ctx, tx, rows, idx)
 				if err == nil && !sent {
 					err = fmt.Errorf("the text encoder fell back to pgx")
 				}

@@ -2,15 +2,12 @@ package postgres
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"math/bits"
 	"strconv"
 	"time"
 	"unsafe"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -19,30 +16,6 @@ import (
 // as \\, \t, \n and \r. Each field is the type's text input, as an INSERT literal would
 // be: PostgreSQL parses numeric, timestamptz and jsonb from it, which costs it less CPU
 // per row than their binary forms here (docs/benchmarks.md).
-
-// copyText sends the rows idx as one text-format COPY encoded here into a reused buffer.
-// It reports false (nothing sent) when some value needs pgx's conversions.
-func (s *Sink) copyText(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int) (bool, error) {
-	oids, err := s.copyTypes(ctx, tx)
-	if err != nil {
-		return false, err
-	}
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	buf, err := appendCopyTextRows((*bp)[:0], tx.Conn().TypeMap(), oids, rows, idx)
-	if buf != nil {
-		*bp = buf
-	}
-	if errors.Is(err, errCopyFallback) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	_, err = tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf),
-		"COPY "+s.target.Sanitize()+" ("+s.quotedCols()+") FROM STDIN")
-	return true, err
-}
 
 // appendCopyTextRows appends the text COPY stream of rows idx (each row without its
 // trailing rejection slot) to buf.

@@ -115,11 +115,7 @@ func (s *Sink) writeRows(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int
 	if insert {
 		return s.insertRows(ctx, tx, rows, idx)
 	}
-	copyEncoded := s.copyText
-	if s.cfg.CopyFormat == CopyBinary {
-		copyEncoded = s.copyBinary
-	}
-	sent, err := copyEncoded(ctx, tx, rows, idx)
+	sent, err := s.copyOwn(ctx, tx, rows, idx)
 	if !sent && err == nil {
 		_, err = tx.CopyFrom(ctx, s.target, s.cols, pgx.CopyFromSlice(len(idx), func(i int) ([]any, error) {
 			r := rows[idx[i]]
