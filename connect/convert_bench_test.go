@@ -80,3 +80,29 @@ func BenchmarkConvertJSONTransforms(b *testing.B) {
 	// One op is one message: scale what the framework measured per loop to per message.
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
 }
+
+// BenchmarkConvertJSON is the converter on a json stream without transforms, 200-byte
+// compact objects: each payload checked (UTF-8, JSON) and handed on as polled. One op =
+// one message.
+func BenchmarkConvertJSON(b *testing.B) {
+	const batch = 1000
+	ms := benchWireBatch(batch, benchJSON)
+	pipe, err := newPayloadPipeline(sdk.SchemaJSON, "", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := converter{pipe: pipe}
+	var counters Counters
+	if out := c.convert(ms, &counters); len(out) != batch || string(out[7].Payload) != string(ms[7].Payload) {
+		b.Fatalf("converted %d, first %s", len(out), out[0].Payload)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	n := 0
+	for n < b.N {
+		out := c.convert(ms, &counters)
+		n += len(out)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+}

@@ -82,6 +82,17 @@ func (p *payloadPipeline) reset() { p.buf = p.buf[:0] }
 // compact JSON after the transforms.
 func (p *payloadPipeline) payload(in []byte) ([]byte, string, error) {
 	p.arena.Reset() // the previous message's values are encoded already
+	if p.chain.Len() == 0 {
+		// Nothing would change the value: a payload already in AppendJSON's form is
+		// checked and handed on as it is (the same bytes, without building its value).
+		ok, err := p.dec.Verbatim(in)
+		if err != nil {
+			return nil, stageDecode, err
+		}
+		if ok {
+			return in, "", nil
+		}
+	}
 	v, err := p.dec.Decode(in)
 	if err != nil {
 		return nil, stageDecode, err

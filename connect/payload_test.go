@@ -2,6 +2,7 @@ package connect
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/valyala/fastjson"
@@ -59,5 +60,37 @@ func TestConvertPoison(t *testing.T) {
 	}
 	if hs[HeaderStage] != "transform" || hs[HeaderError] != "offset 12: transform: transform fail_on_bad: bad field" || string(dl.Payload) != `{"bad":true}` {
 		t.Fatalf("dead letter %v %q", hs, dl.Payload)
+	}
+}
+
+// TestConvertJSONWithoutTransforms: with no transform, a compact payload reaches the sink
+// as the very bytes polled (not a copy), one with spaces or escapes re-encoded as before,
+// and a payload that is not JSON is still poison at the decode stage with its error.
+func TestConvertJSONWithoutTransforms(t *testing.T) {
+	pipe, err := newPayloadPipeline(sdk.SchemaJSON, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := converter{pipe: pipe}
+	var counters Counters
+	compact := []byte(`{"a":"b c","n":[1,2.50]}`)
+	ms := []wire.Message{
+		{Offset: 1, Payload: compact},
+		{Offset: 2, Payload: []byte(`{ "a" : "\u00e9" }`)},
+		{Offset: 3, Payload: []byte(`{"a":1}}`)},
+		{Offset: 4, Payload: []byte("\"\xff\"")},
+	}
+	out := c.convert(ms, &counters)
+	if len(out) != 2 || string(out[0].Payload) != string(compact) || &out[0].Payload[0] != &compact[0] || string(out[1].Payload) != `{"a":"é"}` {
+		t.Fatalf("converted %+v", out)
+	}
+	if len(c.poison) != 2 || c.poison[0].msg.Offset != 3 || c.poison[0].stage != stageDecode || c.poison[1].msg.Offset != 4 {
+		t.Fatalf("poison %+v", c.poison)
+	}
+	if got := c.poison[1].cause().Error(); got != "offset 4: decode: json: invalid UTF-8 at byte 1" {
+		t.Fatalf("cause %q", got)
+	}
+	if got := c.poison[0].cause().Error(); !strings.HasPrefix(got, "offset 3: decode: json: ") {
+		t.Fatalf("cause %q", got)
 	}
 }

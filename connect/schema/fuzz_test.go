@@ -88,3 +88,30 @@ func FuzzEncode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzVerbatim: a payload Verbatim hands on as it is is exactly what decoding and
+// re-encoding it gives, and one it refuses is one Decode refuses with the same error.
+func FuzzVerbatim(f *testing.F) {
+	for _, s := range []string{`{"a":"b c","d":[1,-2.5e3,true,null],"e":{}}`, `{"a": 1}`, `{"a":"\n"}`, `"x\ty"`, "\"x\ty\"",
+		`{"a":1,"a":2}`, `01`, `{"a":"é"}`, "\"\xff\"", `[1,2`, `1e999`, `"\u0000"`, ` 1`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		d, _ := NewDecoder(sdk.SchemaJSON, "")
+		ok, verr := d.Verbatim(in)
+		v, err := d.Decode(in)
+		switch {
+		case verr != nil:
+			if err == nil || err.Error() != verr.Error() {
+				t.Fatalf("%q: Verbatim refused it (%v), Decode said %v", in, verr, err)
+			}
+		case ok:
+			if err != nil {
+				t.Fatalf("%q: Verbatim accepted it, Decode refused it: %v", in, err)
+			}
+			if out := AppendJSON(nil, v); !bytes.Equal(out, in) {
+				t.Fatalf("%q handed on as it is, but re-encodes to %q", in, out)
+			}
+		}
+	})
+}

@@ -10,6 +10,7 @@
 package schema
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -112,6 +113,52 @@ func (d *Decoder) Decode(payload []byte) (*fastjson.Value, error) {
 		return parseJSON(&d.p, d.buf)
 	}
 	return nil, nil // raw
+}
+
+// Verbatim reports whether a payload of d's schema can be handed on as it is where it
+// would otherwise be decoded and re-encoded with AppendJSON and nothing in between: a json
+// payload that is valid (the error is Decode's) and already in AppendJSON's form. That
+// skips building its value; false (nil error) means Decode it.
+func (d *Decoder) Verbatim(payload []byte) (bool, error) {
+	if d.schema != sdk.SchemaJSON || !compactJSON(payload) {
+		return false, nil
+	}
+	if !utf8.Valid(payload) {
+		return false, fmt.Errorf("json: %w", errNotUTF8(payload))
+	}
+	if err := fastjson.ValidateBytes(payload); err != nil {
+		return false, fmt.Errorf("json: %w", err)
+	}
+	return true, nil
+}
+
+// compactJSON reports whether JSON text p, if valid, is what AppendJSON writes for its
+// value: no whitespace outside strings and no escape sequence at all (AppendJSON keeps
+// keys in order, number literals as written and string bytes without an escape as they
+// are, and valid JSON has no raw control character inside a string).
+func compactJSON(p []byte) bool {
+	if bytes.IndexByte(p, '\\') >= 0 {
+		return false
+	}
+	// Without any whitespace byte at all (IndexByte is vectorised) it is compact; with
+	// some, it is compact if all of it sits inside strings.
+	if bytes.IndexByte(p, ' ') < 0 && bytes.IndexByte(p, '\n') < 0 && bytes.IndexByte(p, '\t') < 0 && bytes.IndexByte(p, '\r') < 0 {
+		return true
+	}
+	in := false // inside a string: without escapes, the next '"' ends it
+	for _, c := range p {
+		switch c {
+		case '\\':
+			return false
+		case '"':
+			in = !in
+		case ' ', '\t', '\n', '\r':
+			if !in {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func errNotUTF8(p []byte) error {

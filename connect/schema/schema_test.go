@@ -136,3 +136,30 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestVerbatim(t *testing.T) {
+	j, _ := NewDecoder(sdk.SchemaJSON, "")
+	for _, c := range []struct {
+		in   string
+		ok   bool
+		fail string
+	}{
+		{`{"a":"b c","n":[1,2.50,-0e1],"t":true}`, true, ""},
+		{`{"a":1,"a":2}`, true, ""},             // duplicate keys are kept, as AppendJSON keeps them
+		{`{"a": 1}`, false, ""},                 // whitespace outside a string: re-encoded
+		{`{"a":"\u00e9"}`, false, ""},           // an escape: re-encoded
+		{`{"a":1`, false, "json: cannot parse"}, // poison: the decode error, as Decode's
+		{"\"\xff\"", false, "json: invalid UTF-8 at byte 1"},
+	} {
+		ok, err := j.Verbatim([]byte(c.in))
+		if ok != c.ok || (err == nil) != (c.fail == "") || (err != nil && !strings.HasPrefix(err.Error(), c.fail)) {
+			t.Errorf("Verbatim(%q) = %v, %v; want %v, an error starting %q", c.in, ok, err, c.ok, c.fail)
+		}
+	}
+	for _, s := range []sdk.Schema{sdk.SchemaText, sdk.SchemaRaw, sdk.SchemaProto} {
+		d, _ := NewDecoder(s, "")
+		if ok, err := d.Verbatim([]byte(`{"a":1}`)); ok || err != nil {
+			t.Errorf("%s: Verbatim = %v, %v; want false (only json is handed on)", s, ok, err)
+		}
+	}
+}

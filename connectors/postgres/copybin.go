@@ -81,16 +81,20 @@ func (s *Sink) quotedCols() string {
 	return strings.Join(q, ", ")
 }
 
-// copyBinary sends the rows idx as one binary COPY encoded here into a reused buffer.
-// It reports false (nothing sent) when some value needs pgx's conversions.
-func (s *Sink) copyBinary(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int) (bool, error) {
+// copyOwn sends the rows idx as one COPY in copy_format, encoded here into a reused
+// buffer. It reports false (nothing sent) when some value needs pgx's conversions.
+func (s *Sink) copyOwn(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int) (bool, error) {
 	oids, err := s.copyTypes(ctx, tx)
 	if err != nil {
 		return false, err
 	}
+	encode, option := appendCopyTextRows, ""
+	if s.cfg.CopyFormat == CopyBinary {
+		encode, option = appendCopyRows, " (FORMAT binary)"
+	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
-	buf, err := appendCopyRows((*bp)[:0], tx.Conn().TypeMap(), oids, rows, idx)
+	buf, err := encode((*bp)[:0], tx.Conn().TypeMap(), oids, rows, idx)
 	if buf != nil {
 		*bp = buf
 	}
@@ -101,7 +105,7 @@ func (s *Sink) copyBinary(ctx context.Context, tx pgx.Tx, rows [][]any, idx []in
 		return false, err
 	}
 	_, err = tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf),
-		"COPY "+s.target.Sanitize()+" ("+s.quotedCols()+") FROM STDIN (FORMAT binary)")
+		"COPY "+s.target.Sanitize()+" ("+s.quotedCols()+") FROM STDIN"+option)
 	return true, err
 }
 
@@ -127,51 +131,60 @@ func appendCopyRows(buf []byte, m *pgtype.Map, oids []uint32, rows [][]any, idx 
 	return binary.BigEndian.AppendUint16(buf, math.MaxUint16), nil // -1: end of data
 }
 
-// appendCopyValue appends one field: its length (-1 for NULL) and its binary form.
+// appendCopyValue appends one field: its length (-1 for NULL) and its binary form. The
+// sink's own values come by pointer (rowValues), mapped columns' by value.
 func appendCopyValue(buf []byte, m *pgtype.Map, oid uint32, v any) ([]byte, error) {
+	be := binary.BigEndian
 	switch oid {
 	case pgtype.NumericOID:
-		if id, ok := v.(msgID); ok {
+		switch id := v.(type) {
+		case *msgID:
+			return appendNumericID(buf, *id), nil
+		case msgID:
 			return appendNumericID(buf, id), nil
 		}
 	case pgtype.Int8OID:
-		if n, ok := v.(int64); ok {
-			return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(buf, 8), uint64(n)), nil
+		switch n := v.(type) {
+		case *int64:
+			return be.AppendUint64(be.AppendUint32(buf, 8), uint64(*n)), nil
+		case int64:
+			return be.AppendUint64(be.AppendUint32(buf, 8), uint64(n)), nil
 		}
 	case pgtype.Int4OID:
 		if n, ok := v.(int32); ok {
-			return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(buf, 4), uint32(n)), nil
+			return be.AppendUint32(be.AppendUint32(buf, 4), uint32(n)), nil
 		}
 	case pgtype.TimestamptzOID:
-		if t, ok := v.(time.Time); ok {
-			us := t.Unix()*1_000_000 + int64(t.Nanosecond())/1000 - microsFromUnixToY2K
-			return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(buf, 8), uint64(us)), nil
+		switch t := v.(type) {
+		case *time.Time:
+			return appendTimestamptzBinary(buf, *t), nil
+		case time.Time:
+			return appendTimestamptzBinary(buf, t), nil
 		}
 	case pgtype.TextOID, pgtype.VarcharOID:
-		if str, ok := v.(string); ok {
-			return append(binary.BigEndian.AppendUint32(buf, uint32(len(str))), str...), nil
+		switch str := v.(type) {
+		case *string:
+			return append(be.AppendUint32(buf, uint32(len(*str))), *str...), nil
+		case string:
+			return append(be.AppendUint32(buf, uint32(len(str))), str...), nil
 		}
-	case pgtype.JSONBOID:
-		if j, ok := v.(json.RawMessage); ok {
+	case pgtype.JSONBOID, pgtype.JSONOID:
+		if j, ok := rawJSON(v); ok {
 			if j == nil {
 				return appendNull(buf), nil
 			}
-			buf = binary.BigEndian.AppendUint32(buf, uint32(len(j)+1))
-			return append(append(buf, 1), j...), nil // version 1, then the text as sent
-		}
-	case pgtype.JSONOID:
-		if j, ok := v.(json.RawMessage); ok {
-			if j == nil {
-				return appendNull(buf), nil
+			if oid == pgtype.JSONBOID {
+				buf = be.AppendUint32(buf, uint32(len(j)+1))
+				return append(append(buf, 1), j...), nil // version 1, then the text as sent
 			}
-			return append(binary.BigEndian.AppendUint32(buf, uint32(len(j))), j...), nil
+			return append(be.AppendUint32(buf, uint32(len(j))), j...), nil
 		}
 	case pgtype.ByteaOID:
-		if b, ok := v.([]byte); ok {
+		if b, ok := rawBytes(v); ok {
 			if b == nil {
 				return appendNull(buf), nil
 			}
-			return append(binary.BigEndian.AppendUint32(buf, uint32(len(b))), b...), nil
+			return append(be.AppendUint32(buf, uint32(len(b))), b...), nil
 		}
 	}
 	if v == nil {
@@ -188,6 +201,34 @@ func appendCopyValue(buf []byte, m *pgtype.Map, oid uint32, v any) ([]byte, erro
 	}
 	binary.BigEndian.PutUint32(out[sp:], uint32(len(out)-sp-4))
 	return out, nil
+}
+
+// rawJSON is v's JSON text when v is a json.RawMessage, by value or pointer.
+func rawJSON(v any) (json.RawMessage, bool) {
+	switch j := v.(type) {
+	case *json.RawMessage:
+		return *j, true
+	case json.RawMessage:
+		return j, true
+	}
+	return nil, false
+}
+
+// rawBytes is v's bytes when v is a []byte, by value or pointer.
+func rawBytes(v any) ([]byte, bool) {
+	switch b := v.(type) {
+	case *[]byte:
+		return *b, true
+	case []byte:
+		return b, true
+	}
+	return nil, false
+}
+
+// appendTimestamptzBinary appends t as one field: µs since 2000-01-01.
+func appendTimestamptzBinary(buf []byte, t time.Time) []byte {
+	us := t.Unix()*1_000_000 + int64(t.Nanosecond())/1000 - microsFromUnixToY2K
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(buf, 8), uint64(us))
 }
 
 func appendNull(buf []byte) []byte { return binary.BigEndian.AppendUint32(buf, math.MaxUint32) }

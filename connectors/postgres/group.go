@@ -127,12 +127,16 @@ func (s *Sink) keepPayloads(rows [][]any, msgs []sdk.ConsumedMessage) {
 	buf := make([]byte, 0, n)
 	for _, r := range rows {
 		switch v := r[s.payloadCol].(type) {
-		case json.RawMessage:
-			buf = append(buf, v...)
-			r[s.payloadCol] = json.RawMessage(buf[len(buf)-len(v) : len(buf) : len(buf)])
-		case []byte:
-			buf = append(buf, v...)
-			r[s.payloadCol] = buf[len(buf)-len(v) : len(buf) : len(buf)]
+		case *json.RawMessage:
+			if *v != nil { // nil stays NULL
+				buf = append(buf, *v...)
+				*v = buf[len(buf)-len(*v) : len(buf) : len(buf)]
+			}
+		case *[]byte:
+			if *v != nil {
+				buf = append(buf, *v...)
+				*v = buf[len(buf)-len(*v) : len(buf) : len(buf)]
+			}
 		}
 	}
 }

@@ -19,7 +19,7 @@ type convError struct{ error }
 // row builds the values of one message in s.cols order, plus one trailing slot: nil, or
 // the convError that rejects the row.
 func (s *Sink) row(topic sdk.TopicMetadata, part uint32, m *sdk.ConsumedMessage) []any {
-	return s.appendRow(make([]any, 0, len(s.cols)+1), names(topic), part, m)
+	return s.appendRow(make([]any, 0, len(s.cols)+1), new(rowValues), names(topic), part, m)
 }
 
 // topicNames holds a topic's stream and topic names as interface values, made once per
@@ -28,26 +28,45 @@ type topicNames struct{ stream, topic any }
 
 func names(topic sdk.TopicMetadata) topicNames { return topicNames{topic.Stream, topic.Topic} }
 
-// appendRow appends row's values to r (which has room for them: no allocation for r).
-func (s *Sink) appendRow(r []any, names topicNames, part uint32, m *sdk.ConsumedMessage) []any {
+// rowValues holds a row's own values; the row refers to them by pointer, which an
+// interface holds without an allocation (a value such as a time.Time would be copied to
+// the heap). A batch makes its rows' rowValues in one allocation.
+type rowValues struct {
+	id               msgID
+	offset, checksum int64
+	ts, origin       time.Time
+	json             json.RawMessage
+	bytes            []byte
+	text             string
+}
+
+// appendRow appends row's values to r (which has room for them: no allocation for r),
+// keeping them in v.
+func (s *Sink) appendRow(r []any, v *rowValues, names topicNames, part uint32, m *sdk.ConsumedMessage) []any {
 	lo, hi := m.ID.Halves()
-	r = append(r, msgID{hi: hi, lo: lo})
+	v.id = msgID{hi: hi, lo: lo}
+	r = append(r, &v.id)
 	if *s.cfg.IncludeMetadata {
-		r = append(r, int64(m.Offset), micros(m.Timestamp), names.stream, names.topic, int32(part))
+		v.offset = int64(m.Offset)
+		r = append(r, &v.offset, micros(&v.ts, m.Timestamp), names.stream, names.topic, int32(part))
 	}
 	if *s.cfg.IncludeChecksum {
-		r = append(r, int64(m.Checksum)) // bit pattern kept, as the official sink
+		v.checksum = int64(m.Checksum) // bit pattern kept, as the official sink
+		r = append(r, &v.checksum)
 	}
 	if *s.cfg.IncludeOriginTimestamp {
-		r = append(r, micros(m.OriginTimestamp))
+		r = append(r, micros(&v.origin, m.OriginTimestamp))
 	}
 	switch s.cfg.PayloadFormat {
 	case FormatJSON:
-		r = append(r, json.RawMessage(m.Payload))
+		v.json = m.Payload
+		r = append(r, &v.json)
 	case FormatText:
-		r = append(r, string(m.Payload))
+		v.text = string(m.Payload)
+		r = append(r, &v.text)
 	default:
-		r = append(r, m.Payload)
+		v.bytes = m.Payload
+		r = append(r, &v.bytes)
 	}
 	var bad error
 	if len(s.cfg.Columns) > 0 {
@@ -71,12 +90,39 @@ func (s *Sink) appendRow(r []any, names topicNames, part uint32, m *sdk.Consumed
 	return append(r, nil)
 }
 
-// micros turns µs since the epoch into a timestamp; 0 (unset) is NULL.
-func micros(us uint64) any {
+// pgxValues is a row's values as pgx takes them, the sink's own by value rather than by
+// pointer: pgx would validate a *json.RawMessage itself (as a json.Marshaler) instead of
+// sending it, and the database's refusal is what names a bad row.
+func pgxValues(vals []any) []any {
+	out := make([]any, len(vals))
+	for i, v := range vals {
+		switch p := v.(type) {
+		case *msgID:
+			out[i] = *p
+		case *int64:
+			out[i] = *p
+		case *time.Time:
+			out[i] = *p
+		case *json.RawMessage:
+			out[i] = *p
+		case *[]byte:
+			out[i] = *p
+		case *string:
+			out[i] = *p
+		default:
+			out[i] = v
+		}
+	}
+	return out
+}
+
+// micros sets *t to us µs since the epoch and returns t; 0 (unset) is NULL (nil).
+func micros(t *time.Time, us uint64) any {
 	if us == 0 {
 		return nil
 	}
-	return time.UnixMicro(int64(us)).UTC()
+	*t = time.UnixMicro(int64(us)).UTC()
+	return t
 }
 
 // lookup walks a dot-separated path through JSON objects; nil when any step is missing.

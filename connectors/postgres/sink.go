@@ -200,10 +200,11 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 	}
 	rows := make([][]any, len(msgs))
 	width := len(s.cols) + 1
-	backing := make([]any, len(msgs)*width) // one allocation for every row's values
+	backing := make([]any, len(msgs)*width) // one allocation for every row's interfaces,
+	vals := make([]rowValues, len(msgs))    // and one for the values they point to
 	nm := names(topic)
 	for i := range msgs {
-		rows[i] = s.appendRow(backing[i*width:i*width:(i+1)*width], nm, meta.Partition.PartitionID, &msgs[i])
+		rows[i] = s.appendRow(backing[i*width:i*width:(i+1)*width], &vals[i], nm, meta.Partition.PartitionID, &msgs[i])
 	}
 	if s.flushEvery > 0 {
 		s.keepPayloads(rows, msgs) // the group outlives this call; msgs' bytes do not

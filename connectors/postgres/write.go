@@ -115,11 +115,11 @@ func (s *Sink) writeRows(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int
 	if insert {
 		return s.insertRows(ctx, tx, rows, idx)
 	}
-	sent, err := s.copyBinary(ctx, tx, rows, idx)
+	sent, err := s.copyOwn(ctx, tx, rows, idx)
 	if !sent && err == nil {
 		_, err = tx.CopyFrom(ctx, s.target, s.cols, pgx.CopyFromSlice(len(idx), func(i int) ([]any, error) {
 			r := rows[idx[i]]
-			return r[:len(r)-1], nil
+			return pgxValues(r[:len(r)-1]), nil
 		}))
 	}
 	if err != nil {
@@ -141,7 +141,7 @@ func (s *Sink) insertRows(ctx context.Context, tx pgx.Tx, rows [][]any, idx []in
 		b := &pgx.Batch{}
 		for _, i := range chunk {
 			r := rows[i]
-			b.Queue(q, r[:len(r)-1]...)
+			b.Queue(q, pgxValues(r[:len(r)-1])...)
 		}
 		br := tx.SendBatch(ctx, b)
 		for _, i := range chunk {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // Parameters of BenchmarkPostgresSideBySide.
@@ -51,11 +52,16 @@ type pgbSeries struct {
 	name  string
 	top   string // connector file lines before [[streams]]
 	extra string // plugin_config lines
-	run   func(b *testing.B, url, table string) (time.Duration, float64)
+	run   func(b *testing.B, url, table string) (time.Duration, pgCPU)
 	rates []float64
 	// CPU seconds per round: the ferry run process, the ferry server, PostgreSQL (the
 	// postmaster and its children, read before the connections close).
 	cpuRun, cpuServer, cpuPG []float64
+	cpuPGBackground          []float64 // of cpuPG, PostgreSQL's own processes (not the client backends)
+	// Seconds from a ferry run's start to its first rows committed (start-up: the process,
+	// its logins to the server, the sink's Open, the first poll and transaction).
+	firsts []float64
+	steady []float64 // rows/s after the first commit (the rows left over the time left)
 }
 
 // BenchmarkPostgresSideBySide writes the same 300,000 JSON messages of 200 bytes, produced
@@ -63,15 +69,35 @@ type pgbSeries struct {
 // (FERRY_POSTGRES_URL, jsonb payloads, the official table layout) with: (a) the official
 // sink's way, one transaction per polled batch, one batch at a time; (b) max_in_flight = 3;
 // (c) group commit (flush_interval, one transaction per 10,000 rows per partition) with
-// max_in_flight = 3; all exactly once (offsets in the table); and (d) a bare pgx COPY
-// loop, one connection per partition, the same rows: the target's own limit. Each round
-// runs every series once, interleaved (FERRY_BENCH_ROUNDS, default 3); a ferry series is
-// timed from the process start until the offsets table covers every message, and checked:
-// 300,000 rows, each (partition, offset) once. Run with -benchtime 1x.
+// max_in_flight = 3; (g) as (b) in COPY's binary format (the others use the sink's
+// default, text); all exactly once (offsets in the table). And bare COPY loops, one
+// connection per partition, the same rows, encoded by pgx's CopyFrom (d), by hand in COPY's
+// text format (e) and by hand in its binary format (f); (h) is (f) with the sink's offsets
+// row statements in each COPY's transaction, (i) (f) with each COPY in a transaction of its
+// own. The fastest loop is the target's own limit, against which every ferry series is
+// judged. Each round runs every series once, interleaved (FERRY_BENCH_ROUNDS, default 3;
+// FERRY_BENCH_SERIES=b,f runs those alone); a ferry series is timed from the process start
+// until the offsets table covers every message, and checked: 300,000 rows, each
+// (partition, offset) once; a loop's table is checked row by row. Run with -benchtime 1x.
 func BenchmarkPostgresSideBySide(b *testing.B) {
 	db, url := pgDB(b)
 	dir := b.TempDir()
-	srv, addr := startServer(b, "server", dir, filepath.Join(dir, "data"))
+	var srv *proc
+	var addr string
+	if prof := os.Getenv("FERRY_BENCH_PROFILE"); prof != "" { // the server's profile too, written when it stops
+		srv = startFerry(b, "server", dir, []string{"FERRY_CPU_PROFILE=" + filepath.Join(prof, "server.pprof")},
+			"server", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data"))
+		testkit.WaitFor(b, "server address", func() bool {
+			m := serverAddrRE.FindStringSubmatch(srv.out.String())
+			if m != nil {
+				addr = m[1]
+			}
+			return m != nil || srv.exited()
+		})
+		defer srv.stop(15 * time.Second)
+	} else {
+		srv, addr = startServer(b, "server", dir, filepath.Join(dir, "data"))
+	}
 	c := dial(b, addr)
 	createTopic(b, c, pgbPartitions)
 	msgs := make([]iggy.Message, pgbBatch)
@@ -93,12 +119,25 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 		{name: "a_one_batch_per_tx_N1"},
 		{name: "b_max_in_flight_3", top: "max_in_flight = 3\n"},
 		{name: "c_group_commit_N3", top: "max_in_flight = 3\n", extra: "flush_interval = \"200ms\"\nmax_rows_per_transaction = 10000\n"},
-		{name: "d_bare_pgx_copy_loop", run: func(b *testing.B, url, table string) (time.Duration, float64) {
-			return bareCopyLoop(b, url, table, false)
+		{name: "g_max_in_flight_3_copy_binary", top: "max_in_flight = 3\n", extra: "copy_format = \"binary\"\n"},
+		{name: "d_bare_pgx_copy_loop", run: func(b *testing.B, url, table string) (time.Duration, pgCPU) {
+			return bareCopyLoop(b, url, table, loopPgx)
 		}},
-		{name: "e_bare_copy_loop_text", run: func(b *testing.B, url, table string) (time.Duration, float64) {
-			return bareCopyLoop(b, url, table, true)
+		{name: "e_bare_copy_loop_text", run: func(b *testing.B, url, table string) (time.Duration, pgCPU) {
+			return bareCopyLoop(b, url, table, loopText)
 		}},
+		{name: "f_bare_copy_loop_binary_by_hand", run: func(b *testing.B, url, table string) (time.Duration, pgCPU) {
+			return bareCopyLoop(b, url, table, loopBinaryByHand)
+		}},
+		{name: "h_bare_binary_loop_offsets_row", run: func(b *testing.B, url, table string) (time.Duration, pgCPU) {
+			return bareCopyLoop(b, url, table, loopBinaryOffsets)
+		}},
+		{name: "i_bare_binary_loop_in_tx", run: func(b *testing.B, url, table string) (time.Duration, pgCPU) {
+			return bareCopyLoop(b, url, table, loopBinaryInTx)
+		}},
+	}
+	if only := os.Getenv("FERRY_BENCH_SERIES"); only != "" { // e.g. "b,f": those series alone
+		series = slices.DeleteFunc(series, func(s *pgbSeries) bool { return !strings.Contains(","+only+",", ","+s.name[:1]+",") })
 	}
 	rounds := 3
 	if n, err := strconv.Atoi(os.Getenv("FERRY_BENCH_ROUNDS")); err == nil && n > 0 {
@@ -111,7 +150,8 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 			drop()
 			var d time.Duration
 			srv0, pg0 := procCPU(srv.cmd.Process.Pid), postgresCPU(b)
-			var cpuRun, pgEnd float64
+			var cpuRun float64
+			var pgEnd pgCPU
 			if s.run != nil {
 				d, pgEnd = s.run(b, url, table)
 			} else {
@@ -119,25 +159,54 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 			}
 			s.cpuRun = append(s.cpuRun, cpuRun)
 			s.cpuServer = append(s.cpuServer, procCPU(srv.cmd.Process.Pid)-srv0)
-			s.cpuPG = append(s.cpuPG, pgEnd-pg0)
+			s.cpuPG = append(s.cpuPG, pgEnd.all-pg0.all)
+			s.cpuPGBackground = append(s.cpuPGBackground, pgEnd.background-pg0.background)
 			drop()
 			s.rates = append(s.rates, float64(pgbPartitions*pgbPerPart)/d.Seconds())
 			b.Logf("round %d %s: %.0f rows/s", r, s.name, s.rates[len(s.rates)-1])
 		}
 	}
-	bare := median(series[3].rates)
+	// The target's own limit is the fastest bare loop of this run (by median), whichever
+	// encoding it used: every ferry series is judged against that one.
+	best := series[0]
+	for _, s := range series {
+		if s.run != nil && (best.run == nil || median(s.rates) > median(best.rates)) {
+			best = s
+		}
+	}
+	bare := median(best.rates)
 	official := median(series[0].rates)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "series\tmedian rows/s\tmin\tmax\t× bare COPY loop\t× one batch per tx\tCPU µs/row: ferry run\tferry server\tpostgres\t\n")
+	fmt.Fprintf(w, "series\tmedian rows/s\tmin\tmax\t× best bare loop\t× one batch per tx\tCPU µs/row: ferry run\tferry server\tpostgres\tof it background\tfirst commit s\trows/s after it\t\n")
 	perRow := func(v []float64) float64 { return median(v) / (pgbPartitions * pgbPerPart) * 1e6 }
 	for _, s := range series {
 		m := median(s.rates)
-		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t\n", s.name, m, slices.Min(s.rates), slices.Max(s.rates), m/bare, m/official,
-			perRow(s.cpuRun), perRow(s.cpuServer), perRow(s.cpuPG))
+		first, steady := "–", "–"
+		if s.firsts != nil {
+			first = fmt.Sprintf("%.2f", median(s.firsts))
+		}
+		if s.steady != nil {
+			steady = fmt.Sprintf("%.0f", median(s.steady))
+		}
+		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t%.2f\t%s\t%s\t\n", s.name, m, slices.Min(s.rates), slices.Max(s.rates), m/bare, m/official,
+			perRow(s.cpuRun), perRow(s.cpuServer), perRow(s.cpuPG), perRow(s.cpuPGBackground), first, steady)
 		b.Run(s.name, func(b *testing.B) {
 			b.ReportMetric(m, "rows/s")
 			b.ReportMetric(0, "ns/op")
 		})
+	}
+	_ = w.Flush()
+	fmt.Printf("best bare loop: %s, median %.0f rows/s\n", best.name, bare)
+	for _, s := range series {
+		if s.run != nil {
+			continue
+		}
+		m := median(s.rates)
+		verdict := "goal met"
+		if m < 150_000 || m/bare < 0.8 {
+			verdict = "goal NOT met"
+		}
+		fmt.Printf("%s: median %.0f rows/s (goal ≥ 150000), %.2f × %s (goal ≥ 0.80): %s\n", s.name, m, m/bare, best.name, verdict)
 	}
 	_ = w.Flush()
 }
@@ -152,7 +221,7 @@ func median(v []float64) float64 {
 // ferryToPostgres runs one ferry process with the series' sink file into table until the
 // offsets table covers every message, stops it and checks the table. It returns the time,
 // the process's CPU seconds and PostgreSQL's (postgresCPU), both read before the stop.
-func ferryToPostgres(b *testing.B, db *pgxpool.Pool, url, addr, table, key string, s *pgbSeries) (time.Duration, float64, float64) {
+func ferryToPostgres(b *testing.B, db *pgxpool.Pool, url, addr, table, key string, s *pgbSeries) (time.Duration, float64, pgCPU) {
 	dir := b.TempDir()
 	conns := filepath.Join(dir, "pg")
 	writeFile(b, filepath.Join(conns, "sink.toml"), fmt.Sprintf(`type = "sink"
@@ -187,7 +256,11 @@ max_connections = 4
 	}
 	run := startFerry(b, key, dir, env, "run", "--config", remoteConfig(b, dir, addr, conns), "--progress", "0")
 	deadline := start.Add(5 * time.Minute)
-	for pgCount(db, progress) != total {
+	first := time.Duration(0)
+	for n := pgCount(db, progress); n != total; n = pgCount(db, progress) {
+		if n > 0 && first == 0 {
+			first = time.Since(start)
+		}
 		if run.exited() {
 			b.Fatalf("%s exited: %v\n%s", key, run.err, tail(run.out.String(), 30))
 		}
@@ -197,6 +270,13 @@ max_connections = 4
 		time.Sleep(10 * time.Millisecond)
 	}
 	d := time.Since(start)
+	if first == 0 {
+		first = d
+	}
+	s.firsts = append(s.firsts, first.Seconds())
+	if d > first {
+		s.steady = append(s.steady, float64(total)/(d-first).Seconds()) // an upper bound: the first commit's rows count as after it
+	}
 	cpu, pg := procCPU(run.cmd.Process.Pid), postgresCPU(b)
 	run.stop(15 * time.Second)
 	rows := pgCount(db, "SELECT count(*) FROM "+table)
@@ -207,11 +287,21 @@ max_connections = 4
 	return d, cpu, pg
 }
 
-// bareCopyLoop writes the same 300k rows into a table of the sink's layout with pgx's
-// CopyFrom (COPY's binary format), pgbBatch rows per COPY (one transaction each), one
-// connection per partition, all at once: timed from connecting to the last commit. With
-// text, it sends COPY's text format instead (the same rows, encoded by hand).
-func bareCopyLoop(b *testing.B, url, table string, text bool) (time.Duration, float64) {
+// loopEncoding is how a bare loop encodes its COPY stream.
+type loopEncoding int
+
+const (
+	loopPgx           loopEncoding = iota // pgx's CopyFrom: binary, []any rows, a big.Int per id
+	loopText                              // COPY's text format, encoded by hand
+	loopBinaryByHand                      // COPY's binary format, encoded by hand (no []any, no big.Int)
+	loopBinaryOffsets                     // as loopBinaryByHand, each COPY in a transaction with the sink's offsets row statements
+	loopBinaryInTx                        // as loopBinaryByHand, each COPY in a transaction of its own (BEGIN, COPY, COMMIT)
+)
+
+// bareCopyLoop writes the same 300k rows into a table of the sink's layout, pgbBatch rows
+// per COPY (one transaction each), one connection per partition, all at once, encoded as
+// enc says: timed from connecting to the last commit.
+func bareCopyLoop(b *testing.B, url, table string, enc loopEncoding) (time.Duration, pgCPU) {
 	ctx := context.Background()
 	start := time.Now()
 	pool, err := pgxpool.New(ctx, url)
@@ -224,6 +314,15 @@ func bareCopyLoop(b *testing.B, url, table string, text bool) (time.Duration, fl
 	iggy_checksum bigint, iggy_origin_timestamp timestamptz, payload jsonb, created_at timestamptz DEFAULT now())`); err != nil {
 		b.Fatal(err)
 	}
+	if enc == loopBinaryOffsets {
+		if _, err := pool.Exec(ctx, `CREATE TABLE `+table+`_offsets (
+	connector text NOT NULL, stream text NOT NULL, topic text NOT NULL, partition_id integer NOT NULL,
+	last_offset bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(),
+	target_database text NOT NULL DEFAULT '', target_schema text NOT NULL DEFAULT '', target_table text NOT NULL DEFAULT '',
+	wrote_rows boolean, PRIMARY KEY (connector, stream, topic, partition_id))`); err != nil {
+			b.Fatal(err)
+		}
+	}
 	cols := []string{"id", "iggy_offset", "iggy_timestamp", "iggy_stream", "iggy_topic", "iggy_partition_id",
 		"iggy_checksum", "iggy_origin_timestamp", "payload"}
 	ts := time.Now().UTC()
@@ -231,8 +330,15 @@ func bareCopyLoop(b *testing.B, url, table string, text bool) (time.Duration, fl
 	errs := make([]error, pgbPartitions)
 	for p := range uint32(pgbPartitions) {
 		wg.Go(func() {
-			if text {
-				errs[p] = textCopyLoop(ctx, pool, table, cols, p, ts)
+			switch enc {
+			case loopText:
+				errs[p] = byHandCopyLoop(ctx, pool, table, cols, p, ts, appendTextRows, "")
+				return
+			case loopBinaryByHand:
+				errs[p] = byHandCopyLoop(ctx, pool, table, cols, p, ts, appendBinaryRows, " (FORMAT binary)")
+				return
+			case loopBinaryOffsets, loopBinaryInTx:
+				errs[p] = offsetsCopyLoop(ctx, pool, table, cols, p, ts, enc)
 				return
 			}
 			rows := make([][]any, pgbBatch)
@@ -253,38 +359,154 @@ func bareCopyLoop(b *testing.B, url, table string, text bool) (time.Duration, fl
 			b.Fatal(err)
 		}
 	}
-	return d, postgresCPU(b)
+	cpu := postgresCPU(b)
+	// Every loop writes the same rows: the count, the ids, the payloads and the stamps.
+	var sum, want string
+	var n, bad int64
+	if err := pool.QueryRow(ctx, `SELECT count(*), sum(id)::text, count(*) FILTER (WHERE iggy_timestamp <> $1 OR iggy_origin_timestamp <> $1
+		OR payload <> jsonb_build_object('p', iggy_partition_id, 'o', iggy_offset, 'user', 'u' || (iggy_offset % 97), 'pad', payload->>'pad')
+		OR id <> (iggy_partition_id::numeric * 1099511627776 + iggy_offset) OR iggy_checksum <> iggy_offset OR iggy_stream <> 's' OR iggy_topic <> 't')
+		FROM `+pgx.Identifier{table}.Sanitize(), ts).Scan(&n, &sum, &bad); err != nil {
+		b.Fatal(err)
+	}
+	total := new(big.Int)
+	for p := range int64(pgbPartitions) {
+		for o := range int64(pgbPerPart) {
+			total.Add(total, big.NewInt(p<<40|o))
+		}
+	}
+	want = total.String()
+	if n != pgbPartitions*pgbPerPart || sum != want || bad != 0 {
+		b.Fatalf("%s: %d rows (want %d), sum of ids %s (want %s), %d rows unlike the others", table, n, pgbPartitions*pgbPerPart, sum, want, bad)
+	}
+	return d, cpu
 }
 
-// textCopyLoop is bareCopyLoop's partition p in COPY's text format.
-func textCopyLoop(ctx context.Context, pool *pgxpool.Pool, table string, cols []string, p uint32, ts time.Time) error {
+// byHandCopyLoop is bareCopyLoop's partition p with a COPY stream that appendRows encodes
+// by hand into one reused buffer (format: COPY's option for it).
+func byHandCopyLoop(ctx context.Context, pool *pgxpool.Pool, table string, cols []string, p uint32, ts time.Time,
+	appendRows func(buf []byte, p uint32, base uint64, ts time.Time) []byte, format string) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Release()
-	sql := "COPY " + pgx.Identifier{table}.Sanitize() + " (" + strings.Join(cols, ", ") + ") FROM STDIN"
-	stamp := ts.Format("2006-01-02 15:04:05.999999Z07:00")
-	var buf bytes.Buffer
+	sql := "COPY " + pgx.Identifier{table}.Sanitize() + " (" + strings.Join(cols, ", ") + ") FROM STDIN" + format
+	var buf []byte
 	for base := uint64(0); base < pgbPerPart; base += pgbBatch {
-		buf.Reset()
-		for i := range uint64(pgbBatch) {
-			o := base + i
-			fmt.Fprintf(&buf, "%d\t%d\t%s\ts\tt\t%d\t%d\t%s\t", int64(p)<<40|int64(o), o, stamp, p, o, stamp)
-			for _, c := range pgbPayload(p, o) {
-				switch c {
-				case '\\', '\t', '\n', '\r':
-					buf.WriteByte('\\')
-				}
-				buf.WriteByte(c)
-			}
-			buf.WriteByte('\n')
-		}
-		if _, err := conn.Conn().PgConn().CopyFrom(ctx, &buf, sql); err != nil {
+		buf = appendRows(buf[:0], p, base, ts)
+		if _, err := conn.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), sql); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// offsetsCopyLoop is byHandCopyLoop in the binary format with what the sink adds to each
+// COPY with exactly_once: a transaction (loopBinaryInTx: that alone), the partition's
+// offsets row locked (an upsert) before the rows and updated after them; the statements
+// are the sink's.
+func offsetsCopyLoop(ctx context.Context, pool *pgxpool.Pool, table string, cols []string, p uint32, ts time.Time, enc loopEncoding) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	offsets := pgx.Identifier{table + "_offsets"}.Sanitize()
+	sql := "COPY " + pgx.Identifier{table}.Sanitize() + " (" + strings.Join(cols, ", ") + ") FROM STDIN (FORMAT binary)"
+	var buf []byte
+	for base := uint64(0); base < pgbPerPart; base += pgbBatch {
+		buf = appendBinaryRows(buf[:0], p, base, ts)
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if enc == loopBinaryInTx {
+				_, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), sql)
+				return err
+			}
+			var last int64
+			if err := tx.QueryRow(ctx, `INSERT INTO `+offsets+` AS o (connector, stream, topic, partition_id, last_offset,
+	target_database, target_schema, target_table, wrote_rows)
+VALUES ($1, $2, $3, $4, -1, $5, $6, $7, false)
+ON CONFLICT (connector, stream, topic, partition_id) DO UPDATE SET last_offset = o.last_offset
+RETURNING last_offset`, "loop", "s", "t", int32(p), "ferry", "public", table).Scan(&last); err != nil {
+				return err
+			}
+			if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `UPDATE `+offsets+` SET last_offset = $5, updated_at = now(), wrote_rows = wrote_rows OR $6
+WHERE connector = $1 AND stream = $2 AND topic = $3 AND partition_id = $4`, "loop", "s", "t", int32(p), int64(base+pgbBatch-1), true)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendTextRows appends partition p's pgbBatch rows from offset base in COPY's text format.
+func appendTextRows(buf []byte, p uint32, base uint64, ts time.Time) []byte {
+	stamp := ts.Format("2006-01-02 15:04:05.999999Z07:00")
+	for i := range uint64(pgbBatch) {
+		o := base + i
+		buf = fmt.Appendf(buf, "%d\t%d\t%s\ts\tt\t%d\t%d\t%s\t", int64(p)<<40|int64(o), o, stamp, p, o, stamp)
+		for _, c := range pgbPayload(p, o) {
+			switch c {
+			case '\\', '\t', '\n', '\r':
+				buf = append(buf, '\\')
+			}
+			buf = append(buf, c)
+		}
+		buf = append(buf, '\n')
+	}
+	return buf
+}
+
+// appendBinaryRows appends partition p's pgbBatch rows from offset base as a whole stream
+// in COPY's binary format: what the sink's own encoder writes, without its []any rows.
+func appendBinaryRows(buf []byte, p uint32, base uint64, ts time.Time) []byte {
+	be := binary.BigEndian
+	us := uint64(ts.UnixMicro() - 946_684_800_000_000) // PostgreSQL's epoch is 2000-01-01
+	buf = append(buf, "PGCOPY\n\377\r\n\000\x00\x00\x00\x00\x00\x00\x00\x00"...)
+	for i := range uint64(pgbBatch) {
+		o := base + i
+		buf = be.AppendUint16(buf, 9)
+		buf = appendNumeric(buf, uint64(p)<<40|o)
+		buf = be.AppendUint64(be.AppendUint32(buf, 8), o)
+		buf = be.AppendUint64(be.AppendUint32(buf, 8), us)
+		buf = append(be.AppendUint32(buf, 1), 's')
+		buf = append(be.AppendUint32(buf, 1), 't')
+		buf = be.AppendUint32(be.AppendUint32(buf, 4), p)
+		buf = be.AppendUint64(be.AppendUint32(buf, 8), o)
+		buf = be.AppendUint64(be.AppendUint32(buf, 8), us)
+		payload := pgbPayload(p, o)
+		buf = append(append(be.AppendUint32(buf, uint32(len(payload)+1)), 1), payload...) // jsonb version 1
+	}
+	return be.AppendUint16(buf, 0xffff)
+}
+
+// appendNumeric appends v as one field in numeric's binary form: base-10000 digits,
+// most significant first, trailing zero digits dropped.
+func appendNumeric(buf []byte, v uint64) []byte {
+	var d [5]uint16 // 2^64 < 10000^5
+	n := 0
+	for ; v != 0; v /= 10000 {
+		d[n] = uint16(v % 10000)
+		n++
+	}
+	low := 0
+	for low < n && d[low] == 0 {
+		low++
+	}
+	weight := max(n-1, 0) // zero has no digits, weight 0
+	be := binary.BigEndian
+	buf = be.AppendUint32(buf, uint32(8+2*(n-low)))
+	buf = be.AppendUint16(be.AppendUint16(buf, uint16(n-low)), uint16(weight))
+	buf = be.AppendUint16(be.AppendUint16(buf, 0), 0) // positive, display scale 0
+	for k := n - 1; k >= low; k-- {
+		buf = be.AppendUint16(buf, d[k])
+	}
+	return buf
 }
 
 // procCPU is the user and system CPU seconds process pid has used (0 when it is gone).
@@ -301,15 +523,20 @@ func procCPU(pid int) float64 {
 	return (u + sys) / 100
 }
 
-// postgresCPU is the CPU seconds used so far by the cluster of scripts/postgres.sh
+// pgCPU is CPU seconds PostgreSQL used: all of it, and of that its own processes (the
+// postmaster and its background workers: WAL writer, checkpointer, autovacuum…), the
+// rest being the client backends.
+type pgCPU struct{ all, background float64 }
+
+// postgresCPU is the CPU used so far by the cluster of scripts/postgres.sh
 // (FERRY_POSTGRES_DIR): its postmaster and the processes it started that still run.
-func postgresCPU(b *testing.B) float64 {
+func postgresCPU(b *testing.B) pgCPU {
 	pidFile, err := os.ReadFile(filepath.Join(os.Getenv("FERRY_POSTGRES_DIR"), "data", "postmaster.pid"))
 	if err != nil {
 		b.Fatalf("the PostgreSQL cluster's postmaster.pid (FERRY_POSTGRES_DIR): %v", err)
 	}
 	master, _ := strconv.Atoi(strings.SplitN(string(pidFile), "\n", 2)[0])
-	total := procCPU(master)
+	c := pgCPU{all: procCPU(master), background: procCPU(master)}
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
@@ -322,8 +549,13 @@ func postgresCPU(b *testing.B) float64 {
 		}
 		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
 		if ppid, _ := strconv.Atoi(f[1]); ppid == master {
-			total += procCPU(pid)
+			cpu := procCPU(pid)
+			c.all += cpu
+			// A client backend's title names its client: "postgres: user db 127.0.0.1(port) …".
+			if title, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); !strings.Contains(string(title), "(") {
+				c.background += cpu
+			}
 		}
 	}
-	return total
+	return c
 }
