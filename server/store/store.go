@@ -103,6 +103,7 @@ type Store struct {
 	closeErr  error
 	dummyOnce sync.Once
 	dummy     string // see dummyHash
+	verified  verifiedPasswords
 	dir       string
 	reserve   int64
 	readOnly  bool   // opened read-only: the disk was full at start

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"crypto/hmac"
 	"crypto/pbkdf2"
 	"crypto/rand"
 	"crypto/sha256"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
 
@@ -74,6 +76,57 @@ func checkPassword(encoded, password string) bool {
 	passwordChecks.Add(1)
 	got, err := pbkdf2.Key(sha256.New, password, salt, iters, len(want))
 	return err == nil && subtle.ConstantTimeCompare(got, want) == 1
+}
+
+// verifiedPasswords remembers, per stored password hash, a keyed digest of the password
+// that last matched it, so a client that logs in again with the same password (a runtime
+// opens several connections, and restarts) costs one HMAC instead of a full key derivation.
+// Only matches are kept: a wrong password still pays the whole derivation, so the time of
+// an answer tells nothing its content does not. The key is random per process and never
+// stored; a changed password has a new hash (a new salt), so an old entry cannot match it.
+type verifiedPasswords struct {
+	once sync.Once
+	key  []byte
+	mu   sync.Mutex
+	m    map[string][sha256.Size]byte // stored hash -> HMAC(key, password)
+}
+
+// maxVerified bounds the entries (one per user in practice; hashes replaced by a password
+// change are only dropped when the bound clears the map).
+const maxVerified = 4096
+
+func (v *verifiedPasswords) digest(password string) [sha256.Size]byte {
+	v.once.Do(func() {
+		v.key = make([]byte, 32)
+		_, _ = rand.Read(v.key)
+		v.m = make(map[string][sha256.Size]byte)
+	})
+	mac := hmac.New(sha256.New, v.key)
+	mac.Write([]byte(password))
+	var d [sha256.Size]byte
+	mac.Sum(d[:0])
+	return d
+}
+
+// check is checkPassword, answered from the remembered matches when it can be.
+func (v *verifiedPasswords) check(encoded, password string) bool {
+	d := v.digest(password)
+	v.mu.Lock()
+	known, ok := v.m[encoded]
+	v.mu.Unlock()
+	if ok && subtle.ConstantTimeCompare(known[:], d[:]) == 1 {
+		return true
+	}
+	if !checkPassword(encoded, password) {
+		return false
+	}
+	v.mu.Lock()
+	if len(v.m) >= maxVerified {
+		clear(v.m)
+	}
+	v.m[encoded] = d
+	v.mu.Unlock()
+	return true
 }
 
 // dummyHash returns a hash of a random password at the store's cost, made on
@@ -350,8 +403,9 @@ func (s *Store) Users() ([]User, error) {
 	return out, nil
 }
 
-// Authenticate checks a username and password (slow by design: PBKDF2). It
-// does not check Status. Errors: ErrInvalidCredentials, ErrClosed.
+// Authenticate checks a username and password (slow by design: PBKDF2; a
+// password that matched this user's hash before costs an HMAC). It does not
+// check Status. Errors: ErrInvalidCredentials, ErrClosed.
 func (s *Store) Authenticate(username, password string) (User, error) {
 	s.mu.RLock()
 	u, ok := s.userByName(username)
@@ -371,7 +425,7 @@ func (s *Store) Authenticate(username, password string) (User, error) {
 		checkPassword(s.dummyHash(), password)
 		return User{}, fmt.Errorf("user %q: %w", username, ErrInvalidCredentials)
 	}
-	if !checkPassword(hash, password) {
+	if !s.verified.check(hash, password) {
 		return User{}, fmt.Errorf("user %q: %w", username, ErrInvalidCredentials)
 	}
 	return out, nil
