@@ -74,6 +74,12 @@ const (
 	// FieldMaxRowsPerTransaction: with flush_interval, a partition's transaction commits
 	// once it holds this many rows; default 10000.
 	FieldMaxRowsPerTransaction = "max_rows_per_transaction"
+	// FieldCommitWhenCaughtUp: with flush_interval, a partition's transaction also commits
+	// when a batch reaches the partition's end as the poll saw it (its last offset is the
+	// poll's current offset): nothing more is waiting, so holding it open would only delay
+	// what is written. Under a backlog batches do not reach the end, and they group.
+	// Default true; false keeps every group open until its age or size.
+	FieldCommitWhenCaughtUp = "commit_when_caught_up"
 	// FieldCopyFormat: COPY's format in the copy write mode: text (default) or binary.
 	// Both write the same rows; PostgreSQL spends less CPU per row parsing the text one.
 	FieldCopyFormat = "copy_format"
@@ -112,6 +118,7 @@ var Spec = sdk.ConfigSpec{Fields: []sdk.ConfigField{
 	{Name: FieldColumns, Type: sdk.TypeTables, Doc: "[[plugin_config.columns]] name, type, path: extra columns from JSON payload fields"},
 	{Name: FieldFlushInterval, Type: sdk.TypeDuration, Default: "0s", Doc: "group commit: a partition's transaction spans batches and commits at this age (0: one transaction per batch)"},
 	{Name: FieldMaxRowsPerTransaction, Type: sdk.TypeInteger, Default: DefaultMaxRowsPerTransaction, Doc: "with flush_interval: commit a partition's transaction once it holds this many rows"},
+	{Name: FieldCommitWhenCaughtUp, Type: sdk.TypeBool, Default: true, Doc: "with flush_interval: also commit a partition's transaction when a batch reaches the partition's end (nothing more waiting)"},
 	{Name: FieldCopyFormat, Type: sdk.TypeString, Default: CopyText, Doc: "COPY's format in the copy write mode: text or binary (the same rows)"},
 }}
 
@@ -157,6 +164,7 @@ type Config struct {
 	Columns                []Column `json:"columns"`
 	FlushInterval          string   `json:"flush_interval"`
 	MaxRowsPerTransaction  int      `json:"max_rows_per_transaction"`
+	CommitWhenCaughtUp     *bool    `json:"commit_when_caught_up"`
 	CopyFormat             string   `json:"copy_format"`
 }
 

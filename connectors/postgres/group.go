@@ -23,7 +23,8 @@ import (
 // row the database refuses is found in the Consume that delivered it, and handed back as
 // sdk.RejectedMessages as without groups), and it commits, with the offsets row, when it
 // is flush_interval old, holds max_rows_per_transaction rows or maxGroupBatches batches,
-// when the partition is assigned again, or at Close. Only then does the partition's last
+// when a batch reaches the partition's end as its poll saw it (commit_when_caught_up:
+// nothing more is waiting to join it), when the partition is assigned again, or at Close. Only then does the partition's last
 // offset go to the Committer: what Iggy stores is always in the table.
 //
 // The group keeps a copy of its rows until it commits: a transaction lost under it (the
@@ -143,7 +144,7 @@ func (s *Sink) keepPayloads(rows [][]any, msgs []sdk.ConsumedMessage) {
 
 // consumeGrouped writes one batch into its partition's group (see the top of this file).
 // refused are the rows already refused (column conversions), ascending.
-func (s *Sink) consumeGrouped(ctx context.Context, topic sdk.TopicMetadata, p sdk.Partition, msgs []sdk.ConsumedMessage, rows [][]any, refused []int, rejErr error) error {
+func (s *Sink) consumeGrouped(ctx context.Context, topic sdk.TopicMetadata, p sdk.Partition, msgs []sdk.ConsumedMessage, rows [][]any, refused []int, rejErr error, caughtUp bool) error {
 	g := s.groups.get(topic, p)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -203,7 +204,7 @@ func (s *Sink) consumeGrouped(ctx context.Context, topic sdk.TopicMetadata, p sd
 	before := g.mark()
 	g.add(msgs[from:], rows[from:], refused, from, last)
 	g.batches++
-	if len(g.msgs) >= s.cfg.MaxRowsPerTransaction || g.batches >= maxGroupBatches {
+	if len(g.msgs) >= s.cfg.MaxRowsPerTransaction || g.batches >= maxGroupBatches || caughtUp {
 		if err := s.commitGroup(ctx, g); err != nil {
 			if g.pending { // this batch fails: what is kept to write again is what came before it
 				g.undo(before)

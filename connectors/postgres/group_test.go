@@ -266,3 +266,61 @@ func TestGroupConfig(t *testing.T) {
 		t.Fatalf("parseConfig = %+v, %v; want flush_interval 250ms, max_rows_per_transaction %d", c, err, DefaultMaxRowsPerTransaction)
 	}
 }
+
+// TestGroupCommitsWhenCaughtUp: a batch that reaches the partition's end as its poll saw it
+// commits the open group at once (the timer is an hour away); a batch with more waiting
+// does not; with commit_when_caught_up = false the group waits for its age or size.
+func TestGroupCommitsWhenCaughtUp(t *testing.T) {
+	t.Run("default", func(t *testing.T) {
+		db, url := testDB(t)
+		tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
+		c := &commits{}
+		s := open(t, groupCfg(url, tbl, off, "1h", 10000), "stop", c)
+		if err := consume(t, s, 0, msgs(0, 100, jsonPayload)); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 0 {
+			t.Fatalf("%d rows visible with more waiting, want 0 (the group is open)", n)
+		}
+		if _, ok := c.last(part(0)); ok {
+			t.Fatal("committed to Iggy with the group open")
+		}
+		if err := consumeAtEnd(t, s, 0, msgs(100, 50, jsonPayload)); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 150 {
+			t.Fatalf("rows after the batch that reached the end = %d, want 150", n)
+		}
+		if n := count(t, db, "SELECT last_offset FROM "+off); n != 149 {
+			t.Fatalf("offsets row = %d, want 149", n)
+		}
+		if o, _ := c.last(part(0)); o != 149 {
+			t.Fatalf("commit = %d, want 149", o)
+		}
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		db, url := testDB(t)
+		tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
+		c := &commits{}
+		cfg := strings.TrimSuffix(groupCfg(url, tbl, off, "1h", 10000), "}") + `,"commit_when_caught_up":false}`
+		s := open(t, cfg, "stop", c)
+		if err := consumeAtEnd(t, s, 0, msgs(0, 100, jsonPayload)); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 0 {
+			t.Fatalf("%d rows visible, want 0 (commit_when_caught_up = false)", n)
+		}
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 100 {
+			t.Fatalf("rows after Close = %d, want 100", n)
+		}
+		if o, _ := c.last(part(0)); o != 99 {
+			t.Fatalf("commit after Close = %d, want 99", o)
+		}
+	})
+}

@@ -30,21 +30,37 @@ func (r tableRef) String() string {
 	return pgx.Identifier{r.database, r.schema, r.table}.Sanitize()
 }
 
-// offsetsDDL creates the offsets table, then adds the columns naming the target to a
-// table created before them (existing rows get empty names and read as before).
-func (s *Sink) offsetsDDL() []string {
-	return []string{
-		`CREATE TABLE IF NOT EXISTS ` + s.offsets + ` (
+// offsetsColumnsAdded are the offsets table's columns added after its first version.
+var offsetsColumnsAdded = []string{"target_database", "target_schema", "target_table", "wrote_rows"}
+
+// ensureOffsetsTable creates the offsets table, then adds the columns naming the target
+// to a table an older Ferry created (its rows get empty names and read as before). The ALTER runs only when a column is missing: it
+// takes an ACCESS EXCLUSIVE lock even when every column exists, so it would wait for every
+// open transaction holding an offsets row (another instance's groups) and stall every
+// writer queued behind it.
+func (s *Sink) ensureOffsetsTable(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.offsets+` (
 	connector text NOT NULL, stream text NOT NULL, topic text NOT NULL, partition_id integer NOT NULL,
 	last_offset bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(),
 	target_database text NOT NULL DEFAULT '', target_schema text NOT NULL DEFAULT '', target_table text NOT NULL DEFAULT '',
 	wrote_rows boolean,
-	PRIMARY KEY (connector, stream, topic, partition_id))`,
-		`ALTER TABLE ` + s.offsets + ` ADD COLUMN IF NOT EXISTS target_database text NOT NULL DEFAULT '',
+	PRIMARY KEY (connector, stream, topic, partition_id))`); err != nil {
+		return err
+	}
+	var have int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_attribute
+	WHERE attrelid = to_regclass($1) AND attname = ANY($2) AND attnum > 0 AND NOT attisdropped`,
+		s.offsets, offsetsColumnsAdded).Scan(&have); err != nil {
+		return err
+	}
+	if have == len(offsetsColumnsAdded) {
+		return nil
+	}
+	_, err := s.pool.Exec(ctx, `ALTER TABLE `+s.offsets+` ADD COLUMN IF NOT EXISTS target_database text NOT NULL DEFAULT '',
 	ADD COLUMN IF NOT EXISTS target_schema text NOT NULL DEFAULT '',
 	ADD COLUMN IF NOT EXISTS target_table text NOT NULL DEFAULT '',
-	ADD COLUMN IF NOT EXISTS wrote_rows boolean`,
-	}
+	ADD COLUMN IF NOT EXISTS wrote_rows boolean`)
+	return err
 }
 
 // resolveTarget returns the target's full name (its schema is the one the search path

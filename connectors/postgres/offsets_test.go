@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -186,5 +188,47 @@ func TestOffsetsTableMigrated(t *testing.T) {
 	}
 	if got, want := offsetRows(t, db, off), fmt.Sprintf("0 41 %s.public.%s null", dbName, tbl); got != want {
 		t.Fatalf("offsets rows %q, want %q", got, want)
+	}
+}
+
+// TestOpenBesideAnOpenTransaction: a sink opens while another instance's transaction holds
+// an offsets row (a group in progress): open takes no lock that waits for it (an ALTER of
+// the offsets table would, and would stall every writer queued behind it).
+func TestOpenBesideAnOpenTransaction(t *testing.T) {
+	db, url := testDB(t)
+	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
+	cfg := fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"payload_format":"json"}`, url, tbl, off)
+	first := open(t, cfg, "stop", &commits{})
+	if err := consume(t, first, 0, msgs(0, 10, jsonPayload)); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT * FROM "+off+" FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO "+tbl+" (id, payload) VALUES (99999, '{}')"); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan error, 1)
+	go func() {
+		s := New()
+		err := s.Open(ctx, sdk.SinkEnv{Key: "k-" + t.Name(), Config: []byte(cfg), OnFailure: "stop", Committer: &commits{}})
+		if err == nil {
+			err = s.Close(ctx)
+		}
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+	case <-time.After(testkit.Patience):
+		t.Fatalf("open still waiting after %v for a transaction holding an offsets row", testkit.Patience)
 	}
 }

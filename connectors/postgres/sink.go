@@ -34,8 +34,9 @@ type Sink struct {
 	// Retry pacing for transient database errors (connection lost, server restarting).
 	backoffInitial, backoffMax time.Duration
 	// Group commit (flush_interval > 0): one open transaction per partition (group.go).
-	flushEvery time.Duration
-	groups     groups
+	flushEvery     time.Duration
+	commitCaughtUp bool // commit_when_caught_up
+	groups         groups
 	// The target's column types for the binary COPY encoder (copybin.go), read once.
 	oidsMu sync.Mutex
 	oids   []uint32
@@ -79,6 +80,7 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 	s.offsets = pgx.Identifier{cfg.OffsetsTable}.Sanitize()
 	s.cols = s.columns()
 	s.flushEvery, _ = sdk.ParseDuration(cmp.Or(cfg.FlushInterval, "0s")) // checked by parseConfig
+	s.commitCaughtUp = cfg.CommitWhenCaughtUp == nil || *cfg.CommitWhenCaughtUp
 	s.groups.init()
 	err = s.retryTransient(ctx, "prepare tables", func(ctx context.Context) error { return s.prepare(ctx) })
 	if err != nil {
@@ -112,10 +114,8 @@ func (s *Sink) columns() []string {
 
 func (s *Sink) prepare(ctx context.Context) (err error) {
 	if *s.cfg.ExactlyOnce {
-		for _, q := range s.offsetsDDL() {
-			if _, err := s.pool.Exec(ctx, q); err != nil {
-				return fmt.Errorf("create offsets table %s: %w", s.cfg.OffsetsTable, err)
-			}
+		if err := s.ensureOffsetsTable(ctx); err != nil {
+			return fmt.Errorf("create offsets table %s: %w", s.cfg.OffsetsTable, err)
 		}
 		// The target's rows are checked against the offsets after it is created.
 		defer func() {
@@ -224,7 +224,8 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 		rejErr = rows[refused[0]][len(rows[refused[0]])-1].(convError)
 	}
 	if s.flushEvery > 0 {
-		return s.consumeGrouped(ctx, topic, meta.Partition, msgs, rows, refused, rejErr)
+		caughtUp := s.commitCaughtUp && meta.CurrentOffset <= msgs[len(msgs)-1].Offset
+		return s.consumeGrouped(ctx, topic, meta.Partition, msgs, rows, refused, rejErr, caughtUp)
 	}
 	refused, rejErr, err := s.writeBatch(ctx, topic, meta.Partition.PartitionID, msgs, rows, refused, rejErr)
 	if err != nil {

@@ -104,7 +104,19 @@ func consume(t *testing.T, s *Sink, p uint32, m []sdk.ConsumedMessage) error {
 	for i := range m { // ids unique across partitions
 		m[i].ID = sdk.MessageIDFromUint64(uint64(p)<<32 | (1000 + m[i].Offset))
 	}
-	return s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(p)}, m)
+	// The poll saw more waiting than the batch holds, as under a backlog (a group stays
+	// open; consumeAtEnd delivers a batch that reaches the partition's end).
+	return s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(p), CurrentOffset: m[len(m)-1].Offset + 1000}, m)
+}
+
+// consumeAtEnd is consume of a batch whose last message is the partition's last as the
+// poll saw it.
+func consumeAtEnd(t *testing.T, s *Sink, p uint32, m []sdk.ConsumedMessage) error {
+	t.Helper()
+	for i := range m {
+		m[i].ID = sdk.MessageIDFromUint64(uint64(p)<<32 | (1000 + m[i].Offset))
+	}
+	return s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(p), CurrentOffset: m[len(m)-1].Offset}, m)
 }
 
 func TestExactlyOnceRedeliveryWritesOnce(t *testing.T) {

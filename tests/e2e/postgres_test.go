@@ -128,7 +128,9 @@ func dial(t testing.TB, addr string) *iggy.Client {
 // open for flush (and up to a million rows), batches logged at info (verbose_logging).
 func pgGroupSink(key, url, table, flush string) string {
 	s := strings.Replace(pgSink(key, url, table, "stop"), "\n[[streams]]", "max_in_flight = 3\n\n[[streams]]", 1)
-	return s + fmt.Sprintf("flush_interval = %q\nmax_rows_per_transaction = 1000000\nverbose_logging = true\n", flush)
+	// These tests need groups open across batches: a batch that catches up with the
+	// producer would commit its group at once (connectors/postgres TestGroupCommitsWhenCaughtUp).
+	return s + fmt.Sprintf("flush_interval = %q\nmax_rows_per_transaction = 1000000\ncommit_when_caught_up = false\nverbose_logging = true\n", flush)
 }
 
 // groupBatches finds the batch count of each "group written" line.
