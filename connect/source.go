@@ -67,6 +67,7 @@ type sourceRunner struct {
 	failure  *failurePolicy
 	pipe     *sourcePipeline
 	counters *sourceCounters // the slot's: they outlive the instance (restarts never reset them)
+	inFlight int             // batches read and not yet acked at most (sourceInFlight)
 	instance uint32
 	tracer   trace.Tracer // a span per batch (tracing.go); nil when traces are off
 }
@@ -149,6 +150,13 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 		closeProducers()
 		return fmt.Errorf("open: %w", err)
 	}
+	if s.inFlight, err = sourceInFlight(s.cfg, s.src, s.log); err != nil {
+		if cerr := callSafely(func() error { return s.src.Close(s.life.hard) }); cerr != nil {
+			s.log.Warn("source close failed", "error", cerr)
+		}
+		closeProducers()
+		return err
+	}
 	s.prod = prod
 	s.status.set(StateRunning)
 	s.log.Info("source running", "stream", s.stream.Stream, "topic", s.stream.Topic, "schema", s.stream.Schema,
@@ -229,9 +237,33 @@ func (s *sourceRunner) run() {
 // stopped.
 var errStopping = errors.New("connect: runtime stopping; batch not delivered")
 
+// sourceInFlight is how many batches a source runner may hold read and not yet acked: the
+// connector's max_in_flight (default 1), at most what the source accepts
+// (sdk.PipelinedSource). A source that does not accept it refuses max_in_flight > 1 (a
+// restart cannot fix that).
+func sourceInFlight(cfg *config.Source, src sdk.Source, log *slog.Logger) (int, error) {
+	n := int(max(cfg.MaxInFlight, 1))
+	if n == 1 {
+		return 1, nil
+	}
+	ps, ok := src.(sdk.PipelinedSource)
+	if !ok || ps.MaxUnacked() < 1 {
+		return 0, fmt.Errorf("%w: max_in_flight = %d: the source %s does not accept reads before its batches are acknowledged (sdk.PipelinedSource)",
+			errPermanent, n, cfg.Path)
+	}
+	if most := ps.MaxUnacked(); n > most {
+		log.Warn("max_in_flight is more than the source accepts; using the source's limit", "max_in_flight", n, "source_limit", most)
+		n = most
+	}
+	return n, nil
+}
+
 // loop runs until the stop or the end of input. It returns sdk.ErrEndOfInput, or nil on
 // a stop.
 func (s *sourceRunner) loop() error {
+	if s.inFlight > 1 {
+		return s.pipelined(s.inFlight)
+	}
 	soft := s.life.soft
 	for soft.Err() == nil {
 		var (
@@ -261,6 +293,87 @@ func (s *sourceRunner) loop() error {
 		}
 	}
 	return nil
+}
+
+// errEarlierUndelivered is the ack error of a batch read after one that was not delivered:
+// it was not sent, so that nothing past the gap reaches Iggy or is acknowledged.
+var errEarlierUndelivered = errors.New("an earlier batch was not delivered")
+
+// pipelined is loop for max_in_flight = n > 1 (an sdk.PipelinedSource): up to n batches
+// read and not yet acked. Three goroutines, each in read order: this one reads and encodes,
+// a sender sends one batch after another (each batch's partitions at once), an acker saves
+// each batch's state and acks it once it and every earlier batch were sent. A batch that
+// leaves a gap (not delivered, or rejected under on_failure = stop) stops the sender: every
+// later batch is nacked unsent and reading ends.
+func (s *sourceRunner) pipelined(n int) error {
+	slots := make(chan struct{}, n) // one per batch read and not yet finished
+	toSend := make(chan *pendingBatch, n)
+	toFinish := make(chan *pendingBatch, n)
+	// reading ends at the stop, or when the acker ends the loop (a failure).
+	reading, halt := context.WithCancel(s.life.soft)
+	defer halt()
+	go func() {
+		defer close(toFinish)
+		var gap error
+		for p := range toSend {
+			if gap != nil {
+				p.unsent = fmt.Errorf("%w: %w", errEarlierUndelivered, gap)
+			} else if s.sendPending(p); p.blocksLater(s.cfg.OnFailure) {
+				gap = errors.Join(p.unsent, p.badErr, p.rejected)
+			}
+			toFinish <- p
+		}
+	}()
+	var stop error
+	acked := make(chan struct{})
+	go func() {
+		defer close(acked)
+		ended := false
+		for p := range toFinish {
+			if ended {
+				s.ack(p.ack, fmt.Errorf("%w: %w", errStopping, errEarlierUndelivered))
+			} else if ok, err := s.finish(p); !ok || err != nil {
+				ended, stop = true, err
+				halt()
+			}
+			<-slots
+		}
+	}()
+	var end error // ErrEndOfInput, or a permanent read error
+	for reading.Err() == nil {
+		select {
+		case slots <- struct{}{}:
+		case <-reading.Done():
+			continue
+		}
+		var (
+			batch sdk.SourceBatch
+			ack   sdk.AckFunc
+		)
+		err := s.read(reading, &batch, &ack)
+		// read returns nil without a batch only when reading ended: then a batch is one that
+		// carries something to send or ack.
+		if err == nil && (reading.Err() == nil || ack != nil || batch.Messages != nil || batch.State != nil) {
+			// A batch, even one returned as reading ended: the sender sends it (or nacks it
+			// after a gap) and the acker finishes it in its turn.
+			if ack == nil {
+				ack = sdk.NoAck
+			}
+			toSend <- s.prepare(batch, ack)
+			continue
+		}
+		<-slots
+		if errors.Is(err, sdk.ErrEndOfInput) || (err != nil && reading.Err() == nil) {
+			end = err
+		}
+		break
+	}
+	close(toSend)
+	<-acked
+	if stop != nil {
+		return stop
+	}
+	return end
 }
 
 // read calls Read until it returns a batch, the end of input, a permanent error (the
@@ -315,61 +428,108 @@ func (s *sourceRunner) read(soft context.Context, batch *sdk.SourceBatch, ack *s
 // so the source moves past it) or dead_letter (its messages, as produced, go to the
 // dead-letter topic with the ferry-error and ferry-stage headers; then as skip).
 func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) (ok bool, stop error) {
-	start := time.Now()
-	defer s.counters.batchTime.since(start)
-	var st *sourceTrace
+	p := s.prepare(batch, ack)
+	s.sendPending(p)
+	return s.finish(p)
+}
+
+// pendingBatch is one batch between its Read and its ack: prepare fills it on the reading
+// goroutine, sendPending sends it, finish saves its state and acks it (in read order).
+type pendingBatch struct {
+	batch sdk.SourceBatch
+	ack   sdk.AckFunc
+	msgs  []sdk.ProducedMessage // encoded, to send
+	start time.Time
+	ev    sourceBatch
+	st    *sourceTrace
+	// The batch's fate before its state is saved; at most one is set.
+	unsent   error  // not delivered: the runtime stopped, or an earlier batch was not delivered
+	badStage string // on_failure = stop and a message failed encode or a transform:
+	badErr   error  // the whole batch is rejected unsent
+	rejected error  // Iggy refused the send on every attempt (errRejected)
+}
+
+// blocksLater reports whether the batches read after p must not be sent: p left a gap that
+// on_failure does not allow the source to move past.
+func (p *pendingBatch) blocksLater(onFailure config.FailurePolicy) bool {
+	return p.unsent != nil || p.badErr != nil || (p.rejected != nil && onFailure == config.FailureStop)
+}
+
+// prepare counts and encodes a batch just read; messages that failed encode or a transform
+// are handled as on_failure says (rejectMessages).
+func (s *sourceRunner) prepare(batch sdk.SourceBatch, ack sdk.AckFunc) *pendingBatch {
+	p := &pendingBatch{batch: batch, ack: ack, start: time.Now()}
 	if s.tracer != nil {
-		st = s.startSourceTrace(start, len(batch.Messages))
-		defer func() { st.end(ok, stop) }()
+		p.st = s.startSourceTrace(p.start, len(batch.Messages))
 	}
-	ev := sourceBatch{key: s.cfg.Key, stream: s.stream.Stream, topic: s.stream.Topic, size: len(batch.Messages), start: start}
-	if s.bench != nil {
-		defer func() { s.bench.source(ev) }()
-	}
-	n := uint64(len(batch.Messages))
-	s.counters.produced.Add(n)
+	p.ev = sourceBatch{key: s.cfg.Key, stream: s.stream.Stream, topic: s.stream.Topic, size: len(batch.Messages), start: p.start}
+	s.counters.produced.Add(uint64(len(batch.Messages)))
 	msgs, bad := s.pipe.encode(batch)
-	ev.prepare = time.Since(start)
+	p.ev.prepare = time.Since(p.start)
+	p.msgs = msgs
 	if len(bad) > 0 {
-		if ok, stop := s.rejectMessages(batch, ack, bad); !ok || stop != nil {
+		s.rejectMessages(p, bad)
+	}
+	return p
+}
+
+// sendPending sends p's messages unless its fate is already decided.
+func (s *sourceRunner) sendPending(p *pendingBatch) {
+	if p.unsent != nil || p.badErr != nil || len(p.msgs) == 0 {
+		return
+	}
+	sendStart := time.Now()
+	sendSpan := p.st.startSend(sendStart, len(p.msgs))
+	err := s.send(p.msgs)
+	p.st.endSend(sendSpan, err)
+	p.ev.send = s.counters.sendTime.since(sendStart).Sub(sendStart)
+	switch {
+	case err == nil:
+		s.counters.sent.Add(uint64(len(p.msgs)))
+		p.ev.sent = len(p.msgs)
+	case errors.Is(err, errRejected):
+		p.rejected = err
+	default:
+		p.unsent = err
+	}
+}
+
+// finish ends a batch: a batch not delivered is nacked (false), a rejected one handled as
+// on_failure says, then the state is saved and the batch acked. ok and stop as handle's.
+func (s *sourceRunner) finish(p *pendingBatch) (ok bool, stop error) {
+	defer s.counters.batchTime.since(p.start)
+	if p.st != nil {
+		defer func() { p.st.end(ok, stop) }()
+	}
+	if s.bench != nil {
+		defer func() { s.bench.source(p.ev) }()
+	}
+	switch {
+	case p.unsent != nil:
+		s.ack(p.ack, fmt.Errorf("%w: %w", errStopping, p.unsent))
+		return false, nil
+	case p.badErr != nil:
+		return s.reject(p.batch, p.ack, p.badStage, p.badErr)
+	case p.rejected != nil:
+		batch := sdk.SourceBatch{Messages: p.msgs, State: p.batch.State, Schema: p.batch.Schema}
+		if ok, stop := s.reject(batch, p.ack, "send", p.rejected); !ok || stop != nil {
 			return ok, stop
 		}
 	}
-	var err error
-	if len(msgs) > 0 {
-		sendStart := time.Now()
-		sendSpan := st.startSend(sendStart, len(msgs))
-		err = s.send(msgs)
-		st.endSend(sendSpan, err)
-		ev.send = s.counters.sendTime.since(sendStart).Sub(sendStart)
-		if err != nil && !errors.Is(err, errRejected) {
-			s.ack(ack, fmt.Errorf("%w: %w", errStopping, err))
-			return false, nil
-		}
-		if err == nil {
-			s.counters.sent.Add(uint64(len(msgs)))
-			ev.sent = len(msgs)
-		}
-	}
-	if err != nil {
-		if ok, stop := s.reject(sdk.SourceBatch{Messages: msgs, State: batch.State, Schema: batch.Schema}, ack, "send", err); !ok || stop != nil {
-			return ok, stop
-		}
-	}
-	if batch.State != nil {
+	if p.batch.State != nil {
 		// The messages are in Iggy; a state that is not saved would replay them (duplicates,
 		// never a skip), so saving is retried like a send.
 		saveStart := time.Now()
-		err := s.retry("save state", &s.counters.stateErrs, func() error { return s.state.save(batch.State) })
-		ev.save = s.counters.saveTime.since(saveStart).Sub(saveStart)
+		err := s.retry("save state", &s.counters.stateErrs, func() error { return s.state.save(p.batch.State) })
+		p.ev.save = s.counters.saveTime.since(saveStart).Sub(saveStart)
 		if err != nil {
-			s.ack(ack, fmt.Errorf("%w: state not saved: %w", errStopping, err))
+			s.ack(p.ack, fmt.Errorf("%w: state not saved: %w", errStopping, err))
 			return false, nil
 		}
-		ev.saved = true
+		p.ev.saved = true
 	}
-	s.ack(ack, nil)
-	s.counters.acked.Add(n)
+	s.ack(p.ack, nil)
+	s.counters.acked.Add(uint64(len(p.batch.Messages)))
 	return true, nil
 }
 
@@ -377,8 +537,8 @@ func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) (ok bool, 
 // or transformed, each alone: skip drops and counts them, dead_letter sends them (as
 // produced, with ferry-error, ferry-stage = encode or transform, ferry-source) to the
 // dead-letter topic; the rest of the batch goes on. stop rejects the whole batch as a
-// failed send does (nacked, the source stops). ok and stop as reject's.
-func (s *sourceRunner) rejectMessages(batch sdk.SourceBatch, ack sdk.AckFunc, bad []rejectedMessage) (ok bool, stop error) {
+// failed send does (finish nacks it, the source stops).
+func (s *sourceRunner) rejectMessages(p *pendingBatch, bad []rejectedMessage) {
 	for _, m := range bad {
 		if m.stage == "transform" {
 			s.counters.transErrs.Add(1)
@@ -388,7 +548,8 @@ func (s *sourceRunner) rejectMessages(batch sdk.SourceBatch, ack sdk.AckFunc, ba
 		s.log.Warn("source message rejected ("+m.stage+"); on_failure = "+string(s.cfg.OnFailure), "error", m.err)
 	}
 	if s.cfg.OnFailure == config.FailureStop {
-		return s.reject(batch, ack, bad[0].stage, bad[0].err)
+		p.badStage, p.badErr = bad[0].stage, bad[0].err
+		return
 	}
 	msgs := make([]sdk.ProducedMessage, len(bad))
 	each := make([]messageFailure, len(bad))
@@ -398,10 +559,8 @@ func (s *sourceRunner) rejectMessages(batch sdk.SourceBatch, ack sdk.AckFunc, ba
 	f := sourceFailure(fmt.Sprintf("%d source message(s) rejected", len(bad)), bad[0].stage, bad[0].err, s.cfg.Key, msgs)
 	f.each = each
 	if v, err := s.failure.apply(s.life.hard, f); v == unsent {
-		s.ack(ack, fmt.Errorf("%w: %w", errStopping, err))
-		return false, nil
+		p.unsent = err
 	}
-	return true, nil
 }
 
 // errRejected marks a send Iggy refused on every attempt.

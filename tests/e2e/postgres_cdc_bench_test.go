@@ -72,6 +72,7 @@ func TestPostgresCDCThroughput(t *testing.T) {
 	}
 
 	// pg_recvlogical: the server's decoding and the wire, nothing else.
+	pg0 := postgresCPU(t)
 	start = time.Now()
 	cmd := exec.Command(recv[0], "-d", url, "-S", name+"_recv", "--start", "-E", end, "--no-loop",
 		"-o", "proto_version=1", "-o", "publication_names="+name+"_pub", "-f", "/dev/null")
@@ -79,10 +80,18 @@ func TestPostgresCDCThroughput(t *testing.T) {
 		t.Fatalf("pg_recvlogical: %v\n%s", err, out)
 	}
 	recvTime := time.Since(start)
+	recvPG := postgresCPU(t) - pg0
+	recvCPU := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 
 	// Ferry: the source from the slot to a 3-partition topic, every change acknowledged.
 	dir := t.TempDir()
-	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
+	prof := os.Getenv("FERRY_BENCH_PROFILE") // a CPU profile of each process, for go tool pprof
+	var runEnv []string
+	if prof != "" {
+		t.Setenv("FERRY_CPU_PROFILE", filepath.Join(prof, "cdc-server.pprof"))
+		runEnv = []string{"FERRY_CPU_PROFILE=" + filepath.Join(prof, "cdc-run.pprof")}
+	}
+	srv, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
 	c := dial(t, addr)
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	if _, err := c.CreateStream(cctx, "s"); err != nil {
@@ -100,9 +109,15 @@ func TestPostgresCDCThroughput(t *testing.T) {
 	src := strings.Replace(cdcSource(url, name, []string{name}), "batch_size = 500\n", fmt.Sprintf("batch_size = %d\n", batch), 1)
 	src = strings.Replace(src, "batch_length = 1000\n", fmt.Sprintf("batch_length = %d\n", batch), 1)
 	src += "publication = \"" + name + "_pub\"\n"
+	inFlight := 4 // batches read and not yet acknowledged (the source accepts any number)
+	if v, err := strconv.Atoi(os.Getenv("FERRY_CDC_BENCH_IN_FLIGHT")); err == nil && v > 0 {
+		inFlight = v
+	}
+	src = strings.Replace(src, "path = \"builtin:postgres\"\n", fmt.Sprintf("path = \"builtin:postgres\"\nmax_in_flight = %d\n", inFlight), 1)
 	writeFile(t, filepath.Join(conns, "cdc.toml"), src)
+	srv0, pg0 := procCPU(srv.cmd.Process.Pid), postgresCPU(t)
 	start = time.Now()
-	run := startFerry(t, "run", dir, nil, "run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0")
+	run := startFerry(t, "run", dir, runEnv, "run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0")
 	testkit.WaitFor(t, "every row in the topic", func() bool {
 		if run.exited() {
 			t.Fatalf("run exited: %v\n%s", run.err, tail(run.out.String(), 20))
@@ -110,14 +125,18 @@ func TestPostgresCDCThroughput(t *testing.T) {
 		return topicMessages(c, "cdc") >= uint64(rows)
 	})
 	ferryTime := time.Since(start)
+	runCPU, srvCPU, ferryPG := procCPU(run.cmd.Process.Pid), procCPU(srv.cmd.Process.Pid)-srv0, postgresCPU(t)-pg0
 	run.stop(30 * time.Second)
 	if n := topicMessages(c, "cdc"); n != uint64(rows) {
 		t.Fatalf("topic holds %d messages, want %d", n, rows)
 	}
+	srv.stop(30 * time.Second) // a clean exit writes its CPU profile
 	rate := func(d time.Duration) float64 { return float64(rows) / d.Seconds() }
-	t.Logf("pg_recvlogical: %d changes in %s = %.0f changes/s", rows, recvTime.Round(time.Millisecond), rate(recvTime))
-	t.Logf("ferry CDC source into Iggy (3 partitions, batch_size %d, acknowledged): %d changes in %s = %.0f changes/s (%.2f × pg_recvlogical)",
-		batch, rows, ferryTime.Round(time.Millisecond), rate(ferryTime), rate(ferryTime)/rate(recvTime))
+	us := func(cpu float64) float64 { return cpu * 1e6 / float64(rows) }
+	t.Logf("pg_recvlogical: %d changes in %s = %.0f changes/s; CPU µs/change: pg_recvlogical %.2f, PostgreSQL %.2f",
+		rows, recvTime.Round(time.Millisecond), rate(recvTime), us(recvCPU), us(recvPG))
+	t.Logf("ferry CDC source into Iggy (3 partitions, batch_size %d, max_in_flight %d, acknowledged): %d changes in %s = %.0f changes/s (%.2f × pg_recvlogical); CPU µs/change: ferry run %.2f, ferry server %.2f, PostgreSQL %.2f",
+		batch, inFlight, rows, ferryTime.Round(time.Millisecond), rate(ferryTime), rate(ferryTime)/rate(recvTime), us(runCPU), us(srvCPU), us(ferryPG))
 }
 
 // TestPostgresCDCLatency measures the time from a transaction's commit (the record's

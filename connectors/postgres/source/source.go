@@ -41,6 +41,19 @@ func New() *Source { return &Source{} }
 // ids are random.
 func (s *Source) UniqueIDs() bool { return s.cfg.Mode == ModeCDC }
 
+// MaxUnacked is how many batches the runtime may hold read and not yet acknowledged
+// (sdk.PipelinedSource), asked after Open. In CDC mode any number: Read only takes changes
+// off the stream's queue, the acks (in read order) each move the slot's confirmed position
+// up to their own batch, and a nack stops the source (the next Read fails) so a restart
+// replays from the slot. Polling mode takes one batch at a time: its delete or mark after
+// read follows each ack.
+func (s *Source) MaxUnacked() int {
+	if s.cfg.Mode == ModeCDC {
+		return sdk.MaxConcurrentUnlimited
+	}
+	return 1
+}
+
 // state is what the runtime saves after Iggy acknowledged a batch: the position of its
 // last change.
 type state struct {
