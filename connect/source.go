@@ -473,10 +473,17 @@ func (s *sourceRunner) prepare(batch sdk.SourceBatch, ack sdk.AckFunc) *pendingB
 	return p
 }
 
+// beforeSourceSend, set only by tests, is called with each batch's messages before they are
+// sent (to hold a send until the test saw what it waits for).
+var beforeSourceSend func(msgs []sdk.ProducedMessage)
+
 // sendPending sends p's messages unless its fate is already decided.
 func (s *sourceRunner) sendPending(p *pendingBatch) {
 	if p.unsent != nil || p.badErr != nil || len(p.msgs) == 0 {
 		return
+	}
+	if beforeSourceSend != nil {
+		beforeSourceSend(p.msgs)
 	}
 	sendStart := time.Now()
 	sendSpan := p.st.startSend(sendStart, len(p.msgs))
