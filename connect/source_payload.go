@@ -73,16 +73,27 @@ func (p *sourcePipeline) encode(b sdk.SourceBatch) ([]sdk.ProducedMessage, []rej
 			p.decs[from] = dec
 		}
 	}
-	out := make([]sdk.ProducedMessage, 0, len(b.Messages))
+	// out stays nil while every message goes as produced (checked, unchanged): then the
+	// batch's own slice is returned, not a copy.
+	var out []sdk.ProducedMessage
 	var bad []rejectedMessage
 	for i, m := range b.Messages {
 		pl, stage, err := p.payload(dec, from, m.Payload)
+		same := err == nil && len(pl) == len(m.Payload) && (len(pl) == 0 || &pl[0] == &m.Payload[0])
+		if out == nil && !same {
+			out = append(make([]sdk.ProducedMessage, 0, len(b.Messages)), b.Messages[:i]...)
+		}
 		if err != nil {
 			bad = append(bad, rejectedMessage{m, stage, fmt.Errorf("message %d: %s: %w", i, stage, err)})
 			continue
 		}
-		m.Payload = pl
-		out = append(out, m)
+		if out != nil {
+			m.Payload = pl
+			out = append(out, m)
+		}
+	}
+	if out == nil {
+		return b.Messages, bad
 	}
 	return out, bad
 }

@@ -220,7 +220,8 @@ func (s *Source) Read(ctx context.Context) (sdk.SourceBatch, sdk.AckFunc, error)
 	case <-ctx.Done():
 		return sdk.SourceBatch{}, nil, ctx.Err()
 	}
-	batch := sdk.SourceBatch{Schema: sdk.SchemaJSON}
+	// Sized for what is queued now (the loop below takes no more than that).
+	batch := sdk.SourceBatch{Schema: sdk.SchemaJSON, Messages: make([]sdk.ProducedMessage, 0, min(s.cfg.BatchSize, len(s.st.out)+1))}
 	var lastSeq, lastEnd uint64
 	var lastPos *position
 	add := func(it item) error {
