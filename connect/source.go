@@ -157,6 +157,9 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 		closeProducers()
 		return err
 	}
+	if c, ok := s.src.(sdk.CheckedPayloads); ok && c.CheckedPayloads() {
+		s.pipe.checked = true
+	}
 	s.prod = prod
 	s.status.set(StateRunning)
 	s.log.Info("source running", "stream", s.stream.Stream, "topic", s.stream.Topic, "schema", s.stream.Schema,

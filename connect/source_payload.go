@@ -20,6 +20,9 @@ type sourcePipeline struct {
 	chain *transform.Chain
 	decs  map[sdk.Schema]*schema.Decoder // by the schema the source produced in
 	arena fastjson.Arena
+	// checked: the source guarantees its payloads are valid in the schema it names
+	// (sdk.CheckedPayloads), so they are not checked again.
+	checked bool
 }
 
 func newSourcePipeline(to sdk.Schema, avroSchema string, chain *transform.Chain) (*sourcePipeline, error) {
@@ -32,12 +35,14 @@ func newSourcePipeline(to sdk.Schema, avroSchema string, chain *transform.Chain)
 
 // passThrough reports whether a batch produced in schema from goes to Iggy as it is,
 // unchecked: to a raw stream, or in the stream's own schema when that takes any bytes
-// (json and text payloads are checked, as upstream decodes them).
+// (json and text payloads are checked, as upstream decodes them, unless the source
+// guarantees them).
 func (p *sourcePipeline) passThrough(from sdk.Schema) bool {
 	if p.chain.Len() > 0 {
 		return false
 	}
-	return p.to == sdk.SchemaRaw || ((from == "" || from == p.to) && p.to != sdk.SchemaJSON && p.to != sdk.SchemaText)
+	same := from == "" || from == p.to
+	return p.to == sdk.SchemaRaw || (same && (p.checked || (p.to != sdk.SchemaJSON && p.to != sdk.SchemaText)))
 }
 
 // rejectedMessage is a produced message that could not be encoded or transformed: on_failure

@@ -273,3 +273,41 @@ func TestSourceMaxInFlightCapped(t *testing.T) {
 		t.Fatalf("%d warnings about the cap, want 1", n)
 	}
 }
+
+// checkedSeq is seqSource stating its payloads valid in their schema (sdk.CheckedPayloads).
+type checkedSeq struct{ *seqSource }
+
+func (checkedSeq) CheckedPayloads() bool { return true }
+
+// TestSourceCheckedPayloadsNotChecked: a source that guarantees its payloads (here, on
+// purpose, payloads that are not JSON, named json) has them sent to a json stream as they
+// are, without the check that would reject them; with a transform they are decoded and
+// rejected as before.
+func TestSourceCheckedPayloadsNotChecked(t *testing.T) {
+	fastSourceBackoff(t)
+	src := checkedSeq{&seqSource{t: t, batchSize: 5, total: 10, schema: sdk.SchemaJSON}}
+	be := &memSource{}
+	cfg := sourceCfg("checked", config.SourceStream{Stream: "s", Topic: "t", Schema: sdk.SchemaJSON, BatchLength: 100})
+	rt := sourceRuntime(cfg, src, be, t.TempDir())
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "source at end of input", func() bool { return rt.Status()[0].State == StateStopped })
+	stopRuntime(t, rt)
+	wantSeq(t, be.snapshot(), 0, 10)
+
+	src = checkedSeq{&seqSource{t: t, batchSize: 5, total: 10, schema: sdk.SchemaJSON}}
+	be = &memSource{}
+	cfg = sourceCfg("transformed", config.SourceStream{Stream: "s", Topic: "t", Schema: sdk.SchemaJSON, BatchLength: 100})
+	cfg.OnFailure = config.FailureSkip
+	cfg.Transforms = []config.Transform{{Type: "delete_fields", Enabled: true, Config: map[string]any{"enabled": true, "fields": []any{"x"}}}}
+	rt = sourceRuntime(cfg, src, be, t.TempDir())
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "source at end of input", func() bool { return rt.Status()[0].State == StateStopped })
+	stopRuntime(t, rt)
+	if got, st := be.snapshot(), rt.Status()[0]; len(got) != 0 || st.Stats.Skipped != 10 {
+		t.Fatalf("sent %v, stats %+v; want nothing sent, 10 skipped", got, st.Stats)
+	}
+}

@@ -90,6 +90,15 @@ type Source interface {
 	Close(ctx context.Context) error
 }
 
+// CheckedPayloads is implemented by a source that guarantees each payload it produces is
+// valid in the schema its batch names (JSON that parses, text that is UTF-8): the runtime
+// then sends such payloads to a stream of that schema without checking them again (it still
+// decodes them for transforms or a conversion to another schema). Asked after Open; false
+// keeps the check.
+type CheckedPayloads interface {
+	CheckedPayloads() bool
+}
+
 // PipelinedSource is implemented by a source whose Read may be called again while batches
 // it returned earlier are not acknowledged yet. MaxUnacked, asked after Open, is how many
 // such batches it accepts at once (at least 1); the connector file's max_in_flight (default
