@@ -118,11 +118,16 @@ func TestPostgresCDCThroughput(t *testing.T) {
 	srv0, pg0 := procCPU(srv.cmd.Process.Pid), postgresCPU(t)
 	start = time.Now()
 	run := startFerry(t, "run", dir, runEnv, "run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0")
+	var first time.Duration // until the first change is in Iggy: the process's start
 	testkit.WaitFor(t, "every row in the topic", func() bool {
 		if run.exited() {
 			t.Fatalf("run exited: %v\n%s", run.err, tail(run.out.String(), 20))
 		}
-		return topicMessages(c, "cdc") >= uint64(rows)
+		n := topicMessages(c, "cdc")
+		if n > 0 && first == 0 {
+			first = time.Since(start)
+		}
+		return n >= uint64(rows)
 	})
 	ferryTime := time.Since(start)
 	runCPU, srvCPU, ferryPG := procCPU(run.cmd.Process.Pid), procCPU(srv.cmd.Process.Pid)-srv0, postgresCPU(t)-pg0
@@ -137,6 +142,7 @@ func TestPostgresCDCThroughput(t *testing.T) {
 		rows, recvTime.Round(time.Millisecond), rate(recvTime), us(recvCPU), us(recvPG))
 	t.Logf("ferry CDC source into Iggy (3 partitions, batch_size %d, max_in_flight %d, acknowledged): %d changes in %s = %.0f changes/s (%.2f × pg_recvlogical); CPU µs/change: ferry run %.2f, ferry server %.2f, PostgreSQL %.2f",
 		batch, inFlight, rows, ferryTime.Round(time.Millisecond), rate(ferryTime), rate(ferryTime)/rate(recvTime), us(runCPU), us(srvCPU), us(ferryPG))
+	t.Logf("ferry: first change in Iggy %s after the process started", first.Round(time.Millisecond))
 }
 
 // TestPostgresCDCLatency measures the time from a transaction's commit (the record's
