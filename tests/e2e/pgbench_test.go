@@ -22,6 +22,7 @@ import (
 
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // Parameters of BenchmarkPostgresSideBySide.
@@ -299,6 +300,46 @@ func procCPU(pid int) float64 {
 	u, _ := strconv.ParseFloat(f[11], 64)
 	sys, _ := strconv.ParseFloat(f[12], 64)
 	return (u + sys) / 100
+}
+
+// postgresChildren is the set of the cluster's running processes below its postmaster.
+func postgresChildren(b testing.TB) map[int]bool {
+	pidFile, err := os.ReadFile(filepath.Join(os.Getenv("FERRY_POSTGRES_DIR"), "data", "postmaster.pid"))
+	if err != nil {
+		b.Fatalf("the PostgreSQL cluster's postmaster.pid (FERRY_POSTGRES_DIR): %v", err)
+	}
+	master, _ := strconv.Atoi(strings.SplitN(string(pidFile), "\n", 2)[0])
+	out := map[int]bool{}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+		if ppid, _ := strconv.Atoi(f[1]); ppid == master {
+			out[pid] = true
+		}
+	}
+	return out
+}
+
+// waitReaped waits until every process of the cluster that is not in before has ended and
+// been reaped by the postmaster, so that postgresCPU counts its time (a walsender's after
+// its client left).
+func waitReaped(b testing.TB, before map[int]bool) {
+	testkit.WaitFor(b, "the cluster's new processes reaped", func() bool {
+		for pid := range postgresChildren(b) {
+			if !before[pid] {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // childrenCPU is the user and system CPU seconds of the ended children process pid waited
