@@ -245,20 +245,9 @@ var errStopping = errors.New("connect: runtime stopping; batch not delivered")
 // (sdk.PipelinedSource). A source that does not accept it refuses max_in_flight > 1 (a
 // restart cannot fix that).
 func sourceInFlight(cfg *config.Source, src sdk.Source, log *slog.Logger) (int, error) {
-	n := int(max(cfg.MaxInFlight, 1))
-	if n == 1 {
-		return 1, nil
-	}
 	ps, ok := src.(sdk.PipelinedSource)
-	if !ok || ps.MaxUnacked() < 1 {
-		return 0, fmt.Errorf("%w: max_in_flight = %d: the source %s does not accept reads before its batches are acknowledged (sdk.PipelinedSource)",
-			errPermanent, n, cfg.Path)
-	}
-	if most := ps.MaxUnacked(); n > most {
-		log.Warn("max_in_flight is more than the source accepts; using the source's limit", "max_in_flight", n, "source_limit", most)
-		n = most
-	}
-	return n, nil
+	return inFlightLimit(cfg.MaxInFlight, "source", ok, func() int { return ps.MaxUnacked() },
+		fmt.Sprintf("the source %s does not accept reads before its batches are acknowledged (sdk.PipelinedSource)", cfg.Path), log)
 }
 
 // loop runs until the stop or the end of input. It returns sdk.ErrEndOfInput, or nil on
