@@ -287,87 +287,6 @@ func (s *sourceRunner) loop() error {
 	return nil
 }
 
-// errEarlierUndelivered is the ack error of a batch read after one that was not delivered:
-// it was not sent, so that nothing past the gap reaches Iggy or is acknowledged.
-var errEarlierUndelivered = errors.New("an earlier batch was not delivered")
-
-// pipelined is loop for max_in_flight = n > 1 (an sdk.PipelinedSource): up to n batches
-// read and not yet acked. Three goroutines, each in read order: this one reads and encodes,
-// a sender sends one batch after another (each batch's partitions at once), an acker saves
-// each batch's state and acks it once it and every earlier batch were sent. A batch that
-// leaves a gap (not delivered, or rejected under on_failure = stop) stops the sender: every
-// later batch is nacked unsent and reading ends.
-func (s *sourceRunner) pipelined(n int) error {
-	slots := make(chan struct{}, n) // one per batch read and not yet finished
-	toSend := make(chan *pendingBatch, n)
-	toFinish := make(chan *pendingBatch, n)
-	// reading ends at the stop, or when the acker ends the loop (a failure).
-	reading, halt := context.WithCancel(s.life.soft)
-	defer halt()
-	go func() {
-		defer close(toFinish)
-		var gap error
-		for p := range toSend {
-			if gap != nil {
-				p.unsent = fmt.Errorf("%w: %w", errEarlierUndelivered, gap)
-			} else if s.sendPending(p); p.blocksLater(s.cfg.OnFailure) {
-				gap = errors.Join(p.unsent, p.badErr, p.rejected)
-			}
-			toFinish <- p
-		}
-	}()
-	var stop error
-	acked := make(chan struct{})
-	go func() {
-		defer close(acked)
-		ended := false
-		for p := range toFinish {
-			if ended {
-				s.ack(p.ack, fmt.Errorf("%w: %w", errStopping, errEarlierUndelivered))
-			} else if ok, err := s.finish(p); !ok || err != nil {
-				ended, stop = true, err
-				halt()
-			}
-			<-slots
-		}
-	}()
-	var end error // ErrEndOfInput, or a permanent read error
-	for reading.Err() == nil {
-		select {
-		case slots <- struct{}{}:
-		case <-reading.Done():
-			continue
-		}
-		var (
-			batch sdk.SourceBatch
-			ack   sdk.AckFunc
-		)
-		err := s.read(reading, &batch, &ack)
-		// read returns nil without a batch only when reading ended: then a batch is one that
-		// carries something to send or ack.
-		if err == nil && (reading.Err() == nil || ack != nil || batch.Messages != nil || batch.State != nil) {
-			// A batch, even one returned as reading ended: the sender sends it (or nacks it
-			// after a gap) and the acker finishes it in its turn.
-			if ack == nil {
-				ack = sdk.NoAck
-			}
-			toSend <- s.prepare(batch, ack)
-			continue
-		}
-		<-slots
-		if errors.Is(err, sdk.ErrEndOfInput) || (err != nil && reading.Err() == nil) {
-			end = err
-		}
-		break
-	}
-	close(toSend)
-	<-acked
-	if stop != nil {
-		return stop
-	}
-	return end
-}
-
 // read calls Read until it returns a batch, the end of input, a permanent error (the
 // source stops with it) or the stop. Other errors steer the retries as the sdk says: a
 // BackOffError waits what it asks, ErrNotConnected reconnects, anything else waits
@@ -470,26 +389,72 @@ func (s *sourceRunner) prepare(batch sdk.SourceBatch, ack sdk.AckFunc) *pendingB
 var beforeSourceSend func(msgs []sdk.ProducedMessage)
 
 // sendPending sends p's messages unless its fate is already decided.
-func (s *sourceRunner) sendPending(p *pendingBatch) {
-	if p.unsent != nil || p.badErr != nil || len(p.msgs) == 0 {
+func (s *sourceRunner) sendPending(p *pendingBatch) { s.sendBatches([]*pendingBatch{p}, false) }
+
+// toSend reports whether p still has messages to send.
+func (p *pendingBatch) toSend() bool { return p.unsent == nil && p.badErr == nil && len(p.msgs) > 0 }
+
+// sendBatches sends the messages of ps, batches read one after another that each have
+// some to send, as one send (read order kept), and records the outcome in each: one round
+// trip to Iggy for them all. A send Iggy refuses cannot say whose message it refused: each
+// batch is then sent alone (after reading the partitions back, for a source with unique
+// ids), so that on_failure applies to the batch it belongs to. failed: as sendAfter's.
+func (s *sourceRunner) sendBatches(ps []*pendingBatch, failed bool) {
+	if len(ps) == 0 || !ps[0].toSend() {
 		return
 	}
+	msgs := ps[0].msgs
+	if len(ps) > 1 {
+		n := 0
+		for _, p := range ps {
+			n += len(p.msgs)
+		}
+		msgs = make([]sdk.ProducedMessage, 0, n)
+		for _, p := range ps {
+			msgs = append(msgs, p.msgs...)
+		}
+	}
 	if beforeSourceSend != nil {
-		beforeSourceSend(p.msgs)
+		beforeSourceSend(msgs)
 	}
 	sendStart := time.Now()
-	sendSpan := p.st.startSend(sendStart, len(p.msgs))
-	err := s.send(p.msgs)
-	p.st.endSend(sendSpan, err)
-	p.ev.send = s.counters.sendTime.since(sendStart).Sub(sendStart)
+	spans := make([]trace.Span, len(ps))
+	for i, p := range ps {
+		spans[i] = p.st.startSend(sendStart, len(p.msgs))
+	}
+	err := s.sendAfter(msgs, failed)
+	for i, p := range ps {
+		p.st.endSend(spans[i], err)
+	}
+	took := s.counters.sendTime.since(sendStart).Sub(sendStart)
+	for range ps[1:] { // the send stage's histogram counts batches
+		s.counters.sendTime.observe(took)
+	}
 	switch {
 	case err == nil:
-		s.counters.sent.Add(uint64(len(p.msgs)))
-		p.ev.sent = len(p.msgs)
+		s.counters.sent.Add(uint64(len(msgs)))
+		for _, p := range ps {
+			p.ev.send, p.ev.sent = took, len(p.msgs)
+		}
+	case errors.Is(err, errRejected) && len(ps) > 1:
+		// Each partition holds a prefix of what was sent to it, so sending the batches
+		// again one by one, in order, stopping at one that leaves a gap, never puts a
+		// later batch's message after an earlier one's that is missing.
+		for i, p := range ps {
+			s.sendBatches(ps[i:i+1], true)
+			if p.blocksLater(s.cfg.OnFailure) {
+				for _, q := range ps[i+1:] {
+					q.unsent = fmt.Errorf("%w: %w", errEarlierUndelivered, p.rejected)
+				}
+				break
+			}
+		}
 	case errors.Is(err, errRejected):
-		p.rejected = err
+		ps[0].ev.send, ps[0].rejected = took, err
 	default:
-		p.unsent = err
+		for _, p := range ps {
+			p.ev.send, p.unsent = took, err
+		}
 	}
 }
 
@@ -571,10 +536,14 @@ var errRejected = errors.New("rejected by Iggy")
 // For a source with unique ids (sdk.UniqueIDs) a retry first reads the partitions' last
 // messages and leaves out what the failed attempt already stored, so an attempt whose
 // outcome was unknown appends nothing twice.
-func (s *sourceRunner) send(msgs []sdk.ProducedMessage) error {
+func (s *sourceRunner) send(msgs []sdk.ProducedMessage) error { return s.sendAfter(msgs, false) }
+
+// sendAfter is send; failed says an earlier attempt for these messages failed with an
+// unknown outcome, so that even the first attempt reads the partitions back first.
+func (s *sourceRunner) sendAfter(msgs []sdk.ProducedMessage, failed bool) error {
 	refused := 0
 	u, ok := s.src.(sdk.UniqueIDs)
-	unique, failed := ok && u.UniqueIDs(), false
+	unique := ok && u.UniqueIDs()
 	return s.retry("send", &s.counters.sendErrors, func() error {
 		out := msgs
 		if unique && failed {
