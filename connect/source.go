@@ -530,16 +530,14 @@ func (s *sourceRunner) rejectMessages(p *pendingBatch, bad []rejectedMessage) {
 // errRejected marks a send Iggy refused on every attempt.
 var errRejected = errors.New("rejected by Iggy")
 
-// send sends msgs: connection failures are retried until the stop; a send Iggy refuses
-// (invalid input, too large) is retried [retry] max_retries times, then errRejected.
+// sendAfter sends msgs: connection failures are retried until the stop; a send Iggy
+// refuses (invalid input, too large) is retried [retry] max_retries times, then
+// errRejected.
 //
 // For a source with unique ids (sdk.UniqueIDs) a retry first reads the partitions' last
 // messages and leaves out what the failed attempt already stored, so an attempt whose
-// outcome was unknown appends nothing twice.
-func (s *sourceRunner) send(msgs []sdk.ProducedMessage) error { return s.sendAfter(msgs, false) }
-
-// sendAfter is send; failed says an earlier attempt for these messages failed with an
-// unknown outcome, so that even the first attempt reads the partitions back first.
+// outcome was unknown appends nothing twice. failed says an earlier attempt for these
+// messages already failed, so that even the first attempt here reads back first.
 func (s *sourceRunner) sendAfter(msgs []sdk.ProducedMessage, failed bool) error {
 	refused := 0
 	u, ok := s.src.(sdk.UniqueIDs)
