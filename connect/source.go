@@ -444,7 +444,7 @@ func (s *sourceRunner) sendBatches(ps []*pendingBatch, failed bool) {
 			s.sendBatches(ps[i:i+1], true)
 			if p.blocksLater(s.cfg.OnFailure) {
 				for _, q := range ps[i+1:] {
-					q.unsent = fmt.Errorf("%w: %w", errEarlierUndelivered, p.rejected)
+					q.unsent = fmt.Errorf("%w: %w", errEarlierUndelivered, errors.Join(p.unsent, p.rejected))
 				}
 				break
 			}
