@@ -16,17 +16,25 @@ import (
 // user's statement that the plugin allows it). A sink that does not accept concurrent
 // calls refuses max_in_flight > 1: a restart cannot fix that.
 func maxInFlight(cfg *config.Sink, sink sdk.Sink, log *slog.Logger) (int, error) {
-	n := int(max(cfg.MaxInFlight, 1))
+	cs, ok := sink.(sdk.ConcurrentSink)
+	return inFlightLimit(cfg.MaxInFlight, "sink", ok, func() int { return cs.MaxInFlight() },
+		fmt.Sprintf("the sink %s does not accept concurrent Consume calls (sdk.ConcurrentSink)", cfg.Path), log)
+}
+
+// inFlightLimit is the file's max_in_flight (asked; 0 means 1), at most what a connector of
+// kind accepts: accepts says it declares a limit, limit returns it. One that declares none
+// (or less than 1) refuses more than 1 with refusal; above its limit the limit is used, with
+// a warning.
+func inFlightLimit(asked uint32, kind string, accepts bool, limit func() int, refusal string, log *slog.Logger) (int, error) {
+	n := int(max(asked, 1))
 	if n == 1 {
 		return 1, nil
 	}
-	cs, ok := sink.(sdk.ConcurrentSink)
-	if !ok || cs.MaxInFlight() < 1 {
-		return 0, fmt.Errorf("%w: max_in_flight = %d: the sink %s does not accept concurrent Consume calls (sdk.ConcurrentSink)",
-			errPermanent, n, cfg.Path)
+	if !accepts || limit() < 1 {
+		return 0, fmt.Errorf("%w: max_in_flight = %d: %s", errPermanent, n, refusal)
 	}
-	if most := cs.MaxInFlight(); n > most {
-		log.Warn("max_in_flight is more than the sink accepts; using the sink's limit", "max_in_flight", n, "sink_limit", most)
+	if most := limit(); n > most {
+		log.Warn("max_in_flight is more than the "+kind+" accepts; using the "+kind+"'s limit", "max_in_flight", n, kind+"_limit", most)
 		n = most
 	}
 	return n, nil

@@ -212,10 +212,15 @@ func (s iggyProducer) close(ctx context.Context) error { return s.p.Close(ctx) }
 // to the client's. A zero ID lets the producer assign one.
 func iggyMessages(msgs []sdk.ProducedMessage) []iggy.Message {
 	out := make([]iggy.Message, len(msgs))
+	total := 0
+	for i := range msgs {
+		total += len(msgs[i].Headers)
+	}
+	kvs := make([]wire.KV, total) // every message's headers, in one allocation
 	for i, m := range msgs {
 		var hs []wire.KV
 		if len(m.Headers) > 0 {
-			hs = make([]wire.KV, len(m.Headers))
+			hs, kvs = kvs[:len(m.Headers):len(m.Headers)], kvs[len(m.Headers):]
 			for j, h := range m.Headers {
 				hs[j] = wire.KV{
 					Key:   wire.HeaderValue{Kind: wire.HeaderKind(h.Key.Kind), Raw: h.Key.Value},

@@ -67,6 +67,7 @@ type sourceRunner struct {
 	failure  *failurePolicy
 	pipe     *sourcePipeline
 	counters *sourceCounters // the slot's: they outlive the instance (restarts never reset them)
+	inFlight int             // batches read and not yet acked at most (sourceInFlight)
 	instance uint32
 	tracer   trace.Tracer // a span per batch (tracing.go); nil when traces are off
 }
@@ -149,6 +150,16 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 		closeProducers()
 		return fmt.Errorf("open: %w", err)
 	}
+	if s.inFlight, err = sourceInFlight(s.cfg, s.src, s.log); err != nil {
+		if cerr := callSafely(func() error { return s.src.Close(s.life.hard) }); cerr != nil {
+			s.log.Warn("source close failed", "error", cerr)
+		}
+		closeProducers()
+		return err
+	}
+	if c, ok := s.src.(sdk.CheckedPayloads); ok && c.CheckedPayloads() {
+		s.pipe.checked = true
+	}
 	s.prod = prod
 	s.status.set(StateRunning)
 	s.log.Info("source running", "stream", s.stream.Stream, "topic", s.stream.Topic, "schema", s.stream.Schema,
@@ -229,9 +240,22 @@ func (s *sourceRunner) run() {
 // stopped.
 var errStopping = errors.New("connect: runtime stopping; batch not delivered")
 
+// sourceInFlight is how many batches a source runner may hold read and not yet acked: the
+// connector's max_in_flight (default 1), at most what the source accepts
+// (sdk.PipelinedSource). A source that does not accept it refuses max_in_flight > 1 (a
+// restart cannot fix that).
+func sourceInFlight(cfg *config.Source, src sdk.Source, log *slog.Logger) (int, error) {
+	ps, ok := src.(sdk.PipelinedSource)
+	return inFlightLimit(cfg.MaxInFlight, "source", ok, func() int { return ps.MaxUnacked() },
+		fmt.Sprintf("the source %s does not accept reads before its batches are acknowledged (sdk.PipelinedSource)", cfg.Path), log)
+}
+
 // loop runs until the stop or the end of input. It returns sdk.ErrEndOfInput, or nil on
 // a stop.
 func (s *sourceRunner) loop() error {
+	if s.inFlight > 1 {
+		return s.pipelined(s.inFlight)
+	}
 	soft := s.life.soft
 	for soft.Err() == nil {
 		var (
@@ -315,61 +339,161 @@ func (s *sourceRunner) read(soft context.Context, batch *sdk.SourceBatch, ack *s
 // so the source moves past it) or dead_letter (its messages, as produced, go to the
 // dead-letter topic with the ferry-error and ferry-stage headers; then as skip).
 func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) (ok bool, stop error) {
-	start := time.Now()
-	defer s.counters.batchTime.since(start)
-	var st *sourceTrace
+	p := s.prepare(batch, ack)
+	s.sendPending(p)
+	return s.finish(p)
+}
+
+// pendingBatch is one batch between its Read and its ack: prepare fills it on the reading
+// goroutine, sendPending sends it, finish saves its state and acks it (in read order).
+type pendingBatch struct {
+	batch sdk.SourceBatch
+	ack   sdk.AckFunc
+	msgs  []sdk.ProducedMessage // encoded, to send
+	start time.Time
+	ev    sourceBatch
+	st    *sourceTrace
+	// The batch's fate before its state is saved; at most one is set.
+	unsent   error  // not delivered: the runtime stopped, or an earlier batch was not delivered
+	badStage string // on_failure = stop and a message failed encode or a transform:
+	badErr   error  // the whole batch is rejected unsent
+	rejected error  // Iggy refused the send on every attempt (errRejected)
+}
+
+// blocksLater reports whether the batches read after p must not be sent: p left a gap that
+// on_failure does not allow the source to move past.
+func (p *pendingBatch) blocksLater(onFailure config.FailurePolicy) bool {
+	return p.unsent != nil || p.badErr != nil || (p.rejected != nil && onFailure == config.FailureStop)
+}
+
+// prepare counts and encodes a batch just read; messages that failed encode or a transform
+// are handled as on_failure says (rejectMessages).
+func (s *sourceRunner) prepare(batch sdk.SourceBatch, ack sdk.AckFunc) *pendingBatch {
+	p := &pendingBatch{batch: batch, ack: ack, start: time.Now()}
 	if s.tracer != nil {
-		st = s.startSourceTrace(start, len(batch.Messages))
-		defer func() { st.end(ok, stop) }()
+		p.st = s.startSourceTrace(p.start, len(batch.Messages))
 	}
-	ev := sourceBatch{key: s.cfg.Key, stream: s.stream.Stream, topic: s.stream.Topic, size: len(batch.Messages), start: start}
-	if s.bench != nil {
-		defer func() { s.bench.source(ev) }()
-	}
-	n := uint64(len(batch.Messages))
-	s.counters.produced.Add(n)
+	p.ev = sourceBatch{key: s.cfg.Key, stream: s.stream.Stream, topic: s.stream.Topic, size: len(batch.Messages), start: p.start}
+	s.counters.produced.Add(uint64(len(batch.Messages)))
 	msgs, bad := s.pipe.encode(batch)
-	ev.prepare = time.Since(start)
+	p.ev.prepare = time.Since(p.start)
+	p.msgs = msgs
 	if len(bad) > 0 {
-		if ok, stop := s.rejectMessages(batch, ack, bad); !ok || stop != nil {
+		s.rejectMessages(p, bad)
+	}
+	return p
+}
+
+// beforeSourceSend, set only by tests, is called with each batch's messages before they are
+// sent (to hold a send until the test saw what it waits for).
+var beforeSourceSend func(msgs []sdk.ProducedMessage)
+
+// sendPending sends p's messages unless its fate is already decided.
+func (s *sourceRunner) sendPending(p *pendingBatch) { s.sendBatches([]*pendingBatch{p}, false) }
+
+// toSend reports whether p still has messages to send.
+func (p *pendingBatch) toSend() bool { return p.unsent == nil && p.badErr == nil && len(p.msgs) > 0 }
+
+// sendBatches sends the messages of ps, batches read one after another that each have
+// some to send, as one send (read order kept), and records the outcome in each: one round
+// trip to Iggy for them all. A send Iggy refuses cannot say whose message it refused: each
+// batch is then sent alone (after reading the partitions back, for a source with unique
+// ids), so that on_failure applies to the batch it belongs to. failed: as sendAfter's.
+func (s *sourceRunner) sendBatches(ps []*pendingBatch, failed bool) {
+	if len(ps) == 0 || !ps[0].toSend() {
+		return
+	}
+	msgs := ps[0].msgs
+	if len(ps) > 1 {
+		n := 0
+		for _, p := range ps {
+			n += len(p.msgs)
+		}
+		msgs = make([]sdk.ProducedMessage, 0, n)
+		for _, p := range ps {
+			msgs = append(msgs, p.msgs...)
+		}
+	}
+	if beforeSourceSend != nil {
+		beforeSourceSend(msgs)
+	}
+	sendStart := time.Now()
+	spans := make([]trace.Span, len(ps))
+	for i, p := range ps {
+		spans[i] = p.st.startSend(sendStart, len(p.msgs))
+	}
+	err := s.sendAfter(msgs, failed)
+	for i, p := range ps {
+		p.st.endSend(spans[i], err)
+	}
+	took := s.counters.sendTime.since(sendStart).Sub(sendStart)
+	for range ps[1:] { // the send stage's histogram counts batches
+		s.counters.sendTime.observe(took)
+	}
+	switch {
+	case err == nil:
+		s.counters.sent.Add(uint64(len(msgs)))
+		for _, p := range ps {
+			p.ev.send, p.ev.sent = took, len(p.msgs)
+		}
+	case errors.Is(err, errRejected) && len(ps) > 1:
+		// Each partition holds a prefix of what was sent to it, so sending the batches
+		// again one by one, in order, stopping at one that leaves a gap, never puts a
+		// later batch's message after an earlier one's that is missing.
+		for i, p := range ps {
+			s.sendBatches(ps[i:i+1], true)
+			if p.blocksLater(s.cfg.OnFailure) {
+				for _, q := range ps[i+1:] {
+					q.unsent = fmt.Errorf("%w: %w", errEarlierUndelivered, errors.Join(p.unsent, p.rejected))
+				}
+				break
+			}
+		}
+	case errors.Is(err, errRejected):
+		ps[0].ev.send, ps[0].rejected = took, err
+	default:
+		for _, p := range ps {
+			p.ev.send, p.unsent = took, err
+		}
+	}
+}
+
+// finish ends a batch: a batch not delivered is nacked (false), a rejected one handled as
+// on_failure says, then the state is saved and the batch acked. ok and stop as handle's.
+func (s *sourceRunner) finish(p *pendingBatch) (ok bool, stop error) {
+	defer s.counters.batchTime.since(p.start)
+	if p.st != nil {
+		defer func() { p.st.end(ok, stop) }()
+	}
+	if s.bench != nil {
+		defer func() { s.bench.source(p.ev) }()
+	}
+	switch {
+	case p.unsent != nil:
+		s.ack(p.ack, fmt.Errorf("%w: %w", errStopping, p.unsent))
+		return false, nil
+	case p.badErr != nil:
+		return s.reject(p.batch, p.ack, p.badStage, p.badErr)
+	case p.rejected != nil:
+		batch := sdk.SourceBatch{Messages: p.msgs, State: p.batch.State, Schema: p.batch.Schema}
+		if ok, stop := s.reject(batch, p.ack, "send", p.rejected); !ok || stop != nil {
 			return ok, stop
 		}
 	}
-	var err error
-	if len(msgs) > 0 {
-		sendStart := time.Now()
-		sendSpan := st.startSend(sendStart, len(msgs))
-		err = s.send(msgs)
-		st.endSend(sendSpan, err)
-		ev.send = s.counters.sendTime.since(sendStart).Sub(sendStart)
-		if err != nil && !errors.Is(err, errRejected) {
-			s.ack(ack, fmt.Errorf("%w: %w", errStopping, err))
-			return false, nil
-		}
-		if err == nil {
-			s.counters.sent.Add(uint64(len(msgs)))
-			ev.sent = len(msgs)
-		}
-	}
-	if err != nil {
-		if ok, stop := s.reject(sdk.SourceBatch{Messages: msgs, State: batch.State, Schema: batch.Schema}, ack, "send", err); !ok || stop != nil {
-			return ok, stop
-		}
-	}
-	if batch.State != nil {
+	if p.batch.State != nil {
 		// The messages are in Iggy; a state that is not saved would replay them (duplicates,
 		// never a skip), so saving is retried like a send.
 		saveStart := time.Now()
-		err := s.retry("save state", &s.counters.stateErrs, func() error { return s.state.save(batch.State) })
-		ev.save = s.counters.saveTime.since(saveStart).Sub(saveStart)
+		err := s.retry("save state", &s.counters.stateErrs, func() error { return s.state.save(p.batch.State) })
+		p.ev.save = s.counters.saveTime.since(saveStart).Sub(saveStart)
 		if err != nil {
-			s.ack(ack, fmt.Errorf("%w: state not saved: %w", errStopping, err))
+			s.ack(p.ack, fmt.Errorf("%w: state not saved: %w", errStopping, err))
 			return false, nil
 		}
-		ev.saved = true
+		p.ev.saved = true
 	}
-	s.ack(ack, nil)
-	s.counters.acked.Add(n)
+	s.ack(p.ack, nil)
+	s.counters.acked.Add(uint64(len(p.batch.Messages)))
 	return true, nil
 }
 
@@ -377,8 +501,8 @@ func (s *sourceRunner) handle(batch sdk.SourceBatch, ack sdk.AckFunc) (ok bool, 
 // or transformed, each alone: skip drops and counts them, dead_letter sends them (as
 // produced, with ferry-error, ferry-stage = encode or transform, ferry-source) to the
 // dead-letter topic; the rest of the batch goes on. stop rejects the whole batch as a
-// failed send does (nacked, the source stops). ok and stop as reject's.
-func (s *sourceRunner) rejectMessages(batch sdk.SourceBatch, ack sdk.AckFunc, bad []rejectedMessage) (ok bool, stop error) {
+// failed send does (finish nacks it, the source stops).
+func (s *sourceRunner) rejectMessages(p *pendingBatch, bad []rejectedMessage) {
 	for _, m := range bad {
 		if m.stage == "transform" {
 			s.counters.transErrs.Add(1)
@@ -388,7 +512,8 @@ func (s *sourceRunner) rejectMessages(batch sdk.SourceBatch, ack sdk.AckFunc, ba
 		s.log.Warn("source message rejected ("+m.stage+"); on_failure = "+string(s.cfg.OnFailure), "error", m.err)
 	}
 	if s.cfg.OnFailure == config.FailureStop {
-		return s.reject(batch, ack, bad[0].stage, bad[0].err)
+		p.badStage, p.badErr = bad[0].stage, bad[0].err
+		return
 	}
 	msgs := make([]sdk.ProducedMessage, len(bad))
 	each := make([]messageFailure, len(bad))
@@ -398,25 +523,25 @@ func (s *sourceRunner) rejectMessages(batch sdk.SourceBatch, ack sdk.AckFunc, ba
 	f := sourceFailure(fmt.Sprintf("%d source message(s) rejected", len(bad)), bad[0].stage, bad[0].err, s.cfg.Key, msgs)
 	f.each = each
 	if v, err := s.failure.apply(s.life.hard, f); v == unsent {
-		s.ack(ack, fmt.Errorf("%w: %w", errStopping, err))
-		return false, nil
+		p.unsent = err
 	}
-	return true, nil
 }
 
 // errRejected marks a send Iggy refused on every attempt.
 var errRejected = errors.New("rejected by Iggy")
 
-// send sends msgs: connection failures are retried until the stop; a send Iggy refuses
-// (invalid input, too large) is retried [retry] max_retries times, then errRejected.
+// sendAfter sends msgs: connection failures are retried until the stop; a send Iggy
+// refuses (invalid input, too large) is retried [retry] max_retries times, then
+// errRejected.
 //
 // For a source with unique ids (sdk.UniqueIDs) a retry first reads the partitions' last
 // messages and leaves out what the failed attempt already stored, so an attempt whose
-// outcome was unknown appends nothing twice.
-func (s *sourceRunner) send(msgs []sdk.ProducedMessage) error {
+// outcome was unknown appends nothing twice. failed says an earlier attempt for these
+// messages already failed, so that even the first attempt here reads back first.
+func (s *sourceRunner) sendAfter(msgs []sdk.ProducedMessage, failed bool) error {
 	refused := 0
 	u, ok := s.src.(sdk.UniqueIDs)
-	unique, failed := ok && u.UniqueIDs(), false
+	unique := ok && u.UniqueIDs()
 	return s.retry("send", &s.counters.sendErrors, func() error {
 		out := msgs
 		if unique && failed {

@@ -20,6 +20,9 @@ type sourcePipeline struct {
 	chain *transform.Chain
 	decs  map[sdk.Schema]*schema.Decoder // by the schema the source produced in
 	arena fastjson.Arena
+	// checked: the source guarantees its payloads are valid in the schema it names
+	// (sdk.CheckedPayloads), so they are not checked again.
+	checked bool
 }
 
 func newSourcePipeline(to sdk.Schema, avroSchema string, chain *transform.Chain) (*sourcePipeline, error) {
@@ -32,12 +35,14 @@ func newSourcePipeline(to sdk.Schema, avroSchema string, chain *transform.Chain)
 
 // passThrough reports whether a batch produced in schema from goes to Iggy as it is,
 // unchecked: to a raw stream, or in the stream's own schema when that takes any bytes
-// (json and text payloads are checked, as upstream decodes them).
+// (json and text payloads are checked, as upstream decodes them, unless the source
+// guarantees them).
 func (p *sourcePipeline) passThrough(from sdk.Schema) bool {
 	if p.chain.Len() > 0 {
 		return false
 	}
-	return p.to == sdk.SchemaRaw || ((from == "" || from == p.to) && p.to != sdk.SchemaJSON && p.to != sdk.SchemaText)
+	same := from == "" || from == p.to
+	return p.to == sdk.SchemaRaw || (same && (p.checked || (p.to != sdk.SchemaJSON && p.to != sdk.SchemaText)))
 }
 
 // rejectedMessage is a produced message that could not be encoded or transformed: on_failure
@@ -73,16 +78,27 @@ func (p *sourcePipeline) encode(b sdk.SourceBatch) ([]sdk.ProducedMessage, []rej
 			p.decs[from] = dec
 		}
 	}
-	out := make([]sdk.ProducedMessage, 0, len(b.Messages))
+	// out stays nil while every message goes as produced (checked, unchanged): then the
+	// batch's own slice is returned, not a copy.
+	var out []sdk.ProducedMessage
 	var bad []rejectedMessage
 	for i, m := range b.Messages {
 		pl, stage, err := p.payload(dec, from, m.Payload)
+		same := err == nil && len(pl) == len(m.Payload) && (len(pl) == 0 || &pl[0] == &m.Payload[0])
+		if out == nil && !same {
+			out = append(make([]sdk.ProducedMessage, 0, len(b.Messages)), b.Messages[:i]...)
+		}
 		if err != nil {
 			bad = append(bad, rejectedMessage{m, stage, fmt.Errorf("message %d: %s: %w", i, stage, err)})
 			continue
 		}
-		m.Payload = pl
-		out = append(out, m)
+		if out != nil {
+			m.Payload = pl
+			out = append(out, m)
+		}
+	}
+	if out == nil {
+		return b.Messages, bad
 	}
 	return out, bad
 }

@@ -108,7 +108,8 @@ func (p *Producer) check(i int, m *Message) error {
 }
 
 // Send sends msgs and returns once the server confirmed all of them (split into
-// batches by BatchCount/BatchBytes, and by partition). Every message is checked before
+// batches by BatchCount/BatchBytes, and by partition; the partitions' sends run at once,
+// each partition's in order). Every message is checked before
 // anything is sent. On ErrOutcomeUnknown some batches may have been stored: retrying may
 // duplicate messages (at-least-once).
 func (p *Producer) Send(ctx context.Context, msgs []Message) error {
@@ -153,39 +154,73 @@ func (p *Producer) sendByKey(ctx context.Context, msgs []Message) error {
 	if len(p.parts) == 0 {
 		return opErr("send", res(&p.cfg.Stream, &p.cfg.Topic, -1), wire.ErrPartitionNotFound)
 	}
-	groups := make(map[uint32][]Message)
-	var order []uint32
-	for _, m := range msgs {
-		key := m.Key
+	// Two passes: each message's partition index, then the messages laid out partition by
+	// partition in one slice (in their order within each), so grouping allocates twice.
+	n := uint32(len(p.parts))
+	idx := make([]uint32, len(msgs))
+	start := make([]int, n+1)
+	for i := range msgs {
+		key := msgs[i].Key
 		if len(key) == 0 && p.cfg.KeyFunc != nil {
-			key = p.cfg.KeyFunc(m)
+			key = p.cfg.KeyFunc(msgs[i])
 		}
-		part := p.parts[0]
 		if len(key) > 0 {
-			part = p.parts[wire.PartitionForKey(key, uint32(len(p.parts)))]
+			idx[i] = wire.PartitionForKey(key, n)
 		}
-		if _, ok := groups[part]; !ok {
-			order = append(order, part)
-		}
-		groups[part] = append(groups[part], m)
+		start[idx[i]+1]++
 	}
-	for _, part := range order {
-		g := groups[part]
-		for len(g) > 0 {
-			n, bytes := 0, 0
-			for n < len(g) && n < p.cfg.BatchCount {
-				sz := g[n].size()
-				if n > 0 && bytes+sz > p.cfg.BatchBytes {
-					break
-				}
-				bytes += sz
-				n++
-			}
-			if err := p.sendBatch(ctx, wire.ToPartition(part), g[:n]); err != nil {
-				return err
-			}
-			g = g[n:]
+	for i := range n {
+		start[i+1] += start[i]
+	}
+	grouped := make([]Message, len(msgs))
+	next := append([]int(nil), start[:n]...)
+	for i := range msgs {
+		grouped[next[idx[i]]] = msgs[i]
+		next[idx[i]]++
+	}
+	var order []uint32 // partition indexes with messages
+	for i := range n {
+		if start[i+1] > start[i] {
+			order = append(order, i)
 		}
+	}
+	group := func(i uint32) []Message { return grouped[start[i]:start[i+1]] }
+	if len(order) == 1 {
+		return p.sendPartition(ctx, p.parts[order[0]], group(order[0]))
+	}
+	// Partitions are independent logs: their sends go out at once (over the client's pool),
+	// each partition's batches still one after another, in order.
+	errs := make([]error, len(order))
+	var wg sync.WaitGroup
+	for j, i := range order {
+		wg.Go(func() { errs[j] = p.sendPartition(ctx, p.parts[i], group(i)) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendPartition sends g to partition part, split by BatchCount and BatchBytes, in order;
+// it stops at the first failure.
+func (p *Producer) sendPartition(ctx context.Context, part uint32, g []Message) error {
+	for len(g) > 0 {
+		n, bytes := 0, 0
+		for n < len(g) && n < p.cfg.BatchCount {
+			sz := g[n].size()
+			if n > 0 && bytes+sz > p.cfg.BatchBytes {
+				break
+			}
+			bytes += sz
+			n++
+		}
+		if err := p.sendBatch(ctx, wire.ToPartition(part), g[:n]); err != nil {
+			return err
+		}
+		g = g[n:]
 	}
 	return nil
 }

@@ -82,7 +82,8 @@ type ConcurrentSink interface {
 	MaxInFlight() int
 }
 
-// MaxConcurrentUnlimited is what a [ConcurrentSink] with no limit of its own returns.
+// MaxConcurrentUnlimited is what a [ConcurrentSink] or a [PipelinedSource] with no limit of
+// its own returns.
 const MaxConcurrentUnlimited = 1 << 30
 
 // Sink writes consumed messages to a target.

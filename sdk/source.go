@@ -67,7 +67,8 @@ type SourceBatch struct {
 // AckFunc tells a source what became of a batch. err == nil: Iggy confirmed every message
 // and the batch's state was saved. err != nil: the batch was not delivered (the runtime gave
 // up or is stopping); the source may produce it again. The runtime calls it exactly once per
-// batch, before the next Read. ctx bounds the call.
+// batch, before the next Read (a [PipelinedSource]: in the order the batches were read, each
+// only after every earlier batch's). ctx bounds the call.
 type AckFunc func(ctx context.Context, err error) error
 
 // NoAck is an AckFunc for sources that need no acknowledgement.
@@ -77,7 +78,7 @@ func NoAck(context.Context, error) error { return nil }
 //
 // The runtime calls Open, then Read repeatedly: it does not call Read again until the
 // previous batch was sent to Iggy, its state saved and its AckFunc called (one batch in
-// flight), then Close.
+// flight; a [PipelinedSource] may be asked for more), then Close.
 type Source interface {
 	// Open prepares the source. ctx bounds only the opening.
 	Open(ctx context.Context, env SourceEnv) error
@@ -87,6 +88,35 @@ type Source interface {
 	Read(ctx context.Context) (SourceBatch, AckFunc, error)
 	// Close releases the source. ctx bounds the time Close may take.
 	Close(ctx context.Context) error
+}
+
+// CheckedPayloads is implemented by a source that guarantees each payload it produces is
+// valid in the schema its batch names (JSON that parses, text that is UTF-8): the runtime
+// then sends such payloads to a stream of that schema without checking them again (it still
+// decodes them for transforms or a conversion to another schema). Asked after Open; false
+// keeps the check.
+type CheckedPayloads interface {
+	CheckedPayloads() bool
+}
+
+// PipelinedSource is implemented by a source whose Read may be called again while batches
+// it returned earlier are not acknowledged yet. MaxUnacked, asked after Open, is how many
+// such batches it accepts at once (at least 1); the connector file's max_in_flight (default
+// 1) chooses how many the runtime keeps, at most that. Ordering still holds:
+//
+//   - the runtime sends the batches to Iggy in the order they were read (one partition's
+//     messages never overtake an earlier batch's);
+//   - it saves the state and calls the AckFunc strictly in read order, a batch only after
+//     it and every earlier batch were appended;
+//   - when a batch is not delivered (a failed send, the stop) it sends nothing read after
+//     it and nacks every later batch it holds, so nothing after the gap is acknowledged.
+//     The source must then produce the nacked batches again or stop (a restart resumes
+//     from the last saved state).
+//
+// The AckFuncs are called one at a time, but possibly while Read runs on another
+// goroutine; Close is called after the last of them returned.
+type PipelinedSource interface {
+	MaxUnacked() int
 }
 
 // Preflighter is implemented by a connector that can verify, before it runs, that the

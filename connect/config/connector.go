@@ -178,6 +178,11 @@ type Source struct {
 	OnFailure  FailurePolicy // Ferry; default stop
 	Retry      Retry         // Ferry
 	DeadLetter DeadLetter    // Ferry
+	// MaxInFlight is how many batches the runner may hold read but not yet acknowledged
+	// (Ferry; default 1: the next Read waits for the previous batch's ack). More than 1
+	// needs a source that accepts it (sdk.PipelinedSource); batches are still sent in read
+	// order and acknowledged in read order. 0 in a hand-built config means 1.
+	MaxInFlight uint32
 }
 
 // Validate checks a Sink built or changed by code; parsing already did. Errors name File.
@@ -325,6 +330,9 @@ func (s *Source) validate(loc *locator) error {
 		if st.BatchLength == 0 {
 			return loc.errorf(p+"batch_length", nil, "must be at least 1")
 		}
+	}
+	if s.MaxInFlight > MaxMaxInFlight {
+		return loc.errorf("max_in_flight", nil, "must be between 1 and %d", MaxMaxInFlight)
 	}
 	return validateFailure(loc, s.OnFailure, s.Retry, s.DeadLetter)
 }

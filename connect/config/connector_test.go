@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -135,9 +136,10 @@ schema = "raw"
 	want := &Source{
 		Common: Common{File: p, Key: "rnd", Name: "Random", Path: "builtin:random", PluginConfig: []byte(`{"count":10}`),
 			Restart: RestartPolicy{MaxRestarts: 60, InitialBackoff: time.Second, MaxBackoff: 5 * time.Second}},
-		Streams:   []SourceStream{{Stream: "s", Topic: "t", Schema: sdk.SchemaRaw, BatchLength: 1000, LingerTime: 5 * time.Millisecond}},
-		OnFailure: FailureStop,
-		Retry:     Retry{MaxRetries: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
+		Streams:     []SourceStream{{Stream: "s", Topic: "t", Schema: sdk.SchemaRaw, BatchLength: 1000, LingerTime: 5 * time.Millisecond}},
+		OnFailure:   FailureStop,
+		Retry:       Retry{MaxRetries: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
+		MaxInFlight: 1,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got  %#v\nwant %#v", s, want)
@@ -464,5 +466,45 @@ func TestLoadConnectorsIsolates(t *testing.T) {
 	want := "sink audit version 1 ignored (not the active version): " + old + ":12: streams[0].bogus: unknown key"
 	if !slices.Contains(c.Warnings, want) {
 		t.Fatalf("warnings %q lack %q", c.Warnings, want)
+	}
+}
+
+// TestSourceMaxInFlight: a source's max_in_flight is read (default 1) and 0 or more than
+// MaxMaxInFlight is refused naming the field.
+func TestSourceMaxInFlight(t *testing.T) {
+	base := `type = "source"
+key = "rnd"
+enabled = true
+version = 0
+name = "Random"
+path = "builtin:random"
+%s
+[[streams]]
+stream = "s"
+topic = "t"
+schema = "raw"
+`
+	for _, c := range []struct {
+		line    string
+		want    uint32
+		wantErr string
+	}{
+		{"", 1, ""},
+		{"max_in_flight = 4", 4, ""},
+		{"max_in_flight = 0", 0, "max_in_flight: must be between 1 and 1024"},
+		{"max_in_flight = 1025", 0, "max_in_flight: must be between 1 and 1024"},
+	} {
+		p := writeFile(t, t.TempDir(), "src.toml", fmt.Sprintf(base, c.line))
+		s, err := ParseSourceFile(p, nil)
+		switch {
+		case c.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) || !strings.Contains(err.Error(), p) {
+				t.Fatalf("%q: error %v, want one naming %s and %q", c.line, err, p, c.wantErr)
+			}
+		case err != nil:
+			t.Fatalf("%q: %v", c.line, err)
+		case s.MaxInFlight != c.want:
+			t.Fatalf("%q: MaxInFlight %d, want %d", c.line, s.MaxInFlight, c.want)
+		}
 	}
 }

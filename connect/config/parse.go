@@ -91,7 +91,8 @@ type rawSourceStream struct {
 type rawSource struct {
 	rawCommon
 	rawFailure
-	Streams []rawSourceStream `toml:"streams"`
+	Streams     []rawSourceStream `toml:"streams"`
+	MaxInFlight *uint32           `toml:"max_in_flight"`
 }
 
 // ConnectorType is the `type` of a connector file.
@@ -516,6 +517,9 @@ func (r *rawSource) build(loc *locator) (*Source, error) {
 	}
 	if s.OnFailure, s.Retry, s.DeadLetter, err = r.rawFailure.build(loc); err != nil {
 		return nil, err
+	}
+	if s.MaxInFlight = or(r.MaxInFlight, 1); s.MaxInFlight == 0 {
+		return nil, loc.errorf("max_in_flight", nil, "must be between 1 and %d", MaxMaxInFlight)
 	}
 	return s, nil
 }

@@ -40,6 +40,7 @@ var (
 	sourceBodyKeys = withKeys(commonKeys, bodyKeys{
 		"streams": {"stream": nil, "topic": nil, "schema": nil, "avro_schema_json": nil, "avro_schema_path": nil,
 			"batch_length": nil, "linger_time": nil},
+		"max_in_flight": nil,
 	})
 	requiredBodyKeys = []string{"enabled", "name", "path", "streams"}
 )

@@ -70,6 +70,7 @@ type SourceConfigJSON struct {
 	OnFailure          config.FailurePolicy `json:"on_failure"`
 	Retry              RetryJSON            `json:"retry"`
 	DeadLetter         *DeadLetterJSON      `json:"dead_letter"`
+	MaxInFlight        uint32               `json:"max_in_flight"`
 	Restart            RestartJSON          `json:"restart"`
 }
 
@@ -147,7 +148,8 @@ func SourceJSON(s *config.Source) SourceConfigJSON {
 		Transforms: transformsJSON(s.Transforms), Streams: []SourceStreamJSON{},
 		PluginConfigFormat: optString(s.PluginConfigFormat), PluginConfig: pluginConfigJSON(s.PluginConfig),
 		Verbose: s.Verbose, Benchmark: s.Benchmark, OnFailure: s.OnFailure,
-		Retry: retryJSON(s.Retry), DeadLetter: deadLetterJSON(s.DeadLetter), Restart: restartJSON(s.Restart),
+		Retry: retryJSON(s.Retry), DeadLetter: deadLetterJSON(s.DeadLetter), MaxInFlight: max(s.MaxInFlight, 1),
+		Restart: restartJSON(s.Restart),
 	}
 	for _, st := range s.Streams {
 		out.Streams = append(out.Streams, SourceStreamJSON{

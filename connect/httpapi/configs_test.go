@@ -22,7 +22,7 @@ var (
 	ferrySinkConfigKeys      = []string{"on_failure", "retry", "dead_letter", "commit", "shutdown_timeout", "max_in_flight", "restart"}
 	upstreamSourceConfigKeys = []string{"key", "enabled", "version", "name", "path", "transforms", "streams",
 		"plugin_config_format", "plugin_config", "verbose", "benchmark"}
-	ferrySourceConfigKeys = []string{"on_failure", "retry", "dead_letter", "restart"}
+	ferrySourceConfigKeys = []string{"on_failure", "retry", "dead_letter", "max_in_flight", "restart"}
 )
 
 // wantConfigKeys fails unless m, a config answer of kind, has every key of upstream's

@@ -523,20 +523,77 @@ func procCPU(pid int) float64 {
 	return (u + sys) / 100
 }
 
-// pgCPU is CPU seconds PostgreSQL used: all of it, and of that its own processes (the
-// postmaster and its background workers: WAL writer, checkpointer, autovacuum…), the
-// rest being the client backends.
-type pgCPU struct{ all, background float64 }
+// postgresChildren is the set of the cluster's running processes below its postmaster.
+func postgresChildren(b testing.TB) map[int]bool {
+	master := postmaster(b)
+	out := map[int]bool{}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+		if ppid, _ := strconv.Atoi(f[1]); ppid == master {
+			out[pid] = true
+		}
+	}
+	return out
+}
 
-// postgresCPU is the CPU used so far by the cluster of scripts/postgres.sh
-// (FERRY_POSTGRES_DIR): its postmaster and the processes it started that still run.
-func postgresCPU(b *testing.B) pgCPU {
+// postmaster is the pid of the cluster of scripts/postgres.sh (FERRY_POSTGRES_DIR).
+func postmaster(b testing.TB) int {
 	pidFile, err := os.ReadFile(filepath.Join(os.Getenv("FERRY_POSTGRES_DIR"), "data", "postmaster.pid"))
 	if err != nil {
 		b.Fatalf("the PostgreSQL cluster's postmaster.pid (FERRY_POSTGRES_DIR): %v", err)
 	}
 	master, _ := strconv.Atoi(strings.SplitN(string(pidFile), "\n", 2)[0])
-	c := pgCPU{all: procCPU(master), background: procCPU(master)}
+	return master
+}
+
+// waitReaped waits until every process of the cluster that is not in before has ended and
+// been reaped by the postmaster, so that postgresCPU counts its time (a walsender's after
+// its client left).
+func waitReaped(b testing.TB, before map[int]bool) {
+	testkit.WaitFor(b, "the cluster's new processes reaped", func() bool {
+		for pid := range postgresChildren(b) {
+			if !before[pid] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// childrenCPU is the user and system CPU seconds of the ended children process pid waited
+// for (cutime and cstime, the 16th and 17th fields; 0 when it is gone).
+func childrenCPU(pid int) float64 {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	u, _ := strconv.ParseFloat(f[13], 64)
+	sys, _ := strconv.ParseFloat(f[14], 64)
+	return (u + sys) / 100
+}
+
+// pgCPU is CPU seconds PostgreSQL used: all of it, and of that its own processes (the
+// postmaster and its running background workers: WAL writer, checkpointer, autovacuum…),
+// the rest being the client backends.
+type pgCPU struct{ all, background float64 }
+
+// postgresCPU is the CPU used so far by the cluster of scripts/postgres.sh
+// (FERRY_POSTGRES_DIR): its postmaster, the processes it started that still run, and those
+// that ended (a walsender, a closed connection's backend: the postmaster waited for them,
+// so their time is in its children's fields, counted as clients').
+func postgresCPU(b testing.TB) pgCPU {
+	master := postmaster(b)
+	c := pgCPU{all: procCPU(master) + childrenCPU(master), background: procCPU(master)}
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())

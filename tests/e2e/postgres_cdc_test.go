@@ -32,7 +32,8 @@ var (
 
 const cdcPartitions = 3
 
-// cdcSource is the connector file of the CDC source under test.
+// cdcSource is the connector file of the CDC source under test: max_in_flight 4, so up to
+// four batches are read ahead of their acknowledgement (sent and acknowledged in order).
 func cdcSource(url, slot string, tables []string) string {
 	ts, _ := json.Marshal(tables)
 	return fmt.Sprintf(`type = "source"
@@ -41,6 +42,7 @@ enabled = true
 version = 0
 name = "pg cdc"
 path = "builtin:postgres"
+max_in_flight = 4
 
 [[streams]]
 stream = "s"

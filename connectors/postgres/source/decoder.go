@@ -1,7 +1,6 @@
 package source
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -20,6 +19,10 @@ type relation struct {
 	identity      []bool // columns of the replica identity (sent in an old key)
 	keyCols       []int  // columns whose values form the partition key
 	captured      bool
+	// Rendered once for every message of the relation (shared, never written).
+	tableJSON   []byte // the table's name as a JSON string
+	tableHeader []byte // "schema.table"
+	slot        []byte // the replication slot's name
 }
 
 // decoder turns pgoutput messages into changes. It is used by the stream goroutine only.
@@ -29,15 +32,18 @@ type decoder struct {
 	pks   map[string][]string // "schema.table" -> primary key columns, read at Open
 	rels  map[uint32]*relation
 
-	inTxn bool
-	lsn   uint64 // the current transaction's commit LSN
-	xid   uint32
-	at    time.Time
-	next  uint64 // index of the next change in the transaction
+	slotID uint32 // slotHash of the slot
+
+	inTxn  bool
+	lsn    uint64 // the current transaction's commit LSN
+	xid    uint32
+	at     time.Time
+	atText []byte // at as RFC 3339 in UTC, shared by the transaction's changes
+	next   uint64 // index of the next change in the transaction
 }
 
 func newDecoder(cfg *Config, pks map[string][]string) *decoder {
-	return &decoder{cfg: cfg, types: pgtype.NewMap(), pks: pks, rels: map[uint32]*relation{}}
+	return &decoder{cfg: cfg, types: pgtype.NewMap(), pks: pks, rels: map[uint32]*relation{}, slotID: slotHash(cfg.ReplicationSlot)}
 }
 
 // reset forgets the relations and the open transaction (a new replication connection
@@ -58,7 +64,9 @@ func (d *decoder) captured(schema, table string) bool {
 }
 
 func (d *decoder) relation(m *pglogrepl.RelationMessage) {
-	r := &relation{schema: m.Namespace, table: m.RelationName, captured: d.captured(m.Namespace, m.RelationName)}
+	r := &relation{schema: m.Namespace, table: m.RelationName, captured: d.captured(m.Namespace, m.RelationName),
+		tableJSON: appendJSONString(nil, m.RelationName), tableHeader: []byte(m.Namespace + "." + m.RelationName),
+		slot: []byte(d.cfg.ReplicationSlot)}
 	var flagged []int
 	pk := d.pks[m.Namespace+"."+m.RelationName]
 	byName := map[string]int{}
@@ -98,6 +106,7 @@ func (d *decoder) relation(m *pglogrepl.RelationMessage) {
 
 func (d *decoder) begin(m *pglogrepl.BeginMessage) {
 	d.inTxn, d.lsn, d.xid, d.at, d.next = true, uint64(m.FinalLSN), m.Xid, m.CommitTime, 0
+	d.atText = m.CommitTime.UTC().AppendFormat(nil, time.RFC3339Nano)
 }
 
 // row decodes one change. It returns nil (no error) for a change that is not captured
@@ -118,7 +127,8 @@ func (d *decoder) row(relID uint32, op string, newT *pglogrepl.TupleData, oldKin
 	if !r.captured || !d.cfg.capture[op] {
 		return nil, nil
 	}
-	c := &change{pos: pos, xid: d.xid, commitTime: d.at, schema: r.schema, table: r.table, op: op, slot: d.cfg.ReplicationSlot}
+	c := &change{pos: pos, xid: d.xid, commitTime: d.at, schema: r.schema, table: r.table, op: op, slot: d.cfg.ReplicationSlot,
+		rel: r, atText: d.atText, hashed: true, slotID: d.slotID}
 	var err error
 	ident := newT
 	switch op {
@@ -170,8 +180,12 @@ func (d *decoder) tuple(r *relation, t *pglogrepl.TupleData, keyOnly bool) (obj 
 	if len(t.Columns) > len(r.names) {
 		return nil, nil, fmt.Errorf("%d columns sent, relation has %d", len(t.Columns), len(r.names))
 	}
-	var b bytes.Buffer
-	b.WriteByte('{')
+	size := 2
+	for i, col := range t.Columns {
+		size += len(r.quoted[i]) + len(col.Data) + 4
+	}
+	b := make([]byte, 0, size+size/4)
+	b = append(b, '{')
 	first := true
 	for i, col := range t.Columns {
 		if keyOnly && !r.identity[i] {
@@ -182,26 +196,24 @@ func (d *decoder) tuple(r *relation, t *pglogrepl.TupleData, keyOnly bool) (obj 
 			continue
 		}
 		if !first {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
 		first = false
-		b.Write(r.quoted[i])
-		b.WriteByte(':')
+		b = append(b, r.quoted[i]...)
+		b = append(b, ':')
 		switch col.DataType {
 		case pglogrepl.TupleDataTypeNull:
-			b.WriteString("null")
+			b = append(b, "null"...)
 		case pglogrepl.TupleDataTypeText:
-			v, err := jsonValue(d.types, r.oids[i], col.Data)
-			if err != nil {
+			if b, err = appendJSONValue(b, d.types, r.oids[i], col.Data); err != nil {
 				return nil, nil, fmt.Errorf("column %s: %w", r.names[i], err)
 			}
-			b.Write(v)
 		default:
 			return nil, nil, fmt.Errorf("column %s: tuple data kind %q not handled", r.names[i], col.DataType)
 		}
 	}
-	b.WriteByte('}')
-	return b.Bytes(), unchanged, nil
+	b = append(b, '}')
+	return b, unchanged, nil
 }
 
 // key is the change's partition key.
@@ -212,10 +224,16 @@ func (d *decoder) key(r *relation, t *pglogrepl.TupleData) []byte {
 	case PartitionByTable:
 		return []byte(r.schema + "." + r.table)
 	}
-	k := []byte(r.schema + "." + r.table)
 	if t == nil || len(r.keyCols) == 0 {
-		return k
+		return []byte(r.schema + "." + r.table)
 	}
+	size := len(r.tableHeader) + len(r.keyCols)
+	for _, i := range r.keyCols {
+		if i < len(t.Columns) {
+			size += len(t.Columns[i].Data)
+		}
+	}
+	k := append(make([]byte, 0, size), r.tableHeader...)
 	for _, i := range r.keyCols {
 		k = append(k, 0)
 		if i < len(t.Columns) {

@@ -45,13 +45,21 @@ const indexBits = 40
 
 // id is the change's deterministic message id: the commit LSN in the high 64 bits; in the
 // low ones a hash of the slot above the index.
-func (p position) id(slot string) sdk.MessageID {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(slot))
+func (p position) id(slot string) sdk.MessageID { return p.idHashed(slotHash(slot)) }
+
+// idHashed is id with the slot's hash (slotHash) computed once.
+func (p position) idHashed(slot uint32) sdk.MessageID {
 	var id sdk.MessageID
-	binary.LittleEndian.PutUint64(id[:8], uint64(h.Sum32())<<indexBits|p.Index&(1<<indexBits-1))
+	binary.LittleEndian.PutUint64(id[:8], uint64(slot)<<indexBits|p.Index&(1<<indexBits-1))
 	binary.LittleEndian.PutUint64(id[8:], p.LSN)
 	return id
+}
+
+// slotHash is the hash of a slot's name in its changes' ids.
+func slotHash(slot string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(slot))
+	return h.Sum32()
 }
 
 // positionOf reads the position headers of a message read back from Iggy; ok is false
@@ -94,19 +102,47 @@ type change struct {
 	unchanged  []string
 	key        []byte // partition key
 	slot       string
+
+	// What every change of a relation or a transaction shares, rendered once by the decoder
+	// (nil: message renders it).
+	rel    *relation
+	atText []byte // commitTime as RFC 3339 in UTC
+	hashed bool   // slotID holds slotHash(slot)
+	slotID uint32
+}
+
+// headerKeys are the keys of a change's headers, in order. Messages share them (and their
+// relation's table and slot values): nothing downstream writes to a header's bytes.
+var headerKeys = [...]sdk.HeaderField{sdk.String(HeaderCommitLSN), sdk.String(HeaderTxnIndex), sdk.String(HeaderXID),
+	sdk.String(HeaderTable), sdk.String(HeaderSlot)}
+
+// changeHeaders holds a message's headers and their number values: one allocation.
+type changeHeaders struct {
+	hs   [len(headerKeys)]sdk.Header
+	nums [24]byte
 }
 
 // message renders the change as the message sent to Iggy. The payload is written by hand:
 // data and old_data are valid JSON already (the decoder built them), so the encoder's
 // validation and compaction of them would be spent for nothing.
 func (c *change) message() (sdk.ProducedMessage, error) {
-	b := make([]byte, 0, 96+len(c.table)+len(c.data)+len(c.oldData))
+	var tableJSON, tableHeader, slot []byte
+	if c.rel != nil {
+		tableJSON, tableHeader, slot = c.rel.tableJSON, c.rel.tableHeader, c.rel.slot
+	} else {
+		tableJSON, tableHeader, slot = appendJSONString(nil, c.table), []byte(c.schema+"."+c.table), []byte(c.slot)
+	}
+	at := c.atText
+	if at == nil {
+		at = c.commitTime.UTC().AppendFormat(nil, time.RFC3339Nano)
+	}
+	b := make([]byte, 0, 80+len(tableJSON)+len(c.op)+len(at)+len(c.data)+len(c.oldData))
 	b = append(b, `{"table_name":`...)
-	b = appendJSONString(b, c.table)
+	b = append(b, tableJSON...)
 	b = append(b, `,"operation_type":"`...)
 	b = append(b, c.op...)
 	b = append(b, `","timestamp":"`...)
-	b = c.commitTime.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, at...)
 	b = append(b, `","data":`...)
 	b = append(b, c.data...)
 	b = append(b, `,"old_data":`...)
@@ -126,13 +162,22 @@ func (c *change) message() (sdk.ProducedMessage, error) {
 		b = append(b, ']')
 	}
 	b = append(b, '}')
-	return sdk.ProducedMessage{ID: c.pos.id(c.slot), Payload: b, PartitionKey: c.key, Headers: []sdk.Header{
-		{Key: sdk.String(HeaderCommitLSN), Value: sdk.Uint64(c.pos.LSN)},
-		{Key: sdk.String(HeaderTxnIndex), Value: sdk.Uint64(c.pos.Index)},
-		{Key: sdk.String(HeaderXID), Value: sdk.Uint64(uint64(c.xid))},
-		{Key: sdk.String(HeaderTable), Value: sdk.String(c.schema + "." + c.table)},
-		{Key: sdk.String(HeaderSlot), Value: sdk.String(c.slot)},
-	}}, nil
+	h := new(changeHeaders)
+	binary.LittleEndian.PutUint64(h.nums[0:8], c.pos.LSN)
+	binary.LittleEndian.PutUint64(h.nums[8:16], c.pos.Index)
+	binary.LittleEndian.PutUint64(h.nums[16:24], uint64(c.xid))
+	h.hs = [len(headerKeys)]sdk.Header{
+		{Key: headerKeys[0], Value: sdk.HeaderField{Kind: sdk.HeaderUint64, Value: h.nums[0:8:8]}},
+		{Key: headerKeys[1], Value: sdk.HeaderField{Kind: sdk.HeaderUint64, Value: h.nums[8:16:16]}},
+		{Key: headerKeys[2], Value: sdk.HeaderField{Kind: sdk.HeaderUint64, Value: h.nums[16:24:24]}},
+		{Key: headerKeys[3], Value: sdk.HeaderField{Kind: sdk.HeaderString, Value: tableHeader}},
+		{Key: headerKeys[4], Value: sdk.HeaderField{Kind: sdk.HeaderString, Value: slot}},
+	}
+	id := c.slotID
+	if !c.hashed {
+		id = slotHash(c.slot)
+	}
+	return sdk.ProducedMessage{ID: c.pos.idHashed(id), Payload: b, PartitionKey: c.key, Headers: h.hs[:]}, nil
 }
 
 // appendJSONString appends s as a JSON string.

@@ -41,6 +41,26 @@ func New() *Source { return &Source{} }
 // ids are random.
 func (s *Source) UniqueIDs() bool { return s.cfg.Mode == ModeCDC }
 
+// MaxUnacked is how many batches the runtime may hold read and not yet acknowledged
+// (sdk.PipelinedSource), asked after Open. In CDC mode any number: Read only takes changes
+// off the stream's queue, the acks (in read order) each move the slot's confirmed position
+// up to their own batch, and a nack stops the source (the next Read fails) so a restart
+// replays from the slot. Polling mode takes one batch at a time: its delete or mark after
+// read follows each ack.
+func (s *Source) MaxUnacked() int {
+	if s.cfg.Mode == ModeCDC {
+		return sdk.MaxConcurrentUnlimited
+	}
+	return 1
+}
+
+// CheckedPayloads reports that, in CDC mode, every payload is valid JSON (sdk.CheckedPayloads):
+// the record is written by hand around column values that are JSON by construction
+// (integers and numbers checked, strings escaped, json and jsonb compacted, which parses
+// them), so the runtime need not parse each one again. Polling mode's payload_column may
+// carry anything: checked.
+func (s *Source) CheckedPayloads() bool { return s.cfg.Mode == ModeCDC }
+
 // state is what the runtime saves after Iggy acknowledged a batch: the position of its
 // last change.
 type state struct {
@@ -207,7 +227,8 @@ func (s *Source) Read(ctx context.Context) (sdk.SourceBatch, sdk.AckFunc, error)
 	case <-ctx.Done():
 		return sdk.SourceBatch{}, nil, ctx.Err()
 	}
-	batch := sdk.SourceBatch{Schema: sdk.SchemaJSON}
+	// Sized for what is queued now (the loop below takes no more than that).
+	batch := sdk.SourceBatch{Schema: sdk.SchemaJSON, Messages: make([]sdk.ProducedMessage, 0, min(s.cfg.BatchSize, len(s.st.out)+1))}
 	var lastSeq, lastEnd uint64
 	var lastPos *position
 	add := func(it item) error {

@@ -38,6 +38,7 @@ type stream struct {
 
 	// The goroutine's own.
 	conn       *pgconn.PgConn
+	ins        insertParser
 	seq        uint64
 	high       position // the last change queued or skipped as already sent
 	highCommit uint64   // the commit LSN of the last transaction end queued
@@ -186,6 +187,14 @@ func (s *stream) copyData(ctx context.Context, data []byte) error {
 
 // logical handles one pgoutput message.
 func (s *stream) logical(ctx context.Context, data []byte) error {
+	if relID, t, ok := s.ins.parse(data); ok {
+		// Inserts, the bulk of most streams, skip the generic parser's allocations.
+		c, err := s.dec.row(relID, opInsert, t, 0, nil)
+		if err != nil {
+			return &fatalError{err}
+		}
+		return s.queue(ctx, c)
+	}
 	msg, err := pglogrepl.Parse(data)
 	if err != nil {
 		return &fatalError{fmt.Errorf("pgoutput: %w", err)}
@@ -229,18 +238,24 @@ func (s *stream) logical(ctx context.Context, data []byte) error {
 		return s.push(ctx, item{commitEnd: uint64(m.TransactionEndLSN), commitLSN: uint64(m.CommitLSN)})
 	}
 	for _, c := range changes {
-		if c == nil || !c.pos.after(s.high) {
-			continue
-		}
-		s.high = c.pos
-		if s.skip != nil && s.skip(c) {
-			continue
-		}
-		if err := s.push(ctx, item{change: c}); err != nil {
+		if err := s.queue(ctx, c); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// queue pushes a decoded change unless it is not captured (nil), was queued before a
+// reconnect, or Iggy already holds it.
+func (s *stream) queue(ctx context.Context, c *change) error {
+	if c == nil || !c.pos.after(s.high) {
+		return nil
+	}
+	s.high = c.pos
+	if s.skip != nil && s.skip(c) {
+		return nil
+	}
+	return s.push(ctx, item{change: c})
 }
 
 // push queues it for Read. While the queue is full (Iggy is slow or down) it keeps

@@ -68,6 +68,57 @@ func jsonValue(types *pgtype.Map, oid uint32, text []byte) (json.RawMessage, err
 	return quote(s), nil
 }
 
+// appendJSONValue appends jsonValue's rendering of a column to dst. The commonest cases
+// (an integer, text of printable ASCII that JSON writes as it is) are appended without
+// allocating; the rest go through jsonValue, so the output is the same.
+func appendJSONValue(dst []byte, types *pgtype.Map, oid uint32, text []byte) ([]byte, error) {
+	switch oid {
+	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID:
+		if plainInteger(text) {
+			return append(dst, text...), nil
+		}
+	case pgtype.TextOID, pgtype.VarcharOID, pgtype.BPCharOID, pgtype.NameOID:
+		if plainText(text) {
+			dst = append(dst, '"')
+			dst = append(dst, text...)
+			return append(dst, '"'), nil
+		}
+	}
+	v, err := jsonValue(types, oid, text)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, v...), nil
+}
+
+// plainInteger reports whether b is an optional minus and 1 to 18 digits: an int64, and a
+// JSON number as it is.
+func plainInteger(b []byte) bool {
+	if len(b) > 0 && b[0] == '-' {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// plainText reports whether b is printable ASCII that encoding/json writes unescaped in a
+// string (no quote, backslash or HTML-sensitive character).
+func plainText(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
 // arrayValue converts an array's text form element by element (multi-dimensional arrays
 // become nested JSON arrays).
 func arrayValue(types *pgtype.Map, elem uint32, s string) (json.RawMessage, error) {

@@ -61,3 +61,22 @@ func TestSnakeCase(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendJSONValueAsJSONValue: the allocation-free paths of appendJSONValue write what
+// jsonValue writes, for integers and text at and past the edges of those paths, after
+// what dst already holds.
+func TestAppendJSONValueAsJSONValue(t *testing.T) {
+	m := pgtype.NewMap()
+	texts := []string{"", "0", "-0", "-", "+5", "123456789012345678", "-123456789012345678", "1234567890123456789",
+		"12345678901234567890", "9223372036854775807", "row 1", "a<b", "a>b", "a&b", `say "hi"`, `back\slash`, "tab\there",
+		"é", "\x7f", "~ok~", "x\xffy"}
+	for _, oid := range []uint32{pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID, pgtype.TextOID, pgtype.VarcharOID, pgtype.BPCharOID, pgtype.NameOID} {
+		for _, s := range texts {
+			want, wantErr := jsonValue(m, oid, []byte(s))
+			got, err := appendJSONValue([]byte("{"), m, oid, []byte(s))
+			if (err != nil) != (wantErr != nil) || (err == nil && string(got) != "{"+string(want)) {
+				t.Fatalf("oid %d %q: appendJSONValue = %q, %v; jsonValue = %q, %v", oid, s, got, err, want, wantErr)
+			}
+		}
+	}
+}
