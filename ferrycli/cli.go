@@ -113,9 +113,10 @@ func (c *CLI) Run(args []string) int {
 }
 
 // Main runs the command line of the process (os.Args) and exits with its code: the whole
-// body of a main function. With FERRY_CPU_PROFILE set it writes a CPU profile of the run
-// there (docs/benchmarks.md).
+// body of a main function. It collects garbage at GOGC 400 unless GOGC is set (gc.go). With
+// FERRY_CPU_PROFILE set it writes a CPU profile of the run there (docs/benchmarks.md).
 func (c *CLI) Main() {
+	tuneGC(os.LookupEnv)
 	stop := startCPUProfile()
 	code := c.Run(os.Args[1:])
 	stop()

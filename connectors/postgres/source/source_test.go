@@ -351,6 +351,8 @@ func TestCDCPreflight(t *testing.T) {
 	}
 	f.tables = []string{f.table("ok")}
 	f.url = cfg
+	// The fixture's cleanup drops f.slot: give it back the slot this test created.
+	defer func(slot string) { f.slot = slot }(f.slot)
 	f.slot += "_other"
 	errs = New().Preflight(ctx, f.config(""))
 	if len(errs) != 1 || errs[0].Error() != "role "+role+" has no REPLICATION right; fix: ALTER ROLE \""+role+"\" WITH REPLICATION;" {
