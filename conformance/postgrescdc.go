@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -89,29 +88,8 @@ func runPostgresCDC(ctx context.Context, r *Runner, _ string) Result {
 	if err != nil {
 		return broken(expected, err)
 	}
-	ts, _ := json.Marshal(tables)
-	conn := fmt.Sprintf(`type = "source"
-key = "pgcdc"
-enabled = true
-version = 0
-name = "conformance postgres cdc"
-path = "builtin:postgres"
-
-[[streams]]
-stream = %q
-topic = "t"
-schema = "json"
-batch_length = 1000
-
-[plugin_config]
-connection_string = %q
-mode = "cdc"
-tables = %s
-replication_slot = %q
-capture_operations = ["INSERT", "UPDATE", "DELETE", "TRUNCATE"]
-batch_size = 500
-status_interval = "200ms"
-`, stream, r.cfg.Postgres, ts, name)
+	conn := cdccheck.Source{Key: "pgcdc", Name: "conformance postgres cdc", Stream: stream, Topic: "t",
+		URL: r.cfg.Postgres, Slot: name, Tables: tables}.File()
 	if err := os.WriteFile(filepath.Join(cdir, "pgcdc.toml"), []byte(conn), 0o644); err != nil {
 		return broken(expected, err)
 	}

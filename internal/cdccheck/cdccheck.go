@@ -297,3 +297,40 @@ func cmpUint(a, b uint64) int {
 	}
 	return 0
 }
+
+// Source is the CDC source under judgement: builtin:postgres in cdc mode, feeding Stream/Topic
+// from Tables of the database at URL through Slot, every operation the Writer makes captured.
+type Source struct {
+	Key, Name     string
+	Stream, Topic string
+	URL, Slot     string
+	Tables        []string
+	Top           string // extra top-level lines of the connector file (e.g. max_in_flight)
+}
+
+// File is the source's connector file.
+func (s Source) File() string {
+	ts, _ := json.Marshal(s.Tables)
+	return fmt.Sprintf(`type = "source"
+key = %q
+enabled = true
+version = 0
+name = %q
+path = "builtin:postgres"
+%s
+[[streams]]
+stream = %q
+topic = %q
+schema = "json"
+batch_length = 1000
+
+[plugin_config]
+connection_string = %q
+mode = "cdc"
+tables = %s
+replication_slot = %q
+capture_operations = ["INSERT", "UPDATE", "DELETE", "TRUNCATE"]
+batch_size = 500
+status_interval = "200ms"
+`, s.Key, s.Name, s.Top, s.Stream, s.Topic, s.URL, ts, s.Slot)
+}

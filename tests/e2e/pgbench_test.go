@@ -525,8 +525,16 @@ func procCPU(pid int) float64 {
 
 // postgresChildren is the set of the cluster's running processes below its postmaster.
 func postgresChildren(b testing.TB) map[int]bool {
-	master := postmaster(b)
 	out := map[int]bool{}
+	for _, pid := range childPIDs(postmaster(b)) {
+		out[pid] = true
+	}
+	return out
+}
+
+// childPIDs are the running processes whose parent is ppid.
+func childPIDs(ppid int) []int {
+	var out []int
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
@@ -538,8 +546,8 @@ func postgresChildren(b testing.TB) map[int]bool {
 			continue
 		}
 		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-		if ppid, _ := strconv.Atoi(f[1]); ppid == master {
-			out[pid] = true
+		if parent, _ := strconv.Atoi(f[1]); parent == ppid {
+			out = append(out, pid)
 		}
 	}
 	return out
@@ -594,24 +602,12 @@ type pgCPU struct{ all, background float64 }
 func postgresCPU(b testing.TB) pgCPU {
 	master := postmaster(b)
 	c := pgCPU{all: procCPU(master) + childrenCPU(master), background: procCPU(master)}
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-		if ppid, _ := strconv.Atoi(f[1]); ppid == master {
-			cpu := procCPU(pid)
-			c.all += cpu
-			// A client backend's title names its client: "postgres: user db 127.0.0.1(port) …".
-			if title, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); !strings.Contains(string(title), "(") {
-				c.background += cpu
-			}
+	for _, pid := range childPIDs(master) {
+		cpu := procCPU(pid)
+		c.all += cpu
+		// A client backend's title names its client: "postgres: user db 127.0.0.1(port) …".
+		if title, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); !strings.Contains(string(title), "(") {
+			c.background += cpu
 		}
 	}
 	return c

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -35,30 +34,8 @@ const cdcPartitions = 3
 // cdcSource is the connector file of the CDC source under test: max_in_flight 4, so up to
 // four batches are read ahead of their acknowledgement (sent and acknowledged in order).
 func cdcSource(url, slot string, tables []string) string {
-	ts, _ := json.Marshal(tables)
-	return fmt.Sprintf(`type = "source"
-key = "cdc"
-enabled = true
-version = 0
-name = "pg cdc"
-path = "builtin:postgres"
-max_in_flight = 4
-
-[[streams]]
-stream = "s"
-topic = "cdc"
-schema = "json"
-batch_length = 1000
-
-[plugin_config]
-connection_string = %q
-mode = "cdc"
-tables = %s
-replication_slot = %q
-capture_operations = ["INSERT", "UPDATE", "DELETE", "TRUNCATE"]
-batch_size = 500
-status_interval = "200ms"
-`, url, ts, slot)
+	return cdccheck.Source{Key: "cdc", Name: "pg cdc", Stream: "s", Topic: "cdc", URL: url, Slot: slot, Tables: tables,
+		Top: "max_in_flight = 4\n"}.File()
 }
 
 // cdcExactlyOnce runs the CDC source in ferry processes SIGKILLed size.kills times at
