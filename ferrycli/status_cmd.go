@@ -223,18 +223,6 @@ func (c *apiClient) connectors(ctx context.Context, kind string) ([]apiStatus, [
 // defaultAPIURL is upstream's default http.address as a URL.
 const defaultAPIURL = "http://127.0.0.1:8081"
 
-// discoverURL finds the API of the runtime of config path when no --url is given: the URL
-// `ferry run` wrote to <state.path>/http.url (it names the bound port, so http.address may
-// say port 0), else [http] address (a host binding every interface is asked on 127.0.0.1),
-// else upstream's default. A config that does not load is an error only when named.
-func discoverURL(path string) (string, error) {
-	rc, err := loadStatusConfig(path)
-	if err != nil {
-		return "", err
-	}
-	return apiURLOf(rc), nil
-}
-
 // loadStatusConfig is the runtime config status reads: path's, or (path "") the one ferry
 // run would find, or the defaults when there is none. A named config that does not load
 // is an error.
@@ -249,7 +237,10 @@ func loadStatusConfig(path string) (*config.Runtime, error) {
 	return rc, nil
 }
 
-// apiURLOf is the URL of rc's API (discoverURL).
+// apiURLOf finds the API of the runtime of rc when no --url is given: the URL `ferry run`
+// wrote to <state.path>/http.url (it names the bound port, so http.address may say port
+// 0), else [http] address (a host binding every interface is asked on 127.0.0.1), else
+// upstream's default.
 func apiURLOf(rc *config.Runtime) string {
 	if u, err := readAPIURL(stateDir(rc)); err == nil {
 		return u

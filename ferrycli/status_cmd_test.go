@@ -221,11 +221,15 @@ func TestDiscoverURL(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if got, err := discoverURL(cfg); err != nil || got != tc.want {
-			t.Errorf("address %s, file %q: %q, %v; want %q", tc.addr, tc.file, got, err, tc.want)
+		rc, err := loadStatusConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := apiURLOf(rc); got != tc.want {
+			t.Errorf("address %s, file %q: %q; want %q", tc.addr, tc.file, got, tc.want)
 		}
 	}
-	if _, err := discoverURL(filepath.Join(dir, "missing.toml")); err == nil || !strings.Contains(err.Error(), "missing.toml") {
+	if _, err := loadStatusConfig(filepath.Join(dir, "missing.toml")); err == nil || !strings.Contains(err.Error(), "missing.toml") {
 		t.Errorf("missing named config: %v", err)
 	}
 }
