@@ -125,6 +125,17 @@ func (s *offsetSampler) finish(t *testing.T) {
 	}
 }
 
+// ownedCount is how many partitions the runtime's first topic tracks as owned.
+func ownedCount(rt *Runtime) int {
+	n := 0
+	for _, st := range rt.Status()[0].Partitions {
+		if st.State == "owned" {
+			n++
+		}
+	}
+	return n
+}
+
 // memberOf returns the consumer-group member of the runtime's first sink's first topic.
 func memberOf(t *testing.T, rt *Runtime) *iggy.Consumer {
 	t.Helper()
@@ -323,23 +334,40 @@ func TestRebalanceStormSinkControlled(t *testing.T) {
 	testkit.WaitFor(t, "A delivers", func() bool { return rt.Status()[0].Stats.Delivered > 0 })
 	a := memberOf(t, rt)
 	storm := env.Dial()
+	ownsAll := func(when string) {
+		testkit.WaitFor(t, "A owns all partitions "+when, func() bool {
+			if err := a.Resync(bg(t)); err != nil {
+				t.Fatal(err)
+			}
+			return ownedCount(rt) == parts
+		})
+	}
 	for i := range members {
+		if i%10 == 0 { // the join below takes 8 of A's 16, never partitions A lost already
+			ownsAll(fmt.Sprintf("before member %d joins", i))
+		}
 		m, err := storm.NewConsumer(bg(t), iggy.ConsumerConfig{Stream: iggy.Name("s"), Topic: iggy.Name("t"), Group: "g"})
 		if err != nil {
 			t.Fatalf("member %d: %v", i, err)
 		}
-		if i%10 == 0 { // A's member sees the revocation (besides its background syncs)
-			if err := a.Resync(bg(t)); err != nil {
-				t.Fatal(err)
-			}
+		if i%10 == 0 {
+			// A's member sees the revocation (besides its background syncs) and reports
+			// it: the 8 partitions the newcomer took are revoked from A's table before
+			// the newcomer leaves. Waiting for the report (not for a clock) is what makes
+			// the count of revocations below exact.
+			before := rt.Status()[0].Stats.Revoked
+			testkit.WaitFor(t, fmt.Sprintf("A reports member %d's join", i), func() bool {
+				if err := a.Resync(bg(t)); err != nil {
+					t.Fatal(err)
+				}
+				return rt.Status()[0].Stats.Revoked >= before+parts/2
+			})
 		}
 		if err := m.Close(bg(t)); err != nil {
 			t.Fatalf("member %d leaves: %v", i, err)
 		}
-		if i%10 == 0 { // …and that it got it back
-			if err := a.Resync(bg(t)); err != nil {
-				t.Fatal(err)
-			}
+		if i%10 == 0 { // …and that it got them back
+			ownsAll(fmt.Sprintf("after member %d left", i))
 		}
 	}
 	delivered := rt.Status()[0].Stats.Delivered
