@@ -3,6 +3,7 @@ package connect
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -200,5 +201,72 @@ func TestMaxInFlightRefusedWithoutCapability(t *testing.T) {
 	const want = "max_in_flight = 3: the sink builtin:rec does not accept concurrent Consume calls (sdk.ConcurrentSink)"
 	if st.LastError == nil || !strings.Contains(st.LastError.Message, want) || st.Restart.Restarts != 0 {
 		t.Fatalf("status %+v, last error %+v; want %q and no restart", st, st.LastError, want)
+	}
+}
+
+// blockingSink holds every Consume of partition 0 until release is closed and records
+// what each partition received, in order.
+type blockingSink struct {
+	release chan struct{}
+	mu      sync.Mutex
+	got     map[uint32][]uint64
+}
+
+func (s *blockingSink) MaxInFlight() int                        { return 4 }
+func (s *blockingSink) Open(context.Context, sdk.SinkEnv) error { return nil }
+func (s *blockingSink) Close(context.Context) error             { return nil }
+func (s *blockingSink) delivered(p uint32) []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.got[p])
+}
+func (s *blockingSink) Consume(ctx context.Context, _ sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
+	p := meta.Partition.PartitionID
+	if p == 0 {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		s.got[p] = append(s.got[p], m.Offset)
+	}
+	return nil
+}
+
+// TestBusyPartitionDoesNotStallOthers: with max_in_flight = 2 over 2 partitions, the
+// sink holds partition 0's first batch inside Consume; partition 1 still gets all its
+// 200 messages meanwhile. (Before the table paused the polling of a partition whose next
+// batch already waits, that batch stood in the dispatcher's one-place queue and the poll
+// goroutine stopped with partition 1's next batch in its hand: one slow partition stalled
+// every other.) Then partition 0 is released and gets its 200, in order.
+func TestBusyPartitionDoesNotStallOthers(t *testing.T) {
+	for _, mode := range allModes {
+		t.Run(string(mode), func(t *testing.T) {
+			env := newIggyEnv(t)
+			env.Topic("s", "t", 2)
+			for p := uint32(0); p < 2; p++ {
+				env.Fill("s", "t", p, 200, nil)
+			}
+			sink := &blockingSink{release: make(chan struct{}), got: map[uint32][]uint64{}}
+			cfg := testSinkConfig(mode, config.FailureStop)
+			cfg.MaxInFlight = 2
+			rt := env.start(cfg, sink)
+			testkit.WaitFor(t, "partition 1 delivered while partition 0 is held", func() bool { return len(sink.delivered(1)) == 200 })
+			if got := sink.delivered(0); len(got) != 0 {
+				t.Fatalf("partition 0 delivered %d while held", len(got))
+			}
+			close(sink.release)
+			testkit.WaitFor(t, "partition 0 delivered", func() bool { return len(sink.delivered(0)) == 200 })
+			stopRuntime(t, rt)
+			for p := uint32(0); p < 2; p++ {
+				if got := sink.delivered(p); !equalOffsets(got, seq(0, 199)) {
+					t.Fatalf("partition %d delivered %d offsets, want 0..199 once each in order", p, len(got))
+				}
+			}
+		})
 	}
 }

@@ -55,6 +55,10 @@ type partitionTable struct {
 	parts  map[uint32]*partition
 	closed bool // the sink stopped: commits refused, everything pending due now
 	held   bool // paused by the operator (hold): no partition is polled, whatever its backpressure
+	// oneAhead (max_in_flight > 1): a partition with a polled batch not yet handed to the
+	// sink is not polled again until that batch is delivering (waiting), so the one poll
+	// loop polls the partitions that need a batch, not the next one in turn.
+	oneAhead bool
 	// storesEnded: the store loop ended; a trace handed over now is never stored.
 	storesEnded bool
 }
@@ -74,6 +78,7 @@ type partition struct {
 	stored    uint64
 	resolved  []span // runtime resolutions beyond done, sorted, disjoint
 	paused    bool   // backpressure: polled − stored reached max_uncommitted
+	waiting   bool   // oneAhead: the last polled batch is not delivering yet (polling paused)
 	lastBatch uint64 // size of the last polled batch
 	current   uint64 // the partition's last offset + 1, as the last poll reported it (0: unknown)
 
@@ -195,6 +200,12 @@ func (t *partitionTable) polled(id uint32, first, last, current uint64) (p *part
 	p.polled = max(p.polled, last+1)
 	p.current = max(p.current, current+1, last+1)
 	p.lastBatch = last - first + 1
+	if t.oneAhead && !p.waiting {
+		p.waiting = true
+		if t.flow != nil {
+			t.flow.Pause(id)
+		}
+	}
 	if t.policy.serverStores { // stored by the server with the poll
 		n := p.polled - p.stored
 		p.delivered, p.done, p.stored = p.polled, p.polled, p.polled
@@ -211,6 +222,12 @@ func (t *partitionTable) polled(id uint32, first, last, current uint64) (p *part
 	return p, pause
 }
 
+// pollableLocked says whether nothing holds p's polling back: the operator's hold,
+// backpressure, or a batch of it waiting for the sink (oneAhead).
+func (t *partitionTable) pollableLocked(p *partition) bool {
+	return !t.held && !p.paused && !p.waiting
+}
+
 // delivering records that offsets up to last are handed to the sink (commits of them
 // become valid); false if p was released meanwhile (then the batch is not delivered).
 func (t *partitionTable) delivering(p *partition, last uint64) bool {
@@ -220,6 +237,12 @@ func (t *partitionTable) delivering(p *partition, last uint64) bool {
 		return false
 	}
 	p.delivered = max(p.delivered, last+1)
+	if p.waiting && last+1 >= p.polled {
+		p.waiting = false
+		if t.flow != nil && t.pollableLocked(p) {
+			t.flow.Resume(p.id)
+		}
+	}
 	return true
 }
 
@@ -377,7 +400,7 @@ func (t *partitionTable) releaseLocked(p *partition, why string) {
 // hold pauses (on) or resumes (off) the polling of every partition of the table, for
 // the operator's pause: the member keeps its assignment and heartbeats, and what was
 // polled is still delivered and stored. Resuming leaves partitions paused by
-// backpressure paused.
+// backpressure, or with a batch waiting for the sink, paused.
 func (t *partitionTable) hold(on bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -392,7 +415,7 @@ func (t *partitionTable) hold(on bool) {
 		switch {
 		case on:
 			t.flow.Pause(id)
-		case !p.paused:
+		case t.pollableLocked(p):
 			t.flow.Resume(id)
 		}
 	}

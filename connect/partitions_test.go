@@ -534,3 +534,113 @@ func TestStoresNeverGoBackwards(t *testing.T) {
 		}
 	}
 }
+
+// flowLog records the table's Pause and Resume calls per partition.
+type flowLog struct {
+	mu     sync.Mutex
+	paused map[uint32]bool
+	calls  []string
+}
+
+func (f *flowLog) Pause(id uint32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.paused[id] = true
+	f.calls = append(f.calls, fmt.Sprintf("pause %d", id))
+}
+
+func (f *flowLog) Resume(id uint32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.paused, id)
+	f.calls = append(f.calls, fmt.Sprintf("resume %d", id))
+}
+
+func (f *flowLog) isPaused(id uint32) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.paused[id]
+}
+
+// TestOneAheadFlow: with oneAhead (max_in_flight > 1) a polled batch pauses its
+// partition's polling until it is delivering; the resume then never undoes the other
+// reasons to stay paused (backpressure, the operator's hold), and their resumes never
+// undo a waiting batch's pause. Without oneAhead a poll pauses nothing.
+func TestOneAheadFlow(t *testing.T) {
+	tbl := newTestTable(controlled(time.Hour, 250), nil)
+	flow := &flowLog{paused: map[uint32]bool{}}
+	tbl.flow, tbl.oneAhead = flow, true
+	tbl.change(nil, []uint32{0})
+	poll := func(first, last uint64) *partition {
+		t.Helper()
+		p, _ := tbl.polled(0, first, last, 999)
+		if p == nil {
+			t.Fatal("partition 0 not in the table")
+		}
+		return p
+	}
+	p := poll(0, 99)
+	if !flow.isPaused(0) {
+		t.Fatal("a polled batch waiting for the sink did not pause its partition")
+	}
+	tbl.delivering(p, 99)
+	if flow.isPaused(0) {
+		t.Fatal("the batch is delivering, its partition still paused")
+	}
+
+	// Backpressure: the third batch reaches max_uncommitted (300 ≥ 250) while waiting.
+	tbl.delivering(poll(100, 199), 199)
+	p = poll(200, 299)
+	tbl.delivering(p, 299)
+	if !flow.isPaused(0) {
+		t.Fatal("delivering resumed a partition paused by backpressure")
+	}
+	p = poll(300, 399) // polled before the pause took effect: it waits too
+	if err := tbl.commit(0, 199); err != nil {
+		t.Fatal(err)
+	}
+	jobs, _, _ := tbl.nextStores(time.Now())
+	if len(jobs) != 1 || !tbl.storeResult(jobs[0], nil, false, false, time.Now()) {
+		t.Fatalf("the store of 199 did not end the backpressure (400 polled): %+v", jobs)
+	}
+	if !flow.isPaused(0) {
+		t.Fatal("the end of backpressure resumed a partition whose batch still waits")
+	}
+	// The operator's hold, then the batch delivering: still held; unhold resumes.
+	tbl.hold(true)
+	tbl.delivering(p, 399)
+	if !flow.isPaused(0) {
+		t.Fatal("delivering resumed a held partition")
+	}
+	tbl.hold(false)
+	if flow.isPaused(0) {
+		t.Fatal("unhold left the partition paused")
+	}
+	if err := tbl.commit(0, 399); err != nil {
+		t.Fatal(err)
+	}
+	jobs, _, _ = tbl.nextStores(time.Now())
+	if len(jobs) != 1 || jobs[0].offset != 399 {
+		t.Fatalf("the commit of 399 (200 uncommitted, urgent) is not due: %+v", jobs)
+	}
+	tbl.storeResult(jobs[0], nil, false, false, time.Now())
+	p = poll(400, 499) // 100 uncommitted: only the waiting batch pauses it
+	tbl.hold(true)
+	tbl.hold(false)
+	if !flow.isPaused(0) {
+		t.Fatal("unhold resumed a partition whose batch waits")
+	}
+	tbl.delivering(p, 499)
+	if flow.isPaused(0) {
+		t.Fatal("delivering the last waiting batch left the partition paused")
+	}
+
+	plain := newTestTable(controlled(time.Hour, 0), nil)
+	pf := &flowLog{paused: map[uint32]bool{}}
+	plain.flow = pf
+	plain.change(nil, []uint32{0})
+	plain.polled(0, 0, 99, 999)
+	if len(pf.calls) != 0 {
+		t.Fatalf("without oneAhead a poll paused or resumed: %v", pf.calls)
+	}
+}

@@ -58,8 +58,9 @@ func newTopicConsumer(s *sinkRunner, topic sdk.TopicMetadata, schema sdk.Schema,
 	if s.inFlight > 1 {
 		depth = 0 // consumeConcurrently holds the waiting batch itself
 	}
-	return &topicConsumer{s: s, topic: topic, schema: schema, log: log,
-		table:   newPartitionTable(topic, s.policy, s.cfg.ShutdownTimeout, s.retryBackoff(), s.counters, log),
+	table := newPartitionTable(topic, s.policy, s.cfg.ShutdownTimeout, s.retryBackoff(), s.counters, log)
+	table.oneAhead = s.inFlight > 1
+	return &topicConsumer{s: s, topic: topic, schema: schema, log: log, table: table,
 		batches: make(chan polledBatch, depth), pollDone: make(chan struct{}), consumeDone: make(chan struct{}),
 		storesDone: make(chan struct{})}
 }

@@ -139,7 +139,7 @@ func (t *partitionTable) storeResult(job storeJob, err error, refused, stopping 
 		t.counters.StoreLatency.observe(now.Sub(job.doneAt))
 		if p.paused && p.polled-p.stored < t.policy.maxUncommitted {
 			p.paused, resume = false, true
-			if t.flow != nil && !t.held {
+			if t.flow != nil && t.pollableLocked(p) {
 				t.flow.Resume(p.id)
 			}
 		}
