@@ -45,13 +45,13 @@ var copyBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // copyTypes returns the type OIDs of s.cols in the target, read once per sink: the
 // binary COPY format needs each column's exact type.
-func (s *Sink) copyTypes(ctx context.Context, tx pgx.Tx) ([]uint32, error) {
+func (s *Sink) copyTypes(ctx context.Context, conn *pgx.Conn) ([]uint32, error) {
 	s.oidsMu.Lock()
 	defer s.oidsMu.Unlock()
 	if s.oids != nil {
 		return s.oids, nil
 	}
-	sd, err := tx.Conn().PgConn().Prepare(ctx, "", "SELECT "+s.quotedCols()+" FROM "+s.target.Sanitize(), nil)
+	sd, err := conn.PgConn().Prepare(ctx, "", "SELECT "+s.quotedCols()+" FROM "+s.target.Sanitize(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("describe %s: %w", s.cfg.TargetTable, err)
 	}
@@ -83,8 +83,8 @@ func (s *Sink) quotedCols() string {
 
 // copyOwn sends the rows idx as one COPY in copy_format, encoded here into a reused
 // buffer. It reports false (nothing sent) when some value needs pgx's conversions.
-func (s *Sink) copyOwn(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int) (bool, error) {
-	oids, err := s.copyTypes(ctx, tx)
+func (s *Sink) copyOwn(ctx context.Context, conn *pgx.Conn, rows [][]any, idx []int) (bool, error) {
+	oids, err := s.copyTypes(ctx, conn)
 	if err != nil {
 		return false, err
 	}
@@ -94,7 +94,7 @@ func (s *Sink) copyOwn(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int) 
 	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
-	buf, err := encode((*bp)[:0], tx.Conn().TypeMap(), oids, rows, idx)
+	buf, err := encode((*bp)[:0], conn.TypeMap(), oids, rows, idx)
 	if buf != nil {
 		*bp = buf
 	}
@@ -104,7 +104,7 @@ func (s *Sink) copyOwn(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int) 
 	if err != nil {
 		return false, err
 	}
-	_, err = tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf),
+	_, err = conn.PgConn().CopyFrom(ctx, bytes.NewReader(buf),
 		"COPY "+s.target.Sanitize()+" ("+s.quotedCols()+") FROM STDIN"+option)
 	return true, err
 }

@@ -126,7 +126,7 @@ func TestCopyEncodersWriteWhatPgxWrote(t *testing.T) {
 			}
 			ctx := context.Background()
 			err := pgx.BeginFunc(ctx, sm.pool, func(tx pgx.Tx) error {
-				sent, err := sm.copyOwn(ctx, tx, rows, idx)
+				sent, err := sm.copyOwn(ctx, tx.Conn(), rows, idx)
 				if err == nil && !sent {
 					err = fmt.Errorf("the encoder fell back to pgx")
 				}
@@ -136,7 +136,7 @@ func TestCopyEncodersWriteWhatPgxWrote(t *testing.T) {
 				t.Fatalf("binary copy: %v", err)
 			}
 			err = pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
-				sent, err := st.copyOwn(ctx, tx, rows, idx)
+				sent, err := st.copyOwn(ctx, tx.Conn(), rows, idx)
 				if err == nil && !sent {
 					err = fmt.Errorf("the text encoder fell back to pgx")
 				}

@@ -290,7 +290,7 @@ func (s *Sink) writeSavepoint(ctx context.Context, g *group, rows [][]any, idx [
 		return noRow, fmt.Errorf("savepoint: %w", err)
 	}
 	g.sp = true
-	bad, err := s.writeRows(ctx, g.tx, rows, idx, insert)
+	bad, err := s.writeRows(ctx, g.tx.Conn(), rows, idx, insert)
 	if err != nil && bad != noRow {
 		if _, uerr := g.tx.Exec(ctx, savepointUndo); uerr != nil {
 			return noRow, fmt.Errorf("rollback to savepoint: %w", uerr)

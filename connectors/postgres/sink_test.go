@@ -388,3 +388,68 @@ func TestTableNameQuotedWhole(t *testing.T) {
 		t.Fatalf("rows = %d, want 3", n)
 	}
 }
+
+// TestFailedOffsetRecordRollsBack: the offsets UPDATE and COMMIT go in one pipelined round
+// trip. When the UPDATE fails (a trigger raises) or the COMMIT does (a deferred
+// constraint trigger raises at commit), Consume returns the database's error, no row of
+// the batch is in the table, nothing is committed to the runtime, every connection goes
+// back to the pool outside any transaction, and the same batch written again once the
+// trigger is gone lands whole, once.
+func TestFailedOffsetRecordRollsBack(t *testing.T) {
+	for _, when := range []string{"update", "commit"} {
+		t.Run(when, func(t *testing.T) {
+			db, url := testDB(t)
+			tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
+			c := &commits{}
+			s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true}`, url, tbl, off), "stop", c)
+			if err := consume(t, s, 0, msgs(0, 10, jsonPayload)); err != nil {
+				t.Fatal(err)
+			}
+			fn := off + "_refuse"
+			exec(t, db, "CREATE FUNCTION "+fn+"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'offsets refused at %', TG_WHEN; END $$")
+			t.Cleanup(func() { _, _ = db.Exec(context.Background(), "DROP FUNCTION IF EXISTS "+fn+" CASCADE") })
+			if when == "update" {
+				exec(t, db, "CREATE TRIGGER refuse BEFORE UPDATE OF wrote_rows ON "+off+" FOR EACH ROW EXECUTE FUNCTION "+fn+"()")
+			} else {
+				exec(t, db, "CREATE CONSTRAINT TRIGGER refuse AFTER UPDATE OF wrote_rows ON "+off+" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "+fn+"()")
+			}
+			err := consume(t, s, 0, msgs(10, 20, jsonPayload))
+			want := map[string]string{"update": "offsets refused at BEFORE", "commit": "offsets refused at AFTER"}[when]
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Consume = %v, want the trigger's error %q", err, want)
+			}
+			if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 10 {
+				t.Fatalf("rows = %d after the failed batch, want the first batch's 10", n)
+			}
+			if last, _ := c.last(part(0)); last != 9 {
+				t.Fatalf("last commit %d, want 9 (the failed batch never committed)", last)
+			}
+			for _, pc := range s.pool.AcquireAllIdle(context.Background()) {
+				st := pc.Conn().PgConn().TxStatus()
+				pc.Release()
+				if st != 'I' {
+					t.Fatalf("a pooled connection is in transaction state %q, want idle", st)
+				}
+			}
+			if n := count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND query LIKE '%"+off+"%'"); n != 0 {
+				t.Fatalf("%d sessions left idle in a transaction on %s", n, off)
+			}
+			exec(t, db, "DROP TRIGGER refuse ON "+off)
+			if err := consume(t, s, 0, msgs(10, 20, jsonPayload)); err != nil {
+				t.Fatal(err)
+			}
+			if n := count(t, db, "SELECT count(DISTINCT iggy_offset) FROM "+tbl+" WHERE iggy_offset BETWEEN 0 AND 29"); n != 30 {
+				t.Fatalf("distinct offsets 0..29 = %d, want 30", n)
+			}
+			if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 30 {
+				t.Fatalf("rows = %d, want 30", n)
+			}
+			if n := count(t, db, "SELECT last_offset FROM "+off); n != 29 {
+				t.Fatalf("offsets row at %d, want 29", n)
+			}
+			if last, _ := c.last(part(0)); last != 29 {
+				t.Fatalf("last commit %d, want 29", last)
+			}
+		})
+	}
+}

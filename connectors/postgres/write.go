@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ferryio/ferry/sdk"
 )
@@ -26,16 +27,21 @@ const (
 // writeTx runs one transaction: lock the partition's offsets row and read its last
 // offset, write every row above it that is not refused, record the batch's last offset,
 // commit. The row lock serialises two owners of one partition (a rebalance race): the
-// second waits for the first's commit and then skips what it wrote.
+// second waits for the first's commit and then skips what it wrote. The statements around
+// the rows travel in two round trips instead of four (BEGIN with the lock, the offset's
+// UPDATE with COMMIT, each pipelined): on a loaded machine each round trip costs a
+// scheduling delay on both sides. A transaction an error (or a batch written before)
+// leaves open is rolled back before its connection returns to the pool.
 func (s *Sink) writeTx(ctx context.Context, topic sdk.TopicMetadata, part uint32, msgs []sdk.ConsumedMessage, rows [][]any, refused []int, insert bool) (int, error) {
-	tx, err := s.pool.Begin(ctx)
+	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return noRow, err
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // no-op once committed
+	defer release(ctx, pc)
+	conn := pc.Conn()
 	from := 0
 	if *s.cfg.ExactlyOnce {
-		lastDB, err := s.lockOffsets(ctx, tx, topic, part)
+		lastDB, err := s.beginLocked(ctx, conn, topic, part)
 		if err != nil {
 			return noRow, err
 		}
@@ -43,44 +49,113 @@ func (s *Sink) writeTx(ctx context.Context, topic sdk.TopicMetadata, part uint32
 		if from == len(msgs) {
 			return noRow, nil // written before (a redelivery): nothing to do
 		}
+	} else if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+		return noRow, fmt.Errorf("begin: %w", err)
 	}
 	idx := unrefused(from, len(msgs), refused)
-	if bad, err := s.writeRows(ctx, tx, rows, idx, insert); err != nil {
+	if bad, err := s.writeRows(ctx, conn, rows, idx, insert); err != nil {
 		return bad, err
 	}
-	if err := s.recordOffset(ctx, tx, topic, part, int64(msgs[len(msgs)-1].Offset), len(idx) > 0); err != nil {
-		return noRow, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return noRow, fmt.Errorf("commit: %w", err)
-	}
-	return noRow, nil
+	return noRow, s.recordAndCommit(ctx, conn, topic, part, int64(msgs[len(msgs)-1].Offset), len(idx) > 0)
 }
 
-// lockOffsets locks the partition's offsets row (creating it, last offset -1, when
-// missing) for the rest of tx and returns its last offset.
-func (s *Sink) lockOffsets(ctx context.Context, tx pgx.Tx, topic sdk.TopicMetadata, part uint32) (int64, error) {
-	var lastDB int64
-	err := tx.QueryRow(ctx, `INSERT INTO `+s.offsets+` AS o (connector, stream, topic, partition_id, last_offset,
+// release returns a connection to the pool, rolling back a transaction still open on it
+// (the pool would close a connection left inside one).
+func release(ctx context.Context, pc *pgxpool.Conn) {
+	if pc.Conn().PgConn().TxStatus() != 'I' {
+		_, _ = pc.Conn().Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	pc.Release()
+}
+
+// dbConn is what the offsets statements run on: a transaction (group commit) or a
+// connection inside one.
+type dbConn interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// lockSQL locks the partition's offsets row (creating it, last offset -1, when missing)
+// and returns its last offset; arguments: connector, stream, topic, partition, target
+// database, schema, table.
+func (s *Sink) lockSQL() string {
+	return `INSERT INTO ` + s.offsets + ` AS o (connector, stream, topic, partition_id, last_offset,
 	target_database, target_schema, target_table, wrote_rows)
 VALUES ($1, $2, $3, $4, -1, $5, $6, $7, false)
 ON CONFLICT (connector, stream, topic, partition_id) DO UPDATE SET last_offset = o.last_offset
-RETURNING last_offset`, s.key, topic.Stream, topic.Topic, int32(part), s.ref.database, s.ref.schema, s.ref.table).Scan(&lastDB)
+RETURNING last_offset`
+}
+
+// recordSQL sets the partition's last written offset; arguments: connector, stream,
+// topic, partition, last offset, whether rows were written.
+func (s *Sink) recordSQL() string {
+	return `UPDATE ` + s.offsets + ` SET last_offset = $5, updated_at = now(), wrote_rows = wrote_rows OR $6
+WHERE connector = $1 AND stream = $2 AND topic = $3 AND partition_id = $4`
+}
+
+// lockOffsets locks the partition's offsets row for the rest of the transaction db is in
+// and returns its last offset.
+func (s *Sink) lockOffsets(ctx context.Context, db dbConn, topic sdk.TopicMetadata, part uint32) (int64, error) {
+	var lastDB int64
+	err := db.QueryRow(ctx, s.lockSQL(), s.key, topic.Stream, topic.Topic, int32(part), s.ref.database, s.ref.schema, s.ref.table).Scan(&lastDB)
 	if err != nil {
 		return 0, fmt.Errorf("lock %s: %w", s.cfg.OffsetsTable, err)
 	}
 	return lastDB, nil
 }
 
+// beginLocked opens a transaction on conn and locks the partition's offsets row in the
+// same round trip (BEGIN and lockSQL pipelined), returning its last offset.
+func (s *Sink) beginLocked(ctx context.Context, conn *pgx.Conn, topic sdk.TopicMetadata, part uint32) (int64, error) {
+	var lastDB int64
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(s.lockSQL(), s.key, topic.Stream, topic.Topic, int32(part), s.ref.database, s.ref.schema, s.ref.table).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&lastDB) })
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return 0, fmt.Errorf("begin and lock %s: %w", s.cfg.OffsetsTable, err)
+	}
+	return lastDB, nil
+}
+
 // recordOffset sets the partition's last written offset (exactly_once only).
-func (s *Sink) recordOffset(ctx context.Context, tx pgx.Tx, topic sdk.TopicMetadata, part uint32, last int64, wrote bool) error {
+func (s *Sink) recordOffset(ctx context.Context, db dbConn, topic sdk.TopicMetadata, part uint32, last int64, wrote bool) error {
 	if !*s.cfg.ExactlyOnce {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `UPDATE `+s.offsets+` SET last_offset = $5, updated_at = now(), wrote_rows = wrote_rows OR $6
-WHERE connector = $1 AND stream = $2 AND topic = $3 AND partition_id = $4`,
-		s.key, topic.Stream, topic.Topic, int32(part), last, wrote); err != nil {
+	if _, err := db.Exec(ctx, s.recordSQL(), s.key, topic.Stream, topic.Topic, int32(part), last, wrote); err != nil {
 		return fmt.Errorf("update %s: %w", s.cfg.OffsetsTable, err)
+	}
+	return nil
+}
+
+// recordAndCommit records the partition's last written offset (exactly_once) and commits
+// the transaction conn is in, in one round trip (the UPDATE and COMMIT pipelined: if the
+// UPDATE fails the server skips the COMMIT, and the transaction is left to roll back).
+func (s *Sink) recordAndCommit(ctx context.Context, conn *pgx.Conn, topic sdk.TopicMetadata, part uint32, last int64, wrote bool) error {
+	var tag pgconn.CommandTag
+	var err error
+	if *s.cfg.ExactlyOnce {
+		b := &pgx.Batch{}
+		b.Queue(s.recordSQL(), s.key, topic.Stream, topic.Topic, int32(part), last, wrote)
+		b.Queue("COMMIT")
+		br := conn.SendBatch(ctx, b)
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return fmt.Errorf("update %s: %w", s.cfg.OffsetsTable, err)
+		}
+		tag, err = br.Exec()
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	} else {
+		tag, err = conn.Exec(ctx, "COMMIT")
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("commit: %w", err)
+	case tag.String() != "COMMIT": // the transaction had failed: the server rolled it back
+		return fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
 	}
 	return nil
 }
@@ -108,16 +183,16 @@ func unrefused(from, to int, refused []int) []int {
 // writeRows writes the rows idx in tx: COPY, or INSERT statements when insert (or in
 // the insert and upsert modes). A row the database refuses gives its index (INSERT) or
 // locateRow (COPY does not say which).
-func (s *Sink) writeRows(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int, insert bool) (int, error) {
+func (s *Sink) writeRows(ctx context.Context, conn *pgx.Conn, rows [][]any, idx []int, insert bool) (int, error) {
 	if len(idx) == 0 {
 		return noRow, nil
 	}
 	if insert {
-		return s.insertRows(ctx, tx, rows, idx)
+		return s.insertRows(ctx, conn, rows, idx)
 	}
-	sent, err := s.copyOwn(ctx, tx, rows, idx)
+	sent, err := s.copyOwn(ctx, conn, rows, idx)
 	if !sent && err == nil {
-		_, err = tx.CopyFrom(ctx, s.target, s.cols, pgx.CopyFromSlice(len(idx), func(i int) ([]any, error) {
+		_, err = conn.CopyFrom(ctx, s.target, s.cols, pgx.CopyFromSlice(len(idx), func(i int) ([]any, error) {
 			r := rows[idx[i]]
 			return pgxValues(r[:len(r)-1]), nil
 		}))
@@ -134,7 +209,7 @@ func (s *Sink) writeRows(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int
 
 // insertRows sends the rows idx as INSERT statements (upsert: ON CONFLICT … DO UPDATE),
 // batch_size per pipelined round trip; on a row error it returns that row's index.
-func (s *Sink) insertRows(ctx context.Context, tx pgx.Tx, rows [][]any, idx []int) (int, error) {
+func (s *Sink) insertRows(ctx context.Context, conn *pgx.Conn, rows [][]any, idx []int) (int, error) {
 	q := s.insertSQL()
 	for start := 0; start < len(idx); start += *s.cfg.BatchSize {
 		chunk := idx[start:min(start+*s.cfg.BatchSize, len(idx))]
@@ -143,7 +218,7 @@ func (s *Sink) insertRows(ctx context.Context, tx pgx.Tx, rows [][]any, idx []in
 			r := rows[i]
 			b.Queue(q, pgxValues(r[:len(r)-1])...)
 		}
-		br := tx.SendBatch(ctx, b)
+		br := conn.SendBatch(ctx, b)
 		for _, i := range chunk {
 			if _, err := br.Exec(); err != nil {
 				_ = br.Close()
