@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ferryio/ferry/sdk"
@@ -95,9 +94,8 @@ type group struct {
 	mu    sync.Mutex
 	topic sdk.TopicMetadata
 	part  sdk.Partition
-	conn  *pgxpool.Conn
-	tx    pgx.Tx // nil: no transaction open
-	// lastDB is the partition's last offset in the table when tx began (-1: none).
+	conn  *pgxpool.Conn // inside the group's transaction; nil: no transaction open
+	// lastDB is the partition's last offset in the table when the transaction began (-1: none).
 	lastDB int64
 	// top is the highest offset the table will hold once tx commits: rows at or below it
 	// are not written again (a redelivery after the partition was assigned again).
@@ -153,7 +151,7 @@ func (s *Sink) consumeGrouped(ctx context.Context, topic sdk.TopicMetadata, p sd
 			return err
 		}
 	}
-	if g.tx == nil {
+	if g.conn == nil {
 		if err := s.retryTransient(ctx, "begin transaction", func(ctx context.Context) error { return s.begin(ctx, g) }); err != nil {
 			return fmt.Errorf("postgres sink: partition %d: %w", p.PartitionID, err)
 		}
@@ -253,26 +251,23 @@ func (g *group) undo(m groupMark) {
 }
 
 // begin opens g's transaction on a connection of its own and locks the partition's
-// offsets row until it commits.
+// offsets row until it commits (BEGIN and the lock in one round trip).
 func (s *Sink) begin(ctx context.Context, g *group) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		conn.Release()
-		return err
-	}
 	lastDB := int64(-1)
 	if *s.cfg.ExactlyOnce {
-		if lastDB, err = s.lockOffsets(ctx, tx, g.topic, g.part.PartitionID); err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-			conn.Release()
-			return err
-		}
+		lastDB, err = s.beginLocked(ctx, conn.Conn(), g.topic, g.part.PartitionID)
+	} else if _, err = conn.Exec(ctx, "BEGIN"); err != nil {
+		err = fmt.Errorf("begin: %w", err)
 	}
-	g.conn, g.tx, g.lastDB, g.top = conn, tx, lastDB, max(g.top, lastDB)
+	if err != nil {
+		release(ctx, conn)
+		return err
+	}
+	g.conn, g.lastDB, g.top = conn, lastDB, max(g.top, lastDB)
 	return nil
 }
 
@@ -286,13 +281,13 @@ func (s *Sink) writeSavepoint(ctx context.Context, g *group, rows [][]any, idx [
 	if g.sp {
 		sp = savepointNext
 	}
-	if _, err := g.tx.Exec(ctx, sp); err != nil {
+	if _, err := g.conn.Exec(ctx, sp); err != nil {
 		return noRow, fmt.Errorf("savepoint: %w", err)
 	}
 	g.sp = true
-	bad, err := s.writeRows(ctx, g.tx.Conn(), rows, idx, insert)
+	bad, err := s.writeRows(ctx, g.conn.Conn(), rows, idx, insert)
 	if err != nil && bad != noRow {
-		if _, uerr := g.tx.Exec(ctx, savepointUndo); uerr != nil {
+		if _, uerr := g.conn.Exec(ctx, savepointUndo); uerr != nil {
 			return noRow, fmt.Errorf("rollback to savepoint: %w", uerr)
 		}
 	}
@@ -306,15 +301,11 @@ func (s *Sink) commitGroup(ctx context.Context, g *group) error {
 	if g.pending {
 		return s.writeAgain(ctx, g)
 	}
-	if g.tx == nil {
+	if g.conn == nil {
 		return nil
 	}
 	wrote := len(g.msgs) > len(g.refused)
-	err := s.recordOffset(ctx, g.tx, g.topic, g.part.PartitionID, max(g.lastDB, g.given), wrote)
-	if err == nil {
-		err = g.tx.Commit(ctx)
-	}
-	if err != nil {
+	if err := s.recordAndCommit(ctx, g.conn.Conn(), g.topic, g.part.PartitionID, max(g.lastDB, g.given), wrote); err != nil {
 		g.abort(ctx)
 		g.pending = true
 		if ctx.Err() != nil {
@@ -324,7 +315,7 @@ func (s *Sink) commitGroup(ctx context.Context, g *group) error {
 		return s.writeAgain(ctx, g)
 	}
 	g.conn.Release()
-	g.conn, g.tx, g.sp = nil, nil, false
+	g.conn, g.sp = nil, false
 	s.committed(ctx, g)
 	return nil
 }
@@ -372,12 +363,11 @@ func (s *Sink) committed(ctx context.Context, g *group) {
 
 // abort rolls back and drops g's transaction (a no-op when none is open).
 func (g *group) abort(ctx context.Context) {
-	if g.tx == nil {
+	if g.conn == nil {
 		return
 	}
-	_ = g.tx.Rollback(context.WithoutCancel(ctx))
-	g.conn.Release()
-	g.conn, g.tx, g.sp = nil, nil, false
+	release(ctx, g.conn)
+	g.conn, g.sp = nil, false
 }
 
 // arm starts g's flush timer if it is not running: flush_interval after its first batch,

@@ -390,18 +390,30 @@ func TestTableNameQuotedWhole(t *testing.T) {
 }
 
 // TestFailedOffsetRecordRollsBack: the offsets UPDATE and COMMIT go in one pipelined round
-// trip. When the UPDATE fails (a trigger raises) or the COMMIT does (a deferred
-// constraint trigger raises at commit), Consume returns the database's error, no row of
-// the batch is in the table, nothing is committed to the runtime, every connection goes
-// back to the pool outside any transaction, and the same batch written again once the
-// trigger is gone lands whole, once.
+// trip, one transaction per batch or per group (group commit, the batch reaching the
+// partition's end commits the group). When the UPDATE fails (a trigger raises) or the
+// COMMIT does (a deferred constraint trigger raises at commit), Consume returns the
+// database's error, no row of the batch is in the table, nothing is committed to the
+// runtime, every connection goes back to the pool outside any transaction, and the same
+// batch written again once the trigger is gone lands whole, once.
 func TestFailedOffsetRecordRollsBack(t *testing.T) {
-	for _, when := range []string{"update", "commit"} {
-		t.Run(when, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, when string
+		group      bool
+	}{
+		{"update", "update", false}, {"commit", "commit", false}, {"group_update", "update", true}, {"group_commit", "commit", true},
+	} {
+		when := tc.when
+		t.Run(tc.name, func(t *testing.T) {
 			db, url := testDB(t)
 			tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
 			c := &commits{}
-			s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true}`, url, tbl, off), "stop", c)
+			cfg := fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true}`, url, tbl, off)
+			if tc.group {
+				cfg = groupCfg(url, tbl, off, "1h", 10000)
+			}
+			s := open(t, cfg, "stop", c)
+			consume := consumeAtEnd // a group commits at once
 			if err := consume(t, s, 0, msgs(0, 10, jsonPayload)); err != nil {
 				t.Fatal(err)
 			}

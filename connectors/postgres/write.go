@@ -68,13 +68,6 @@ func release(ctx context.Context, pc *pgxpool.Conn) {
 	pc.Release()
 }
 
-// dbConn is what the offsets statements run on: a transaction (group commit) or a
-// connection inside one.
-type dbConn interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // lockSQL locks the partition's offsets row (creating it, last offset -1, when missing)
 // and returns its last offset; arguments: connector, stream, topic, partition, target
 // database, schema, table.
@@ -93,17 +86,6 @@ func (s *Sink) recordSQL() string {
 WHERE connector = $1 AND stream = $2 AND topic = $3 AND partition_id = $4`
 }
 
-// lockOffsets locks the partition's offsets row for the rest of the transaction db is in
-// and returns its last offset.
-func (s *Sink) lockOffsets(ctx context.Context, db dbConn, topic sdk.TopicMetadata, part uint32) (int64, error) {
-	var lastDB int64
-	err := db.QueryRow(ctx, s.lockSQL(), s.key, topic.Stream, topic.Topic, int32(part), s.ref.database, s.ref.schema, s.ref.table).Scan(&lastDB)
-	if err != nil {
-		return 0, fmt.Errorf("lock %s: %w", s.cfg.OffsetsTable, err)
-	}
-	return lastDB, nil
-}
-
 // beginLocked opens a transaction on conn and locks the partition's offsets row in the
 // same round trip (BEGIN and lockSQL pipelined), returning its last offset.
 func (s *Sink) beginLocked(ctx context.Context, conn *pgx.Conn, topic sdk.TopicMetadata, part uint32) (int64, error) {
@@ -116,17 +98,6 @@ func (s *Sink) beginLocked(ctx context.Context, conn *pgx.Conn, topic sdk.TopicM
 		return 0, fmt.Errorf("begin and lock %s: %w", s.cfg.OffsetsTable, err)
 	}
 	return lastDB, nil
-}
-
-// recordOffset sets the partition's last written offset (exactly_once only).
-func (s *Sink) recordOffset(ctx context.Context, db dbConn, topic sdk.TopicMetadata, part uint32, last int64, wrote bool) error {
-	if !*s.cfg.ExactlyOnce {
-		return nil
-	}
-	if _, err := db.Exec(ctx, s.recordSQL(), s.key, topic.Stream, topic.Topic, int32(part), last, wrote); err != nil {
-		return fmt.Errorf("update %s: %w", s.cfg.OffsetsTable, err)
-	}
-	return nil
 }
 
 // recordAndCommit records the partition's last written offset (exactly_once) and commits
