@@ -84,6 +84,13 @@ func (s *Sink) quotedCols() string {
 // copyOwn sends the rows idx as one COPY in copy_format, encoded here into a reused
 // buffer. It reports false (nothing sent) when some value needs pgx's conversions.
 func (s *Sink) copyOwn(ctx context.Context, conn *pgx.Conn, rows [][]any, idx []int) (bool, error) {
+	return s.copyOwnAfter(ctx, conn, "", rows, idx)
+}
+
+// copyOwnAfter is copyOwn with statements run before the COPY in the same simple query
+// (before: empty, or ending in "; "). The data is streamed as soon as the query is sent,
+// as pgconn always does; if a statement before the COPY fails, the server drops it.
+func (s *Sink) copyOwnAfter(ctx context.Context, conn *pgx.Conn, before string, rows [][]any, idx []int) (bool, error) {
 	oids, err := s.copyTypes(ctx, conn)
 	if err != nil {
 		return false, err
@@ -105,7 +112,7 @@ func (s *Sink) copyOwn(ctx context.Context, conn *pgx.Conn, rows [][]any, idx []
 		return false, err
 	}
 	_, err = conn.PgConn().CopyFrom(ctx, bytes.NewReader(buf),
-		"COPY "+s.target.Sanitize()+" ("+s.quotedCols()+") FROM STDIN"+option)
+		before+"COPY "+s.target.Sanitize()+" ("+s.quotedCols()+") FROM STDIN"+option)
 	return true, err
 }
 

@@ -281,11 +281,11 @@ func (s *Sink) writeSavepoint(ctx context.Context, g *group, rows [][]any, idx [
 	if g.sp {
 		sp = savepointNext
 	}
-	if _, err := g.conn.Exec(ctx, sp); err != nil {
-		return noRow, fmt.Errorf("savepoint: %w", err)
+	// The savepoint travels in the COPY's query: a refused row means it was taken.
+	bad, err := s.writeRows(ctx, g.conn.Conn(), sp+"; ", rows, idx, insert)
+	if err == nil || bad != noRow {
+		g.sp = true
 	}
-	g.sp = true
-	bad, err := s.writeRows(ctx, g.conn.Conn(), rows, idx, insert)
 	if err != nil && bad != noRow {
 		if _, uerr := g.conn.Exec(ctx, savepointUndo); uerr != nil {
 			return noRow, fmt.Errorf("rollback to savepoint: %w", uerr)

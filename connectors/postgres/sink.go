@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -40,6 +41,11 @@ type Sink struct {
 	// The target's column types for the binary COPY encoder (copybin.go), read once.
 	oidsMu sync.Mutex
 	oids   []uint32
+	// written is the last offset this sink committed for each partition (exactly_once,
+	// one transaction per batch), dropped on any failure: a batch that continues it is
+	// written without locking first (write.go, writeAhead).
+	written written
+	ahead   atomic.Uint64 // batches writeAhead committed (tests read it)
 }
 
 // New returns an unopened PostgreSQL sink.

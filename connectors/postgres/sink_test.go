@@ -465,3 +465,95 @@ func TestFailedOffsetRecordRollsBack(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteAheadGuardedByTheOffsetsRow: a batch that continues what the sink last
+// committed for its partition is written without locking first (writeAhead), guarded by
+// an UPDATE that only succeeds while the offsets row holds that offset. Here another
+// writer moves the row from 9 to 59 between two batches (with rows of its own for
+// 10..59, ids the sink never uses, so no key conflict hides the guard): the sink's
+// optimistic transaction is rolled back and the batch written again after the lock,
+// skipping 10..59. Then, with nobody in the way, the next batch goes ahead.
+func TestWriteAheadGuardedByTheOffsetsRow(t *testing.T) {
+	db, url := testDB(t)
+	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
+	c := &commits{}
+	s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true}`, url, tbl, off), "stop", c)
+	if err := consume(t, s, 0, msgs(0, 10, jsonPayload)); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.ahead.Load(); n != 0 {
+		t.Fatalf("%d batches went ahead before anything was committed", n)
+	}
+	for o := 10; o < 60; o++ {
+		exec(t, db, "INSERT INTO "+tbl+" (id, iggy_offset, iggy_stream, iggy_topic, iggy_partition_id, payload) VALUES ($1, $2, 's', 't', 0, '\"other\"')", 900000+o, o)
+	}
+	exec(t, db, "UPDATE "+off+" SET last_offset = 59")
+	if err := consume(t, s, 0, msgs(10, 90, jsonPayload)); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.ahead.Load(); n != 0 {
+		t.Fatalf("the guarded batch committed ahead (%d) although the row had moved", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+tbl+" WHERE iggy_offset BETWEEN 10 AND 59 AND payload <> '\"other\"'"); n != 0 {
+		t.Fatalf("%d of the sink's rows in 10..59, which the other writer covered", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 100 {
+		t.Fatalf("rows = %d, want 100 (10 + 50 of the other writer + 40)", n)
+	}
+	if err := consume(t, s, 0, msgs(100, 50, jsonPayload)); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.ahead.Load(); n != 1 {
+		t.Fatalf("batches written ahead = %d, want 1 (the one after the locked write)", n)
+	}
+	if n := count(t, db, "SELECT count(DISTINCT iggy_offset) FROM "+tbl+" WHERE iggy_offset BETWEEN 0 AND 149"); n != 150 {
+		t.Fatalf("distinct offsets 0..149 = %d, want 150", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 150 {
+		t.Fatalf("rows = %d, want 150", n)
+	}
+	if n := count(t, db, "SELECT last_offset FROM "+off); n != 149 {
+		t.Fatalf("offsets row = %d, want 149", n)
+	}
+	if last, _ := c.last(part(0)); last != 149 {
+		t.Fatalf("last commit %d, want 149", last)
+	}
+}
+
+// TestWriteAheadRejectedRow: a row the database refuses in a batch that would go ahead
+// (the partition's second) is found as in any other batch: the optimistic COPY fails,
+// is rolled back, and the locking path names the row; the others are written once.
+func TestWriteAheadRejectedRow(t *testing.T) {
+	db, url := testDB(t)
+	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
+	s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"payload_format":"json"}`,
+		url, tbl, off), "dead_letter", nil)
+	if err := consume(t, s, 0, msgs(0, 10, jsonPayload)); err != nil {
+		t.Fatal(err)
+	}
+	err := consume(t, s, 0, msgs(10, 10, func(o uint64) string {
+		if o == 13 {
+			return "not json"
+		}
+		return jsonPayload(o)
+	}))
+	var rej *sdk.RejectedMessages
+	if !errors.As(err, &rej) || fmt.Sprint(rej.Offsets) != "[13]" || !strings.Contains(rej.Error(), "22P02") {
+		t.Fatalf("Consume = %v; want RejectedMessages for offset 13 with SQLSTATE 22P02", err)
+	}
+	if n := count(t, db, "SELECT count(DISTINCT iggy_offset) FROM "+tbl+" WHERE iggy_offset <> 13"); n != 19 {
+		t.Fatalf("distinct offsets = %d, want the 19 others", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 19 {
+		t.Fatalf("rows = %d, want 19", n)
+	}
+	if n := count(t, db, "SELECT last_offset FROM "+off); n != 19 {
+		t.Fatalf("offsets table = %d, want 19", n)
+	}
+	if err := consume(t, s, 0, msgs(20, 10, jsonPayload)); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.ahead.Load(); n != 1 {
+		t.Fatalf("batches written ahead = %d, want 1 (the third)", n)
+	}
+}
