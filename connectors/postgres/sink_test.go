@@ -557,3 +557,97 @@ func TestWriteAheadRejectedRow(t *testing.T) {
 		t.Fatalf("batches written ahead = %d, want 1 (the third)", n)
 	}
 }
+
+// TestWriteAheadMeetsANewOwner: an owner going ahead (no lock until its guarded UPDATE)
+// and a new owner that locked the offsets row first and writes the same message ids
+// wait on each other: the new owner on the ahead owner's uncommitted ids, the ahead
+// owner on the locked row. PostgreSQL breaks the deadlock by failing the side whose
+// deadlock_timeout ends first. Either way each offset is written once, by one of them:
+//   - new_owner_fails (its deadlock_timeout 100 ms): it rolls back; the ahead owner
+//     commits its batch; the new owner, writing again, finds the row at 19;
+//   - ahead_owner_fails (the new owner waits 5 s, the sink 1 s): the sink's transaction
+//     fails, is rolled back and written the locking way, which waits for the new owner's
+//     commit and then skips what it wrote.
+func TestWriteAheadMeetsANewOwner(t *testing.T) {
+	for _, aheadFails := range []bool{false, true} {
+		name := map[bool]string{false: "new_owner_fails", true: "ahead_owner_fails"}[aheadFails]
+		t.Run(name, func(t *testing.T) {
+			db, url := testDB(t)
+			tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
+			c := &commits{}
+			s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true}`, url, tbl, off), "stop", c)
+			if err := consume(t, s, 0, msgs(0, 10, jsonPayload)); err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			owner, err := db.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = owner.Rollback(ctx) }()
+			timeout := "100ms"
+			if aheadFails {
+				timeout = "5s"
+			}
+			if _, err := owner.Exec(ctx, "SET LOCAL deadlock_timeout = '"+timeout+"'"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := owner.Exec(ctx, "SELECT last_offset FROM "+off+" FOR UPDATE"); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- consume(t, s, 0, msgs(10, 10, jsonPayload)) }()
+			testkit.WaitFor(t, "the sink's guarded UPDATE waits on the locked row", func() bool {
+				return count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH moved AS (UPDATE %"+off+"%'") == 1
+			})
+			write := func(tx pgx.Tx) error {
+				for o := 10; o < 20; o++ {
+					if _, err := tx.Exec(ctx, "INSERT INTO "+tbl+" (id, iggy_offset, iggy_stream, iggy_topic, iggy_partition_id, payload) VALUES ($1, $2, 's', 't', 0, '\"owner\"')",
+						1000+o, o); err != nil {
+						return err
+					}
+				}
+				_, err := tx.Exec(ctx, "UPDATE "+off+" SET last_offset = 19")
+				return err
+			}
+			err = write(owner)
+			if aheadFails {
+				if err != nil {
+					t.Fatalf("the new owner's write: %v (the sink should have given way)", err)
+				}
+				if err := owner.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				if err == nil || !strings.Contains(err.Error(), "40P01") {
+					t.Fatalf("the new owner's write = %v, want the deadlock (40P01)", err)
+				}
+				_ = owner.Rollback(ctx)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if !aheadFails { // the new owner writes again: the row says 19, nothing to write
+				if n := count(t, db, "SELECT last_offset FROM "+off); n != 19 {
+					t.Fatalf("offsets row = %d after the sink's batch, want 19", n)
+				}
+			}
+			wantPayload := map[bool]string{false: "sink", true: "owner"}[aheadFails]
+			if n := count(t, db, "SELECT count(*) FROM "+tbl+" WHERE iggy_offset BETWEEN 10 AND 19 AND (payload = '\"owner\"') = $1", wantPayload == "owner"); n != 10 {
+				t.Fatalf("%d rows of 10..19 written by the %s, want all 10", n, wantPayload)
+			}
+			if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 20 {
+				t.Fatalf("rows = %d, want 20", n)
+			}
+			if n := count(t, db, "SELECT count(DISTINCT iggy_offset) FROM "+tbl); n != 20 {
+				t.Fatalf("distinct offsets = %d, want 20", n)
+			}
+			if n := count(t, db, "SELECT last_offset FROM "+off); n != 19 {
+				t.Fatalf("offsets row = %d, want 19", n)
+			}
+			if last, _ := c.last(part(0)); last != 19 {
+				t.Fatalf("last commit %d, want 19", last)
+			}
+		})
+	}
+}
