@@ -100,19 +100,25 @@ func (s *Sink) copyOwnAfter(ctx context.Context, conn *pgx.Conn, before string, 
 		encode, option = appendCopyRows, " (FORMAT binary)"
 	}
 	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
 	buf, err := encode((*bp)[:0], conn.TypeMap(), oids, rows, idx)
 	if buf != nil {
 		*bp = buf
 	}
 	if errors.Is(err, errCopyFallback) {
+		copyBufs.Put(bp)
 		return false, nil
 	}
 	if err != nil {
+		copyBufs.Put(bp)
 		return false, err
 	}
 	_, err = conn.PgConn().CopyFrom(ctx, bytes.NewReader(buf),
 		before+"COPY "+s.target.Sanitize()+" ("+s.quotedCols()+") FROM STDIN"+option)
+	// When the connection fails mid-COPY, pgconn returns while its goroutine that
+	// streams buf may still be reading it: a failed COPY's buffer is never reused.
+	if err == nil {
+		copyBufs.Put(bp)
+	}
 	return true, err
 }
 
