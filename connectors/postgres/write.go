@@ -100,27 +100,8 @@ func (s *Sink) writeAhead(ctx context.Context, conn *pgx.Conn, topic sdk.TopicMe
 	if _, err := s.writeRows(ctx, conn, "BEGIN; ", rows, idx, false); err != nil {
 		return err
 	}
-	b := &pgx.Batch{}
-	var one int
-	b.Queue(s.advanceSQL(), s.key, topic.Stream, topic.Topic, int32(part), last, len(idx) > 0, prev).
-		QueryRow(func(r pgx.Row) error { return r.Scan(&one) })
-	b.Queue("COMMIT")
-	br := conn.SendBatch(ctx, b)
-	if err := br.QueryRow().Scan(&one); err != nil {
-		_ = br.Close()
-		return fmt.Errorf("advance %s: %w", s.cfg.OffsetsTable, err)
-	}
-	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	switch {
-	case err != nil:
-		return fmt.Errorf("commit: %w", err)
-	case tag.String() != "COMMIT":
-		return fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
-	}
-	return nil
+	return commitWith(ctx, conn, "advance "+s.cfg.OffsetsTable, s.advanceSQL(),
+		s.key, topic.Stream, topic.Topic, int32(part), last, len(idx) > 0, prev)
 }
 
 // advanceSQL sets the partition's last written offset only if the row still holds the
@@ -214,28 +195,39 @@ func (s *Sink) beginLocked(ctx context.Context, conn *pgx.Conn, topic sdk.TopicM
 // the transaction conn is in, in one round trip (the UPDATE and COMMIT pipelined: if the
 // UPDATE fails the server skips the COMMIT, and the transaction is left to roll back).
 func (s *Sink) recordAndCommit(ctx context.Context, conn *pgx.Conn, topic sdk.TopicMetadata, part uint32, last int64, wrote bool) error {
-	var tag pgconn.CommandTag
-	var err error
 	if *s.cfg.ExactlyOnce {
-		b := &pgx.Batch{}
-		b.Queue(s.recordSQL(), s.key, topic.Stream, topic.Topic, int32(part), last, wrote)
-		b.Queue("COMMIT")
-		br := conn.SendBatch(ctx, b)
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return fmt.Errorf("update %s: %w", s.cfg.OffsetsTable, err)
-		}
-		tag, err = br.Exec()
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-	} else {
-		tag, err = conn.Exec(ctx, "COMMIT")
+		return commitWith(ctx, conn, "update "+s.cfg.OffsetsTable, s.recordSQL(),
+			s.key, topic.Stream, topic.Topic, int32(part), last, wrote)
 	}
+	return commitOutcome(conn.Exec(ctx, "COMMIT"))
+}
+
+// commitWith runs sql (args) and COMMIT pipelined, in one round trip: after an error the
+// server skips the rest of the pipeline, so the COMMIT runs only if sql succeeded (what
+// names sql in that error).
+func commitWith(ctx context.Context, conn *pgx.Conn, what, sql string, args ...any) error {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	b.Queue("COMMIT")
+	br := conn.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return commitOutcome(tag, err)
+}
+
+// commitOutcome is the error of a COMMIT that answered tag, err: a transaction that had
+// failed answers ROLLBACK, without an error.
+func commitOutcome(tag pgconn.CommandTag, err error) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("commit: %w", err)
-	case tag.String() != "COMMIT": // the transaction had failed: the server rolled it back
+	case tag.String() != "COMMIT":
 		return fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
 	}
 	return nil
