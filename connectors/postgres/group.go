@@ -97,7 +97,7 @@ type group struct {
 	conn  *pgxpool.Conn // inside the group's transaction; nil: no transaction open
 	// lastDB is the partition's last offset in the table when the transaction began (-1: none).
 	lastDB int64
-	// top is the highest offset the table will hold once tx commits: rows at or below it
+	// top is the highest offset the table will hold once the transaction commits: rows at or below it
 	// are not written again (a redelivery after the partition was assigned again).
 	top int64
 	// given is the highest offset Consume was given for this group (-1: none): what is

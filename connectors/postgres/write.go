@@ -28,10 +28,10 @@ const (
 // writeTx runs one transaction: lock the partition's offsets row and read its last
 // offset, write every row above it that is not refused, record the batch's last offset,
 // commit. The row lock serialises two owners of one partition (a rebalance race): the
-// second waits for the first's commit and then skips what it wrote. The statements around
-// the rows travel in two round trips instead of four (BEGIN with the lock, the offset's
-// UPDATE with COMMIT, each pipelined): on a loaded machine each round trip costs a
-// scheduling delay on both sides. A batch that continues what this sink last committed
+// second waits for the first's commit and then skips what it wrote. A batch costs three
+// round trips instead of five (BEGIN with the lock and the offset's UPDATE with COMMIT,
+// each pair pipelined, the COPY between them): on a loaded machine each round trip costs
+// a scheduling delay on both sides. A batch that continues what this sink last committed
 // for the partition first tries writeAhead, one round trip fewer; when that fails for any
 // reason it is rolled back and written this way. A transaction an error (or a batch
 // written before) leaves open is rolled back before its connection returns to the pool.
@@ -51,7 +51,6 @@ func (s *Sink) writeTx(ctx context.Context, topic sdk.TopicMetadata, part uint32
 			s.ahead.Add(1)
 			return noRow, nil
 		}
-		s.written.drop(key)
 		if conn.PgConn().IsClosed() {
 			return noRow, err // transient: retried whole
 		}
@@ -62,7 +61,7 @@ func (s *Sink) writeTx(ctx context.Context, topic sdk.TopicMetadata, part uint32
 		}
 		s.log.Debug("batch written again, after locking the offsets row", "partition", part, "first_offset", msgs[0].Offset, "error", err)
 	}
-	s.written.drop(key)
+	s.written.drop(key) // known again only once this transaction commits
 	from := 0
 	if *s.cfg.ExactlyOnce {
 		lastDB, err := s.beginLocked(ctx, conn, topic, part)
