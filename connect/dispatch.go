@@ -43,15 +43,17 @@ func inFlightLimit(asked uint32, kind string, accepts bool, limit func() int, re
 // consumeConcurrently is consumeLoop for max_in_flight = n > 1: up to n batches inside
 // Consume at once, never two of one partition, each partition's batches delivered in the
 // order they were polled. Batches that cannot start yet (their partition is busy, or n
-// are in flight) wait in a queue of at most n, taken from the (unbuffered) channel while
-// it has room, and start oldest first. The partition table (oneAhead) pauses polling a
-// partition while a batch of it waits, so the poll goroutine fetches the next batch of a
-// partition while its current one is in Consume, and the queue holds one batch of a
-// partition as a rule: one partition's waiting batch never stalls another's, memory stays bounded
-// (n in Consume, n waiting, one in the poller's hand), a single busy partition holds what
-// it holds with n = 1 or less, and max_uncommitted still pauses each partition. The stop
-// rules are consumeLoop's: once the soft stop began no new batch starts (except under
-// after_polling), and every batch taken is released.
+// are in flight) wait in a queue of at most 2n, taken from the (unbuffered) channel while
+// it has room, and start oldest first. The partition table (pollAhead = 2) pauses polling
+// a partition while two batches of it wait, so the poll goroutine fetches the next
+// batches of the partitions whose current one is in Consume, and, as fewer than n
+// partitions busy leave fewer than 2n batches waiting, the queue always has room when a
+// slot is free: one partition's waiting batches never stall another's. Memory stays
+// bounded (n in Consume, 2n waiting, one in the poller's hand), a single busy partition
+// holds what it holds with n = 1 (one in Consume, one waiting, one polled behind it), and
+// max_uncommitted still pauses each partition. The stop rules are consumeLoop's: once the
+// soft stop began no new batch starts (except under after_polling), and every batch taken
+// is released.
 func (tc *topicConsumer) consumeConcurrently(soft, hard context.Context) {
 	n := len(tc.convs)
 	free := make(chan *converter, n)
@@ -88,7 +90,7 @@ func (tc *topicConsumer) consumeConcurrently(soft, hard context.Context) {
 	in := tc.batches
 	for in != nil || inFlight > 0 {
 		var recv <-chan polledBatch
-		if in != nil && len(queue) < n {
+		if in != nil && len(queue) < 2*n {
 			recv = in
 		}
 		select {

@@ -55,10 +55,12 @@ type partitionTable struct {
 	parts  map[uint32]*partition
 	closed bool // the sink stopped: commits refused, everything pending due now
 	held   bool // paused by the operator (hold): no partition is polled, whatever its backpressure
-	// oneAhead (max_in_flight > 1): a partition with a polled batch not yet handed to the
-	// sink is not polled again until that batch is delivering (waiting), so the one poll
-	// loop polls the partitions that need a batch, not the next one in turn.
-	oneAhead bool
+	// pollAhead (max_in_flight > 1; 0: off) is how many polled batches of a partition may
+	// wait for the sink (polled, not yet delivering) before its polling pauses until one of
+	// them is delivering: the one poll loop then polls the partitions that need a batch,
+	// not the next one in turn. 2 keeps what one busy partition holds as with
+	// max_in_flight = 1 (one in Consume, one waiting, one polled behind it).
+	pollAhead int
 	// storesEnded: the store loop ended; a trace handed over now is never stored.
 	storesEnded bool
 }
@@ -78,7 +80,7 @@ type partition struct {
 	stored    uint64
 	resolved  []span // runtime resolutions beyond done, sorted, disjoint
 	paused    bool   // backpressure: polled − stored reached max_uncommitted
-	waiting   bool   // oneAhead: the last polled batch is not delivering yet (polling paused)
+	waiting   int    // pollAhead: polled batches not delivering yet (polling paused at pollAhead)
 	lastBatch uint64 // size of the last polled batch
 	current   uint64 // the partition's last offset + 1, as the last poll reported it (0: unknown)
 
@@ -200,9 +202,9 @@ func (t *partitionTable) polled(id uint32, first, last, current uint64) (p *part
 	p.polled = max(p.polled, last+1)
 	p.current = max(p.current, current+1, last+1)
 	p.lastBatch = last - first + 1
-	if t.oneAhead && !p.waiting {
-		p.waiting = true
-		if t.flow != nil {
+	if t.pollAhead > 0 {
+		p.waiting++
+		if p.waiting == t.pollAhead && t.flow != nil {
 			t.flow.Pause(id)
 		}
 	}
@@ -223,9 +225,9 @@ func (t *partitionTable) polled(id uint32, first, last, current uint64) (p *part
 }
 
 // pollableLocked says whether nothing holds p's polling back: the operator's hold,
-// backpressure, or a batch of it waiting for the sink (oneAhead).
+// backpressure, or pollAhead batches of it waiting for the sink.
 func (t *partitionTable) pollableLocked(p *partition) bool {
-	return !t.held && !p.paused && !p.waiting
+	return !t.held && !p.paused && (t.pollAhead == 0 || p.waiting < t.pollAhead)
 }
 
 // delivering records that offsets up to last are handed to the sink (commits of them
@@ -237,9 +239,9 @@ func (t *partitionTable) delivering(p *partition, last uint64) bool {
 		return false
 	}
 	p.delivered = max(p.delivered, last+1)
-	if p.waiting && last+1 >= p.polled {
-		p.waiting = false
-		if t.flow != nil && t.pollableLocked(p) {
+	if p.waiting > 0 {
+		p.waiting--
+		if p.waiting == t.pollAhead-1 && t.flow != nil && t.pollableLocked(p) {
 			t.flow.Resume(p.id)
 		}
 	}
@@ -400,7 +402,7 @@ func (t *partitionTable) releaseLocked(p *partition, why string) {
 // hold pauses (on) or resumes (off) the polling of every partition of the table, for
 // the operator's pause: the member keeps its assignment and heartbeats, and what was
 // polled is still delivered and stored. Resuming leaves partitions paused by
-// backpressure, or with a batch waiting for the sink, paused.
+// backpressure, or with pollAhead batches waiting for the sink, paused.
 func (t *partitionTable) hold(on bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -562,14 +562,15 @@ func (f *flowLog) isPaused(id uint32) bool {
 	return f.paused[id]
 }
 
-// TestOneAheadFlow: with oneAhead (max_in_flight > 1) a polled batch pauses its
-// partition's polling until it is delivering; the resume then never undoes the other
-// reasons to stay paused (backpressure, the operator's hold), and their resumes never
-// undo a waiting batch's pause. Without oneAhead a poll pauses nothing.
-func TestOneAheadFlow(t *testing.T) {
+// TestPollAheadFlow: with pollAhead 2 (max_in_flight > 1) a partition's polling pauses
+// while two of its polled batches wait for the sink and resumes when one is delivering;
+// that resume never undoes the other reasons to stay paused (backpressure, the operator's
+// hold), and their ends never undo a pause for waiting batches. Without pollAhead a poll
+// pauses nothing.
+func TestPollAheadFlow(t *testing.T) {
 	tbl := newTestTable(controlled(time.Hour, 250), nil)
 	flow := &flowLog{paused: map[uint32]bool{}}
-	tbl.flow, tbl.oneAhead = flow, true
+	tbl.flow, tbl.pollAhead = flow, 2
 	tbl.change(nil, []uint32{0})
 	poll := func(first, last uint64) *partition {
 		t.Helper()
@@ -579,34 +580,43 @@ func TestOneAheadFlow(t *testing.T) {
 		}
 		return p
 	}
+	storeDone := func(off uint64) {
+		t.Helper()
+		if err := tbl.commit(0, off); err != nil {
+			t.Fatal(err)
+		}
+		jobs, _, _ := tbl.nextStores(time.Now())
+		if len(jobs) != 1 || jobs[0].offset != off {
+			t.Fatalf("the commit of %d is not due at once: %+v", off, jobs)
+		}
+		tbl.storeResult(jobs[0], nil, false, false, time.Now())
+	}
 	p := poll(0, 99)
+	if flow.isPaused(0) {
+		t.Fatal("paused with one batch waiting")
+	}
+	poll(100, 199)
 	if !flow.isPaused(0) {
-		t.Fatal("a polled batch waiting for the sink did not pause its partition")
+		t.Fatal("two polled batches waiting for the sink did not pause their partition")
 	}
 	tbl.delivering(p, 99)
 	if flow.isPaused(0) {
-		t.Fatal("the batch is delivering, its partition still paused")
+		t.Fatal("one of the two is delivering, the partition still paused")
 	}
+	tbl.delivering(p, 199)
 
-	// Backpressure: the third batch reaches max_uncommitted (300 ≥ 250) while waiting.
-	tbl.delivering(poll(100, 199), 199)
-	p = poll(200, 299)
-	tbl.delivering(p, 299)
+	// Backpressure: the third batch reaches max_uncommitted (300 ≥ 250).
+	tbl.delivering(poll(200, 299), 299)
 	if !flow.isPaused(0) {
 		t.Fatal("delivering resumed a partition paused by backpressure")
 	}
-	p = poll(300, 399) // polled before the pause took effect: it waits too
-	if err := tbl.commit(0, 199); err != nil {
-		t.Fatal(err)
-	}
-	jobs, _, _ := tbl.nextStores(time.Now())
-	if len(jobs) != 1 || !tbl.storeResult(jobs[0], nil, false, false, time.Now()) {
-		t.Fatalf("the store of 199 did not end the backpressure (400 polled): %+v", jobs)
-	}
+	poll(300, 399) // polled before the pause took effect: they wait
+	poll(400, 499)
+	storeDone(299) // 200 uncommitted: backpressure ends
 	if !flow.isPaused(0) {
-		t.Fatal("the end of backpressure resumed a partition whose batch still waits")
+		t.Fatal("the end of backpressure resumed a partition whose two batches wait")
 	}
-	// The operator's hold, then the batch delivering: still held; unhold resumes.
+	// The operator's hold, then a batch delivering: still held; unhold resumes.
 	tbl.hold(true)
 	tbl.delivering(p, 399)
 	if !flow.isPaused(0) {
@@ -616,23 +626,16 @@ func TestOneAheadFlow(t *testing.T) {
 	if flow.isPaused(0) {
 		t.Fatal("unhold left the partition paused")
 	}
-	if err := tbl.commit(0, 399); err != nil {
-		t.Fatal(err)
-	}
-	jobs, _, _ = tbl.nextStores(time.Now())
-	if len(jobs) != 1 || jobs[0].offset != 399 {
-		t.Fatalf("the commit of 399 (200 uncommitted, urgent) is not due: %+v", jobs)
-	}
-	tbl.storeResult(jobs[0], nil, false, false, time.Now())
-	p = poll(400, 499) // 100 uncommitted: only the waiting batch pauses it
+	storeDone(399)
+	poll(500, 599) // 200 uncommitted; two wait again: 400..499 and 500..599
 	tbl.hold(true)
 	tbl.hold(false)
 	if !flow.isPaused(0) {
-		t.Fatal("unhold resumed a partition whose batch waits")
+		t.Fatal("unhold resumed a partition whose two batches wait")
 	}
 	tbl.delivering(p, 499)
 	if flow.isPaused(0) {
-		t.Fatal("delivering the last waiting batch left the partition paused")
+		t.Fatal("delivering one of the two waiting batches left the partition paused")
 	}
 
 	plain := newTestTable(controlled(time.Hour, 0), nil)
@@ -640,7 +643,9 @@ func TestOneAheadFlow(t *testing.T) {
 	plain.flow = pf
 	plain.change(nil, []uint32{0})
 	plain.polled(0, 0, 99, 999)
+	plain.polled(0, 100, 199, 999)
+	plain.polled(0, 200, 299, 999)
 	if len(pf.calls) != 0 {
-		t.Fatalf("without oneAhead a poll paused or resumed: %v", pf.calls)
+		t.Fatalf("without pollAhead a poll paused or resumed: %v", pf.calls)
 	}
 }

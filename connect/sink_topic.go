@@ -59,7 +59,9 @@ func newTopicConsumer(s *sinkRunner, topic sdk.TopicMetadata, schema sdk.Schema,
 		depth = 0 // consumeConcurrently holds the waiting batch itself
 	}
 	table := newPartitionTable(topic, s.policy, s.cfg.ShutdownTimeout, s.retryBackoff(), s.counters, log)
-	table.oneAhead = s.inFlight > 1
+	if s.inFlight > 1 {
+		table.pollAhead = 2
+	}
 	return &topicConsumer{s: s, topic: topic, schema: schema, log: log, table: table,
 		batches: make(chan polledBatch, depth), pollDone: make(chan struct{}), consumeDone: make(chan struct{}),
 		storesDone: make(chan struct{})}
