@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +18,19 @@ import (
 func groupCfg(url, tbl, off, flush string, maxRows int) string {
 	return fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"payload_format":"json",
 		"flush_interval":%q,"max_rows_per_transaction":%d}`, url, tbl, off, flush, maxRows)
+}
+
+// withAppName returns the connection URL u with application_name set to name.
+func withAppName(t *testing.T, u, name string) string {
+	t.Helper()
+	parsed, err := url.Parse(u)
+	if err != nil {
+		t.Fatalf("FERRY_POSTGRES_URL: %v", err)
+	}
+	q := parsed.Query()
+	q.Set("application_name", name)
+	parsed.RawQuery = q.Encode()
+	return parsed.String()
 }
 
 // waitUntil polls cond every 10 ms until it holds or 20 s pass.
@@ -214,7 +230,10 @@ func TestGroupTransactionLost(t *testing.T) {
 	db, url := testDB(t)
 	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
 	c := &commits{}
-	s := open(t, groupCfg(url, tbl, off, "1h", 10000), "stop", c)
+	// The packages' tests share one database: the sink's connections carry a name of
+	// their own, so the backend terminated is the group's and no other test's.
+	app := "ferry_group_lost_" + strconv.Itoa(os.Getpid())
+	s := open(t, groupCfg(withAppName(t, url, app), tbl, off, "1h", 10000), "stop", c)
 	for _, first := range []uint64{0, 100} {
 		if err := consume(t, s, 0, msgs(first, 100, jsonPayload)); err != nil {
 			t.Fatal(err)
@@ -222,10 +241,14 @@ func TestGroupTransactionLost(t *testing.T) {
 	}
 	var pid int32
 	if err := db.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
-WHERE datname = current_database() AND state = 'idle in transaction' AND backend_xid IS NOT NULL`).Scan(&pid); err != nil {
+WHERE application_name = $1 AND state = 'idle in transaction' AND backend_xid IS NOT NULL`, app).Scan(&pid); err != nil {
 		t.Fatalf("the group's open transaction: %v", err)
 	}
-	exec(t, db, "SELECT pg_terminate_backend($1)", pid)
+	// The timeout makes the call wait until the backend has exited.
+	var gone bool
+	if err := db.QueryRow(context.Background(), "SELECT pg_terminate_backend($1, 20000)", pid).Scan(&gone); err != nil || !gone {
+		t.Fatalf("pg_terminate_backend(%d) = %v, %v; want true", pid, gone, err)
+	}
 	if err := consume(t, s, 0, msgs(200, 100, jsonPayload)); err != nil {
 		t.Fatal(err)
 	}
