@@ -1,18 +1,15 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,12 +25,11 @@ const (
 	promptMessages     = promptPartitions * promptPerPartition
 	promptBatch        = 100 // batch_length
 	promptFlushMs      = 50  // the committing sink writes, fsyncs and commits every 50 ms
-	promptPauseMs      = 10  // pause per consume: at most 100 messages per 10 ms
+	promptPauseMs      = 30  // pause per consume: at most 100 messages per 30 ms while runs are killed
 	promptKills        = 5
-	promptKillMin      = 200 * time.Millisecond // a kill lands this long…
-	promptKillMax      = 600 * time.Millisecond // …to this long after the run's first line
-	promptWindow       = 100 * time.Millisecond // the bound counts the lines of this window before a kill
-	promptSampleEvery  = 2 * time.Millisecond
+	promptKillMin      = 1100 * time.Millisecond // a kill lands this long…
+	promptKillMax      = 1900 * time.Millisecond // …to this long after the run's first commit
+	promptStoreWithin  = 1 * time.Second         // a sink's commit must be stored this long after it, at most
 	promptSinkKey      = "prompt"
 	promptSinkGroup    = "iggy-connect-sink-" + promptSinkKey
 )
@@ -100,7 +96,7 @@ func produceBacklog(t *testing.T, addr string) {
 // sink_controlled, a commit interval far longer than a run (so only commit.delay, left at
 // its default, can store anything before a kill), max_uncommitted left at its default
 // (100000: no partition ever pauses, or turns urgent and is stored at once).
-func promptSink(lib, out string) string {
+func promptSink(lib, out, commits string, pauseMs int) string {
 	return fmt.Sprintf(`type = "sink"
 key = %q
 enabled = true
@@ -121,115 +117,56 @@ interval = "5s"
 
 [plugin_config]
 path = %q
+commits_path = %q
 flush_interval_ms = %d
 consume_pause_ms = %d
-`, promptSinkKey, lib, promptBatch, out, promptFlushMs, promptPauseMs)
+`, promptSinkKey, lib, promptBatch, out, commits, promptFlushMs, pauseMs)
 }
 
-// lineSample is the output file's complete-line count, read just before at.
-type lineSample struct {
-	at    time.Time
-	lines int
+// sinkCommit is one commit the paced committing sink made: the runtime's callback took it.
+type sinkCommit struct {
+	partition uint32
+	offset    int64
+	at        time.Time
 }
 
-// lineSampler counts the complete lines of a growing file every few milliseconds, reading
-// only what was appended since its last read.
-type lineSampler struct {
-	path       string
-	stop, done chan struct{}
-
-	mu      sync.Mutex
-	samples []lineSample
-	err     error
-}
-
-func sampleLines(path string, every time.Duration) *lineSampler {
-	s := &lineSampler{path: path, stop: make(chan struct{}), done: make(chan struct{})}
-	go s.run(every)
-	return s
-}
-
-func (s *lineSampler) run(every time.Duration) {
-	defer close(s.done)
-	var f *os.File
-	defer func() {
-		if f != nil {
-			f.Close()
-		}
-	}()
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	buf := make([]byte, 64<<10)
-	lines := 0
-	for {
-		if f == nil {
-			var err error
-			if f, err = os.Open(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-				s.fail(err)
-				return
-			}
-		}
-		for f != nil {
-			n, err := f.Read(buf)
-			lines += bytes.Count(buf[:n], []byte{'\n'})
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				s.fail(err)
-				return
-			}
-		}
-		// Stamped after the read: the count is at most the file's at that moment, so a
-		// sample taken as "at or before T" never overstates the lines written by T.
-		s.mu.Lock()
-		s.samples = append(s.samples, lineSample{time.Now(), lines})
-		s.mu.Unlock()
-		select {
-		case <-s.stop:
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-func (s *lineSampler) fail(err error) {
-	s.mu.Lock()
-	s.err = err
-	s.mu.Unlock()
-}
-
-// firstAbove returns the first sample with more than n lines.
-func (s *lineSampler) firstAbove(n int) (lineSample, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, sm := range s.samples {
-		if sm.lines > n {
-			return sm, true
-		}
-	}
-	return lineSample{}, false
-}
-
-// halt stops the sampler and returns its samples.
-func (s *lineSampler) halt(t *testing.T) []lineSample {
+// readCommits returns the sink's commits recorded in path (see the fixture), in the order
+// it made them; a record a kill cut short is left out.
+func readCommits(t *testing.T, path string) []sinkCommit {
 	t.Helper()
-	close(s.stop)
-	<-s.done
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		t.Fatalf("sampling %s: %v", s.path, s.err)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
 	}
-	return s.samples
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []sinkCommit
+	for i, line := range strings.SplitAfter(string(b), "\n") {
+		if !strings.HasSuffix(line, "\n") {
+			break // torn by a kill, or the end
+		}
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			t.Fatalf("%s line %d = %q: want PARTITION OFFSET UNIX_NANOS", path, i+1, line)
+		}
+		p, err1 := strconv.ParseUint(f[0], 10, 32)
+		o, err2 := strconv.ParseInt(f[1], 10, 64)
+		ns, err3 := strconv.ParseInt(f[2], 10, 64)
+		if err := errors.Join(err1, err2, err3); err != nil || p >= promptPartitions {
+			t.Fatalf("%s line %d = %q: %v", path, i+1, line, err)
+		}
+		out = append(out, sinkCommit{uint32(p), o, time.Unix(0, ns)})
+	}
+	return out
 }
 
 // promptKill is what the test knows of one kill.
 type promptKill struct {
-	delay    time.Duration           // chosen: from the sample that saw the run's first line to SIGKILL
+	delay    time.Duration           // chosen: from the run's first sink commit to SIGKILL
 	actual   time.Duration           // measured: the same span, as it happened
 	lines    int                     // complete lines in the file once the process was dead (torn line dropped)
-	window   int                     // lines written in the last promptWindow before the kill (at least)
+	due      [promptPartitions]int64 // each partition's highest sink commit made promptStoreWithin or more before the kill (else the offset the run resumed after)
 	stored   [promptPartitions]int64 // stored offsets read from the server after the kill (-1: none)
 	maxWrote [promptPartitions]int64 // highest offset of each partition in the file at the kill (-1: none)
 	dups     int                     // lines of the next run already in the file at the kill
@@ -237,26 +174,34 @@ type promptKill struct {
 
 // TestSinkControlledCrashRedeliversLittle: with offset_commit = "sink_controlled" a sink's
 // commits are stored within commit.delay (default 10 ms, not set here), not on
-// commit.interval (here 5 s, longer than any run), so a crash redelivers only what was
-// committed in its last moments, not the run's backlog.
+// commit.interval (here 5 s, longer than any run), so a crash redelivers only what the sink
+// committed in its last moments, or had not committed yet, never the run's backlog.
 //
 // A `ferry server` holds a 3-partition topic with 20,000 messages per partition (payload
 // "p=P o=OFFSET") before the first run. The sink is the C committing sink (write + fsync +
-// commit every 50 ms; batch_length 100) paced to at most 10,000 messages/s by
-// testdata/paced_committing_sink.c so the backlog outlasts five short runs on any machine.
-// `ferry run` processes against the server: five are killed with SIGKILL at a random moment
-// 0.2–0.6 s after the run's first line (seeded, FERRY_E2E_SEED; seed and delays logged), the
-// sixth runs until idle. A goroutine samples the file's line count every 2 ms; W_i is the
-// line count at kill i minus the last sample taken at or before kill i − 100 ms (so it errs
-// on the large side). S_i(p) is partition p's stored offset read from the server after kill
-// i, X_i(p) the highest offset of p in the file at kill i. Asserts, exactly:
+// commit every 50 ms; batch_length 100) paced to at most 3,333 messages/s by
+// testdata/paced_committing_sink.c so the backlog outlasts five runs on any machine; the
+// fixture records every commit it made (partition, offset, when). `ferry run` processes
+// against the server: five are killed with SIGKILL at a random moment 1.1–1.9 s after the
+// run's first sink commit (seeded, FERRY_E2E_SEED; seed and delays logged), the sixth runs
+// unpaced until idle. The bound is drawn from the sink's own commits, so how long its write
+// and fsync take (the disk's speed) decides nothing: only what the runtime did with the
+// commits it was handed is judged. S_i(p) is partition p's stored offset read from the
+// server after kill i, X_i(p) the highest offset of p in the file at kill i, C_i(p) the
+// highest offset of p the sink committed 1 s or more before kill i (the offset the run
+// resumed after if none). Asserts, exactly:
 //
 //   - every line is one message's payload; each run writes, per partition, consecutive
 //     offsets starting at S(p) + 1 of the kill before it (0 for the first run);
-//   - S_{i-1}(p) ≤ S_i(p) ≤ X_i(p): offsets never move back, nothing is stored unwritten;
+//   - S_i(p) is the offset the run resumed after or one the sink committed in run i:
+//     nothing is stored that the sink did not commit;
+//   - C_i(p) ≤ S_i(p) ≤ X_i(p): every commit the sink made 1 s before the kill was stored
+//     (a runtime that stored on commit.interval stores nothing in a run), offsets never move
+//     back, nothing is stored unwritten; and C_i(p) is above the offset the run resumed
+//     after for some p (the run's first commit came 1.1 s or more before its kill);
 //   - D_i, the lines of run i+1 whose (partition, offset) was already in the file at kill
-//     i, equals Σp X_i(p) − S_i(p) (run i+1 rewrote every message kill i exposed), and
-//     D_i ≤ W_i + 3 × batch_length;
+//     i, equals Σp X_i(p) − S_i(p) (run i+1 rewrote every message kill i exposed), which is
+//     at most Σp X_i(p) − C_i(p);
 //   - every one of the 60,000 messages is in the file, exactly 1 + (the number of kills i
 //     with S_i(p) < offset ≤ X_i(p)) times, and that is at most 2: a message is written
 //     again only after a kill that found it written and not stored, and the run after it
@@ -273,7 +218,8 @@ func TestSinkControlledCrashRedeliversLittle(t *testing.T) {
 
 	conns := filepath.Join(dir, "connectors")
 	out := filepath.Join(dir, "out.log")
-	writeFile(t, filepath.Join(conns, "sink.toml"), promptSink(lib, out))
+	commitsPath := filepath.Join(dir, "commits.log")
+	writeFile(t, filepath.Join(conns, "sink.toml"), promptSink(lib, out, commitsPath, promptPauseMs))
 	cfg := remoteConfig(t, filepath.Join(dir, "runtime"), addr, conns)
 
 	seed := uint64(time.Now().UnixNano())
@@ -288,25 +234,26 @@ func TestSinkControlledCrashRedeliversLittle(t *testing.T) {
 	t.Logf("seed %d (FERRY_E2E_SEED=%d reproduces the kill delays)", seed, seed)
 
 	var kills []promptKill
-	before := 0 // complete lines in the file before the run
+	resumed := [promptPartitions]int64{-1, -1, -1} // the stored offsets the run starts after
+	seen := 0                                      // sink commits recorded before the run
 	for run := 1; run <= promptKills; run++ {
-		sampler := sampleLines(out, promptSampleEvery)
 		p := startFerry(t, fmt.Sprintf("run %d", run), dir, nil, "run", "--config", cfg, "--progress", "0")
-		var first lineSample
-		testkit.WaitFor(t, fmt.Sprintf("run %d's first line", run), func() bool {
+		var first sinkCommit
+		testkit.WaitFor(t, fmt.Sprintf("run %d's first sink commit", run), func() bool {
 			if p.exited() {
 				t.Fatalf("run %d exited: %v", run, p.err)
 			}
-			var ok bool
-			first, ok = sampler.firstAbove(before)
-			return ok
+			if cs := readCommits(t, commitsPath); len(cs) > seen {
+				first = cs[seen]
+				return true
+			}
+			return false
 		})
 		k := promptKill{delay: promptKillMin + time.Duration(rng.Int64N(int64(promptKillMax-promptKillMin)))}
 		time.Sleep(time.Until(first.at.Add(k.delay)))
 		killAt := time.Now()
 		p.kill()
 		k.actual = killAt.Sub(first.at)
-		samples := sampler.halt(t)
 
 		lines, torn := readLines(t, out)
 		if torn != "" {
@@ -322,16 +269,6 @@ func TestSinkControlledCrashRedeliversLittle(t *testing.T) {
 			}
 		}
 		k.lines = len(lines)
-		k.window = -1
-		for _, sm := range samples {
-			if sm.at.After(killAt.Add(-promptWindow)) {
-				break
-			}
-			k.window = k.lines - sm.lines
-		}
-		if k.window < 0 {
-			t.Fatalf("kill %d: no line count sampled at or before kill − %s", run, promptWindow)
-		}
 		offs, err := offsets(t, addr, "s", "t", promptSinkGroup)
 		if err != nil {
 			t.Fatal(err)
@@ -351,9 +288,37 @@ func TestSinkControlledCrashRedeliversLittle(t *testing.T) {
 		if allStored {
 			t.Fatalf("kill %d came after the whole backlog was stored: the runs are too fast for this test to prove anything", run)
 		}
+
+		// Judge the stores by the sink's commits of this run.
+		cs := readCommits(t, commitsPath)
+		k.due = resumed
+		committed := map[[2]int64]bool{}
+		for _, c := range cs[seen:] {
+			committed[[2]int64{int64(c.partition), c.offset}] = true
+			if !c.at.After(killAt.Add(-promptStoreWithin)) {
+				k.due[c.partition] = max(k.due[c.partition], c.offset)
+			}
+		}
+		anyDue := false
+		for pt := range k.stored {
+			if k.stored[pt] != resumed[pt] && !committed[[2]int64{int64(pt), k.stored[pt]}] {
+				t.Fatalf("kill %d: partition %d stored offset %d, which the sink never committed (it resumed after %d)", run, pt, k.stored[pt], resumed[pt])
+			}
+			if k.stored[pt] < k.due[pt] {
+				t.Fatalf("kill %d: partition %d stored offset %d, but the sink committed offset %d %v or more before the kill: a commit was not stored promptly",
+					run, pt, k.stored[pt], k.due[pt], promptStoreWithin)
+			}
+			anyDue = anyDue || k.due[pt] > resumed[pt]
+		}
+		if !anyDue {
+			t.Fatalf("kill %d: no sink commit of the run came %v before the kill, though its first came %v before", run, promptStoreWithin, k.actual)
+		}
+		seen = len(cs)
 		kills = append(kills, k)
-		before = k.lines
+		resumed = k.stored
 	}
+	// The backlog left is drained unpaced.
+	writeFile(t, filepath.Join(conns, "sink.toml"), promptSink(lib, out, commitsPath, 0))
 	last := startFerry(t, "last run", dir, nil, "run", "--config", cfg, "--progress", "0", "--exit-when-idle", "1s")
 	last.wait(60 * time.Second)
 
@@ -409,13 +374,12 @@ func TestSinkControlledCrashRedeliversLittle(t *testing.T) {
 			}
 			k.dups = again
 			totalDups += again
-			bound := k.window + promptPartitions*promptBatch
-			t.Logf("kill %d: delay %v (measured %v), %d lines in the file, %d written in the last %v; stored %v, written up to %v; %d duplicates, bound %d",
-				r, k.delay.Round(time.Millisecond), k.actual.Round(time.Millisecond), k.lines, k.window, promptWindow, k.stored, k.maxWrote, k.dups, bound)
-			if k.dups > bound {
-				t.Fatalf("kill %d: %d duplicates, more than the %d lines written in the last %v + %d × batch_length %d = %d",
-					r, k.dups, k.window, promptWindow, promptPartitions, promptBatch, bound)
+			slack := 0
+			for p := range k.stored {
+				slack += int(k.maxWrote[p] - k.due[p])
 			}
+			t.Logf("kill %d: delay %v (measured %v) after the run's first sink commit, %d lines in the file; stored %v, committed %v before by the sink %v, written up to %v; %d duplicates (at most %d)",
+				r, k.delay.Round(time.Millisecond), k.actual.Round(time.Millisecond), k.lines, k.stored, promptStoreWithin, k.due, k.maxWrote, k.dups, slack)
 			if again != exposed {
 				t.Fatalf("run %d rewrote %d of the %d messages kill %d left written and not stored (stored %v, written up to %v)",
 					r+1, again, exposed, r, k.stored, k.maxWrote)
