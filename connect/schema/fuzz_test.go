@@ -115,3 +115,40 @@ func FuzzVerbatim(f *testing.F) {
 		}
 	})
 }
+
+// FuzzQuickCompact: quickCompact says yes to exactly the payloads the general checks find
+// valid UTF-8, valid JSON and compact, up to quickMaxDepth levels of nesting.
+func FuzzQuickCompact(f *testing.F) {
+	for _, s := range quickCompactCases {
+		f.Add([]byte(s.in))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		general := compactJSON(in) && utf8.Valid(in) && fastjson.ValidateBytes(in) == nil
+		quick := quickCompact(in)
+		switch {
+		case quick && !general:
+			t.Fatalf("quickCompact(%q) = true; the general checks refuse it", in)
+		case general && !quick && nesting(in) <= quickMaxDepth:
+			t.Fatalf("quickCompact(%q) = false; the general checks accept it (nesting %d)", in, nesting(in))
+		}
+	})
+}
+
+// nesting is the deepest nesting of brackets outside strings in compact JSON p (no
+// escapes: a quote always starts or ends a string).
+func nesting(p []byte) int {
+	depth, deepest, in := 0, 0, false
+	for _, c := range p {
+		switch {
+		case c == '"':
+			in = !in
+		case in:
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
+}

@@ -120,7 +120,13 @@ func (d *Decoder) Decode(payload []byte) (*fastjson.Value, error) {
 // payload that is valid (the error is Decode's) and already in AppendJSON's form. That
 // skips building its value; false (nil error) means Decode it.
 func (d *Decoder) Verbatim(payload []byte) (bool, error) {
-	if d.schema != sdk.SchemaJSON || !compactJSON(payload) {
+	if d.schema != sdk.SchemaJSON {
+		return false, nil
+	}
+	if quickCompact(payload) {
+		return true, nil
+	}
+	if !compactJSON(payload) {
 		return false, nil
 	}
 	if !utf8.Valid(payload) {

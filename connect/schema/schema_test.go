@@ -3,6 +3,7 @@ package schema
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/valyala/fastjson"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -162,4 +163,90 @@ func TestVerbatim(t *testing.T) {
 			t.Errorf("%s: Verbatim = %v, %v; want false (only json is handed on)", s, ok, err)
 		}
 	}
+}
+
+// quickCompactCases are payloads with quickCompact's answer.
+var quickCompactCases = []struct {
+	in   string
+	want bool
+}{
+	{`{"a":"b c","d":[1,-2.5e3,true,null,false],"e":{},"f":[],"g":[[{}]]}`, true},
+	{`"x"`, true}, {`0`, true}, {`-0.5E+7`, true}, {`1e-2`, true}, {`true`, true}, {`[]`, true}, {`{}`, true},
+	{`{"é€😀":"é€😀","":""}`, true},
+	{"\"\xef\xbf\xbd\"", true}, // U+FFFD itself is valid UTF-8
+	{`{"a": 1}`, false},        // whitespace outside a string: not compact
+	{` 1`, false}, {`1 `, false},
+	{`"a\nb"`, false},                                                     // an escape: not compact
+	{"\"a\tb\"", false},                                                   // a control byte in a string: invalid
+	{"{\"a\x01\":1}", false},                                              // in a key too
+	{"\"\xff\"", false}, {"\"\xed\xa0\x80\"", false}, {"\"\xc3\"", false}, // invalid UTF-8
+	{"\xc3\xa9", false},
+	{``, false}, {`"`, false}, {`"abc`, false}, {`[1,2`, false}, {`{"a":1`, false}, {`{"a"}`, false}, {`{"a":}`, false},
+	{`[1,]`, false}, {`{"a":1,}`, false}, {`{,}`, false}, {`[}`, false}, {`{]`, false}, {`]`, false}, {`[1]]`, false},
+	{`{1:2}`, false}, {`01`, false}, {`-`, false}, {`1.`, false}, {`.5`, false}, {`1e`, false}, {`1e+`, false}, {`+1`, false},
+	{`tru`, false}, {`truex`, false}, {`nul`, false}, {`[true false]`, false}, {`{"a":1}{}`, false}, {`"a""b"`, false},
+	// Strings past the byte-by-byte start: each word step and the tail see each kind of byte.
+	{`"` + strings.Repeat("x", 40) + `"`, true},
+	{`"` + strings.Repeat("x", 20) + "é" + strings.Repeat("x", 20) + `"`, true},
+	{`"` + strings.Repeat("x", 20) + `\n"`, false}, {`"` + strings.Repeat("x", 33) + `\n"`, false},
+	{`"` + strings.Repeat("x", 40) + `\n"`, false},
+	{`"` + strings.Repeat("x", 20) + "\x01\"", false}, {`"` + strings.Repeat("x", 33) + "\x1f\"", false},
+	{`"` + strings.Repeat("x", 40) + "\n\"", false},
+	{`"` + strings.Repeat("x", 20) + "\xff\"", false}, {`"` + strings.Repeat("x", 20) + "é\x01\"", false},
+	{`"` + strings.Repeat("x", 20) + `é\"`, false}, {`"` + strings.Repeat("x", 20) + "é", false},
+	{strings.Repeat("[", quickMaxDepth) + strings.Repeat("]", quickMaxDepth), true},
+	{strings.Repeat("[", quickMaxDepth+1) + strings.Repeat("]", quickMaxDepth+1), false}, // deeper: left to the general checks
+}
+
+func TestQuickCompact(t *testing.T) {
+	for _, c := range quickCompactCases {
+		if got := quickCompact([]byte(c.in)); got != c.want {
+			t.Errorf("quickCompact(%q) = %v, want %v", c.in, got, c.want)
+		}
+	}
+	// Each kind of byte at every place of a long string: the byte-by-byte start, both
+	// word steps and the tail each meet every kind.
+	for pad := range 64 {
+		for _, c := range []struct {
+			b    string
+			want bool
+		}{{"é", true}, {"\U0001F600", true}, {`\`, false}, {"\x01", false}, {"\x1f", false}, {"\x7f", true}, {"\xff", false}, {"\xc3", false}} {
+			for _, tail := range []int{0, 3, 40} {
+				in := `"` + strings.Repeat("x", pad) + c.b + strings.Repeat("y", tail) + `"`
+				if got := quickCompact([]byte(in)); got != c.want {
+					t.Errorf("quickCompact(%q) = %v, want %v", in, got, c.want)
+				}
+			}
+		}
+	}
+	// The deeper payload is still handed on as it is, by the general checks.
+	deep := strings.Repeat("[", quickMaxDepth+1) + strings.Repeat("]", quickMaxDepth+1)
+	j, _ := NewDecoder(sdk.SchemaJSON, "")
+	if ok, err := j.Verbatim([]byte(deep)); !ok || err != nil {
+		t.Errorf("Verbatim(%d levels) = %v, %v; want true", quickMaxDepth+1, ok, err)
+	}
+}
+
+// BenchmarkVerbatim checks the payload of the PostgreSQL side-by-side benchmark (a JSON
+// object of 200 bytes, most of it one string) with Verbatim, and with the general checks
+// alone (what Verbatim did before quickCompact).
+func BenchmarkVerbatim(b *testing.B) {
+	p := []byte(`{"p":1,"o":12345,"user":"u26","pad":"` + strings.Repeat("x", 160) + `"}`)
+	j, _ := NewDecoder(sdk.SchemaJSON, "")
+	b.Run("quick", func(b *testing.B) {
+		b.SetBytes(int64(len(p)))
+		for b.Loop() {
+			if ok, err := j.Verbatim(p); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+	b.Run("general", func(b *testing.B) {
+		b.SetBytes(int64(len(p)))
+		for b.Loop() {
+			if !compactJSON(p) || !utf8.Valid(p) || fastjson.ValidateBytes(p) != nil {
+				b.Fatal("refused")
+			}
+		}
+	})
 }
