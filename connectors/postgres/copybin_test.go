@@ -283,10 +283,17 @@ AND payload->>'tab' = E'a\tb\\c' AND iggy_timestamp = to_timestamp((170000000000
 func TestCopyEscaped(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	alphabet := []byte("\\\t\n\rab\x00é")
-	for range 20000 {
-		in := make([]byte, r.IntN(40))
+	// Dense runs (every other draw) and sparse ones (a special byte among 62 plain ones, so the
+	// eight-byte steps meet it at every place).
+	sparse := []byte("abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ\\\t\n\r\x00\x1fé")
+	for k := range 40000 {
+		a := alphabet
+		if k%2 == 1 {
+			a = sparse
+		}
+		in := make([]byte, r.IntN(80))
 		for i := range in {
-			in[i] = alphabet[r.IntN(len(alphabet))]
+			in[i] = a[r.IntN(len(a))]
 		}
 		var want []byte
 		for _, c := range in {

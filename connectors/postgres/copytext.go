@@ -1,7 +1,7 @@
 package postgres
 
 import (
-	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"strconv"
@@ -112,7 +112,9 @@ func appendCopyTextValue(buf []byte, m *pgtype.Map, oid uint32, v any, stamps *s
 }
 
 // appendCopyEscaped appends s with COPY text's escapes: backslash, tab, newline and
-// carriage return (the only bytes that could end or mangle a field).
+// carriage return (the only bytes that could end or mangle a field). It skips eight bytes
+// a step while none of them is a backslash or below 0x20 (a superset of the four), and
+// copies the runs between escapes whole.
 func appendCopyEscaped[T ~string | ~[]byte](buf []byte, s T) []byte {
 	var b []byte
 	switch v := any(s).(type) {
@@ -121,41 +123,30 @@ func appendCopyEscaped[T ~string | ~[]byte](buf []byte, s T) []byte {
 	default:
 		b = []byte(s) // a []byte type: no copy
 	}
-	// next[k] is where copySpecial[k] next occurs at or after pos (len(b): nowhere),
-	// found with IndexByte (vectorised) and looked for again only once passed, so each
-	// byte of b is scanned at most once per special byte.
-	var next [4]int
-	for k := range next {
-		next[k] = indexFrom(b, 0, copySpecial[k])
-	}
-	pos := 0
-	for {
-		i := min(next[0], next[1], next[2], next[3])
-		if i == len(b) {
-			return append(buf, b[pos:]...)
+	pos, i := 0, 0
+	for i < len(b) {
+		for i+8 <= len(b) && !copySpecialIn8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
 		}
-		buf = append(append(buf, b[pos:i]...), '\\', copyEscape[b[i]])
-		pos = i + 1
-		for k := range next {
-			if next[k] == i {
-				next[k] = indexFrom(b, pos, copySpecial[k])
+		for end := min(len(b), i+8); i < end; i++ {
+			if e := copyEscape[b[i]]; e != 0 {
+				buf = append(append(buf, b[pos:i]...), '\\', e)
+				pos = i + 1
 			}
 		}
 	}
+	return append(buf, b[pos:]...)
 }
 
-// The bytes COPY's text format escapes, and the letter after the backslash for each.
-var (
-	copySpecial = [4]byte{'\\', '\t', '\n', '\r'}
-	copyEscape  = [256]byte{'\\': '\\', '\t': 't', '\n': 'n', '\r': 'r'}
-)
+// copyEscape is the letter after the backslash for each byte COPY's text format escapes.
+var copyEscape = [256]byte{'\\': '\\', '\t': 't', '\n': 'n', '\r': 'r'}
 
-// indexFrom is the index of c in b at or after from, or len(b).
-func indexFrom(b []byte, from int, c byte) int {
-	if i := bytes.IndexByte(b[from:], c); i >= 0 {
-		return from + i
-	}
-	return len(b)
+// copySpecialIn8 reports whether any of the eight bytes in x is a backslash or below
+// 0x20 (each test is exact as to whether some byte matches).
+func copySpecialIn8(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	b := x ^ '\\'*ones
+	return ((x-0x20*ones)&^x|(b-ones)&^b)&highs != 0
 }
 
 func needsCopyEscape(b []byte) bool {
