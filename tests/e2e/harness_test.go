@@ -162,17 +162,21 @@ func (r record) seq(t *testing.T) uint64 {
 	return v - 1
 }
 
+// readIfExists returns the bytes of the file at path, nil when there is none yet.
+func readIfExists(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // readRecords parses a file sink's output. Every complete line must be a JSON record; an
 // unterminated last line (a write in progress) is ignored.
 func readRecords(t *testing.T, path string) []record {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readIfExists(t, path)
 	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
 		b = b[:i+1]
 	} else {

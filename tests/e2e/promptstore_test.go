@@ -134,15 +134,8 @@ type sinkCommit struct {
 // it made them; a record a kill cut short is left out.
 func readCommits(t *testing.T, path string) []sinkCommit {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []sinkCommit
-	for i, line := range strings.SplitAfter(string(b), "\n") {
+	for i, line := range strings.SplitAfter(string(readIfExists(t, path)), "\n") {
 		if !strings.HasSuffix(line, "\n") {
 			break // torn by a kill, or the end
 		}
