@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -84,16 +85,19 @@ func (s *Sink) quotedCols() string {
 // copyOwn sends the rows idx as one COPY in copy_format, encoded here into a reused
 // buffer. It reports false (nothing sent) when some value needs pgx's conversions.
 func (s *Sink) copyOwn(ctx context.Context, conn *pgx.Conn, rows [][]any, idx []int) (bool, error) {
-	return s.copyOwnAfter(ctx, conn, "", rows, idx)
+	sent, _, err := s.copyOwnAround(ctx, conn, "", "", rows, idx)
+	return sent, err
 }
 
-// copyOwnAfter is copyOwn with statements run before the COPY in the same simple query
-// (before: empty, or ending in "; "). The data is streamed as soon as the query is sent,
-// as pgconn always does; if a statement before the COPY fails, the server drops it.
-func (s *Sink) copyOwnAfter(ctx context.Context, conn *pgx.Conn, before string, rows [][]any, idx []int) (bool, error) {
+// copyOwnAround is copyOwn with statements run before and after the COPY in the same
+// simple query (before: empty, or ending in "; "; after: empty, or starting with "; "),
+// returning the tag of the query's last statement. The data is streamed as soon as the
+// query is sent, as pgconn always does; if a statement before the COPY fails, the server
+// drops it, and after the first error the server skips the rest of the query.
+func (s *Sink) copyOwnAround(ctx context.Context, conn *pgx.Conn, before, after string, rows [][]any, idx []int) (bool, pgconn.CommandTag, error) {
 	oids, err := s.copyTypes(ctx, conn)
 	if err != nil {
-		return false, err
+		return false, pgconn.CommandTag{}, err
 	}
 	encode, option := appendCopyTextRows, ""
 	if s.cfg.CopyFormat == CopyBinary {
@@ -106,20 +110,20 @@ func (s *Sink) copyOwnAfter(ctx context.Context, conn *pgx.Conn, before string, 
 	}
 	if errors.Is(err, errCopyFallback) {
 		copyBufs.Put(bp)
-		return false, nil
+		return false, pgconn.CommandTag{}, nil
 	}
 	if err != nil {
 		copyBufs.Put(bp)
-		return false, err
+		return false, pgconn.CommandTag{}, err
 	}
-	_, err = conn.PgConn().CopyFrom(ctx, bytes.NewReader(buf),
-		before+"COPY "+s.target.Sanitize()+" ("+s.quotedCols()+") FROM STDIN"+option)
+	tag, err := conn.PgConn().CopyFrom(ctx, bytes.NewReader(buf),
+		before+"COPY "+s.target.Sanitize()+" ("+s.quotedCols()+") FROM STDIN"+option+after)
 	// When the connection fails mid-COPY, pgconn returns while its goroutine that
 	// streams buf may still be reading it: a failed COPY's buffer is never reused.
 	if err == nil {
 		copyBufs.Put(bp)
 	}
-	return true, err
+	return true, tag, err
 }
 
 // appendCopyRows appends the binary COPY stream of rows idx (each row without its

@@ -46,6 +46,7 @@ type Sink struct {
 	// written without locking first (write.go, writeAhead).
 	written written
 	ahead   atomic.Uint64 // batches writeAhead committed (tests read it)
+	inOne   atomic.Uint64 // of them, those sent as one simple query (tests read it)
 }
 
 // New returns an unopened PostgreSQL sink.

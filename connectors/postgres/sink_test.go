@@ -506,6 +506,9 @@ func TestWriteAheadGuardedByTheOffsetsRow(t *testing.T) {
 	if n := s.ahead.Load(); n != 1 {
 		t.Fatalf("batches written ahead = %d, want 1 (the one after the locked write)", n)
 	}
+	if n := s.inOne.Load(); n != 1 {
+		t.Fatalf("batches written ahead in one query = %d, want 1", n)
+	}
 	if n := count(t, db, "SELECT count(DISTINCT iggy_offset) FROM "+tbl+" WHERE iggy_offset BETWEEN 0 AND 149"); n != 150 {
 		t.Fatalf("distinct offsets 0..149 = %d, want 150", n)
 	}
@@ -598,7 +601,7 @@ func TestWriteAheadMeetsANewOwner(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- consume(t, s, 0, msgs(10, 10, jsonPayload)) }()
 			testkit.WaitFor(t, "the sink's guarded UPDATE waits on the locked row", func() bool {
-				return count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH moved AS (UPDATE %"+off+"%'") == 1
+				return count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%WITH moved AS (UPDATE %"+off+"%'") == 1
 			})
 			write := func(tx pgx.Tx) error {
 				for o := 10; o < 20; o++ {
