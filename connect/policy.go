@@ -48,6 +48,16 @@ func policyFor(cfg *config.Sink) commitPolicy {
 	return p
 }
 
+// forKeeper is p for a sink that keeps its own positions (sdk.PositionKeeper): unless
+// the file sets commit.delay, a done offset waits config.DefaultKeeperCommitDelay (at most
+// commit.interval), since Iggy's stored offset only shows its progress.
+func (p commitPolicy) forKeeper(c config.CommitSettings) commitPolicy {
+	if !c.DelaySet {
+		p.storeDelay = min(config.DefaultKeeperCommitDelay, c.Interval)
+	}
+	return p
+}
+
 // resolves reports whether the runtime marks a batch done itself once it ended with res:
 // a success in after_consuming, and a batch dead-lettered or skipped in every mode where
 // the runtime stores offsets (after_polling's server stored it with the poll).

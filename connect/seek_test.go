@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
@@ -182,6 +183,62 @@ func TestRejectedMessagesAlone(t *testing.T) {
 					string(off.Raw) != string(wire.Uint64Value(src).Raw) || !strings.Contains(string(e.Raw), "check constraint violated") {
 					t.Fatalf("dead letter %d: payload %q stage %q offset %v error %q; want p0-m%d, consume, %d", i, m.Payload, stage.Raw, off.Raw, e.Raw, src, src)
 				}
+			}
+		})
+	}
+}
+
+// keeperSink is a seekSink that says whether it keeps its positions (sdk.PositionKeeper).
+type keeperSink struct {
+	*seekSink
+	keeps bool
+}
+
+func (s *keeperSink) KeepsPositions() bool { return s.keeps }
+
+// TestPositionKeeperStoresLessOften: a sink that keeps its own positions gets its done
+// offsets stored 100 ms after they were done instead of commit.delay's default, unless the
+// file sets commit.delay or the sink says it does not keep them as configured; either
+// way every partition's stored offset reaches its end.
+func TestPositionKeeperStoresLessOften(t *testing.T) {
+	const line = "the sink keeps its own positions"
+	for _, c := range []struct {
+		name     string
+		keeps    bool
+		delaySet bool
+		want     string // the logged store_delay; "" for no line
+	}{
+		{"keeper", true, false, "store_delay=100ms"},
+		{"keeper_with_delay_set", true, true, "store_delay=5ms"},
+		{"not_keeping_as_configured", false, false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := newIggyEnv(t)
+			env.Topic("s", "t", 2)
+			env.Fill("s", "t", 0, 40, nil)
+			env.Fill("s", "t", 1, 40, nil)
+			sink := &keeperSink{seekSink: &seekSink{recSink: newRecSink(), start: map[uint32]uint64{}}, keeps: c.keeps}
+			sink.commitEach = true
+			cfg := testSinkConfig(config.CommitSinkControlled, config.FailureStop)
+			cfg.Commit.Interval, cfg.Commit.DelaySet = time.Second, c.delaySet
+			rt, logs := env.startLogged(cfg, sink)
+			testkit.WaitFor(t, "stored 39 on both", func() bool {
+				o0, ok0 := env.Stored("g", "s", "t", 0)
+				o1, ok1 := env.Stored("g", "s", "t", 1)
+				return ok0 && ok1 && o0 == 39 && o1 == 39
+			})
+			stopRuntime(t, rt)
+			var got string
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, line) {
+					got = l[strings.Index(l, "store_delay="):]
+				}
+			}
+			if got != c.want {
+				t.Fatalf("logged %q, want %q\n%s", got, c.want, logs.String())
+			}
+			if g0, g1 := sink.got(0), sink.got(1); !equalOffsets(g0, seq(0, 39)) || !equalOffsets(g1, seq(0, 39)) {
+				t.Fatalf("delivered %v and %v, want 0..39 each", g0, g1)
 			}
 		})
 	}

@@ -77,6 +77,14 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 		s.logOpenFailed(err)
 		return fmt.Errorf("open: %w", err)
 	}
+	if keeper, ok := s.sink.(sdk.PositionKeeper); ok {
+		var keeps bool
+		if err := callSafely(func() error { keeps = keeper.KeepsPositions(); return nil }); err == nil && keeps {
+			s.policy = s.policy.forKeeper(s.cfg.Commit)
+			s.proc.commit = s.policy
+			s.log.Info("the sink keeps its own positions: offsets stored in Iggy show its progress", "store_delay", s.policy.storeDelay)
+		}
+	}
 	// Asked after Open: a sink's limit may come from its config (a pool's size).
 	if s.inFlight, err = maxInFlight(s.cfg, s.sink, s.log); err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)

@@ -71,6 +71,18 @@ type PartitionSeeker interface {
 	Assigned(ctx context.Context, topic TopicMetadata, partitions []Partition) (map[Partition]uint64, error)
 }
 
+// PositionKeeper is a PartitionSeeker that says, after Open, whether it keeps its
+// positions as configured (a sink may keep them in one mode and not another).
+// KeepsPositions true means: every partition it has written resumes where its target
+// says, so the group's offset stored in Iggy only shows progress (lag, Iggy's tools). The
+// runtime then stores that offset less often: unless the connector file sets
+// commit.delay, a done offset waits 100 ms instead of 10 ms (each store costs the server
+// a synced write; a stop or a rebalance still stores at once).
+type PositionKeeper interface {
+	PartitionSeeker
+	KeepsPositions() bool
+}
+
 // ConcurrentSink is implemented by a sink whose Consume may be called concurrently for
 // different partitions of one topic (each partition's batches still come one at a time,
 // in order). MaxInFlight, asked after Open, says how many such calls it accepts at once

@@ -44,6 +44,11 @@ const (
 	// commit, or a batch the runtime resolved) may wait before it is stored, so commits
 	// that follow it closely share one store. It is the redelivery window after a crash.
 	DefaultCommitDelay = 10 * time.Millisecond
+	// DefaultKeeperCommitDelay is commit.delay when unset for a sink that keeps its own
+	// positions in its target (sdk.PositionKeeper): the offset stored in Iggy then only
+	// shows progress (lag, Iggy's tools), a crash redelivers nothing more for a longer
+	// delay, and each store costs the server a synced write.
+	DefaultKeeperCommitDelay = 100 * time.Millisecond
 	// DefaultMaxUncommitted is commit.max_uncommitted when unset: messages per partition
 	// delivered and not yet stored. It must cover what a sink_controlled sink receives
 	// between two of its commits (a sink that commits on a 1 s timer needs rate × 1 s), or
@@ -138,6 +143,7 @@ type CommitSettings struct {
 	Interval       time.Duration // longest wait before a done offset is stored; default 1s
 	Delay          time.Duration // coalescing wait before a store; default 10ms (Ferry)
 	MaxUncommitted uint64        // per partition; past it polling pauses; default 100000
+	DelaySet       bool          // the file sets Delay (else a position keeper's default applies)
 }
 
 // StoreDelay is how long a done offset waits before it is stored: Delay, at most Interval.

@@ -94,7 +94,7 @@ enabled = false
 	if s.Streams[0].BatchLength != 50 || s.Streams[0].PollInterval != 90*time.Second || s.Streams[0].ConsumerGroup != "g" ||
 		s.OffsetCommit != CommitSinkControlled || s.OnFailure != FailureDeadLetter || s.ShutdownTimeout != 2*time.Second ||
 		s.Retry != (Retry{0, 10 * time.Millisecond, time.Second}) || s.DeadLetter != (DeadLetter{"dlq", "failed"}) ||
-		s.Commit != (CommitSettings{250 * time.Millisecond, 20 * time.Millisecond, 7}) || !s.Verbose || s.PluginConfigFormat != "json" {
+		s.Commit != (CommitSettings{250 * time.Millisecond, 20 * time.Millisecond, 7, true}) || !s.Verbose || s.PluginConfigFormat != "json" {
 		t.Fatalf("unexpected %#v", s)
 	}
 	if got := string(s.PluginConfig); got != `{"alpha":{"b":true,"nested":[1,2.5,"x<y"]},"zeta":1}` {
@@ -423,7 +423,7 @@ func TestResolvePluginPath(t *testing.T) {
 func TestValidateHandBuilt(t *testing.T) {
 	s := &Sink{Common: Common{File: "api", Key: "k", Name: "n", Path: "builtin:null", PluginConfig: []byte("null")},
 		OffsetCommit: CommitAfterPolling, OnFailure: FailureSkip, Retry: Retry{3, time.Millisecond, time.Second},
-		Commit: CommitSettings{time.Second, time.Millisecond, 1}, ShutdownTimeout: time.Second}
+		Commit: CommitSettings{Interval: time.Second, Delay: time.Millisecond, MaxUncommitted: 1}, ShutdownTimeout: time.Second}
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}

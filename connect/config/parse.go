@@ -488,6 +488,7 @@ func (r *rawSink) build(loc *locator) (*Sink, error) {
 			return nil, err
 		}
 	}
+	s.Commit.DelaySet = r.Commit.Delay != nil
 	return s, nil
 }
 

@@ -101,7 +101,7 @@ type DeadLetterJSON struct {
 // CommitJSON is a sink's [commit] table.
 type CommitJSON struct {
 	Interval       string `json:"interval"`
-	Delay          string `json:"delay"`
+	Delay          string `json:"delay,omitempty"` // only when the file sets it: unset, a position keeper's default applies
 	MaxUncommitted uint64 `json:"max_uncommitted"`
 }
 
@@ -121,11 +121,11 @@ func SinkJSON(s *config.Sink) SinkConfigJSON {
 		PluginConfigFormat: optString(s.PluginConfigFormat), PluginConfig: pluginConfigJSON(s.PluginConfig),
 		Verbose: s.Verbose, Benchmark: s.Benchmark, OffsetCommit: s.OffsetCommit, OnFailure: s.OnFailure,
 		Retry: retryJSON(s.Retry), DeadLetter: deadLetterJSON(s.DeadLetter),
-		Commit: CommitJSON{
-			Interval: sdk.FormatDuration(s.Commit.Interval), Delay: sdk.FormatDuration(s.Commit.Delay),
-			MaxUncommitted: s.Commit.MaxUncommitted,
-		},
+		Commit:          CommitJSON{Interval: sdk.FormatDuration(s.Commit.Interval), MaxUncommitted: s.Commit.MaxUncommitted},
 		ShutdownTimeout: sdk.FormatDuration(s.ShutdownTimeout), MaxInFlight: s.MaxInFlight, Restart: restartJSON(s.Restart),
+	}
+	if s.Commit.DelaySet {
+		out.Commit.Delay = sdk.FormatDuration(s.Commit.Delay)
 	}
 	for _, st := range s.Streams {
 		topics := st.Topics

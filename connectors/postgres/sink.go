@@ -53,8 +53,8 @@ type Sink struct {
 func New() *Sink { return &Sink{backoffInitial: 50 * time.Millisecond, backoffMax: 2 * time.Second} }
 
 var (
-	_ sdk.Sink            = (*Sink)(nil)
-	_ sdk.PartitionSeeker = (*Sink)(nil)
+	_ sdk.Sink           = (*Sink)(nil)
+	_ sdk.PositionKeeper = (*Sink)(nil)
 )
 
 // Open parses plugin_config, connects (retrying transient failures until ctx ends) and
@@ -159,6 +159,10 @@ func (s *Sink) prepare(ctx context.Context) (err error) {
 	}
 	return nil
 }
+
+// KeepsPositions implements sdk.PositionKeeper: with exactly_once every partition this
+// sink has written resumes from the offsets table, not from Iggy's stored offset.
+func (s *Sink) KeepsPositions() bool { return *s.cfg.ExactlyOnce }
 
 // Assigned implements sdk.PartitionSeeker: each partition with a row in the offsets table
 // starts at its last written offset + 1 (0 after on_offsets_mismatch = restart set it

@@ -102,8 +102,8 @@ func (s *Sink) free(f *inflight) {
 }
 
 var (
-	_ sdk.Sink            = (*Sink)(nil)
-	_ sdk.PartitionSeeker = (*Sink)(nil)
+	_ sdk.Sink           = (*Sink)(nil)
+	_ sdk.PositionKeeper = (*Sink)(nil)
 )
 
 // New returns an unopened S3 sink.
@@ -142,6 +142,10 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 		"path_template", cfg.PathTemplate, "endpoint", cfg.Endpoint)
 	return nil
 }
+
+// KeepsPositions implements sdk.PositionKeeper: a partition with an object resumes after
+// its highest one, whatever Iggy's stored offset says.
+func (s *Sink) KeepsPositions() bool { return true }
 
 // Assigned implements sdk.PartitionSeeker: for each partition it lists the partition's
 // objects and returns the offset after the highest one written; a partition with no object
