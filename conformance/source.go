@@ -209,6 +209,12 @@ func (f *sourceFixture) waitProduced(ctx context.Context) error {
 	})
 }
 
+// poison reports whether the probe gives sequence number seq a payload that is not JSON.
+func (f *sourceFixture) poison(seq uint64) bool {
+	k := uint64(f.conn.poisonEvery)
+	return k > 0 && seq%k == k-1
+}
+
 // topicMessage is one message read back from the source's topic.
 type topicMessage struct {
 	offset, seq, timestamp uint64
@@ -318,10 +324,7 @@ func (f *sourceFixture) tally(ctx context.Context) (sourceTally, error) {
 	}
 	t := sourceTally{nacks: map[string]int{}}
 	total := uint64(f.conn.total)
-	poison := func(seq uint64) bool {
-		k := uint64(f.conn.poisonEvery)
-		return k > 0 && seq%k == k-1
-	}
+	poison := f.poison
 	first := map[uint64]uint64{} // seq → earliest append timestamp
 	var prev uint64
 	for i, m := range msgs {
@@ -438,11 +441,60 @@ func (r *Runner) beginSource(ctx context.Context, scenario string, c sourceConne
 	return f, p, nil
 }
 
-// runToEnd is a source scenario's epilogue: wait until the probe produced everything,
-// stop the runtime with SIGTERM and tally. Only a runtime that does not stop in time is an
-// error; its exit status is not judged here.
+// ackedStoredWait bounds how long a scenario waits, once the probe produced everything,
+// for Iggy to hold what the probe saw ACKed.
+const ackedStoredWait = 10 * time.Second
+
+// waitAckedStored waits (at most ackedStoredWait) until the topic holds every message of
+// every batch the probe saw ACKed, poison excepted, before the scenario stops the runtime.
+// A conforming runtime ACKs only what Iggy stored, so it never waits here. One that ACKs
+// early would otherwise be stopped at a moment scheduling picks (its last batch sent or
+// still waiting to be taken), and what it is seen to do would change from run to run. A
+// runtime that ACKed messages and lost them is not waited for past the bound: the tally
+// reports the loss.
+func (f *sourceFixture) waitAckedStored(ctx context.Context) error {
+	acked := map[uint64]bool{}
+	for _, e := range f.events() {
+		if e.kind != 'A' {
+			continue
+		}
+		for s := e.first; s < e.first+e.count; s++ {
+			if !f.poison(s) {
+				acked[s] = true
+			}
+		}
+	}
+	deadline := time.Now().Add(ackedStoredWait)
+	for {
+		msgs, err := f.read(ctx)
+		if err != nil {
+			return err
+		}
+		held := map[uint64]bool{}
+		for _, m := range msgs {
+			if acked[m.seq] {
+				held[m.seq] = true
+			}
+		}
+		if len(held) == len(acked) || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// runToEnd is a source scenario's epilogue: wait until the probe produced everything and
+// Iggy holds what it saw ACKed, stop the runtime with SIGTERM and tally. Only a runtime
+// that does not stop in time is an error; its exit status is not judged here.
 func (f *sourceFixture) runToEnd(ctx context.Context, p *proc) (sourceTally, error) {
 	if err := f.waitProduced(ctx); err != nil {
+		return sourceTally{}, err
+	}
+	if err := f.waitAckedStored(ctx); err != nil {
 		return sourceTally{}, err
 	}
 	if err := p.term(20 * time.Second); errors.Is(err, errNoExit) {
@@ -459,6 +511,9 @@ func runSourceClean(ctx context.Context, r *Runner, _ string) Result {
 	}
 	defer p.kill()
 	if err := f.waitProduced(ctx); err != nil {
+		return broken(expected, err)
+	}
+	if err := f.waitAckedStored(ctx); err != nil {
 		return broken(expected, err)
 	}
 	if err := p.term(20 * time.Second); err != nil {
