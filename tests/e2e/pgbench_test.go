@@ -168,7 +168,9 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 			s.cpuPGBackground = append(s.cpuPGBackground, pgEnd.background-pg0.background)
 			drop()
 			s.rates = append(s.rates, float64(pgbPartitions*pgbPerPart)/d.Seconds())
-			b.Logf("round %d %s: %.0f rows/s", r, s.name, s.rates[len(s.rates)-1])
+			b.Logf("round %d %s: %.0f rows/s; CPU µs/row: ferry run %.1f, server %.1f, PostgreSQL %.1f", r, s.name, s.rates[len(s.rates)-1],
+				cpuRun/(pgbPartitions*pgbPerPart)*1e6, s.cpuServer[len(s.cpuServer)-1]/(pgbPartitions*pgbPerPart)*1e6,
+				s.cpuPG[len(s.cpuPG)-1]/(pgbPartitions*pgbPerPart)*1e6)
 		}
 	}
 	// The target's own limit is the fastest bare loop of this run (by median), whichever
