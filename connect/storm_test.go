@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -357,12 +358,24 @@ func TestRebalanceStormSinkControlled(t *testing.T) {
 			// it: the 8 partitions the newcomer took are revoked from A's table before
 			// the newcomer leaves. Waiting for the report (not for a clock) is what makes
 			// the count of revocations below exact.
-			testkit.WaitFor(t, fmt.Sprintf("A reports member %d's join", i), func() bool {
+			err := testkit.Eventually(fmt.Sprintf("A reports member %d's join", i), func() bool {
 				if err := a.Resync(bg(t)); err != nil {
 					t.Fatal(err)
 				}
 				return rt.Status()[0].Stats.Revoked >= before+parts/2
 			})
+			if err != nil {
+				// What A's member, its table and the runtime saw, for a failure that
+				// one run in many under -race on a loaded machine has shown.
+				gen, assigned := a.Assignment()
+				st := rt.Status()[0]
+				var table []string
+				for _, ps := range st.Partitions {
+					table = append(table, fmt.Sprintf("%d:%s polled %d done %d stored %d paused %v", ps.Partition, ps.State, ps.Polled, ps.Done, ps.Stored, ps.Paused))
+				}
+				t.Fatalf("%v: revoked %d (before the join %d); A's member: generation %d, partitions %v; A's table: %s; stats %+v",
+					err, st.Stats.Revoked, before, gen, assigned, strings.Join(table, "; "), st.Stats)
+			}
 		}
 		if err := m.Close(bg(t)); err != nil {
 			t.Fatalf("member %d leaves: %v", i, err)

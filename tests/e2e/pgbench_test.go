@@ -62,6 +62,8 @@ type pgbSeries struct {
 	// its logins to the server, the sink's Open, the first poll and transaction).
 	firsts []float64
 	steady []float64 // rows/s after the first commit (the rows left over the time left)
+	// Context switches per round (voluntary, involuntary): the ferry run process's threads.
+	runSwitches [][2]int64
 }
 
 // BenchmarkPostgresSideBySide writes the same 300,000 JSON messages of 200 bytes, produced
@@ -155,6 +157,7 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 			}
 			var d time.Duration
 			srv0, pg0 := procCPU(srv.cmd.Process.Pid), postgresCPU(b)
+			srvV0, srvI0 := ctxSwitches(srv.cmd.Process.Pid)
 			var cpuRun float64
 			var pgEnd pgCPU
 			if s.run != nil {
@@ -168,9 +171,21 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 			s.cpuPGBackground = append(s.cpuPGBackground, pgEnd.background-pg0.background)
 			drop()
 			s.rates = append(s.rates, float64(pgbPartitions*pgbPerPart)/d.Seconds())
-			b.Logf("round %d %s: %.0f rows/s; CPU µs/row: ferry run %.1f, server %.1f, PostgreSQL %.1f", r, s.name, s.rates[len(s.rates)-1],
+			// Context switches a batch (pgbBatch rows): voluntary ones are a process's
+			// wake-ups, PostgreSQL's client backends' involuntary ones its COPYs interrupted.
+			batches := float64(pgbPartitions * pgbPerPart / pgbBatch)
+			srvV, srvI := ctxSwitches(srv.cmd.Process.Pid)
+			pgV, pgI := pgEnd.switchesSince(pg0)
+			run := "–"
+			if n := len(s.runSwitches); n > 0 && s.run == nil {
+				run = fmt.Sprintf("%.1f/%.1f", float64(s.runSwitches[n-1][0])/batches, float64(s.runSwitches[n-1][1])/batches)
+			}
+			b.Logf("round %d %s: %.0f rows/s; CPU µs/row: ferry run %.1f, server %.1f, PostgreSQL %.1f; context switches a batch (voluntary/involuntary): ferry run %s, server %.1f/%.1f, PostgreSQL's client backends %.1f/%.1f",
+				r, s.name, s.rates[len(s.rates)-1],
 				cpuRun/(pgbPartitions*pgbPerPart)*1e6, s.cpuServer[len(s.cpuServer)-1]/(pgbPartitions*pgbPerPart)*1e6,
-				s.cpuPG[len(s.cpuPG)-1]/(pgbPartitions*pgbPerPart)*1e6)
+				s.cpuPG[len(s.cpuPG)-1]/(pgbPartitions*pgbPerPart)*1e6,
+				run, float64(srvV-srvV0)/batches, float64(srvI-srvI0)/batches,
+				float64(pgV)/batches, float64(pgI)/batches)
 		}
 	}
 	// The target's own limit is the fastest bare loop of this run (by median), whichever
@@ -285,6 +300,8 @@ max_connections = 4
 		s.steady = append(s.steady, float64(total)/(d-first).Seconds()) // an upper bound: the first commit's rows count as after it
 	}
 	cpu, pg := procCPU(run.cmd.Process.Pid), postgresCPU(b)
+	v, i := ctxSwitches(run.cmd.Process.Pid)
+	s.runSwitches = append(s.runSwitches, [2]int64{v, i})
 	run.stop(15 * time.Second)
 	rows := pgCount(db, "SELECT count(*) FROM "+table)
 	distinct := pgCount(db, "SELECT count(DISTINCT (iggy_partition_id, iggy_offset)) FROM "+table)
@@ -530,6 +547,29 @@ func procCPU(pid int) float64 {
 	return (u + sys) / 100
 }
 
+// ctxSwitches sums the voluntary and involuntary context switches of process pid's
+// threads (0, 0 when it has ended).
+func ctxSwitches(pid int) (voluntary, involuntary int64) {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, t := range tasks {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(status)) {
+			k, v, _ := strings.Cut(line, ":")
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			switch k {
+			case "voluntary_ctxt_switches":
+				voluntary += n
+			case "nonvoluntary_ctxt_switches":
+				involuntary += n
+			}
+		}
+	}
+	return voluntary, involuntary
+}
+
 // postgresChildren is the set of the cluster's running processes below its postmaster.
 func postgresChildren(b testing.TB) map[int]bool {
 	out := map[int]bool{}
@@ -600,7 +640,23 @@ func childrenCPU(pid int) float64 {
 // pgCPU is CPU seconds PostgreSQL used: all of it, and of that its own processes (the
 // postmaster and its running background workers: WAL writer, checkpointer, autovacuum…),
 // the rest being the client backends.
-type pgCPU struct{ all, background float64 }
+type pgCPU struct {
+	all, background float64
+	// Context switches (voluntary, involuntary) of each client backend alive at the
+	// reading: a COPY the scheduler interrupts shows in the involuntary ones.
+	switches map[int][2]int64
+}
+
+// switchesSince sums the context switches of the client backends alive at c since start
+// (a backend that started after it counts from zero).
+func (c pgCPU) switchesSince(start pgCPU) (voluntary, involuntary int64) {
+	for pid, n := range c.switches {
+		s := start.switches[pid]
+		voluntary += n[0] - s[0]
+		involuntary += n[1] - s[1]
+	}
+	return voluntary, involuntary
+}
 
 // postgresCPU is the CPU used so far by the cluster of scripts/postgres.sh
 // (FERRY_POSTGRES_DIR): its postmaster, the processes it started that still run, and those
@@ -608,13 +664,16 @@ type pgCPU struct{ all, background float64 }
 // so their time is in its children's fields, counted as clients').
 func postgresCPU(b testing.TB) pgCPU {
 	master := postmaster(b)
-	c := pgCPU{all: procCPU(master) + childrenCPU(master), background: procCPU(master)}
+	c := pgCPU{all: procCPU(master) + childrenCPU(master), background: procCPU(master), switches: map[int][2]int64{}}
 	for _, pid := range childPIDs(master) {
 		cpu := procCPU(pid)
 		c.all += cpu
 		// A client backend's title names its client: "postgres: user db 127.0.0.1(port) …".
 		if title, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); !strings.Contains(string(title), "(") {
 			c.background += cpu
+		} else {
+			v, i := ctxSwitches(pid)
+			c.switches[pid] = [2]int64{v, i}
 		}
 	}
 	return c
