@@ -175,17 +175,17 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 			// wake-ups, PostgreSQL's client backends' involuntary ones its COPYs interrupted.
 			batches := float64(pgbPartitions * pgbPerPart / pgbBatch)
 			srvV, srvI := ctxSwitches(srv.cmd.Process.Pid)
-			pgV, pgI := pgEnd.switchesSince(pg0)
+			pgV, pgI, pgF := pgEnd.switchesSince(pg0)
 			run := "–"
 			if n := len(s.runSwitches); n > 0 && s.run == nil {
 				run = fmt.Sprintf("%.1f/%.1f", float64(s.runSwitches[n-1][0])/batches, float64(s.runSwitches[n-1][1])/batches)
 			}
-			b.Logf("round %d %s: %.0f rows/s; CPU µs/row: ferry run %.1f, server %.1f, PostgreSQL %.1f; context switches a batch (voluntary/involuntary): ferry run %s, server %.1f/%.1f, PostgreSQL's client backends %.1f/%.1f",
+			b.Logf("round %d %s: %.0f rows/s; CPU µs/row: ferry run %.1f, server %.1f, PostgreSQL %.1f; context switches a batch (voluntary/involuntary): ferry run %s, server %.1f/%.1f, PostgreSQL's client backends %.1f/%.1f (and %.0f minor page faults)",
 				r, s.name, s.rates[len(s.rates)-1],
 				cpuRun/(pgbPartitions*pgbPerPart)*1e6, s.cpuServer[len(s.cpuServer)-1]/(pgbPartitions*pgbPerPart)*1e6,
 				s.cpuPG[len(s.cpuPG)-1]/(pgbPartitions*pgbPerPart)*1e6,
 				run, float64(srvV-srvV0)/batches, float64(srvI-srvI0)/batches,
-				float64(pgV)/batches, float64(pgI)/batches)
+				float64(pgV)/batches, float64(pgI)/batches, float64(pgF)/batches)
 		}
 	}
 	// The target's own limit is the fastest bare loop of this run (by median), whichever
@@ -547,6 +547,18 @@ func procCPU(pid int) float64 {
 	return (u + sys) / 100
 }
 
+// minorFaults is process pid's count of minor page faults (0 when it has ended).
+func minorFaults(pid int) int64 {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// After the command in parentheses: state is the 3rd field, minflt the 10th.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	n, _ := strconv.ParseInt(f[7], 10, 64)
+	return n
+}
+
 // ctxSwitches sums the voluntary and involuntary context switches of process pid's
 // threads (0, 0 when it has ended).
 func ctxSwitches(pid int) (voluntary, involuntary int64) {
@@ -642,20 +654,23 @@ func childrenCPU(pid int) float64 {
 // the rest being the client backends.
 type pgCPU struct {
 	all, background float64
-	// Context switches (voluntary, involuntary) of each client backend alive at the
-	// reading: a COPY the scheduler interrupts shows in the involuntary ones.
-	switches map[int][2]int64
+	// Context switches (voluntary, involuntary) and minor page faults of each client
+	// backend alive at the reading: a COPY the scheduler interrupts shows in the
+	// involuntary switches, memory a backend's allocator took from the kernel afresh in
+	// the faults.
+	switches map[int][3]int64
 }
 
-// switchesSince sums the context switches of the client backends alive at c since start
-// (a backend that started after it counts from zero).
-func (c pgCPU) switchesSince(start pgCPU) (voluntary, involuntary int64) {
+// switchesSince sums the context switches and minor faults of the client backends alive
+// at c since start (a backend that started after it counts from zero).
+func (c pgCPU) switchesSince(start pgCPU) (voluntary, involuntary, faults int64) {
 	for pid, n := range c.switches {
 		s := start.switches[pid]
 		voluntary += n[0] - s[0]
 		involuntary += n[1] - s[1]
+		faults += n[2] - s[2]
 	}
-	return voluntary, involuntary
+	return voluntary, involuntary, faults
 }
 
 // postgresCPU is the CPU used so far by the cluster of scripts/postgres.sh
@@ -664,7 +679,7 @@ func (c pgCPU) switchesSince(start pgCPU) (voluntary, involuntary int64) {
 // so their time is in its children's fields, counted as clients').
 func postgresCPU(b testing.TB) pgCPU {
 	master := postmaster(b)
-	c := pgCPU{all: procCPU(master) + childrenCPU(master), background: procCPU(master), switches: map[int][2]int64{}}
+	c := pgCPU{all: procCPU(master) + childrenCPU(master), background: procCPU(master), switches: map[int][3]int64{}}
 	for _, pid := range childPIDs(master) {
 		cpu := procCPU(pid)
 		c.all += cpu
@@ -673,7 +688,7 @@ func postgresCPU(b testing.TB) pgCPU {
 			c.background += cpu
 		} else {
 			v, i := ctxSwitches(pid)
-			c.switches[pid] = [2]int64{v, i}
+			c.switches[pid] = [3]int64{v, i, minorFaults(pid)}
 		}
 	}
 	return c
