@@ -535,27 +535,33 @@ func appendNumeric(buf []byte, v uint64) []byte {
 
 // procCPU is the user and system CPU seconds process pid has used (0 when it is gone).
 func procCPU(pid int) float64 {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	f := statFields(pid)
+	if f == nil {
 		return 0
 	}
-	// Fields after the command (which may hold spaces) in parentheses: state is 3rd,
-	// ppid 4th, utime 14th, stime 15th, in clock ticks (100 a second on Linux).
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	// utime is the 14th field, stime the 15th, in clock ticks (100 a second on Linux).
 	u, _ := strconv.ParseFloat(f[11], 64)
 	sys, _ := strconv.ParseFloat(f[12], 64)
 	return (u + sys) / 100
 }
 
-// minorFaults is process pid's count of minor page faults (0 when it has ended).
-func minorFaults(pid int) int64 {
+// statFields are the fields of /proc/pid/stat after the command (which may hold spaces)
+// in parentheses, the first being the 3rd field, state; nil when the process has ended.
+func statFields(pid int) []string {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+}
+
+// minorFaults is process pid's count of minor page faults (0 when it has ended).
+func minorFaults(pid int) int64 {
+	f := statFields(pid)
+	if f == nil {
 		return 0
 	}
-	// After the command in parentheses: state is the 3rd field, minflt the 10th.
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-	n, _ := strconv.ParseInt(f[7], 10, 64)
+	n, _ := strconv.ParseInt(f[7], 10, 64) // minflt, the 10th field
 	return n
 }
 
@@ -600,12 +606,11 @@ func childPIDs(ppid int) []int {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
+		f := statFields(pid)
+		if f == nil {
 			continue
 		}
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-		if parent, _ := strconv.Atoi(f[1]); parent == ppid {
+		if parent, _ := strconv.Atoi(f[1]); parent == ppid { // ppid, the 4th field
 			out = append(out, pid)
 		}
 	}
@@ -639,11 +644,10 @@ func waitReaped(b testing.TB, before map[int]bool) {
 // childrenCPU is the user and system CPU seconds of the ended children process pid waited
 // for (cutime and cstime, the 16th and 17th fields; 0 when it is gone).
 func childrenCPU(pid int) float64 {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	f := statFields(pid)
+	if f == nil {
 		return 0
 	}
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
 	u, _ := strconv.ParseFloat(f[13], 64)
 	sys, _ := strconv.ParseFloat(f[14], 64)
 	return (u + sys) / 100
