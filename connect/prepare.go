@@ -5,6 +5,7 @@ package connect
 // the same words; and the connector that stands for a config that did not load.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -156,6 +157,8 @@ func newInvalidConnector(inv *config.Invalid, log *slog.Logger) *invalidConnecto
 	c.failStart(permanentError{inv.Err})
 	return c
 }
+
+func (c *invalidConnector) begin(context.Context) {} // failed when built
 
 func (c *invalidConnector) statusOf() Status {
 	st, le := c.status.get()

@@ -36,6 +36,9 @@ type connector interface {
 	stop()    // soft stop: finish what is in flight, within the connector's timeout
 	abandon() // hard stop: abandon it now
 	stopped() <-chan struct{}
+	// begin starts an instance that has not failed yet (its plugin was found), its Open
+	// bounded by ctx; a failure is logged and kept in its status (failStart).
+	begin(ctx context.Context)
 	statusOf() Status
 	// unfixable reports that it failed in a way no restart can fix (permanent).
 	unfixable() bool
@@ -208,8 +211,10 @@ func (r *Runtime) Start(ctx context.Context) error {
 // slotList returns the slots; r.mu held.
 func (r *Runtime) slotList() []*slot { return slices.Clone(r.slots) }
 
-// startSink starts an instance of a sink, counting into the slot's counters.
-func (r *Runtime) startSink(ctx context.Context, cfg *config.Sink, counters *Counters) *sinkRunner {
+// newSink builds an instance of a sink, counting into the slot's counters. It is not
+// started (begin starts it): its status is starting, or error when its plugin cannot be
+// found.
+func (r *Runtime) newSink(cfg *config.Sink, counters *Counters) *sinkRunner {
 	factory, err := sinkFactory(r.builtins, r.loadSink, cfg, r.pluginDirs)
 	if err != nil {
 		s := newSinkRunner(cfg, r.nextID.Add(1), nil, r.be, counters, r.log)
@@ -218,12 +223,11 @@ func (r *Runtime) startSink(ctx context.Context, cfg *config.Sink, counters *Cou
 	}
 	s := newSinkRunner(cfg, r.nextID.Add(1), factory(), r.be, counters, r.log)
 	s.tracer = r.tracer
-	_ = s.start(ctx) // a failure is logged and kept in the status by failStart
 	return s
 }
 
-// startSource starts an instance of a source, counting into the slot's counters.
-func (r *Runtime) startSource(ctx context.Context, cfg *config.Source, counters *sourceCounters) *sourceRunner {
+// newSource builds an instance of a source, counting into the slot's counters; as newSink.
+func (r *Runtime) newSource(cfg *config.Source, counters *sourceCounters) *sourceRunner {
 	factory, err := sourceFactory(r.builtins, r.loadSrc, cfg, r.pluginDirs)
 	if err != nil {
 		s := newSourceRunner(cfg, r.nextID.Add(1), nil, r.be, r.stateDir, counters, r.log)
@@ -232,7 +236,6 @@ func (r *Runtime) startSource(ctx context.Context, cfg *config.Source, counters 
 	}
 	s := newSourceRunner(cfg, r.nextID.Add(1), factory(), r.be, r.stateDir, counters, r.log)
 	s.tracer = r.tracer
-	_ = s.start(ctx)
 	return s
 }
 

@@ -60,6 +60,12 @@ func (s *sinkRunner) retryBackoff() Backoff {
 	return Backoff{Initial: s.cfg.Retry.InitialBackoff, Max: s.cfg.Retry.MaxBackoff}
 }
 
+func (s *sinkRunner) begin(ctx context.Context) {
+	if s.sink != nil {
+		_ = s.start(ctx) // a failure is logged and kept in the status by failStart
+	}
+}
+
 // start opens the sink, creates its consumers and starts them; ctx bounds the opening.
 // On error everything created is released (within shutdown_timeout), the status is
 // error and the runner is stopped.
@@ -114,7 +120,9 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 		tc.start(s.life)
 	}
 	go s.run()
-	s.status.set(StateRunning)
+	if !s.status.started() {
+		return nil // failed already: run stops it
+	}
 	s.log.Info("sink running", "offset_commit", s.policy.mode, "on_failure", s.cfg.OnFailure, "consumers", len(s.topics))
 	s.logInitialized(s.instance)
 	for range s.topics {
@@ -297,6 +305,9 @@ func (s *sinkRunner) statusOf() Status {
 	out := Status{Key: s.cfg.Key, Kind: KindSink, Name: s.cfg.Name, State: st, LastError: le, Stats: s.counters.Snapshot(),
 		ID: s.instance, Enabled: s.cfg.Enabled, Version: s.cfg.Version, Path: s.cfg.Path, PluginVersion: s.pluginVersion(),
 		Paused: s.held.Load(), Sink: s.cfg}
+	if st == StateStarting {
+		return out // its topics are being connected (start)
+	}
 	for _, tc := range s.topics {
 		out.Partitions = append(out.Partitions, tc.table.status()...)
 	}

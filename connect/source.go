@@ -90,6 +90,12 @@ func newSourceRunner(cfg *config.Source, instance uint32, src sdk.Source, prods 
 	return s
 }
 
+func (s *sourceRunner) begin(ctx context.Context) {
+	if s.src != nil {
+		_ = s.start(ctx) // a failure is logged and kept in the status by failStart
+	}
+}
+
 // start loads the state, opens the source and the producer and starts the loop. On error
 // everything opened is closed, the status is error and the runner is stopped.
 func (s *sourceRunner) start(ctx context.Context) (err error) {
@@ -161,7 +167,7 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 		s.pipe.checked = true
 	}
 	s.prod = prod
-	s.status.set(StateRunning)
+	s.status.started()
 	s.log.Info("source running", "stream", s.stream.Stream, "topic", s.stream.Topic, "schema", s.stream.Schema,
 		"state_bytes", len(state))
 	s.logInitialized(s.instance)
@@ -174,7 +180,7 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 func (s *sourceRunner) statusOf() Status {
 	st, le := s.status.get()
 	c := s.counters
-	return Status{Key: s.cfg.Key, Kind: KindSource, Name: s.cfg.Name, State: st, LastError: le,
+	out := Status{Key: s.cfg.Key, Kind: KindSource, Name: s.cfg.Name, State: st, LastError: le,
 		ID: s.instance, Enabled: s.cfg.Enabled, Version: s.cfg.Version, Path: s.cfg.Path,
 		PluginVersion: pluginVersion(&s.cfg.Common, s.src), Source: s.cfg,
 		Stats: Stats{Produced: c.produced.Load(), Sent: c.sent.Load(), SendErrors: c.sendErrors.Load(),
@@ -182,7 +188,11 @@ func (s *sourceRunner) statusOf() Status {
 			Retries: c.retries.Load(), Skipped: c.skipped.Load(), DeadLettered: c.deadLetter.Load(),
 			DecodeErrors: c.encodeErrs.Load(), TransformErrors: c.transErrs.Load(), StartErrors: c.startErrs.Load(),
 			Stages: map[string]Histogram{StageIggySend: c.sendTime.snapshot(), StageStateSave: c.saveTime.snapshot(),
-				StageTotal: c.batchTime.snapshot()}}, Gauges: gaugesOf(s.src)}
+				StageTotal: c.batchTime.snapshot()}}}
+	if st != StateStarting { // a source's own figures only once it is open
+		out.Gauges = gaugesOf(s.src)
+	}
+	return out
 }
 
 // gaugesOf returns a connector's own figures (sdk.Gauger); a panic in it gives none.

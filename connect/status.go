@@ -273,6 +273,20 @@ func (s *statusCell) set(st State) {
 	s.mu.Unlock()
 }
 
+// started moves a starting connector to running and reports whether it did: a failure
+// recorded while it started (a sink's batch may fail for good before its start returns)
+// stays.
+func (s *statusCell) started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != StateStarting {
+		return false
+	}
+	s.state, s.lastErr = StateRunning, nil
+	clear(s.failing)
+	return true
+}
+
 // degrade records that who (a sink's stream/topic) cannot do its work because of err: a
 // running connector becomes degraded with err as its last error. No effect in any other
 // state (an error, a stop in progress, stay what they are).

@@ -127,11 +127,15 @@ func (sl *slot) launch(ctx context.Context, reply chan<- error) {
 		c = newInvalidConnector(invalid, sl.r.log)
 	case sink != nil:
 		sl.r.lag.forgetSink(sink)
-		c = sl.r.startSink(ctx, sink, sl.sinkCounters)
+		c = sl.r.newSink(sink, sl.sinkCounters)
 	default:
-		c = sl.r.startSource(ctx, src, sl.srcCounters)
+		c = sl.r.newSource(src, sl.srcCounters)
 	}
+	// Published before it starts: while it opens, its status is the new instance's
+	// (starting), never the previous one's error or stop; a sink may deliver before its
+	// start returns.
 	sl.cur.Store(&instance{c: c, started: time.Now()})
+	c.begin(ctx)
 	if sl.r.life.hard.Err() != nil {
 		c.abandon()
 	}

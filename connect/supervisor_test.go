@@ -84,10 +84,69 @@ func TestSinkRevivesWhenStreamCreated(t *testing.T) {
 	}
 	env.Topic("s", "t", 1)
 	env.Fill("s", "t", 0, 5, nil)
-	testkit.WaitFor(t, "sink running and consuming", func() bool { return len(sink.got(0)) == 5 })
+	testkit.WaitFor(t, "sink consuming", func() bool { return len(sink.got(0)) == 5 })
+	// The instance that consumed may still be in its start: starting, never the failed
+	// instance's error.
 	st, _ = rt.Connector(KindSink, "rec")
-	if st.State != StateRunning || st.Restart.GaveUp {
-		t.Fatalf("status %+v", st)
+	if (st.State != StateStarting && st.State != StateRunning) || st.LastError != nil || st.Restart.GaveUp {
+		t.Fatalf("status %s, last error %+v, restart %+v", st.State, st.LastError, st.Restart)
+	}
+	testkit.WaitFor(t, "sink running", func() bool { st, _ := rt.Connector(KindSink, "rec"); return st.State == StateRunning })
+}
+
+// gatedOpenSink fails its first Open; its second waits for open to be closed.
+type gatedOpenSink struct {
+	*recSink
+	entered chan struct{} // closed when the second Open began
+	open    chan struct{}
+	mu      sync.Mutex
+	opens   int
+}
+
+func (s *gatedOpenSink) Open(ctx context.Context, env sdk.SinkEnv) error {
+	s.mu.Lock()
+	s.opens++
+	n := s.opens
+	s.mu.Unlock()
+	switch n {
+	case 1:
+		return errors.New("target unreachable")
+	case 2:
+		close(s.entered)
+		<-s.open
+	}
+	return s.recSink.Open(ctx, env)
+}
+
+// TestStatusWhileRestartOpens: while a restarted sink's Open runs, its status is the new
+// instance's (starting, no error), not the failed instance's; it is running once Open
+// returned.
+func TestStatusWhileRestartOpens(t *testing.T) {
+	env := newIggyEnv(t)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 3, nil)
+	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
+	cfg.Restart = fastRestarts
+	sink := &gatedOpenSink{recSink: newRecSink(), entered: make(chan struct{}), open: make(chan struct{})}
+	rt := env.start(cfg, sink)
+	defer stopRuntime(t, rt)
+	release := sync.OnceFunc(func() { close(sink.open) })
+	defer release() // a failed check must not leave Open waiting: Stop waits for it
+	first, _ := rt.Connector(KindSink, "rec")
+	if first.State != StateError {
+		t.Fatalf("after the failed open: %s", first.State)
+	}
+	<-sink.entered
+	st, _ := rt.Connector(KindSink, "rec")
+	if st.State != StateStarting || st.LastError != nil || st.ID != first.ID+1 || st.Restart.Total != 1 || len(st.Partitions) != 0 {
+		t.Fatalf("during the restart's open: state %s, error %+v, id %d (first %d), restart %+v, partitions %v",
+			st.State, st.LastError, st.ID, first.ID, st.Restart, st.Partitions)
+	}
+	release()
+	testkit.WaitFor(t, "3 messages", func() bool { return len(sink.got(0)) == 3 })
+	testkit.WaitFor(t, "sink running", func() bool { st, _ := rt.Connector(KindSink, "rec"); return st.State == StateRunning })
+	if st, _ := rt.Connector(KindSink, "rec"); st.ID != first.ID+1 || st.LastError != nil {
+		t.Fatalf("after the open: id %d, error %+v", st.ID, st.LastError)
 	}
 }
 
