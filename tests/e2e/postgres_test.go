@@ -265,6 +265,8 @@ func TestPostgresGroupTakeover(t *testing.T) {
 	}
 	groupTakeover(t, c, pgLoad(60*time.Millisecond), start, func() int64 {
 		return pgCount(db, "SELECT coalesce(sum(last_offset + 1), 0) FROM "+table+"_offsets")
+	}, func() bool {
+		return pgCount(db, "SELECT count(*) FROM "+table+"_offsets") == pgPartitions
 	})
 	total := pgLoad(0).total()
 	rows := pgCount(db, "SELECT count(*) FROM "+table)

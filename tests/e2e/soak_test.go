@@ -164,10 +164,12 @@ func (k killSoak) run(t *testing.T, c *iggy.Client) soakRuns {
 }
 
 // groupTakeover runs two ferry processes, "a" and "b" (start starts one), in one consumer
-// group while the load is produced; once both own partitions and the sink wrote more, a is
-// SIGKILLed, and b must write every message, taking a's partitions over from where the
-// sink's target says they stand (a seek per partition, logged). b is stopped at the end.
-func groupTakeover(t *testing.T, c *iggy.Client, load soakLoad, start func(name string) *proc, written func() int64) {
+// group while the load is produced; once both own partitions, the sink wrote more and it
+// holds a position for every partition (positioned: so whichever partitions a owns, b
+// finds where they stand), a is SIGKILLed, and b must write every message, taking a's
+// partitions over from where the sink's target says they stand (a seek per partition,
+// logged). b is stopped at the end.
+func groupTakeover(t *testing.T, c *iggy.Client, load soakLoad, start func(name string) *proc, written func() int64, positioned func() bool) {
 	t.Helper()
 	wait := load.background(t, c)
 	a, b := start("a"), start("b")
@@ -176,7 +178,9 @@ func groupTakeover(t *testing.T, c *iggy.Client, load soakLoad, start func(name 
 		return owns.MatchString(a.out.String()) && owns.MatchString(b.out.String())
 	})
 	before := max(written(), 0)
-	testkit.WaitFor(t, "messages written after both joined", func() bool { return written() > before })
+	testkit.WaitFor(t, "messages written after both joined, and a position for every partition", func() bool {
+		return written() > before && positioned()
+	})
 	const seek = "partition starts where the sink says"
 	seeksBefore := strings.Count(b.out.String(), seek)
 	a.kill()
