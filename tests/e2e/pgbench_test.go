@@ -156,6 +156,7 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 				b.Fatal(err)
 			}
 			var d time.Duration
+			work0 := readPGWork(b, db)
 			srv0, pg0 := procCPU(srv.cmd.Process.Pid), postgresCPU(b)
 			srvV0, srvI0 := ctxSwitches(srv.cmd.Process.Pid)
 			var cpuRun float64
@@ -166,6 +167,15 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 				d, cpuRun, pgEnd = ferryToPostgres(b, db, url, addr, table, fmt.Sprintf("pg_%s_r%d", s.name[:1], r), s)
 			}
 			s.cpuRun = append(s.cpuRun, cpuRun)
+			// A backend reports its counts at most once a second and as it exits, which may
+			// come after the series ended: wait until they cover every row inserted.
+			var work pgWork
+			if err := testkit.Eventually("PostgreSQL's statistics counting every row", func() bool {
+				work = readPGWork(b, db).since(work0)
+				return work[3] >= pgbPartitions*pgbPerPart
+			}); err != nil {
+				b.Log(err) // the counts below are short
+			}
 			s.cpuServer = append(s.cpuServer, procCPU(srv.cmd.Process.Pid)-srv0)
 			s.cpuPG = append(s.cpuPG, pgEnd.all-pg0.all)
 			s.cpuPGBackground = append(s.cpuPGBackground, pgEnd.background-pg0.background)
@@ -186,6 +196,7 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 				s.cpuPG[len(s.cpuPG)-1]/(pgbPartitions*pgbPerPart)*1e6,
 				run, float64(srvV-srvV0)/batches, float64(srvI-srvI0)/batches,
 				float64(pgV)/batches, float64(pgI)/batches, float64(pgF)/batches)
+			b.Logf("round %d %s: PostgreSQL's work a row: %s", r, s.name, work.perRow(pgbPartitions*pgbPerPart))
 		}
 	}
 	// The target's own limit is the fastest bare loop of this run (by median), whichever
@@ -651,6 +662,41 @@ func childrenCPU(pid int) float64 {
 	u, _ := strconv.ParseFloat(f[13], 64)
 	sys, _ := strconv.ParseFloat(f[14], 64)
 	return (u + sys) / 100
+}
+
+// pgWork is what PostgreSQL's statistics count of the work it did (pg_stat_wal and the
+// database's pg_stat_database row): the same rows should cost the same whoever writes
+// them, so a series whose CPU a row differs while these do not differs in how, not what.
+type pgWork [7]int64
+
+var pgWorkNames = [...]string{"WAL records", "WAL bytes", "full-page images", "tuples inserted", "tuples updated",
+	"blocks hit", "blocks read"}
+
+func readPGWork(b *testing.B, db *pgxpool.Pool) pgWork {
+	var w pgWork
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := db.QueryRow(ctx, `SELECT w.wal_records, w.wal_bytes::bigint, w.wal_fpi, d.tup_inserted, d.tup_updated,
+	d.blks_hit, d.blks_read FROM pg_stat_wal w, pg_stat_database d WHERE d.datname = current_database()`).Scan(
+		&w[0], &w[1], &w[2], &w[3], &w[4], &w[5], &w[6]); err != nil {
+		b.Fatal(err)
+	}
+	return w
+}
+
+func (w pgWork) since(start pgWork) pgWork {
+	for i := range w {
+		w[i] -= start[i]
+	}
+	return w
+}
+
+func (w pgWork) perRow(rows int) string {
+	parts := make([]string, len(w))
+	for i, n := range w {
+		parts[i] = fmt.Sprintf("%s %.3f", pgWorkNames[i], float64(n)/float64(rows))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // pgCPU is CPU seconds PostgreSQL used: all of it, and of that its own processes (the
