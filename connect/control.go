@@ -107,7 +107,11 @@ func (r *Runtime) runningSink(kind, key string) (*sinkRunner, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, ok := sl.cur.Load().c.(*sinkRunner)
+	in := sl.cur.Load()
+	if in == nil {
+		return nil, fmt.Errorf("%w: sink %s is %s", ErrNotRunning, key, StateStarting)
+	}
+	s, ok := in.c.(*sinkRunner)
 	if !ok {
 		return nil, ErrNotSink
 	}

@@ -164,15 +164,21 @@ func newRuntime(opts Options, be backend, stateDir string) *Runtime {
 // directory ([EnsureStateDir]); it returns an error when that fails, or when called after
 // Stop or twice. ctx bounds the first opening only.
 func (r *Runtime) Start(ctx context.Context) error {
+	// A reload waits for the start; Status, Stop and the operator's commands do not (the
+	// commands wait for their connector's first instance only).
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.life.soft.Err() != nil {
+		r.mu.Unlock()
 		return ErrStopped
 	}
 	if r.started {
+		r.mu.Unlock()
 		return errors.New("connect: runtime already started")
 	}
 	if err := EnsureStateDir(r.stateDir); err != nil {
+		r.mu.Unlock()
 		return err
 	}
 	r.started = true
@@ -199,10 +205,14 @@ func (r *Runtime) Start(ctx context.Context) error {
 		sl.invalid = inv
 		r.slots = append(r.slots, sl)
 	}
-	for _, sl := range r.slots {
+	slots := r.slotList()
+	r.mu.Unlock()
+	// Opened without r.mu: while one opens (a target that takes its time to answer),
+	// Status lists every connector, starting until its first instance is published.
+	for _, sl := range slots {
 		sl.launch(ctx, nil)
 	}
-	for _, sl := range r.slots {
+	for _, sl := range slots {
 		go sl.supervise()
 	}
 	return nil

@@ -387,18 +387,43 @@ func (sl *slot) do(ctx context.Context, op commandOp) error {
 	}
 }
 
-// status is the current instance's status with the slot's supervision state.
+// status is the current instance's status with the slot's supervision state; starting
+// before its first instance is published (Start opens the connectors one by one).
 func (sl *slot) status() Status {
-	in := sl.cur.Load()
-	st := in.c.statusOf()
 	pol := sl.policy()
+	in := sl.cur.Load()
+	var st Status
+	if in != nil {
+		st = in.c.statusOf()
+	}
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
+	if in == nil {
+		st = sl.unstartedLocked()
+	}
 	st.Restart = RestartState{Restarts: sl.restarts, Total: sl.total, MaxRestarts: pol.MaxRestarts,
 		NextRetry: sl.nextRetry, GaveUp: sl.gaveUp, WaitingForPlugin: sl.waitPlugin}
 	if sl.userStopped && st.State != StateError {
 		st.State = StateStopped
 	}
+	return st
+}
+
+// unstartedLocked is the status of a connector whose first instance is not published yet
+// (sl.mu held).
+func (sl *slot) unstartedLocked() Status {
+	st := Status{Key: sl.key, Kind: sl.kind, State: StateStarting, Sink: sl.sinkCfg, Source: sl.srcCfg, PluginVersion: "unknown"}
+	var c *config.Common
+	switch {
+	case sl.sinkCfg != nil:
+		c = &sl.sinkCfg.Common
+	case sl.srcCfg != nil:
+		c = &sl.srcCfg.Common
+	case sl.invalid != nil:
+		st.Name, st.Enabled, st.Version, st.Path = sl.invalid.Name, sl.invalid.Enabled, sl.invalid.Version, sl.invalid.Path
+		return st
+	}
+	st.Name, st.Enabled, st.Version, st.Path, st.PluginVersion = c.Name, c.Enabled, c.Version, c.Path, pluginVersion(c, nil)
 	return st
 }
 

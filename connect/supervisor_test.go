@@ -150,6 +150,96 @@ func TestStatusWhileRestartOpens(t *testing.T) {
 	}
 }
 
+// blockedOpenSink's first Open waits for open to be closed.
+type blockedOpenSink struct {
+	*recSink
+	entered chan struct{} // closed when the first Open began
+	open    chan struct{}
+	once    sync.Once
+}
+
+func (s *blockedOpenSink) Open(ctx context.Context, env sdk.SinkEnv) error {
+	s.once.Do(func() {
+		close(s.entered)
+		<-s.open
+	})
+	return s.recSink.Open(ctx, env)
+}
+
+// TestStatusWhileStartOpens: while Start waits for a sink's Open, Status answers (the
+// sink starting, no instance yet) and Pause says it is not running; once Open returned,
+// Start returns and the sink runs.
+func TestStatusWhileStartOpens(t *testing.T) {
+	env := newIggyEnv(t)
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 4, nil)
+	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
+	sink := &blockedOpenSink{recSink: newRecSink(), entered: make(chan struct{}), open: make(chan struct{})}
+	rt := env.runtime([]*config.Sink{cfg}, map[string]sdk.Sink{"rec": sink})
+	release := sync.OnceFunc(func() { close(sink.open) })
+	defer release()
+	started := make(chan error, 1)
+	go func() { started <- rt.Start(context.Background()) }()
+	<-sink.entered
+	statuses := make(chan []Status, 1)
+	go func() { statuses <- rt.Status() }()
+	var sts []Status
+	select {
+	case sts = <-statuses:
+	case <-time.After(testkit.Patience):
+		t.Fatal("Status blocked while a sink opens")
+	}
+	if len(sts) != 1 || sts[0].Key != "rec" || sts[0].Kind != KindSink || sts[0].State != StateStarting || sts[0].LastError != nil || sts[0].Path != "builtin:rec" {
+		t.Fatalf("while opening: %+v", sts)
+	}
+	if err := rt.Pause(KindSink, "rec"); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("Pause while opening: %v, want ErrNotRunning", err)
+	}
+	release()
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	defer stopRuntime(t, rt)
+	testkit.WaitFor(t, "4 messages", func() bool { return len(sink.got(0)) == 4 })
+	if st, _ := rt.Connector(KindSink, "rec"); st.State != StateRunning {
+		t.Fatalf("after the open: %s", st.State)
+	}
+}
+
+// TestStopWhileStartOpens: a Stop that comes while Start waits for a sink's Open waits
+// for that instance too, and stops it once it opened: both return, the sink is stopped.
+func TestStopWhileStartOpens(t *testing.T) {
+	env := newIggyEnv(t)
+	env.Topic("s", "t", 1)
+	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
+	sink := &blockedOpenSink{recSink: newRecSink(), entered: make(chan struct{}), open: make(chan struct{})}
+	rt := env.runtime([]*config.Sink{cfg}, map[string]sdk.Sink{"rec": sink})
+	release := sync.OnceFunc(func() { close(sink.open) })
+	defer release()
+	started := make(chan error, 1)
+	go func() { started <- rt.Start(context.Background()) }()
+	<-sink.entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- rt.Stop(bg(t)) }()
+	testkit.WaitFor(t, "the runtime stopping", func() bool { return rt.life.soft.Err() != nil })
+	release()
+	if err := <-started; err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if st, _ := rt.Connector(KindSink, "rec"); st.State != StateStopped {
+		t.Fatalf("after Stop: %s", st.State)
+	}
+	sink.mu.Lock()
+	closed := sink.closed
+	sink.mu.Unlock()
+	if !closed {
+		t.Fatal("the sink was not closed")
+	}
+}
+
 // TestGiveUpAndFailed: with max_restarts = 1 a sink that never opens is restarted once,
 // then failed for good; with every connector failed, Failed is closed.
 func TestGiveUpAndFailed(t *testing.T) {
