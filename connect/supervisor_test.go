@@ -17,21 +17,36 @@ import (
 // fastRestarts is a restart policy quick enough for tests.
 var fastRestarts = config.RestartPolicy{MaxRestarts: 5, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
 
-// flakyOpenSink fails its first failures Opens, then records like recSink.
+// flakyOpenSink fails its first failures Opens, then records like recSink. A gated one
+// (newGatedOpenSink) holds the Open after the failed ones until release is called.
 type flakyOpenSink struct {
 	*recSink
 	mu       sync.Mutex
 	failures int
 	opens    int
+	gated    bool
+	entered  chan struct{} // gated: closed when the held Open began
+	open     chan struct{}
+	release  func() // gated: lets the held Open go on; idempotent
+}
+
+func newGatedOpenSink(failures int) *flakyOpenSink {
+	s := &flakyOpenSink{recSink: newRecSink(), failures: failures, gated: true, entered: make(chan struct{}), open: make(chan struct{})}
+	s.release = sync.OnceFunc(func() { close(s.open) })
+	return s
 }
 
 func (s *flakyOpenSink) Open(ctx context.Context, env sdk.SinkEnv) error {
 	s.mu.Lock()
 	s.opens++
-	fail := s.opens <= s.failures
+	fail, hold := s.opens <= s.failures, s.gated && s.opens == s.failures+1
 	s.mu.Unlock()
 	if fail {
 		return errors.New("target unreachable")
+	}
+	if hold {
+		close(s.entered)
+		<-s.open
 	}
 	return s.recSink.Open(ctx, env)
 }
@@ -94,30 +109,6 @@ func TestSinkRevivesWhenStreamCreated(t *testing.T) {
 	testkit.WaitFor(t, "sink running", func() bool { st, _ := rt.Connector(KindSink, "rec"); return st.State == StateRunning })
 }
 
-// gatedOpenSink fails its first Open; its second waits for open to be closed.
-type gatedOpenSink struct {
-	*recSink
-	entered chan struct{} // closed when the second Open began
-	open    chan struct{}
-	mu      sync.Mutex
-	opens   int
-}
-
-func (s *gatedOpenSink) Open(ctx context.Context, env sdk.SinkEnv) error {
-	s.mu.Lock()
-	s.opens++
-	n := s.opens
-	s.mu.Unlock()
-	switch n {
-	case 1:
-		return errors.New("target unreachable")
-	case 2:
-		close(s.entered)
-		<-s.open
-	}
-	return s.recSink.Open(ctx, env)
-}
-
 // TestStatusWhileRestartOpens: while a restarted sink's Open runs, its status is the new
 // instance's (starting, no error), not the failed instance's; it is running once Open
 // returned.
@@ -127,11 +118,10 @@ func TestStatusWhileRestartOpens(t *testing.T) {
 	env.Fill("s", "t", 0, 3, nil)
 	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
 	cfg.Restart = fastRestarts
-	sink := &gatedOpenSink{recSink: newRecSink(), entered: make(chan struct{}), open: make(chan struct{})}
+	sink := newGatedOpenSink(1)
 	rt := env.start(cfg, sink)
 	defer stopRuntime(t, rt)
-	release := sync.OnceFunc(func() { close(sink.open) })
-	defer release() // a failed check must not leave Open waiting: Stop waits for it
+	defer sink.release() // a failed check must not leave Open waiting: Stop waits for it
 	first, _ := rt.Connector(KindSink, "rec")
 	if first.State != StateError {
 		t.Fatalf("after the failed open: %s", first.State)
@@ -142,7 +132,7 @@ func TestStatusWhileRestartOpens(t *testing.T) {
 		t.Fatalf("during the restart's open: state %s, error %+v, id %d (first %d), restart %+v, partitions %v",
 			st.State, st.LastError, st.ID, first.ID, st.Restart, st.Partitions)
 	}
-	release()
+	sink.release()
 	testkit.WaitFor(t, "3 messages", func() bool { return len(sink.got(0)) == 3 })
 	testkit.WaitFor(t, "sink running", func() bool { st, _ := rt.Connector(KindSink, "rec"); return st.State == StateRunning })
 	if st, _ := rt.Connector(KindSink, "rec"); st.ID != first.ID+1 || st.LastError != nil {
@@ -150,20 +140,18 @@ func TestStatusWhileRestartOpens(t *testing.T) {
 	}
 }
 
-// blockedOpenSink's first Open waits for open to be closed.
-type blockedOpenSink struct {
-	*recSink
-	entered chan struct{} // closed when the first Open began
-	open    chan struct{}
-	once    sync.Once
-}
-
-func (s *blockedOpenSink) Open(ctx context.Context, env sdk.SinkEnv) error {
-	s.once.Do(func() {
-		close(s.entered)
-		<-s.open
-	})
-	return s.recSink.Open(ctx, env)
+// startGated starts a runtime whose sink's first Open waits for the sink's release, in
+// the background: Start's error arrives on the channel.
+func startGated(t *testing.T, env *iggyEnv) (*Runtime, *flakyOpenSink, <-chan error) {
+	t.Helper()
+	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
+	sink := newGatedOpenSink(0)
+	rt := env.runtime([]*config.Sink{cfg}, map[string]sdk.Sink{"rec": sink})
+	t.Cleanup(sink.release) // a failed check must not leave Open waiting
+	started := make(chan error, 1)
+	go func() { started <- rt.Start(context.Background()) }()
+	<-sink.entered
+	return rt, sink, started
 }
 
 // TestStatusWhileStartOpens: while Start waits for a sink's Open, Status answers (the
@@ -173,14 +161,7 @@ func TestStatusWhileStartOpens(t *testing.T) {
 	env := newIggyEnv(t)
 	env.Topic("s", "t", 1)
 	env.Fill("s", "t", 0, 4, nil)
-	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
-	sink := &blockedOpenSink{recSink: newRecSink(), entered: make(chan struct{}), open: make(chan struct{})}
-	rt := env.runtime([]*config.Sink{cfg}, map[string]sdk.Sink{"rec": sink})
-	release := sync.OnceFunc(func() { close(sink.open) })
-	defer release()
-	started := make(chan error, 1)
-	go func() { started <- rt.Start(context.Background()) }()
-	<-sink.entered
+	rt, sink, started := startGated(t, env)
 	statuses := make(chan []Status, 1)
 	go func() { statuses <- rt.Status() }()
 	var sts []Status
@@ -195,7 +176,7 @@ func TestStatusWhileStartOpens(t *testing.T) {
 	if err := rt.Pause(KindSink, "rec"); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("Pause while opening: %v, want ErrNotRunning", err)
 	}
-	release()
+	sink.release()
 	if err := <-started; err != nil {
 		t.Fatal(err)
 	}
@@ -211,18 +192,11 @@ func TestStatusWhileStartOpens(t *testing.T) {
 func TestStopWhileStartOpens(t *testing.T) {
 	env := newIggyEnv(t)
 	env.Topic("s", "t", 1)
-	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
-	sink := &blockedOpenSink{recSink: newRecSink(), entered: make(chan struct{}), open: make(chan struct{})}
-	rt := env.runtime([]*config.Sink{cfg}, map[string]sdk.Sink{"rec": sink})
-	release := sync.OnceFunc(func() { close(sink.open) })
-	defer release()
-	started := make(chan error, 1)
-	go func() { started <- rt.Start(context.Background()) }()
-	<-sink.entered
+	rt, sink, started := startGated(t, env)
 	stopped := make(chan error, 1)
 	go func() { stopped <- rt.Stop(bg(t)) }()
 	testkit.WaitFor(t, "the runtime stopping", func() bool { return rt.life.soft.Err() != nil })
-	release()
+	sink.release()
 	if err := <-started; err != nil {
 		t.Fatalf("Start: %v", err)
 	}
