@@ -107,11 +107,7 @@ func (r *Runtime) runningSink(kind, key string) (*sinkRunner, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := sl.cur.Load()
-	if in == nil {
-		return nil, fmt.Errorf("%w: sink %s is %s", ErrNotRunning, key, StateStarting)
-	}
-	s, ok := in.c.(*sinkRunner)
+	s, ok := sl.cur.Load().c.(*sinkRunner)
 	if !ok {
 		return nil, ErrNotSink
 	}

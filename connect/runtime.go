@@ -206,11 +206,14 @@ func (r *Runtime) Start(ctx context.Context) error {
 		r.slots = append(r.slots, sl)
 	}
 	slots := r.slotList()
+	for _, sl := range slots {
+		sl.publish()
+	}
 	r.mu.Unlock()
 	// Opened without r.mu: while one opens (a target that takes its time to answer),
-	// Status lists every connector, starting until its first instance is published.
+	// Status answers, every connector starting until its own start ends.
 	for _, sl := range slots {
-		sl.launch(ctx, nil)
+		sl.begin(ctx, sl.cur.Load().c, false)
 	}
 	for _, sl := range slots {
 		go sl.supervise()

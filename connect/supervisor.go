@@ -118,6 +118,13 @@ func (sl *slot) launch(ctx context.Context, reply chan<- error) {
 	if reply != nil {
 		defer func() { reply <- nil }()
 	}
+	sl.begin(ctx, sl.publish(), prev != nil)
+}
+
+// publish builds a new instance of the current config, not started, and makes it the
+// slot's current one: while it opens, the status is the new instance's (starting), never
+// the previous one's error or stop, and a sink may deliver before its start returns.
+func (sl *slot) publish() connector {
 	sl.mu.Lock()
 	sink, src, invalid := sl.sinkCfg, sl.srcCfg, sl.invalid
 	sl.mu.Unlock()
@@ -131,15 +138,18 @@ func (sl *slot) launch(ctx context.Context, reply chan<- error) {
 	default:
 		c = sl.r.newSource(src, sl.srcCounters)
 	}
-	// Published before it starts: while it opens, its status is the new instance's
-	// (starting), never the previous one's error or stop; a sink may deliver before its
-	// start returns.
 	sl.cur.Store(&instance{c: c, started: time.Now()})
+	return c
+}
+
+// begin starts the published instance c (its Open bounded by ctx); restart says it
+// replaces an earlier one.
+func (sl *slot) begin(ctx context.Context, c connector, restart bool) {
 	c.begin(ctx)
 	if sl.r.life.hard.Err() != nil {
 		c.abandon()
 	}
-	if prev != nil && c.statusOf().State != StateError {
+	if restart && c.statusOf().State != StateError {
 		sl.r.log.Info(restartedLine(sl.kind, sl.key), sl.kind, sl.key)
 	}
 }
@@ -387,43 +397,18 @@ func (sl *slot) do(ctx context.Context, op commandOp) error {
 	}
 }
 
-// status is the current instance's status with the slot's supervision state; starting
-// before its first instance is published (Start opens the connectors one by one).
+// status is the current instance's status with the slot's supervision state.
 func (sl *slot) status() Status {
-	pol := sl.policy()
 	in := sl.cur.Load()
-	var st Status
-	if in != nil {
-		st = in.c.statusOf()
-	}
+	st := in.c.statusOf()
+	pol := sl.policy()
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	if in == nil {
-		st = sl.unstartedLocked()
-	}
 	st.Restart = RestartState{Restarts: sl.restarts, Total: sl.total, MaxRestarts: pol.MaxRestarts,
 		NextRetry: sl.nextRetry, GaveUp: sl.gaveUp, WaitingForPlugin: sl.waitPlugin}
 	if sl.userStopped && st.State != StateError {
 		st.State = StateStopped
 	}
-	return st
-}
-
-// unstartedLocked is the status of a connector whose first instance is not published yet
-// (sl.mu held).
-func (sl *slot) unstartedLocked() Status {
-	st := Status{Key: sl.key, Kind: sl.kind, State: StateStarting, Sink: sl.sinkCfg, Source: sl.srcCfg, PluginVersion: "unknown"}
-	var c *config.Common
-	switch {
-	case sl.sinkCfg != nil:
-		c = &sl.sinkCfg.Common
-	case sl.srcCfg != nil:
-		c = &sl.srcCfg.Common
-	case sl.invalid != nil:
-		st.Name, st.Enabled, st.Version, st.Path = sl.invalid.Name, sl.invalid.Enabled, sl.invalid.Version, sl.invalid.Path
-		return st
-	}
-	st.Name, st.Enabled, st.Version, st.Path, st.PluginVersion = c.Name, c.Enabled, c.Version, c.Path, pluginVersion(c, nil)
 	return st
 }
 
