@@ -167,24 +167,25 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 				d, cpuRun, pgEnd = ferryToPostgres(b, db, url, addr, table, fmt.Sprintf("pg_%s_r%d", s.name[:1], r), s)
 			}
 			s.cpuRun = append(s.cpuRun, cpuRun)
-			// A backend reports its counts at most once a second and as it exits, which may
-			// come after the series ended: wait until they cover every row inserted.
-			var work pgWork
-			if err := testkit.Eventually("PostgreSQL's statistics counting every row", func() bool {
-				work = readPGWork(b, db).since(work0)
-				return work[3] >= pgbPartitions*pgbPerPart
-			}); err != nil {
-				b.Log(err) // the counts below are short
-			}
 			s.cpuServer = append(s.cpuServer, procCPU(srv.cmd.Process.Pid)-srv0)
 			s.cpuPG = append(s.cpuPG, pgEnd.all-pg0.all)
 			s.cpuPGBackground = append(s.cpuPGBackground, pgEnd.background-pg0.background)
+			srvV, srvI := ctxSwitches(srv.cmd.Process.Pid)
+			// After the readings above, which the wait must not delay. A backend reports its
+			// counts at most once a second and as it exits, which may come after the series
+			// ended: wait until they cover every row inserted.
+			var work pgWork
+			if err := testkit.Eventually("PostgreSQL's statistics counting every row", func() bool {
+				work = readPGWork(b, db).since(work0)
+				return work[pgTuplesInserted] >= pgbPartitions*pgbPerPart
+			}); err != nil {
+				b.Log(err) // the counts below are short
+			}
 			drop()
 			s.rates = append(s.rates, float64(pgbPartitions*pgbPerPart)/d.Seconds())
 			// Context switches a batch (pgbBatch rows): voluntary ones are a process's
 			// wake-ups, PostgreSQL's client backends' involuntary ones its COPYs interrupted.
 			batches := float64(pgbPartitions * pgbPerPart / pgbBatch)
-			srvV, srvI := ctxSwitches(srv.cmd.Process.Pid)
 			pgV, pgI, pgF := pgEnd.switchesSince(pg0)
 			run := "–"
 			if n := len(s.runSwitches); n > 0 && s.run == nil {
@@ -668,6 +669,8 @@ func childrenCPU(pid int) float64 {
 // database's pg_stat_database row): the same rows should cost the same whoever writes
 // them, so a series whose CPU a row differs while these do not differs in how, not what.
 type pgWork [7]int64
+
+const pgTuplesInserted = 3 // pgWork's index of tuples inserted
 
 var pgWorkNames = [...]string{"WAL records", "WAL bytes", "full-page images", "tuples inserted", "tuples updated",
 	"blocks hit", "blocks read"}
