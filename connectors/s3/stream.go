@@ -257,8 +257,11 @@ func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // removePartial deletes a partial object, logging a failure: the partition's next
-// assignment deletes what is left.
+// assignment deletes what is left. A stop that lands between the copy and this delete
+// does not cancel it (a graceful stop leaves no partial object behind).
 func (s *Sink) removePartial(ctx context.Context, key string) {
+	ctx, cancel := cleanupCtx(ctx)
+	defer cancel()
 	if err := s.st.remove(ctx, key); err != nil {
 		s.log.Warn("s3 sink: delete of a partial object failed; the partition's next assignment deletes it", "partial_key", key, "err", err)
 	}

@@ -238,3 +238,22 @@ func TestGoneUpload(t *testing.T) {
 		t.Fatalf("part of an aborted upload: %v, want errNoUpload", err)
 	}
 }
+
+// TestRemovePartialAfterStop: a stop that lands between an object's copy and the delete
+// of its partial object (the flusher's context is cancelled by Close) does not leave the
+// partial object behind.
+func TestRemovePartialAfterStop(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	s := open(t, config(srv, bucket, streamCfg), &commits{})
+	key := "pre/s/t/2024-03-16/14/00000-00000000000000000000.0123456789abcdef.partial"
+	if _, err := srv.Client.PutObject(context.Background(), &awss3.PutObjectInput{Bucket: &bucket, Key: &key, Body: strings.NewReader("x")}); err != nil {
+		t.Fatal(err)
+	}
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.removePartial(stopped, key)
+	if keys := srv.Keys(t, bucket); len(keys) != 0 {
+		t.Fatalf("keys %v after removePartial with a stopped context, want none", keys)
+	}
+}
