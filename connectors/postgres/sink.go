@@ -79,6 +79,9 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 		return errors.New("postgres sink: plugin_config: connection_string: cannot be parsed (not logged)")
 	}
 	pc.MaxConns = int32(cfg.MaxConnections)
+	if cfg.WarmBackends == nil || *cfg.WarmBackends {
+		pc.AfterConnect = warmBackend
+	}
 	s.pool, err = pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return fmt.Errorf("postgres sink: pool: %w", err)

@@ -71,12 +71,13 @@ type pgbSeries struct {
 // (FERRY_POSTGRES_URL, jsonb payloads, the official table layout) with: (a) the official
 // sink's way, one transaction per polled batch, one batch at a time; (b) max_in_flight = 3;
 // (c) group commit (flush_interval, one transaction per 10,000 rows per partition) with
-// max_in_flight = 3; (g) as (b) in COPY's binary format (the others use the sink's
-// default, text); all exactly once (offsets in the table). And bare COPY loops, one
-// connection per partition, the same rows, encoded by pgx's CopyFrom (d), by hand in COPY's
-// text format (e) and by hand in its binary format (f); (h) is (f) with the sink's offsets
-// row statements in each COPY's transaction, (i) (f) with each COPY in a transaction of its
-// own. The fastest loop is the target's own limit, against which every ferry series is
+// max_in_flight = 3; (g) as (b) in COPY's text format (the others use the sink's
+// default, binary); all exactly once (offsets in the table), all with the sink's default
+// warm_backends. And bare COPY loops, one connection per partition, the same rows, encoded
+// by pgx's CopyFrom (d), by hand in COPY's text format (e) and by hand in its binary format
+// (f); (h) is (f) with the sink's offsets row statements in each COPY's transaction, (i)
+// (f) with each COPY in a transaction of its own, (j) (f) with its connections warmed as
+// the sink's are. The fastest loop is the target's own limit, against which every ferry series is
 // judged. Each round runs every series once, interleaved (FERRY_BENCH_ROUNDS, default 3;
 // FERRY_BENCH_SERIES=b,f runs those alone); a ferry series is timed from the process start
 // until the offsets table covers every message, and checked: 300,000 rows, each
@@ -121,7 +122,7 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 		{name: "a_one_batch_per_tx_N1"},
 		{name: "b_max_in_flight_3", top: "max_in_flight = 3\n"},
 		{name: "c_group_commit_N3", top: "max_in_flight = 3\n", extra: "flush_interval = \"200ms\"\nmax_rows_per_transaction = 10000\n"},
-		{name: "g_max_in_flight_3_copy_binary", top: "max_in_flight = 3\n", extra: "copy_format = \"binary\"\n"},
+		{name: "g_max_in_flight_3_copy_text", top: "max_in_flight = 3\n", extra: "copy_format = \"text\"\n"},
 		{name: "d_bare_pgx_copy_loop", run: func(b *testing.B, url, table string) (time.Duration, pgCPU) {
 			return bareCopyLoop(b, url, table, loopPgx)
 		}},
@@ -136,6 +137,9 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 		}},
 		{name: "i_bare_binary_loop_in_tx", run: func(b *testing.B, url, table string) (time.Duration, pgCPU) {
 			return bareCopyLoop(b, url, table, loopBinaryInTx)
+		}},
+		{name: "j_bare_binary_loop_warm", run: func(b *testing.B, url, table string) (time.Duration, pgCPU) {
+			return bareCopyLoop(b, url, table, loopBinaryWarm)
 		}},
 	}
 	if only := os.Getenv("FERRY_BENCH_SERIES"); only != "" { // e.g. "b,f": those series alone
@@ -332,6 +336,7 @@ const (
 	loopBinaryByHand                      // COPY's binary format, encoded by hand (no []any, no big.Int)
 	loopBinaryOffsets                     // as loopBinaryByHand, each COPY in a transaction with the sink's offsets row statements
 	loopBinaryInTx                        // as loopBinaryByHand, each COPY in a transaction of its own (BEGIN, COPY, COMMIT)
+	loopBinaryWarm                        // as loopBinaryByHand, each connection warmed as the sink's are (warm_backends)
 )
 
 // bareCopyLoop writes the same 300k rows into a table of the sink's layout, pgbBatch rows
@@ -340,7 +345,19 @@ const (
 func bareCopyLoop(b *testing.B, url, table string, enc loopEncoding) (time.Duration, pgCPU) {
 	ctx := context.Background()
 	start := time.Now()
-	pool, err := pgxpool.New(ctx, url)
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if enc == loopBinaryWarm {
+		// The sink's warm_backends: one 3 MiB parameter on each new connection.
+		pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, "SELECT octet_length($1::bytea)", pgx.QueryExecModeExec, make([]byte, 3<<20))
+			return err
+		}
+		enc = loopBinaryByHand
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		b.Fatal(err)
 	}
