@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // warmBallast is the size of the parameter warmBackend sends. The backend reads the
@@ -25,11 +27,17 @@ const warmSQL = "SELECT octet_length($1::bytea) /* ferry: warm_backends */"
 // it has freed, so one large message is enough for the connection's life. The statement
 // reads nothing and changes nothing; a server without glibc only receives 3 MiB once.
 func warmBackend(ctx context.Context, conn *pgx.Conn) error {
-	var n int
-	if err := conn.QueryRow(ctx, warmSQL, pgx.QueryExecModeExec, make([]byte, warmBallast)).Scan(&n); err != nil {
-		return fmt.Errorf("warm the connection's backend (warm_backends): %w", err)
+	// The parameter goes in binary: pgx's text form of a bytea would be twice as long and
+	// cost the sink a hex encoding.
+	res := conn.PgConn().ExecParams(ctx, warmSQL, [][]byte{make([]byte, warmBallast)},
+		[]uint32{pgtype.ByteaOID}, []int16{pgtype.BinaryFormatCode}, []int16{pgtype.BinaryFormatCode}).Read()
+	if res.Err != nil {
+		return fmt.Errorf("warm the connection's backend (warm_backends): %w", res.Err)
 	}
-	if n != warmBallast {
+	if len(res.Rows) != 1 || len(res.Rows[0]) != 1 || len(res.Rows[0][0]) != 4 {
+		return fmt.Errorf("warm the connection's backend (warm_backends): unexpected answer %v", res.Rows)
+	}
+	if n := binary.BigEndian.Uint32(res.Rows[0][0]); n != warmBallast {
 		return fmt.Errorf("warm the connection's backend (warm_backends): the server read %d bytes of %d", n, warmBallast)
 	}
 	return nil

@@ -352,8 +352,8 @@ func bareCopyLoop(b *testing.B, url, table string, enc loopEncoding) (time.Durat
 	if enc == loopBinaryWarm {
 		// The sink's warm_backends: one 3 MiB parameter on each new connection.
 		pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-			_, err := c.Exec(ctx, "SELECT octet_length($1::bytea)", pgx.QueryExecModeExec, make([]byte, 3<<20))
-			return err
+			return c.PgConn().ExecParams(ctx, "SELECT octet_length($1::bytea)", [][]byte{make([]byte, 3<<20)},
+				[]uint32{pgtype.ByteaOID}, []int16{pgtype.BinaryFormatCode}, nil).Read().Err
 		}
 		enc = loopBinaryByHand
 	}
