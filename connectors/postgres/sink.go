@@ -80,7 +80,7 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 	}
 	pc.MaxConns = int32(cfg.MaxConnections)
 	if cfg.WarmBackends == nil || *cfg.WarmBackends {
-		pc.AfterConnect = warmBackend
+		pc.AfterConnect = WarmBackend
 	}
 	s.pool, err = pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {

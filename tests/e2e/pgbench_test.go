@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/ferryio/ferry/connectors/postgres"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -77,8 +78,8 @@ type pgbSeries struct {
 // by pgx's CopyFrom (d), by hand in COPY's text format (e) and by hand in its binary format
 // (f); (h) is (f) with the sink's offsets row statements in each COPY's transaction, (i)
 // (f) with each COPY in a transaction of its own, (j) (f) with its connections warmed as
-// the sink's are. The fastest loop is the target's own limit, against which every ferry series is
-// judged. Each round runs every series once, interleaved (FERRY_BENCH_ROUNDS, default 3;
+// the sink's are. The fastest loop is the target's own limit, against which every ferry
+// series is judged. Each round runs every series once, interleaved (FERRY_BENCH_ROUNDS, default 3;
 // FERRY_BENCH_SERIES=b,f runs those alone); a ferry series is timed from the process start
 // until the offsets table covers every message, and checked: 300,000 rows, each
 // (partition, offset) once; a loop's table is checked row by row. Run with -benchtime 1x.
@@ -350,11 +351,7 @@ func bareCopyLoop(b *testing.B, url, table string, enc loopEncoding) (time.Durat
 		b.Fatal(err)
 	}
 	if enc == loopBinaryWarm {
-		// The sink's warm_backends: one 3 MiB parameter on each new connection.
-		pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-			return c.PgConn().ExecParams(ctx, "SELECT octet_length($1::bytea)", [][]byte{make([]byte, 3<<20)},
-				[]uint32{pgtype.ByteaOID}, []int16{pgtype.BinaryFormatCode}, nil).Read().Err
-		}
+		pc.AfterConnect = postgres.WarmBackend // the sink's own warm_backends
 		enc = loopBinaryByHand
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
