@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reproduces every figure of docs/benchmarks.md in one run, side by side.
-# Usage: scripts/bench.sh [outfile]   (default bench.txt). Takes about 10 minutes on 2 cores.
+# Usage: scripts/bench.sh [outfile]   (default bench.txt). Takes about 12 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-bench.txt}"
@@ -24,7 +24,7 @@ out="${1:-bench.txt}"
   fi
   echo "## PostgreSQL side by side: 300k JSON rows on 3 partitions of a ferry server on TCP, one batch per transaction, max_in_flight 3, group commit, COPY binary (the default) vs text, beside bare COPY loops (pgx; text and binary encoded by hand; binary with warmed connections; judged against the fastest) (needs FERRY_POSTGRES_URL, FERRY_POSTGRES_DIR)"
   if [ -n "${FERRY_POSTGRES_URL:-}" ]; then
-    FERRY_BENCH_ROUNDS="${FERRY_BENCH_ROUNDS:-3}" go test -run '^$' -bench PostgresSideBySide -benchtime 1x -timeout 30m ./tests/e2e/
+    FERRY_BENCH_ROUNDS="${FERRY_BENCH_ROUNDS:-8}" go test -run '^$' -bench PostgresSideBySide -benchtime 1x -timeout 30m ./tests/e2e/
   else
     echo "skipped: FERRY_POSTGRES_URL is not set (eval \"\$(bash scripts/postgres.sh start)\")"
   fi

@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/ferryio/ferry/connectors/postgres"
+	"math"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ferryio/ferry/connectors/postgres"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/internal/testkit"
@@ -79,9 +80,12 @@ type pgbSeries struct {
 // (f); (h) is (f) with the sink's offsets row statements in each COPY's transaction, (i)
 // (f) with each COPY in a transaction of its own, (j) (f) with its connections warmed as
 // the sink's are. The fastest loop is the target's own limit, against which every ferry
-// series is judged. Each round runs every series once, interleaved (FERRY_BENCH_ROUNDS, default 3;
-// FERRY_BENCH_SERIES=b,f runs those alone); a ferry series is timed from the process start
-// until the offsets table covers every message, and checked: 300,000 rows, each
+// series is judged. Each round runs every series once, interleaved; FERRY_BENCH_ROUNDS
+// sets the rounds (default 8: the machine's speed moves from round to round, and with 4 or
+// 5 rounds the medians of (f) and (j), the same work, differed by up to 14 % within one
+// run; more rounds steady every median, though one run of 8 still saw 12 %), and
+// FERRY_BENCH_SERIES=b,f runs those series alone. A ferry series is timed from the process
+// start until the offsets table covers every message, and checked: 300,000 rows, each
 // (partition, offset) once; a loop's table is checked row by row. Run with -benchtime 1x.
 func BenchmarkPostgresSideBySide(b *testing.B) {
 	db, url := pgDB(b)
@@ -146,7 +150,7 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 	if only := os.Getenv("FERRY_BENCH_SERIES"); only != "" { // e.g. "b,f": those series alone
 		series = slices.DeleteFunc(series, func(s *pgbSeries) bool { return !strings.Contains(","+only+",", ","+s.name[:1]+",") })
 	}
-	rounds := 3
+	rounds := 8
 	if n, err := strconv.Atoi(os.Getenv("FERRY_BENCH_ROUNDS")); err == nil && n > 0 {
 		rounds = n
 	}
@@ -236,6 +240,13 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 	}
 	_ = w.Flush()
 	fmt.Printf("best bare loop: %s, median %.0f rows/s\n", best.name, bare)
+	if f, j := seriesNamed(series, 'f'), seriesNamed(series, 'j'); f != nil && j != nil {
+		// (f) and (j) do the same work (warming changes nothing for the loop): how far
+		// apart their medians are is how far this run's machine moved, the least
+		// difference between two series this run can tell from noise.
+		fmt.Printf("noise: (f) and (j) do the same work; their medians differ by %.1f %% in this run\n",
+			100*math.Abs(median(f.rates)/median(j.rates)-1))
+	}
 	for _, s := range series {
 		if s.run != nil {
 			continue
@@ -248,6 +259,16 @@ func BenchmarkPostgresSideBySide(b *testing.B) {
 		fmt.Printf("%s: median %.0f rows/s (goal ≥ 150000), %.2f × %s (goal ≥ 0.80): %s\n", s.name, m, m/bare, best.name, verdict)
 	}
 	_ = w.Flush()
+}
+
+// seriesNamed is the series whose name starts with letter, or nil when it did not run.
+func seriesNamed(series []*pgbSeries, letter byte) *pgbSeries {
+	for _, s := range series {
+		if s.name[0] == letter {
+			return s
+		}
+	}
+	return nil
 }
 
 // median of v (the upper one for an even count).
