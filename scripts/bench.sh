@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces every figure of docs/benchmarks.md in one run, side by side.
-# Usage: scripts/bench.sh [outfile]   (default bench.txt). Takes about 12 minutes on 2 cores.
+# Usage: scripts/bench.sh [outfile]   (default bench.txt). Takes about 7 minutes on 2 cores with
+# PostgreSQL (FERRY_POSTGRES_URL), more with the S3 part (FERRY_S3_ENDPOINT).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-bench.txt}"
