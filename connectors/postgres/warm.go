@@ -19,7 +19,8 @@ const warmBallast = 3 << 20
 const warmSQL = "SELECT octet_length($1::bytea) /* ferry: warm_backends */"
 
 // WarmBackend runs once on each new connection, before the pool hands it out (pgxpool's
-// AfterConnect; exported so that a bare COPY loop can warm its connections the same way). A PostgreSQL backend on glibc otherwise gives the heap memory a COPY used
+// AfterConnect; exported so that the benchmark's bare COPY loop warms its connections the
+// same way). A PostgreSQL backend on glibc otherwise gives the heap memory a COPY used
 // back to the kernel when the statement ends, 8 KiB at a time, and takes it again for the
 // next COPY, faulting every page in anew: about 90 brk calls and 170 page faults for a
 // COPY of 1000 rows, and in the benchmark 1 µs of PostgreSQL's CPU a row in the binary
