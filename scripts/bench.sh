@@ -25,7 +25,7 @@ out="${1:-bench.txt}"
   fi
   echo "## PostgreSQL side by side: 300k JSON rows on 3 partitions of a ferry server on TCP, one batch per transaction, max_in_flight 3, group commit, COPY binary (the default) vs text, beside bare COPY loops (pgx; text and binary encoded by hand; binary with warmed connections; judged against the fastest) (needs FERRY_POSTGRES_URL, FERRY_POSTGRES_DIR)"
   if [ -n "${FERRY_POSTGRES_URL:-}" ]; then
-    FERRY_BENCH_ROUNDS="${FERRY_BENCH_ROUNDS:-8}" go test -run '^$' -bench PostgresSideBySide -benchtime 1x -timeout 30m ./tests/e2e/
+    go test -run '^$' -bench PostgresSideBySide -benchtime 1x -timeout 30m ./tests/e2e/
   else
     echo "skipped: FERRY_POSTGRES_URL is not set (eval \"\$(bash scripts/postgres.sh start)\")"
   fi
