@@ -30,9 +30,20 @@ func run(t *testing.T, cfg conformance.Config) []conformance.Result {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 30 * time.Second
 	}
+	// Without -v only the results that did not pass are logged: a failing test prints its
+	// whole log, and CI keeps just the head and tail of it, where 50 passing lines would
+	// push the failing one out of sight.
+	passed := 0
 	cfg.OnResult = func(r conformance.Result) {
+		if r.Verdict == conformance.Pass {
+			passed++
+			if !testing.Verbose() {
+				return
+			}
+		}
 		t.Logf("%s · %s · %s · %s · %s", r.Scenario, r.Mode, r.Expected, r.Observed, r.Verdict)
 	}
+	defer func() { t.Logf("%d results passed", passed) }()
 	res, err := conformance.Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,7 @@ var sourceScenarios = map[string]bool{"source-clean": true, "source-sigkill": tr
 type sourceConnector struct {
 	total, batch, poisonEvery, intervalMS int
 	resultTimeoutMS                       int    // 0 = the probe's default (30 s, the SDK's)
+	resultTimeoutOnce                     bool   // resultTimeoutMS until its first timeout, then 30 s
 	onFailure                             string // "" = the runtime's default
 }
 
@@ -91,6 +92,9 @@ func (f *sourceFixture) writeConfig() (string, error) {
 		c.batch, c.intervalMS, c.poisonEvery, f.record, c.total)
 	if c.resultTimeoutMS > 0 {
 		fmt.Fprintf(&b, "result_timeout_ms = %d\n", c.resultTimeoutMS)
+	}
+	if c.resultTimeoutOnce {
+		b.WriteString("result_timeout_once = 1\n")
 	}
 	if err := os.WriteFile(filepath.Join(cdir, "source.toml"), []byte(b.String()), 0o644); err != nil {
 		return "", err
@@ -675,14 +679,18 @@ func runSourceOutage(ctx context.Context, r *Runner, _ string) Result {
 	return sourceResult(expected, obs, ok, t)
 }
 
+// slowResult is how long source-late-result holds Iggy's replies after the probe's one
+// timeout: longer than that timeout (1 s), far below the 30 s the probe waits after it.
+const slowResult = 2500 * time.Millisecond
+
 func runSourceLateResult(ctx context.Context, r *Runner, _ string) Result {
-	const expected = "a batch's send is held past the probe's result timeout (1 s here, 30 s in the SDK): the probe NACKs and resends it, the runtime's late ACK is refused (-1) and ignored; the source produces to the end: lost 0, duplicated 20 (that batch stored twice)"
+	const expected = "a batch's send is held past the probe's result timeout (1 s here until it first expires, then 30 s as in the SDK): the probe NACKs and resends it, the runtime's late ACK is refused (-1) and ignored; a later batch's result held 2.5 s is waited for; the source produces to the end: lost 0, duplicated 20 (that batch stored twice)"
 	px, err := StartProxy(r.addr, ProxyFaults{Seed: r.cfg.Seed})
 	if err != nil {
 		return broken(expected, err)
 	}
 	defer px.Close()
-	f, p, err := r.beginSource(ctx, "source-late-result", sourceConnector{total: 200, batch: 20, intervalMS: 50, resultTimeoutMS: 1000}, px.Addr(), false)
+	f, p, err := r.beginSource(ctx, "source-late-result", sourceConnector{total: 200, batch: 20, intervalMS: 50, resultTimeoutMS: 1000, resultTimeoutOnce: true}, px.Addr(), false)
 	if err != nil {
 		return outcome(expected, err)
 	}
@@ -692,6 +700,8 @@ func runSourceLateResult(ctx context.Context, r *Runner, _ string) Result {
 	}
 	// Hold every reply until the probe gave up on a batch, then let them through: the
 	// runtime's send of that batch completes after the probe's timeout, whatever the speed.
+	// The probe waits 30 s for every result after that one timeout, so a send that is only
+	// slow (a loaded machine) is not taken for a second.
 	px.StallAll(time.Hour)
 	err = f.wait(ctx, "the probe's result timeout", func() bool {
 		for _, e := range f.events() {
@@ -701,10 +711,18 @@ func runSourceLateResult(ctx context.Context, r *Runner, _ string) Result {
 		}
 		return false
 	})
+	acked := f.count('A')
 	px.Release()
 	if err != nil {
 		return broken(expected, err)
 	}
+	// Once the resend is ACKed, hold the replies once more, past 1 s: the next batch waits
+	// that long for its result and is ACKed, not given up (a probe still at 1 s would NACK
+	// it, and its resend would be a second duplicate batch).
+	if err := f.wait(ctx, "the resend's ACK", func() bool { return f.count('A') > acked }); err != nil {
+		return broken(expected, err)
+	}
+	px.StallAll(slowResult)
 	t, err := f.runToEnd(ctx, p)
 	if err != nil {
 		return broken(expected, err)

@@ -16,6 +16,9 @@
  *   interval_ms   pause after every ACKed batch (default 0)
  *   result_timeout_ms  how long to wait for a batch's result before the NACK (default 30000,
  *                 the SDK's)
+ *   result_timeout_once  1: result_timeout_ms holds until its first timeout, then the SDK's
+ *                 30 s does, so a scenario that provokes one timeout is not failed by a
+ *                 send that is merely slow after it (a loaded machine)
  *
  * Payloads: {"seq":N} (schema json); a poison one is `not json N`. No ids: the runtime (or
  * the Iggy client) assigns them.
@@ -88,7 +91,7 @@ static void wbytes(wr *w, const void *p, size_t n) {
 typedef struct inst {
     uint32_t id;
     int fd;
-    uint64_t total, batch, poison_every, interval_ms, result_timeout_ms;
+    uint64_t total, batch, poison_every, interval_ms, result_timeout_ms, result_timeout_once;
     uint64_t next;      /* the next sequence number to produce (advanced by ACKs) */
     uint64_t batch_ids; /* batch ids handed out so far */
     uint64_t pending;   /* the batch id waiting for its result; 0 = none */
@@ -184,6 +187,7 @@ int32_t iggy_source_open(uint32_t id, const uint8_t *cfg, size_t cfg_len, const 
     in->poison_every = jnum(c, "poison_every", 0);
     in->interval_ms = jnum(c, "interval_ms", 0);
     in->result_timeout_ms = jnum(c, "result_timeout_ms", 30000);
+    in->result_timeout_once = jnum(c, "result_timeout_once", 0);
     free(c);
     if (in->batch == 0) in->batch = 1;
     if (state && state_len == 8) {
@@ -260,6 +264,7 @@ static void *run(void *arg) {
             struct timespec dl = deadline(in->result_timeout_ms);
             while (in->result < 0 && !in->stop && pthread_cond_timedwait(&in->cv, &in->mu, &dl) != ETIMEDOUT) {}
             why = in->result == 1 ? "runtime" : in->result == 0 ? "" : in->stop ? "close" : "timeout";
+            if (in->result < 0 && !in->stop && in->result_timeout_once) in->result_timeout_ms = 30000;
         }
         int acked = rc == 0 && in->result == 0;
         in->pending = 0;
