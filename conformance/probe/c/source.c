@@ -54,6 +54,9 @@ typedef int32_t (*send_cb)(uint32_t, uint64_t, const uint8_t *, size_t);
 
 #include "probe_json.h"
 
+/* The official SDK's wait for a batch's result. */
+#define SDK_RESULT_TIMEOUT_MS 30000
+
 /* ---- postcard writing ---- */
 typedef struct {
     uint8_t *p;
@@ -186,7 +189,7 @@ int32_t iggy_source_open(uint32_t id, const uint8_t *cfg, size_t cfg_len, const 
     in->batch = jnum(c, "batch", 50);
     in->poison_every = jnum(c, "poison_every", 0);
     in->interval_ms = jnum(c, "interval_ms", 0);
-    in->result_timeout_ms = jnum(c, "result_timeout_ms", 30000);
+    in->result_timeout_ms = jnum(c, "result_timeout_ms", SDK_RESULT_TIMEOUT_MS);
     in->result_timeout_once = jnum(c, "result_timeout_once", 0);
     free(c);
     if (in->batch == 0) in->batch = 1;
@@ -264,7 +267,7 @@ static void *run(void *arg) {
             struct timespec dl = deadline(in->result_timeout_ms);
             while (in->result < 0 && !in->stop && pthread_cond_timedwait(&in->cv, &in->mu, &dl) != ETIMEDOUT) {}
             why = in->result == 1 ? "runtime" : in->result == 0 ? "" : in->stop ? "close" : "timeout";
-            if (in->result < 0 && !in->stop && in->result_timeout_once) in->result_timeout_ms = 30000;
+            if (in->result < 0 && !in->stop && in->result_timeout_once) in->result_timeout_ms = SDK_RESULT_TIMEOUT_MS;
         }
         int acked = rc == 0 && in->result == 0;
         in->pending = 0;
