@@ -11,7 +11,9 @@ import (
 
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/internal/pgtest"
+	"github.com/ferryio/ferry/internal/s3test"
 	"github.com/ferryio/ferry/internal/testkit"
+	"github.com/ferryio/ferry/server/servertest"
 )
 
 // TestPurgedTopicPostgres: an exactly-once PostgreSQL sink holds its position in its
@@ -154,4 +156,92 @@ func tableRows(t *testing.T, db interface {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestPurgedTopicS3: the S3 sink names its objects by offset range, so after a purge the
+// new messages 0..49 were "already in the bucket" (the purged messages' object of that
+// range answered the conditional PUT with 412) and skipped, and the sink resumed past
+// them. Now a rewind noticed while running starts a new generation of objects: the
+// bucket holds the purged messages' two objects under their keys and the new messages'
+// three under keys of generation 1, each message exactly once.
+func TestPurgedTopicS3(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	g := &pollGate{}
+	env := newIggyEnv(t, servertest.WithReplyDelay(g.hold))
+	env.Topic("s", "t", 1)
+	env.Fill("s", "t", 0, 100, func(i int) []byte { return fmt.Appendf(nil, `{"old":%d}`, i) })
+	doc := fmt.Sprintf(`type = "sink"
+key = "s3"
+enabled = true
+version = 0
+name = "S3 sink"
+path = "builtin:s3"
+offset_commit = "sink_controlled"
+
+[[streams]]
+stream = "s"
+topics = ["t"]
+schema = "json"
+batch_length = 50
+poll_interval = "5ms"
+consumer_group = "g"
+
+[plugin_config]
+bucket = %q
+region = %q
+endpoint = %q
+access_key_id = %q
+secret_access_key = %q
+prefix = "pre"
+path_template = "{stream}/{topic}"
+max_messages_per_file = 50
+flush_interval = "50ms"
+`, bucket, srv.Region, srv.Endpoint, srv.AccessKey, srv.SecretKey)
+	rt, logs := startSinkFileLogged(t, env, filepath.Join(t.TempDir(), "s3.toml"), doc)
+	defer func() { stopRuntime(t, rt) }()
+	testkit.WaitFor(t, "the group's offset at 99", func() bool {
+		o, ok := env.Stored("g", "s", "t", 0)
+		return ok && o == 99
+	})
+	g.close(t)
+	if err := env.Admin.PurgeTopic(bg(t), iggy.Name("s"), iggy.Name("t")); err != nil {
+		t.Fatal(err)
+	}
+	env.Fill("s", "t", 0, 150, func(i int) []byte { return fmt.Appendf(nil, `{"new":%d}`, i) })
+	g.open()
+	testkit.WaitFor(t, "the group's offset at 149", func() bool {
+		o, ok := env.Stored("g", "s", "t", 0)
+		return ok && o == 149
+	})
+	want := []string{
+		"pre/s/t/00000-00000000000000000000-00000000000000000049.jsonl",
+		"pre/s/t/00000-00000000000000000000-00000000000000000049.r1.jsonl",
+		"pre/s/t/00000-00000000000000000050-00000000000000000099.jsonl",
+		"pre/s/t/00000-00000000000000000050-00000000000000000099.r1.jsonl",
+		"pre/s/t/00000-00000000000000000100-00000000000000000149.r1.jsonl",
+	}
+	keys := srv.Keys(t, bucket)
+	if strings.Join(keys, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("bucket holds\n%s\nwant\n%s\nlogs:\n%s", strings.Join(keys, "\n"), strings.Join(want, "\n"), logs.String())
+	}
+	for _, k := range want {
+		body := string(srv.Get(t, bucket, k))
+		what, first := "old", 0
+		if strings.Contains(k, ".r1.") {
+			what = "new"
+		}
+		fmt.Sscanf(k[len("pre/s/t/00000-"):], "%020d", &first)
+		for i := first; i < first+50; i++ {
+			if !strings.Contains(body, fmt.Sprintf(`{"%s":%d}`, what, i)) {
+				t.Fatalf("%s lacks message %s %d:\n%s", k, what, i, body)
+			}
+		}
+		if n := strings.Count(body, "\n"); n != 50 {
+			t.Fatalf("%s holds %d lines; want 50", k, n)
+		}
+	}
+	if st := rt.Status()[0].Stats; st.PartitionRewinds != 1 {
+		t.Fatalf("partition rewinds %d; want 1", st.PartitionRewinds)
+	}
 }
