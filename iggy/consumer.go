@@ -173,6 +173,11 @@ type partState struct {
 	// that went back (rewind.go).
 	mark msgMark
 	prev msgMark // the mark before the last batch, for a Seek back to its first offset
+	// streaming: the last poll brought new messages, so the next one carries the overlap
+	// message itself; after an empty poll the next starts at next and, only if it brings
+	// messages, checks mark with a poll of one message (idle polls stay empty replies).
+	streaming bool
+	checkDue  time.Time // an idle partition's poll carries the overlap again from then on
 }
 
 // storedRead is the group's stored offset of a partition as a sync read it.
@@ -389,7 +394,8 @@ type picked struct {
 	strategy   wire.PollingStrategy
 	seeks      uint64        // st.seeks when picked
 	life       uint64        // cn.incarnation when picked
-	mark       msgMark       // set: the poll starts at mark.offset, one message of overlap
+	mark       msgMark       // set: the poll checks mark (rewind.go)
+	inline     bool          // with mark: the poll starts at mark.offset, one message of overlap
 	wait       time.Duration // with st nil: how long until one is ready (0 = until woken)
 	none       bool          // with st nil: no partition owned and unpaused
 	unreported bool          // with st nil: the assignment changed since the last report
@@ -424,8 +430,10 @@ func (cn *Consumer) pick() picked {
 		cn.rr = idx + 1
 		out.p, out.st, out.seeks, out.life, out.strategy = p, st, st.seeks, cn.incarnation, wire.PollNext()
 		switch {
+		case st.hasPos && st.mark.set && st.mark.offset+1 == st.next && (st.streaming || !now.Before(st.checkDue)):
+			out.strategy, out.mark, out.inline = wire.PollOffset(st.mark.offset), st.mark, true
 		case st.hasPos && st.mark.set && st.mark.offset+1 == st.next:
-			out.strategy, out.mark = wire.PollOffset(st.mark.offset), st.mark
+			out.strategy, out.mark = wire.PollOffset(st.next), st.mark
 		case st.hasPos:
 			out.strategy = wire.PollOffset(st.next)
 		}

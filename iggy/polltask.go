@@ -35,7 +35,7 @@ func (cn *Consumer) launch(pk picked) (*pollTask, error) {
 		Count:      cn.cfg.BatchSize,
 		AutoCommit: cn.cfg.AutoCommit,
 	}
-	if pk.mark.set {
+	if pk.inline {
 		q.Count++ // the overlap message, dropped after the check
 	}
 	t := &pollTask{done: make(chan struct{}), wait: -1}
@@ -68,7 +68,21 @@ func (cn *Consumer) runPoll(t *pollTask, pk picked, q *wire.PollMessagesRequest)
 	}()
 	sent := time.Now()
 	b, head, epoch, err := cn.c.poll(cn.ctx, cn.link, q)
-	if err == nil && cn.pollHook != nil && len(b.msgs) > 0 && (!pk.mark.set || b.msgs[len(b.msgs)-1].Offset > pk.mark.offset) {
+	var check *pollBuf // the mark's message, polled after an idle partition brought messages
+	var checkHead wire.PollReply
+	if err == nil && pk.mark.set && !pk.inline && len(b.msgs) > 0 && head.PartitionID == p {
+		cq := *q
+		cq.Strategy, cq.Count = wire.PollOffset(pk.mark.offset), 1
+		var cerr error
+		if check, checkHead, _, cerr = cn.c.poll(cn.ctx, cn.link, &cq); cerr != nil {
+			cn.c.putBuf(b)
+			b, err = nil, cerr
+		}
+	}
+	if check != nil {
+		defer cn.c.putBuf(check)
+	}
+	if err == nil && cn.pollHook != nil && len(b.msgs) > 0 && (!pk.inline || b.msgs[len(b.msgs)-1].Offset > pk.mark.offset) {
 		cn.pollHook(p)
 	}
 	cn.mu.Lock()
@@ -101,16 +115,30 @@ func (cn *Consumer) runPoll(t *pollTask, pk picked, q *wire.PollMessagesRequest)
 	msgs := b.msgs
 	if pk.mark.set && owned && st.seeks == pk.seeks && !cn.closed {
 		var why string
-		if msgs, why = overlap(pk.mark, head.CurrentOffset, msgs); why != "" {
-			cn.rewindLocked(p, st, head.CurrentOffset, why)
+		current := head.CurrentOffset
+		switch {
+		case pk.inline:
+			msgs, why = overlap(pk.mark, current, msgs)
+		case check != nil:
+			current = max(current, checkHead.CurrentOffset)
+			_, why = overlap(pk.mark, checkHead.CurrentOffset, check.msgs)
+		case current < pk.mark.offset: // an empty reply from next
+			_, why = overlap(pk.mark, current, nil)
+		}
+		if why != "" {
+			cn.rewindLocked(p, st, current, why)
 			cn.c.putBuf(b)
 			t.rewound = true
 			return
 		}
 	}
+	if pk.inline && owned {
+		st.checkDue = time.Now().Add(idleCheckEvery)
+	}
 	if len(msgs) == 0 {
 		if owned {
 			st.emptyUntil = time.Now().Add(cn.cfg.PollInterval)
+			st.streaming = false
 		}
 		cn.c.putBuf(b)
 		return
@@ -122,7 +150,7 @@ func (cn *Consumer) runPoll(t *pollTask, pk picked, q *wire.PollMessagesRequest)
 	last := msgs[len(msgs)-1].Offset
 	if owned {
 		st.prev = st.mark
-		st.next, st.hasPos, st.mark = last+1, true, markOf(&msgs[len(msgs)-1])
+		st.next, st.hasPos, st.mark, st.streaming = last+1, true, markOf(&msgs[len(msgs)-1]), true
 		if pk.strategy.Kind == wire.PollingNext && st.storedKnown && msgs[0].Offset <= st.stored {
 			// The group's stored offset went below what the member read at assignment
 			// (a purge cleared it meanwhile): it is no floor for this assignment's stores.

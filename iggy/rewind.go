@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ferryio/ferry/iggy/wire"
 )
@@ -15,18 +16,30 @@ import (
 // happened: the partition's current offset alone cannot tell, since new messages can
 // reach the old position before the next poll.
 //
-// So the member polls one message of overlap: once it has handed out a message (or a
-// checked Seek names the message expected before the position), every poll of the
-// partition starts at that message's offset and asks for one message more, and the
-// message found there must be the same one (its server timestamp, id and checksum; the
-// server gives every appended message a new timestamp, so a rewritten offset differs).
-// The overlap message is dropped before the batch is handed on. The partition went back
-// when the message found there is another one, or none is there any more (the reply is
-// empty: the partition now ends below it). Then its assignment starts afresh at offset 0
-// (reported revoked and assigned, with AssignmentChange.Rewound), what the member held of
-// it is void (StoreOffsetIn refuses its offsets with ErrPartitionRewound), and the
-// group's stored offset of it is deleted (a store of the old position may have landed
-// after the purge, or the poll that noticed stored one under AutoCommit).
+// So the member checks one message of overlap: once it has handed out a message (or a
+// checked Seek names the message expected before the position), the message at
+// position−1 must still be that one (its server timestamp, id and checksum; the server
+// gives every appended message a new timestamp, so a rewritten offset differs), before
+// anything past it is handed out. While the partition streams (its last poll brought
+// messages), each poll starts at position−1 and asks for one message more, and the
+// overlap message is dropped after the check. While it is idle, polls start at the
+// position as before (an empty reply costs nothing more), and the first one that brings
+// messages is followed by a poll of the one message at position−1, before its batch is
+// handed on; an empty reply whose current offset is below position−1 is a rewind too,
+// and once a second an idle poll carries the overlap (a partition refilled up to exactly
+// the position shows nothing else). The partition went back when the message found there
+// is another one, or none is there any more (the partition now ends below it). Then its
+// assignment starts afresh at offset 0 (reported revoked and assigned, with
+// AssignmentChange.Rewound), what the member held of it is void (StoreOffsetIn refuses
+// its offsets with ErrPartitionRewound), and the group's stored offset of it is deleted
+// (a store of the old position may have landed after the purge, or the poll that noticed
+// stored one under AutoCommit).
+
+// idleCheckEvery is how often an idle partition's poll carries the overlap message: a
+// partition purged and refilled up to exactly the member's position, then left idle,
+// shows nothing else (its polls from the position stay empty, its current offset is the
+// old one).
+const idleCheckEvery = time.Second
 
 // ErrPartitionRewound is returned by Consumer.StoreOffsetIn, without sending anything, for
 // an offset of an assignment of the partition from before it was found rewound (purged):

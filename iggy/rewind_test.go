@@ -1,13 +1,16 @@
 package iggy_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/server/servertest"
 )
 
@@ -152,5 +155,62 @@ func TestConsumerCheckedSeek(t *testing.T) {
 	defer mu.Unlock()
 	if len(rewinds) != 1 || rewinds[0].Position != 10 || rewinds[0].Current != 29 {
 		t.Fatalf("rewinds %+v; want partition 0 at 10, current offset 29", rewinds)
+	}
+}
+
+// TestConsumerPurgedIdlePartition: the same purge on partitions the member found idle
+// (an empty poll since their last batch), whose polls start at the position without the
+// overlap message. Partition 0 gets 110 new messages: the poll that brings 100..109 is
+// checked against offset 99 before it is handed out. Partition 1 gets 50: the empty
+// reply's current offset 49 is below 99. Partition 2 gets exactly 100, so its polls from
+// 100 stay empty with the old current offset 99: the idle poll that carries the overlap
+// (once a second) finds another message at 99. Each is delivered from 0, nothing else.
+func TestConsumerPurgedIdlePartition(t *testing.T) {
+	s := servertest.Start(t)
+	c := dial(t, s)
+	setup(t, c, 3)
+	fill(t, c, []uint32{0, 1, 2}, 0, 100)
+	var mu sync.Mutex
+	var rewound []iggy.PartitionRewind
+	cn := newConsumer(t, c, iggy.ConsumerConfig{Stream: sID, Topic: tID, Group: "g", BatchSize: 100,
+		OnAssignmentChange: func(ch iggy.AssignmentChange) {
+			mu.Lock()
+			defer mu.Unlock()
+			rewound = append(rewound, ch.Rewound...)
+		}})
+	got := drain(t, cn, 300)
+	for p := range uint32(3) {
+		if !slices.Equal(got[p], seq(0, 100)) {
+			t.Fatalf("before the purge partition %d: %v", p, got[p])
+		}
+	}
+	testkit.WaitFor(t, "every partition polled empty", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		if b, err := cn.Poll(ctx); err == nil {
+			t.Fatalf("polled %d messages of partition %d with nothing new", len(b.Messages), b.Partition)
+		}
+		return iggy.Idle(cn)
+	})
+	if err := c.PurgeTopic(testCtx(t), sID, tID); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, c, []uint32{0}, 0, 110)
+	fill(t, c, []uint32{1}, 0, 50)
+	fill(t, c, []uint32{2}, 0, 100)
+	got = drain(t, cn, 260)
+	if !slices.Equal(got[0], seq(0, 110)) || !slices.Equal(got[1], seq(0, 50)) || !slices.Equal(got[2], seq(0, 100)) {
+		t.Fatalf("after the purge delivered %v; want 0..109, 0..49, 0..99", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.SortFunc(rewound, func(a, b iggy.PartitionRewind) int { return int(a.Partition) - int(b.Partition) })
+	if len(rewound) != 3 || rewound[0].Current != 109 || rewound[1].Current != 49 || rewound[2].Current != 99 {
+		t.Fatalf("rewinds %+v; want partitions 0, 1, 2 at current offsets 109, 49, 99", rewound)
+	}
+	for _, r := range rewound {
+		if r.Position != 100 {
+			t.Fatalf("rewind %+v; want position 100", r)
+		}
 	}
 }
