@@ -211,7 +211,10 @@ func (st *partState) matches(r storedRead) bool {
 // Every join reads the topic's id and creation time: a topic deleted and created again
 // under the same name (its group, membership and offsets went with the old one, so the
 // member rejoins) is a new topic, polled from the new group's stored offset (see
-// AssignmentChange.Replaced and StoreOffsetIn).
+// AssignmentChange.Replaced and StoreOffsetIn). A partition that went back to an earlier
+// offset (purged) is noticed by its polls, which check that the message before the
+// position is still the one handed out, and starts afresh at 0 (see
+// AssignmentChange.Rewound).
 //
 // Errors: unknown stream or topic (wire.ErrNotFound), login and connection errors.
 func (c *Client) NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
