@@ -43,9 +43,21 @@ type assignmentChange struct {
 	// report: every revoked partition belongs to the old topic, whose offsets must not be
 	// stored into the new one.
 	replaced *topicReplacement
+	// rewound lists the partitions found gone back to an earlier offset (purged); each is
+	// also revoked and assigned, and the new assignment starts at offset 0. Offsets of the
+	// earlier assignment describe messages that are gone: they must not be stored.
+	rewound []partitionRewind
 	// life is the member's incarnation of the topic the assigned partitions belong to;
 	// a store names it (memberConsumer.Store).
 	life uint64
+}
+
+// partitionRewind is one partition found rewound (iggy.PartitionRewind): the member was
+// at position (the next offset) and the partition's last offset was current.
+type partitionRewind struct {
+	partition         uint32
+	position, current uint64
+	reason            string
 }
 
 // topicReplacement names the old and the new topic of a replacement (ids and creation
@@ -75,8 +87,10 @@ type memberConsumer interface {
 	Pause(partition uint32)
 	Resume(partition uint32)
 	// Seek makes the next poll of partition start at offset next (a batch polled while
-	// the sink was held is given back this way, undelivered).
-	Seek(partition uint32, next uint64)
+	// the sink was held is given back this way, undelivered). With timestamp ≠ 0 (the
+	// server timestamp of the message at next−1, as a sink's target holds it) the poll
+	// checks that message is still there: if not, the partition is reported rewound.
+	Seek(partition uint32, next, timestamp uint64)
 	Close(ctx context.Context) error
 }
 

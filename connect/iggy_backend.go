@@ -99,6 +99,9 @@ func (b *iggyBackend) newConsumer(ctx context.Context, cfg consumerConfig) (memb
 			if r := ch.Replaced; r != nil {
 				c.replaced = &topicReplacement{oldID: r.Old.ID, oldCreatedAt: r.Old.CreatedAt, newID: r.New.ID, newCreatedAt: r.New.CreatedAt}
 			}
+			for _, r := range ch.Rewound {
+				c.rewound = append(c.rewound, partitionRewind{partition: r.Partition, position: r.Position, current: r.Current, reason: r.Reason})
+			}
 			cfg.OnChange(c)
 		}
 	}
@@ -124,9 +127,11 @@ func (b *iggyBackend) newProducer(ctx context.Context, cfg producerConfig) (prod
 // storeRefused reports whether a store error is final for its partition: the member
 // does not own it any more (ResourceNotFound, or the topic is gone), the store would
 // move the group's offset back (iggy.ErrOffsetBehind), or the offset belongs to a topic
-// since deleted and created again (iggy.ErrTopicReplaced).
+// since deleted and created again (iggy.ErrTopicReplaced), or to a partition since
+// found rewound (iggy.ErrPartitionRewound).
 func storeRefused(err error) bool {
-	return errors.Is(err, wire.ErrNotFound) || errors.Is(err, iggy.ErrOffsetBehind) || errors.Is(err, iggy.ErrTopicReplaced)
+	return errors.Is(err, wire.ErrNotFound) || errors.Is(err, iggy.ErrOffsetBehind) || errors.Is(err, iggy.ErrTopicReplaced) ||
+		errors.Is(err, iggy.ErrPartitionRewound)
 }
 
 // iggyConsumer adapts *iggy.Consumer.
@@ -145,7 +150,7 @@ func (a iggyConsumer) Store(ctx context.Context, life uint64, partition uint32, 
 }
 func (a iggyConsumer) Pause(p uint32)                  { a.cn.Pause(p) }
 func (a iggyConsumer) Resume(p uint32)                 { a.cn.Resume(p) }
-func (a iggyConsumer) Seek(p uint32, next uint64)      { a.cn.Seek(p, next) }
+func (a iggyConsumer) Seek(p uint32, next, ts uint64)  { a.cn.SeekChecked(p, next, ts) }
 func (a iggyConsumer) Close(ctx context.Context) error { return a.cn.Close(ctx) }
 
 // iggyProducer adapts *iggy.Producer.

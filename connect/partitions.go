@@ -83,6 +83,10 @@ type partition struct {
 	waiting   int    // pollAhead: polled batches not delivering yet (polling paused at pollAhead)
 	lastBatch uint64 // size of the last polled batch
 	current   uint64 // the partition's last offset + 1, as the last poll reported it (0: unknown)
+	// consuming counts its batches in Consume; idle is closed when it drops to 0 (a
+	// rewound partition's sink is told only once none of its old batches is in Consume).
+	consuming int
+	idle      chan struct{}
 
 	// Store scheduling (store loop). due is when done-1 must be stored (zero: nothing
 	// due); doneAt is when the oldest unstored done offset became done.
@@ -136,8 +140,10 @@ func (t *partitionTable) change(revoked, assigned []uint32) {
 // apply is change for a whole report. When the topic was replaced (deleted and created
 // again), every entry of the old topic is released at once, draining ones too: nothing
 // of it is stored (its offsets do not describe the new topic's messages), and its
-// batches still queued are not delivered.
-func (t *partitionTable) apply(ch assignmentChange) {
+// batches still queued are not delivered. A rewound partition's entry (purged: its
+// offsets describe messages that are gone) is released the same way; apply returns what
+// closes once none of those entries' batches is in Consume any more.
+func (t *partitionTable) apply(ch assignmentChange) (busy []<-chan struct{}) {
 	now := time.Now()
 	revoked, assigned := ch.revoked, ch.assigned
 	t.mu.Lock()
@@ -151,6 +157,19 @@ func (t *partitionTable) apply(ch assignmentChange) {
 				t.releaseLocked(p, "topic replaced")
 			}
 		}
+	}
+	for _, r := range ch.rewound {
+		p := t.parts[r.partition]
+		if p == nil || p.life == ch.life {
+			continue
+		}
+		if p.state == partOwned {
+			t.counters.Revoked.Add(1)
+		}
+		if p.idle != nil {
+			busy = append(busy, p.idle)
+		}
+		t.releaseLocked(p, "rewound")
 	}
 	for _, id := range revoked {
 		p := t.parts[id]
@@ -182,6 +201,7 @@ func (t *partitionTable) apply(ch assignmentChange) {
 	t.mu.Unlock()
 	t.log.Info("assignment changed", "revoked", revoked, "assigned", assigned, "draining", draining)
 	t.signal()
+	return busy
 }
 
 // polled records that [first, last] of partition id was polled and returns its entry, or
@@ -238,6 +258,10 @@ func (t *partitionTable) delivering(p *partition, last uint64) bool {
 	if p.state == partReleased || t.closed {
 		return false
 	}
+	p.consuming++
+	if p.idle == nil {
+		p.idle = make(chan struct{})
+	}
 	p.delivered = max(p.delivered, last+1)
 	if p.waiting > 0 {
 		p.waiting--
@@ -246,6 +270,16 @@ func (t *partitionTable) delivering(p *partition, last uint64) bool {
 		}
 	}
 	return true
+}
+
+// consumed records that a batch delivering returned true for is out of Consume.
+func (t *partitionTable) consumed(p *partition) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p.consuming--; p.consuming == 0 {
+		close(p.idle)
+		p.idle = nil
+	}
 }
 
 // resolve marks [first, last] of p done by the runtime (commitPolicy.resolves). It

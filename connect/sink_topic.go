@@ -96,7 +96,7 @@ func (tc *topicConsumer) pollLoop(ctx context.Context) {
 			// Polled while (or just as) the operator paused the sink: give the batch back
 			// undelivered, so nothing polled after Pause returned reaches the sink. The
 			// next poll of the partition, after Resume, starts at its first offset again.
-			tc.cons.Seek(b.Partition, msgs[0].Offset)
+			tc.cons.Seek(b.Partition, msgs[0].Offset, 0)
 			b.Release()
 			continue
 		}
@@ -168,6 +168,7 @@ func (tc *topicConsumer) deliver(ctx context.Context, b polledBatch, conv *conve
 	if !tc.table.delivering(b.part, last) {
 		return // released while queued: not delivered, not committed
 	}
+	defer tc.table.consumed(b.part)
 	var consumeSpan trace.Span
 	if b.trace != nil {
 		ctx, consumeSpan = b.trace.startConsume(ctx)

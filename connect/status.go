@@ -49,8 +49,11 @@ type Counters struct {
 	// TopicsRecreated counts the times a topic of this sink was found deleted and
 	// created again (its partitions then start afresh on the new topic).
 	TopicsRecreated atomic.Uint64
-	HeaderErrors    atomic.Uint64 // messages whose user headers could not be decoded (delivered without headers)
-	StartErrors     atomic.Uint64 // starts that failed (open, plugin not found, missing stream or topic, ...)
+	// PartitionRewinds counts the times a partition of this sink was found gone back to
+	// an earlier offset (purged: it then starts afresh at offset 0).
+	PartitionRewinds atomic.Uint64
+	HeaderErrors     atomic.Uint64 // messages whose user headers could not be decoded (delivered without headers)
+	StartErrors      atomic.Uint64 // starts that failed (open, plugin not found, missing stream or topic, ...)
 	// Payloads (payload.go): decoded by the stream's schema (raw streams are not decoded),
 	// failed decode, failed a transform, dropped by a transform. A message that failed is
 	// poison: on_failure handles it alone (DeadLettered, Skipped, or the sink stops).
@@ -77,6 +80,7 @@ type Stats struct {
 	PollErrors                                          uint64
 	Revoked                                             uint64
 	TopicsRecreated                                     uint64
+	PartitionRewinds                                    uint64
 	StartErrors                                         uint64 // failed starts of the connector
 	CommitsAccepted                                     uint64
 	CommitsStale, CommitsOutOfRange, CommitsUnknown     uint64
@@ -136,7 +140,7 @@ func (c *Counters) Snapshot() Stats {
 		Polled: c.Polled.Load(), Delivered: c.Delivered.Load(), Committed: c.Committed.Load(),
 		ConsumeErrors: c.ConsumeErrors.Load(), FailedBatches: c.FailedBatches.Load(),
 		DeadLettered: c.DeadLettered.Load(), Skipped: c.Skipped.Load(),
-		Stores: c.Stores.Load(), StoreErrors: c.StoreErrors.Load(), StoresRefused: c.StoresRefused.Load(), PollErrors: c.PollErrors.Load(), HeaderErrors: c.HeaderErrors.Load(), Revoked: c.Revoked.Load(), TopicsRecreated: c.TopicsRecreated.Load(), StartErrors: c.StartErrors.Load(),
+		Stores: c.Stores.Load(), StoreErrors: c.StoreErrors.Load(), StoresRefused: c.StoresRefused.Load(), PollErrors: c.PollErrors.Load(), HeaderErrors: c.HeaderErrors.Load(), Revoked: c.Revoked.Load(), TopicsRecreated: c.TopicsRecreated.Load(), PartitionRewinds: c.PartitionRewinds.Load(), StartErrors: c.StartErrors.Load(),
 		Filtered: c.Filtered.Load(), Decoded: c.Decoded.Load(), DecodeErrors: c.DecodeErrors.Load(), TransformErrors: c.TransformErrors.Load(),
 		CommitsAccepted: c.CommitsAccepted.Load(), CommitsStale: c.CommitsStale.Load(),
 		CommitsOutOfRange: c.CommitsOutOfRange.Load(), CommitsUnknown: c.CommitsUnknownPartition.Load(),

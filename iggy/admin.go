@@ -75,6 +75,17 @@ func (c *Client) DeleteStream(ctx context.Context, stream Identifier) error {
 	return nil
 }
 
+// PurgeStream deletes every message of every partition of the stream's topics: each
+// partition starts again at offset 0 and its stored offsets are cleared (topics, groups
+// and their members stay). A Consumer of a purged partition notices it (see
+// AssignmentChange.Rewound).
+func (c *Client) PurgeStream(ctx context.Context, stream Identifier) error {
+	if err := c.simple(ctx, nil, wire.PurgeStreamRequest{Stream: stream}, false, nil); err != nil {
+		return opErr("purge stream", res(&stream, nil, -1), err)
+	}
+	return nil
+}
+
 // TopicOpt sets one option of CreateTopic.
 type TopicOpt struct{ kv wire.KV }
 
@@ -158,6 +169,15 @@ func (c *Client) GetTopics(ctx context.Context, stream Identifier) ([]wire.Topic
 func (c *Client) DeleteTopic(ctx context.Context, stream, topic Identifier) error {
 	if err := c.simple(ctx, nil, wire.DeleteTopicRequest{Stream: stream, Topic: topic}, false, nil); err != nil {
 		return opErr("delete topic", res(&stream, &topic, -1), err)
+	}
+	return nil
+}
+
+// PurgeTopic deletes every message of every partition of the topic, as PurgeStream does
+// for one topic.
+func (c *Client) PurgeTopic(ctx context.Context, stream, topic Identifier) error {
+	if err := c.simple(ctx, nil, wire.PurgeTopicRequest{Stream: stream, Topic: topic}, false, nil); err != nil {
+		return opErr("purge topic", res(&stream, &topic, -1), err)
 	}
 	return nil
 }

@@ -87,3 +87,38 @@ func BenchmarkPoll(b *testing.B) {
 		b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
 	})
 }
+
+// BenchmarkIdlePoll is the poll a caught-up member repeats every poll interval on a
+// partition with nothing new, whose last batch holds 1000 messages of size bytes: from
+// the next offset (an empty reply; what a member did before it polled one message of
+// overlap) and from the last delivered offset (one message back: what it does now, to
+// notice a purge, rewind.go). The difference is the cost of the overlap per idle poll.
+func BenchmarkIdlePoll(b *testing.B) {
+	for _, size := range []int{100, 1024} {
+		for _, back := range []uint64{0, 1} {
+			name := map[uint64]string{0: "empty", 1: "overlap"}[back]
+			b.Run(fmt.Sprintf("size=%d/%s", size, name), func(b *testing.B) {
+				s := servertest.Start(b, servertest.WithFsync(server.FsyncInterval))
+				c := dial(b, s)
+				setup(b, c, 1)
+				ctx := context.Background()
+				if _, err := c.SendMessages(ctx, sID, tID, wire.ToPartition(0), benchMessages(size)); err != nil {
+					b.Fatal(err)
+				}
+				req := iggy.PollRequest{Consumer: single("bench"), Stream: sID, Topic: tID, Partition: u32(0),
+					Count: benchBatch + uint32(back), Strategy: wire.PollOffset(benchBatch - back)}
+				b.ReportAllocs()
+				for b.Loop() {
+					r, err := c.PollMessages(ctx, req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if uint64(len(r.Messages)) != back {
+						b.Fatalf("polled %d", len(r.Messages))
+					}
+					r.Release()
+				}
+			})
+		}
+	}
+}

@@ -56,9 +56,15 @@ type ConsumerConfig struct {
 // describe the new topic's messages (StoreOffsetIn refuses them with ErrTopicReplaced).
 // Incarnation is the Consumer's incarnation of the topic the Assigned partitions belong
 // to (see Consumer.Topic), for StoreOffsetIn.
+//
+// Rewound lists the partitions found gone back to an earlier offset since the last report
+// (purged: see PartitionRewind); each is also in Revoked and Assigned, and its new
+// assignment starts at offset 0. Nothing the caller holds of its earlier assignment may
+// be stored (StoreOffsetIn refuses it with ErrPartitionRewound).
 type AssignmentChange struct {
 	Revoked, Assigned []uint32 // sorted
 	Replaced          *TopicReplacement
+	Rewound           []PartitionRewind
 	Incarnation       uint64
 }
 
@@ -128,8 +134,14 @@ type Consumer struct {
 	topicKnown  bool
 	incarnation uint64
 	replaced    *TopicReplacement
-	lastSync    time.Time // last successful sync
-	rr          int
+	// incarnation also grows when a partition is found rewound (rewind.go): topicLife is
+	// its value at the last replacement, rewoundAt[p] at p's last rewind (offsets of an
+	// earlier life are not stored), rewinds the rewinds not reported yet.
+	topicLife uint64
+	rewoundAt map[uint32]uint64
+	rewinds   []PartitionRewind
+	lastSync  time.Time // last successful sync
+	rr        int
 	// task is the poll in flight (nil if none); kept is a batch it returned that no Poll
 	// has delivered yet (its Poll call had returned on ctx's end).
 	task     *pollTask
@@ -156,6 +168,16 @@ type partState struct {
 	// server may hold it instead of stored.
 	unsure    uint64
 	unsureSet bool
+	// mark is the message expected at next−1 (the last one handed out, or the one a
+	// checked Seek named): polls start there, one message early, to notice a partition
+	// that went back (rewind.go).
+	mark msgMark
+	prev msgMark // the mark before the last batch, for a Seek back to its first offset
+	// streaming: the last poll brought new messages, so the next one carries the overlap
+	// message itself; after an empty poll the next starts at next and, only if it brings
+	// messages, checks mark with a poll of one message (idle polls stay empty replies).
+	streaming bool
+	checkDue  time.Time // an idle partition's poll carries the overlap again from then on
 }
 
 // storedRead is the group's stored offset of a partition as a sync read it.
@@ -189,7 +211,10 @@ func (st *partState) matches(r storedRead) bool {
 // Every join reads the topic's id and creation time: a topic deleted and created again
 // under the same name (its group, membership and offsets went with the old one, so the
 // member rejoins) is a new topic, polled from the new group's stored offset (see
-// AssignmentChange.Replaced and StoreOffsetIn).
+// AssignmentChange.Replaced and StoreOffsetIn). A partition that went back to an earlier
+// offset (purged) is noticed by its polls, which check that the message before the
+// position is still the one handed out, and starts afresh at 0 (see
+// AssignmentChange.Rewound).
 //
 // Errors: unknown stream or topic (wire.ErrNotFound), login and connection errors.
 func (c *Client) NewConsumer(ctx context.Context, cfg ConsumerConfig) (*Consumer, error) {
@@ -372,6 +397,8 @@ type picked struct {
 	strategy   wire.PollingStrategy
 	seeks      uint64        // st.seeks when picked
 	life       uint64        // cn.incarnation when picked
+	mark       msgMark       // set: the poll checks mark (rewind.go)
+	inline     bool          // with mark: the poll starts at mark.offset, one message of overlap
 	wait       time.Duration // with st nil: how long until one is ready (0 = until woken)
 	none       bool          // with st nil: no partition owned and unpaused
 	unreported bool          // with st nil: the assignment changed since the last report
@@ -405,7 +432,12 @@ func (cn *Consumer) pick() picked {
 		}
 		cn.rr = idx + 1
 		out.p, out.st, out.seeks, out.life, out.strategy = p, st, st.seeks, cn.incarnation, wire.PollNext()
-		if st.hasPos {
+		switch {
+		case st.hasPos && st.mark.set && st.mark.offset+1 == st.next && (st.streaming || !now.Before(st.checkDue)):
+			out.strategy, out.mark, out.inline = wire.PollOffset(st.mark.offset), st.mark, true
+		case st.hasPos && st.mark.set && st.mark.offset+1 == st.next:
+			out.strategy, out.mark = wire.PollOffset(st.next), st.mark
+		case st.hasPos:
 			out.strategy = wire.PollOffset(st.next)
 		}
 		return out
@@ -422,8 +454,8 @@ func (cn *Consumer) report() {
 		return
 	}
 	cn.dirty = false
-	ch := AssignmentChange{Replaced: cn.replaced, Incarnation: cn.incarnation}
-	cn.replaced = nil
+	ch := AssignmentChange{Replaced: cn.replaced, Rewound: cn.rewinds, Incarnation: cn.incarnation}
+	cn.replaced, cn.rewinds = nil, nil
 	for p, st := range cn.reported {
 		if cn.parts[p] != st {
 			ch.Revoked = append(ch.Revoked, p)
@@ -490,9 +522,37 @@ func (cn *Consumer) Resume(partition uint32) {
 // Poll, or still being polled, is discarded. No effect on partitions not owned, nor on an
 // assignment not reported yet (the caller's position belongs to the one it knows of).
 func (cn *Consumer) Seek(partition uint32, next uint64) {
+	cn.seek(partition, next, msgMark{})
+}
+
+// SeekChecked is Seek to next for a caller that knows the server timestamp (µs) of the
+// message at next−1 (a sink that keeps its positions in its target, with the timestamp
+// of the last message it wrote): the next poll starts at next−1 and checks that this
+// message is still there, so a partition purged since is found rewound (see
+// AssignmentChange.Rewound) instead of resumed past new messages. With next 0 or
+// timestamp 0 it is Seek.
+func (cn *Consumer) SeekChecked(partition uint32, next, timestamp uint64) {
+	var m msgMark
+	if next > 0 && timestamp != 0 {
+		m = msgMark{set: true, offset: next - 1, timestamp: timestamp}
+	}
+	cn.seek(partition, next, m)
+}
+
+// seek moves an owned partition to next, expecting mark at next−1 (unset: the mark of
+// the position, if the member knows it: the last batch's or the one before it).
+func (cn *Consumer) seek(partition uint32, next uint64, mark msgMark) {
 	cn.mu.Lock()
 	if st := cn.parts[partition]; st != nil && (cn.cfg.OnAssignmentChange == nil || cn.reported[partition] == st) {
-		st.next, st.hasPos, st.emptyUntil = next, true, time.Time{}
+		if !mark.set {
+			for _, k := range []msgMark{st.mark, st.prev} {
+				if k.set && k.offset+1 == next {
+					mark = k
+					break
+				}
+			}
+		}
+		st.next, st.hasPos, st.emptyUntil, st.mark, st.prev = next, true, time.Time{}, mark, msgMark{}
 		st.seeks++
 		if cn.kept != nil && cn.kept.batch.Partition == partition {
 			cn.c.putBuf(cn.kept)

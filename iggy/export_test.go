@@ -41,3 +41,16 @@ func OutlivedPolls(cn *Consumer) int {
 func WithLeaderWait(d time.Duration) Opt {
 	return optFunc(func(c *config) { c.leaderWait = d })
 }
+
+// Idle reports whether every partition cn owns had an empty poll since its last batch
+// (its polls then start at the position, without the overlap message: rewind.go).
+func Idle(cn *Consumer) bool {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	for _, st := range cn.parts {
+		if st.streaming {
+			return false
+		}
+	}
+	return len(cn.parts) > 0
+}

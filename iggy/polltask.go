@@ -19,6 +19,9 @@ type pollTask struct {
 	done chan struct{} // closed when the outcome is recorded and cn.op released
 	wait time.Duration // without a batch or error: -1 (go on at once)
 	err  error         // a failed poll (wrapped)
+	// rewound: the poll found its partition gone back (rewind.go); the group's stored
+	// offset of it is deleted before cn.op is released.
+	rewound bool
 }
 
 // launch starts polling pk (cn.op held; the task releases it).
@@ -31,6 +34,9 @@ func (cn *Consumer) launch(pk picked) (*pollTask, error) {
 		Strategy:   pk.strategy,
 		Count:      cn.cfg.BatchSize,
 		AutoCommit: cn.cfg.AutoCommit,
+	}
+	if pk.inline {
+		q.Count++ // the overlap message, dropped after the check
 	}
 	t := &pollTask{done: make(chan struct{}), wait: -1}
 	cn.mu.Lock()
@@ -53,9 +59,30 @@ func (cn *Consumer) runPoll(t *pollTask, pk picked, q *wire.PollMessagesRequest)
 	defer close(t.done)
 	defer cn.releaseOp()
 	p, st := pk.p, pk.st
+	defer func() {
+		if t.rewound {
+			ctx, cancel := context.WithTimeout(cn.ctx, cn.c.cfg.timeout)
+			cn.clearStored(ctx, p)
+			cancel()
+		}
+	}()
 	sent := time.Now()
 	b, head, epoch, err := cn.c.poll(cn.ctx, cn.link, q)
-	if err == nil && cn.pollHook != nil && len(b.msgs) > 0 {
+	var check *pollBuf // the mark's message, polled after an idle partition brought messages
+	var checkHead wire.PollReply
+	if err == nil && pk.mark.set && !pk.inline && len(b.msgs) > 0 && head.PartitionID == p {
+		cq := *q
+		cq.Strategy, cq.Count = wire.PollOffset(pk.mark.offset), 1
+		var cerr error
+		if check, checkHead, _, cerr = cn.c.poll(cn.ctx, cn.link, &cq); cerr != nil {
+			cn.c.putBuf(b)
+			b, err = nil, cerr
+		}
+	}
+	if check != nil {
+		defer cn.c.putBuf(check)
+	}
+	if err == nil && cn.pollHook != nil && len(b.msgs) > 0 && (!pk.inline || b.msgs[len(b.msgs)-1].Offset > pk.mark.offset) {
 		cn.pollHook(p)
 	}
 	cn.mu.Lock()
@@ -85,9 +112,33 @@ func (cn *Consumer) runPoll(t *pollTask, pk picked, q *wire.PollMessagesRequest)
 		return
 	}
 	owned := cn.parts[p] == st // always, since syncs wait for cn.op; kept as a guard
-	if len(b.msgs) == 0 {
+	msgs := b.msgs
+	if pk.mark.set && owned && st.seeks == pk.seeks && !cn.closed {
+		var why string
+		current := head.CurrentOffset
+		switch {
+		case pk.inline:
+			msgs, why = overlap(pk.mark, current, msgs)
+		case check != nil:
+			current = max(current, checkHead.CurrentOffset)
+			_, why = overlap(pk.mark, checkHead.CurrentOffset, check.msgs)
+		case current < pk.mark.offset: // an empty reply from next
+			_, why = overlap(pk.mark, current, nil)
+		}
+		if why != "" {
+			cn.rewindLocked(p, st, current, why)
+			cn.c.putBuf(b)
+			t.rewound = true
+			return
+		}
+	}
+	if pk.inline && owned {
+		st.checkDue = time.Now().Add(idleCheckEvery)
+	}
+	if len(msgs) == 0 {
 		if owned {
 			st.emptyUntil = time.Now().Add(cn.cfg.PollInterval)
+			st.streaming = false
 		}
 		cn.c.putBuf(b)
 		return
@@ -96,14 +147,20 @@ func (cn *Consumer) runPoll(t *pollTask, pk picked, q *wire.PollMessagesRequest)
 		cn.c.putBuf(b) // closed, or the caller moved the position meanwhile (Seek)
 		return
 	}
-	last := b.msgs[len(b.msgs)-1].Offset
+	last := msgs[len(msgs)-1].Offset
 	if owned {
-		st.next, st.hasPos = last+1, true
+		st.prev = st.mark
+		st.next, st.hasPos, st.mark, st.streaming = last+1, true, markOf(&msgs[len(msgs)-1]), true
+		if pk.strategy.Kind == wire.PollingNext && st.storedKnown && msgs[0].Offset <= st.stored {
+			// The group's stored offset went below what the member read at assignment
+			// (a purge cleared it meanwhile): it is no floor for this assignment's stores.
+			st.storedKnown, st.unsureSet = false, false
+		}
 	}
 	if cn.cfg.AutoCommit && (!st.storedKnown || last > st.stored) {
 		st.stored, st.storedKnown = last, true // the server stored it with the poll
 	}
-	b.batch = Batch{Partition: p, CurrentOffset: head.CurrentOffset, Sent: sent, Messages: b.msgs, buf: b, c: cn.c}
+	b.batch = Batch{Partition: p, CurrentOffset: head.CurrentOffset, Sent: sent, Messages: msgs, buf: b, c: cn.c}
 	cn.kept = b
 }
 

@@ -83,6 +83,9 @@ func (cn *Consumer) noteTopicLocked(id TopicIdentity) bool {
 		"old_topic_id", cn.topic.ID, "old_created_at", cn.topic.CreatedAt, "new_topic_id", id.ID, "new_created_at", id.CreatedAt)
 	cn.topic = id
 	cn.incarnation++
+	cn.topicLife = cn.incarnation
+	clear(cn.rewoundAt)
+	cn.rewinds = nil
 	clear(cn.parts)
 	clear(cn.former)
 	clear(cn.paused)

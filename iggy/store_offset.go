@@ -36,10 +36,11 @@ func (cn *Consumer) storeOffset(ctx context.Context, partition uint32, offset ui
 	}
 	defer cn.releaseOp()
 	cn.mu.Lock()
-	if life != nil && *life != cn.incarnation {
-		now := cn.incarnation
-		cn.mu.Unlock()
-		return opErr("store offset", where, fmt.Errorf("%w: offset %d of incarnation %d, the topic is at %d", ErrTopicReplaced, offset, *life, now))
+	if life != nil {
+		if err := cn.refusedLife(partition, *life); err != nil {
+			cn.mu.Unlock()
+			return opErr("store offset", where, fmt.Errorf("offset %d: %w", offset, err))
+		}
 	}
 	st := cn.parts[partition]
 	if st == nil {
@@ -78,9 +79,10 @@ func (cn *Consumer) storeOffset(ctx context.Context, partition uint32, offset ui
 	return nil
 }
 
-// StoreOffsetIn is StoreOffset for an offset of the given incarnation of the topic (the
-// one AssignmentChange.Incarnation reported with the partition's assignment): if the
-// topic was found replaced since, nothing is sent and the error is ErrTopicReplaced.
+// StoreOffsetIn is StoreOffset for an offset of the given incarnation (the one
+// AssignmentChange.Incarnation reported with the partition's assignment): if the topic was
+// found replaced since, nothing is sent and the error is ErrTopicReplaced; if the
+// partition was found rewound since, ErrPartitionRewound.
 func (cn *Consumer) StoreOffsetIn(ctx context.Context, incarnation uint64, partition uint32, offset uint64) error {
 	return cn.storeOffset(ctx, partition, offset, &incarnation)
 }

@@ -83,6 +83,41 @@ type PositionKeeper interface {
 	KeepsPositions() bool
 }
 
+// Position is where a partition resumes, as a sink that keeps its positions in its target
+// knows it ([RewindSeeker]).
+type Position struct {
+	// Next is the offset of the next message to deliver.
+	Next uint64
+	// Timestamp is the server timestamp ([ConsumedMessage].Timestamp) of the message at
+	// Next−1 as the sink wrote it, or 0 when the target does not hold it (written before
+	// the sink kept it): then the position is taken as it is. With it the runtime's first
+	// poll of the partition starts at Next−1 and checks that this message is still there;
+	// a partition purged while the sink was away is found rewound ([RewindSeeker.Rewound])
+	// instead of resumed past the messages that took the purged ones' offsets.
+	Timestamp uint64
+}
+
+// RewindSeeker is a PartitionSeeker whose positions the runtime can check and which it
+// tells when a partition went back to an earlier offset. A partition goes back when its
+// messages are deleted (Iggy's PurgeTopic and PurgeStream reset every partition of the
+// topic or stream to offset 0): new messages then take the offsets of purged ones, and a
+// sink that drops what is at or below the position it holds would skip them.
+type RewindSeeker interface {
+	PartitionSeeker
+	// Positions is Assigned with the timestamp of each partition's last message written;
+	// the runtime calls it instead of Assigned, with the same contract.
+	Positions(ctx context.Context, topic TopicMetadata, partitions []Partition) (map[Partition]Position, error)
+	// Rewound tells the sink that partitions were found gone back to offset 0: what its
+	// target holds of them describes messages that are gone. It forgets the positions it
+	// holds of them, so that the next messages, from offset 0, are written and not dropped
+	// as written already (what it does with what it wrote of the purged messages is the
+	// sink's to document). The runtime calls it on the topic's poll goroutine, once no
+	// batch of the partitions' earlier assignment is in Consume any more and before any
+	// new message of them is delivered; an error is retried with the connector's backoff
+	// until it succeeds or the sink stops.
+	Rewound(ctx context.Context, topic TopicMetadata, partitions []Partition) error
+}
+
 // ConcurrentSink is implemented by a sink whose Consume may be called concurrently for
 // different partitions of one topic (each partition's batches still come one at a time,
 // in order). MaxInFlight, asked after Open, says how many such calls it accepts at once

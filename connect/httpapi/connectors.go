@@ -312,7 +312,9 @@ type sinkStatsJSON struct {
 	TransformErrors uint64 `json:"transform_errors"`
 	PollErrors      uint64 `json:"poll_errors"`
 	TopicsRecreated uint64 `json:"topics_recreated"`
-	Errors          uint64 `json:"errors"` // as Iggy's /stats and iggy_connector_errors_total count them
+	// PartitionRewinds: partitions found gone back to an earlier offset (purged).
+	PartitionRewinds uint64 `json:"partition_rewinds"`
+	Errors           uint64 `json:"errors"` // as Iggy's /stats and iggy_connector_errors_total count them
 }
 
 type sourceStatsJSON struct {
@@ -425,7 +427,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request, kind string) 
 		Stores: x.Stores, StoreErrors: x.StoreErrors, StoresRefused: x.StoresRefused, CommitsAccepted: x.CommitsAccepted,
 		CommitsRejected: x.CommitsRejected(), Retries: x.Retries, Filtered: x.Filtered,
 		Decoded: x.Decoded, DecodeErrors: x.DecodeErrors, TransformErrors: x.TransformErrors,
-		PollErrors: x.PollErrors, TopicsRecreated: x.TopicsRecreated, Errors: x.Errors()}, parts, offsetsErr})
+		PollErrors: x.PollErrors, TopicsRecreated: x.TopicsRecreated, PartitionRewinds: x.PartitionRewinds, Errors: x.Errors()}, parts, offsetsErr})
 }
 
 // isJSON reports whether a request's Content-Type is JSON (application/json or an

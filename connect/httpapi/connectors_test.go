@@ -129,7 +129,7 @@ func TestStatusRoutes(t *testing.T) {
 	stats := m["stats"].(map[string]any)
 	wantKeys(t, "sink stats", stats, "polled", "delivered", "committed", "consume_errors", "failed_batches", "dead_lettered",
 		"skipped", "stores", "store_errors", "stores_refused", "commits_accepted", "commits_rejected", "retries", "filtered", "decoded", "decode_errors", "transform_errors",
-		"poll_errors", "topics_recreated", "errors")
+		"poll_errors", "topics_recreated", "partition_rewinds", "errors")
 	if stats["polled"] != 10.0 || stats["consume_errors"] != 0.0 {
 		t.Fatalf("sink stats = %v", stats)
 	}

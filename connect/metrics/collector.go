@@ -92,6 +92,7 @@ const (
 	famStoreErrors
 	famRevoked
 	famTopicsRecreated
+	famPartitionRewinds
 	famStoreLatency
 	famStored
 	famCurrent
@@ -136,6 +137,8 @@ var families = [numFamilies]family{
 	famRevoked:     {"ferry_sink_revoked_partitions_total", "Partitions revoked from a sink by its consumer group.", kindCounter, keyLabel, nil},
 	famTopicsRecreated: {"ferry_sink_topic_recreated_total",
 		"Times a topic of the sink was found deleted and created again (its partitions then start afresh on the new topic).", kindCounter, keyLabel, nil},
+	famPartitionRewinds: {"ferry_sink_partition_rewinds_total",
+		"Times a partition of the sink was found gone back to an earlier offset (purged: it then starts afresh at offset 0).", kindCounter, keyLabel, nil},
 	famStoreLatency: {"ferry_sink_store_latency_seconds",
 		"Time from a commit (or the runtime's resolution) of an offset to its store in Iggy, in seconds.", kindHistogram, keyLabel, nil},
 	famStored:      {"ferry_sink_stored_offset", "The consumer group's offset stored by this sink (partitions with none are left out).", kindGauge, partLabels, nil},
@@ -243,6 +246,7 @@ func collectConnector(e emitter, st *connect.Status) {
 	e.value(famStoreErrors, s.StoreErrors, k)
 	e.value(famRevoked, s.Revoked, k)
 	e.value(famTopicsRecreated, s.TopicsRecreated, k)
+	e.value(famPartitionRewinds, s.PartitionRewinds, k)
 	e.histogram(famStoreLatency, s.StoreLatency, k)
 
 	type where struct {

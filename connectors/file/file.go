@@ -175,10 +175,10 @@ func (s *Sink) Consume(_ context.Context, topic sdk.TopicMetadata, meta sdk.Mess
 	}
 	err := s.appendLocked()
 	if err == nil && len(msgs) > 0 {
-		last := msgs[len(msgs)-1].Offset
-		if cur, ok := s.pending[meta.Partition]; !ok || last > cur {
-			s.pending[meta.Partition] = last
-		}
+		// A partition's batches come in order, so its last batch is what the next flush
+		// commits: not the highest offset seen, which after the partition went back (a
+		// purge) would be one of the purged messages, above what was written since.
+		s.pending[meta.Partition] = msgs[len(msgs)-1].Offset
 	}
 	s.mu.Unlock()
 	if err != nil {

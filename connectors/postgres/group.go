@@ -100,6 +100,8 @@ type group struct {
 	// top is the highest offset the table will hold once the transaction commits: rows at or below it
 	// are not written again (a redelivery after the partition was assigned again).
 	top int64
+	// givenTS is the timestamp of the message at given.
+	givenTS uint64
 	// given is the highest offset Consume was given for this group (-1: none): what is
 	// committed to Iggy after the transaction commits.
 	given int64
@@ -200,7 +202,7 @@ func (s *Sink) consumeGrouped(ctx context.Context, topic sdk.TopicMetadata, p sd
 		idx = unrefused(from, len(msgs), refused)
 	}
 	before := g.mark()
-	g.add(msgs[from:], rows[from:], refused, from, last)
+	g.add(msgs[from:], rows[from:], refused, from, last, msgs[len(msgs)-1].Timestamp)
 	g.batches++
 	if len(g.msgs) >= s.cfg.MaxRowsPerTransaction || g.batches >= maxGroupBatches || caughtUp {
 		if err := s.commitGroup(ctx, g); err != nil {
@@ -217,7 +219,7 @@ func (s *Sink) consumeGrouped(ctx context.Context, topic sdk.TopicMetadata, p sd
 
 // add records a batch written into the group: msgs and rows from its index from on,
 // refused its refused indices (of the whole batch), last its last offset.
-func (g *group) add(msgs []sdk.ConsumedMessage, rows [][]any, refused []int, from int, last int64) {
+func (g *group) add(msgs []sdk.ConsumedMessage, rows [][]any, refused []int, from int, last int64, lastTS uint64) {
 	base := len(g.msgs)
 	for _, i := range refused {
 		if i >= from {
@@ -225,21 +227,24 @@ func (g *group) add(msgs []sdk.ConsumedMessage, rows [][]any, refused []int, fro
 		}
 	}
 	for i := range msgs {
-		g.msgs = append(g.msgs, sdk.ConsumedMessage{Offset: msgs[i].Offset})
+		g.msgs = append(g.msgs, sdk.ConsumedMessage{Offset: msgs[i].Offset, Timestamp: msgs[i].Timestamp})
 	}
 	g.rows = append(g.rows, rows...)
 	g.top = max(g.top, last)
-	g.given = max(g.given, last)
+	if last >= g.given {
+		g.given, g.givenTS = last, lastTS
+	}
 }
 
 // groupMark is how much a group held before a batch joined it.
 type groupMark struct {
 	msgs, refused, batches int
 	top, given             int64
+	givenTS                uint64
 }
 
 func (g *group) mark() groupMark {
-	return groupMark{msgs: len(g.msgs), refused: len(g.refused), batches: g.batches, top: g.top, given: g.given}
+	return groupMark{msgs: len(g.msgs), refused: len(g.refused), batches: g.batches, top: g.top, given: g.given, givenTS: g.givenTS}
 }
 
 // undo takes the batches added since m out of the group again.
@@ -247,7 +252,7 @@ func (g *group) undo(m groupMark) {
 	clear(g.msgs[m.msgs:])
 	clear(g.rows[m.msgs:])
 	g.msgs, g.rows, g.refused = g.msgs[:m.msgs], g.rows[:m.msgs], g.refused[:m.refused]
-	g.batches, g.top, g.given = m.batches, m.top, m.given
+	g.batches, g.top, g.given, g.givenTS = m.batches, m.top, m.given, m.givenTS
 }
 
 // begin opens g's transaction on a connection of its own and locks the partition's
@@ -305,7 +310,11 @@ func (s *Sink) commitGroup(ctx context.Context, g *group) error {
 		return nil
 	}
 	wrote := len(g.msgs) > len(g.refused)
-	if err := s.recordAndCommit(ctx, g.conn.Conn(), g.topic, g.part.PartitionID, max(g.lastDB, g.given), wrote); err != nil {
+	ts := stamp(g.givenTS) // the row keeps its own when lastDB is above everything given
+	if g.lastDB > g.given {
+		ts = nil
+	}
+	if err := s.recordAndCommit(ctx, g.conn.Conn(), g.topic, g.part.PartitionID, max(g.lastDB, g.given), ts, wrote); err != nil {
 		g.abort(ctx)
 		g.pending = true
 		if ctx.Err() != nil {

@@ -31,7 +31,10 @@ func (r tableRef) String() string {
 }
 
 // offsetsColumnsAdded are the offsets table's columns added after its first version.
-var offsetsColumnsAdded = []string{"target_database", "target_schema", "target_table", "wrote_rows"}
+// last_timestamp is the Iggy timestamp (µs) of the message at last_offset, NULL when
+// unknown (rows written before the column): the start position is checked against it, so
+// that a partition purged while the sink was away is written again from offset 0.
+var offsetsColumnsAdded = []string{"target_database", "target_schema", "target_table", "wrote_rows", "last_timestamp"}
 
 // ensureOffsetsTable creates the offsets table, then adds the columns naming the target
 // to a table an older Ferry created (its rows get empty names and read as before). The ALTER runs only when a column is missing: it
@@ -43,7 +46,7 @@ func (s *Sink) ensureOffsetsTable(ctx context.Context) error {
 	connector text NOT NULL, stream text NOT NULL, topic text NOT NULL, partition_id integer NOT NULL,
 	last_offset bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(),
 	target_database text NOT NULL DEFAULT '', target_schema text NOT NULL DEFAULT '', target_table text NOT NULL DEFAULT '',
-	wrote_rows boolean,
+	wrote_rows boolean, last_timestamp bigint,
 	PRIMARY KEY (connector, stream, topic, partition_id))`); err != nil {
 		return err
 	}
@@ -59,7 +62,8 @@ func (s *Sink) ensureOffsetsTable(ctx context.Context) error {
 	_, err := s.pool.Exec(ctx, `ALTER TABLE `+s.offsets+` ADD COLUMN IF NOT EXISTS target_database text NOT NULL DEFAULT '',
 	ADD COLUMN IF NOT EXISTS target_schema text NOT NULL DEFAULT '',
 	ADD COLUMN IF NOT EXISTS target_table text NOT NULL DEFAULT '',
-	ADD COLUMN IF NOT EXISTS wrote_rows boolean`)
+	ADD COLUMN IF NOT EXISTS wrote_rows boolean,
+	ADD COLUMN IF NOT EXISTS last_timestamp bigint`)
 	return err
 }
 
@@ -150,7 +154,7 @@ FROM `+s.offsets+` WHERE connector = $1 ORDER BY stream, topic, partition_id`, s
 			// the table as it is now holds none of these partitions' rows.
 			set, what := "last_offset", "resuming after those offsets"
 			if s.cfg.OnOffsetsMismatch == MismatchRestart {
-				set, what = "-1", "those partitions start again at offset 0"
+				set, what = "-1, last_timestamp = NULL", "those partitions start again at offset 0"
 			}
 			s.log.Warn(fmt.Sprintf("%s; %s (on_offsets_mismatch = %s)", msg, what, s.cfg.OnOffsetsMismatch), "table", ref.String())
 			for _, r := range bad {

@@ -167,38 +167,81 @@ func (s *Sink) prepare(ctx context.Context) (err error) {
 // sink has written resumes from the offsets table, not from Iggy's stored offset.
 func (s *Sink) KeepsPositions() bool { return *s.cfg.ExactlyOnce }
 
-// Assigned implements sdk.PartitionSeeker: each partition with a row in the offsets table
-// starts at its last written offset + 1 (0 after on_offsets_mismatch = restart set it
-// to -1); the others at the group's offset in Iggy. A partition assigned again while its
-// group (flush_interval) is open commits that group first, so it starts after it.
+// Assigned implements sdk.PartitionSeeker: Positions without the timestamps.
 func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]uint64, error) {
+	pos, err := s.Positions(ctx, topic, parts)
+	if pos == nil {
+		return nil, err
+	}
+	out := make(map[sdk.Partition]uint64, len(pos))
+	for p, v := range pos {
+		out[p] = v.Next
+	}
+	return out, err
+}
+
+// Positions implements sdk.RewindSeeker: each partition with a row in the offsets table
+// starts at its last written offset + 1 (0 after on_offsets_mismatch = restart set it
+// to -1), checked against the timestamp of the message written there (a row written
+// before the offsets table had last_timestamp is not checked); the others at the group's
+// offset in Iggy. A partition assigned again while its group (flush_interval) is open
+// commits that group first, so it starts after it.
+func (s *Sink) Positions(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]sdk.Position, error) {
 	if err := s.flushPartitions(ctx, parts); err != nil {
 		return nil, fmt.Errorf("postgres sink: %w", err)
 	}
 	if !*s.cfg.ExactlyOnce {
 		return nil, nil
 	}
-	ids := make([]int32, len(parts))
-	for i, p := range parts {
-		ids[i] = int32(p.PartitionID)
-	}
-	rows, err := s.pool.Query(ctx, `SELECT partition_id, last_offset FROM `+s.offsets+
+	rows, err := s.pool.Query(ctx, `SELECT partition_id, last_offset, COALESCE(last_timestamp, 0) FROM `+s.offsets+
 		` WHERE connector = $1 AND stream = $2 AND topic = $3 AND partition_id = ANY($4) AND last_offset >= -1`,
-		s.key, topic.Stream, topic.Topic, ids)
+		s.key, topic.Stream, topic.Topic, partitionIDs(parts))
 	if err != nil {
 		return nil, fmt.Errorf("postgres sink: read %s: %w", s.cfg.OffsetsTable, err)
 	}
-	out := map[sdk.Partition]uint64{}
+	out := map[sdk.Partition]sdk.Position{}
 	var id int32
-	var last int64
-	_, err = pgx.ForEachRow(rows, []any{&id, &last}, func() error {
-		out[sdk.Partition{StreamID: topic.StreamID, TopicID: topic.TopicID, PartitionID: uint32(id)}] = uint64(last) + 1
+	var last, ts int64
+	_, err = pgx.ForEachRow(rows, []any{&id, &last, &ts}, func() error {
+		out[sdk.Partition{StreamID: topic.StreamID, TopicID: topic.TopicID, PartitionID: uint32(id)}] = sdk.Position{Next: uint64(last) + 1, Timestamp: uint64(ts)}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres sink: read %s: %w", s.cfg.OffsetsTable, err)
 	}
 	return out, nil
+}
+
+// Rewound implements sdk.RewindSeeker: partitions that went back to offset 0 (purged)
+// have their open groups committed (those rows are of messages that were delivered), then
+// their offsets rows set to -1, so the new messages from offset 0 are written rather than
+// skipped as written already. The rows of the purged messages stay in the table.
+func (s *Sink) Rewound(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) error {
+	if err := s.flushPartitions(ctx, parts); err != nil {
+		return fmt.Errorf("postgres sink: %w", err)
+	}
+	for _, p := range parts {
+		s.written.drop(writtenKey{topic.Stream, topic.Topic, p.PartitionID})
+	}
+	if !*s.cfg.ExactlyOnce {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE `+s.offsets+` SET last_offset = -1, last_timestamp = NULL, updated_at = now()
+WHERE connector = $1 AND stream = $2 AND topic = $3 AND partition_id = ANY($4)`,
+		s.key, topic.Stream, topic.Topic, partitionIDs(parts)); err != nil {
+		return fmt.Errorf("postgres sink: update %s: %w", s.cfg.OffsetsTable, err)
+	}
+	s.log.Warn("partitions went back to offset 0 (purged); their offsets rows start again, the rows of the purged messages stay in the table",
+		"stream", topic.Stream, "topic", topic.Topic, "partitions", partitionIDs(parts), "table", s.ref.String())
+	return nil
+}
+
+func partitionIDs(parts []sdk.Partition) []int32 {
+	ids := make([]int32, len(parts))
+	for i, p := range parts {
+		ids[i] = int32(p.PartitionID)
+	}
+	return ids
 }
 
 // Consume writes one batch: one transaction holding the rows and, with exactly_once, the

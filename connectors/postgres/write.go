@@ -44,9 +44,9 @@ func (s *Sink) writeTx(ctx context.Context, topic sdk.TopicMetadata, part uint32
 	defer release(ctx, pc)
 	conn := pc.Conn()
 	key := writtenKey{topic.Stream, topic.Topic, part}
-	last := int64(msgs[len(msgs)-1].Offset)
+	last, ts := int64(msgs[len(msgs)-1].Offset), stamp(msgs[len(msgs)-1].Timestamp)
 	if prev, ok := s.written.get(key); ok && *s.cfg.ExactlyOnce && !insert && prev+1 == int64(msgs[0].Offset) {
-		err := s.writeAhead(ctx, conn, topic, part, rows, unrefused(0, len(msgs), refused), prev, last)
+		err := s.writeAhead(ctx, conn, topic, part, rows, unrefused(0, len(msgs), refused), prev, last, ts)
 		if err == nil {
 			s.written.set(key, last)
 			s.ahead.Add(1)
@@ -80,7 +80,7 @@ func (s *Sink) writeTx(ctx context.Context, topic sdk.TopicMetadata, part uint32
 	if bad, err := s.writeRows(ctx, conn, "", rows, idx, insert); err != nil {
 		return bad, err
 	}
-	if err := s.recordAndCommit(ctx, conn, topic, part, last, len(idx) > 0); err != nil {
+	if err := s.recordAndCommit(ctx, conn, topic, part, last, ts, len(idx) > 0); err != nil {
 		return noRow, err
 	}
 	if *s.cfg.ExactlyOnce {
@@ -99,9 +99,9 @@ func (s *Sink) writeTx(ctx context.Context, topic sdk.TopicMetadata, part uint32
 // meanwhile (a rebalance race), or anything else fails, nothing is committed and the
 // caller writes the batch again the locking way: exactly-once rests on the guarded
 // UPDATE, the lock only spares work.
-func (s *Sink) writeAhead(ctx context.Context, conn *pgx.Conn, topic sdk.TopicMetadata, part uint32, rows [][]any, idx []int, prev, last int64) error {
+func (s *Sink) writeAhead(ctx context.Context, conn *pgx.Conn, topic sdk.TopicMetadata, part uint32, rows [][]any, idx []int, prev, last int64, ts *int64) error {
 	wrote := len(idx) > 0
-	if q, ok := s.advanceLiteralSQL(conn.PgConn(), topic, part, last, wrote, prev); ok && wrote {
+	if q, ok := s.advanceLiteralSQL(conn.PgConn(), topic, part, last, ts, wrote, prev); ok && wrote {
 		sent, tag, err := s.copyOwnAround(ctx, conn, "BEGIN; ", "; "+q+"; COMMIT", rows, idx)
 		if err != nil {
 			if sent {
@@ -121,22 +121,23 @@ func (s *Sink) writeAhead(ctx context.Context, conn *pgx.Conn, topic sdk.TopicMe
 		return err
 	}
 	return commitWith(ctx, conn, "advance "+s.cfg.OffsetsTable, s.advanceSQL(),
-		s.key, topic.Stream, topic.Topic, int32(part), last, wrote, prev)
+		s.key, topic.Stream, topic.Topic, int32(part), last, wrote, prev, ts)
 }
 
 // advanceSQL sets the partition's last written offset only if the row still holds the
 // offset the writer started from, and fails otherwise (an error, not zero rows, so that
 // the COMMIT after it is skipped); arguments: connector, stream, topic, partition, last
-// offset, whether rows were written, the expected offset.
+// offset, whether rows were written, the expected offset, the last message's timestamp
+// (NULL: unknown).
 func (s *Sink) advanceSQL() string {
-	return s.advanceStatement("$1", "$2", "$3", "$4", "$5", "$6", "$7")
+	return s.advanceStatement("$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8::bigint")
 }
 
 // advanceLiteralSQL is advanceSQL with its arguments written into the statement as
 // literals, for a simple query (which takes no parameters). It reports false when they
 // cannot be written safely: a name holding a NUL byte, or a server whose string literals
 // treat a backslash as an escape (standard_conforming_strings off).
-func (s *Sink) advanceLiteralSQL(pc *pgconn.PgConn, topic sdk.TopicMetadata, part uint32, last int64, wrote bool, prev int64) (string, bool) {
+func (s *Sink) advanceLiteralSQL(pc *pgconn.PgConn, topic sdk.TopicMetadata, part uint32, last int64, ts *int64, wrote bool, prev int64) (string, bool) {
 	if pc.ParameterStatus("standard_conforming_strings") != "on" {
 		return "", false
 	}
@@ -146,14 +147,18 @@ func (s *Sink) advanceLiteralSQL(pc *pgconn.PgConn, topic sdk.TopicMetadata, par
 	if !ok1 || !ok2 || !ok3 {
 		return "", false
 	}
+	tsLit := "NULL::bigint"
+	if ts != nil {
+		tsLit = intLiteral(*ts)
+	}
 	return s.advanceStatement(connector, stream, name, intLiteral(int64(part)), intLiteral(last),
-		strconv.FormatBool(wrote), intLiteral(prev)), true
+		strconv.FormatBool(wrote), intLiteral(prev), tsLit), true
 }
 
 // advanceStatement is advanceSQL with each argument given as an expression. The failing
 // branch counts rows, so the planner cannot evaluate it ahead.
-func (s *Sink) advanceStatement(connector, stream, topic, partition, last, wrote, expected string) string {
-	return `WITH moved AS (UPDATE ` + s.offsets + ` SET last_offset = ` + last + `, updated_at = now(), wrote_rows = wrote_rows OR ` + wrote + `
+func (s *Sink) advanceStatement(connector, stream, topic, partition, last, wrote, expected, ts string) string {
+	return `WITH moved AS (UPDATE ` + s.offsets + ` SET last_offset = ` + last + `, last_timestamp = ` + ts + `, updated_at = now(), wrote_rows = wrote_rows OR ` + wrote + `
 	WHERE connector = ` + connector + ` AND stream = ` + stream + ` AND topic = ` + topic + ` AND partition_id = ` + partition + ` AND last_offset = ` + expected + ` RETURNING 1)
 SELECT CASE WHEN count(*) = 1 THEN 1 ELSE ('ferry: the offsets row moved under this writer (' || count(*) || ' rows at the expected offset)')::int END FROM moved`
 }
@@ -228,11 +233,23 @@ ON CONFLICT (connector, stream, topic, partition_id) DO UPDATE SET last_offset =
 RETURNING last_offset`
 }
 
-// recordSQL sets the partition's last written offset; arguments: connector, stream,
-// topic, partition, last offset, whether rows were written.
+// recordSQL sets the partition's last written offset and its message's timestamp (a
+// NULL timestamp keeps the row's when the offset does not move: a group of messages all
+// written before); arguments: connector, stream, topic, partition, last offset, whether
+// rows were written, the timestamp.
 func (s *Sink) recordSQL() string {
-	return `UPDATE ` + s.offsets + ` SET last_offset = $5, updated_at = now(), wrote_rows = wrote_rows OR $6
+	return `UPDATE ` + s.offsets + ` SET last_offset = $5, updated_at = now(), wrote_rows = wrote_rows OR $6,
+	last_timestamp = CASE WHEN last_offset = $5 THEN COALESCE($7::bigint, last_timestamp) ELSE $7::bigint END
 WHERE connector = $1 AND stream = $2 AND topic = $3 AND partition_id = $4`
+}
+
+// stamp is a message timestamp as the offsets table holds it (nil: unknown).
+func stamp(ts uint64) *int64 {
+	if ts == 0 {
+		return nil
+	}
+	v := int64(ts)
+	return &v
 }
 
 // beginLocked opens a transaction on conn and locks the partition's offsets row in the
@@ -252,10 +269,10 @@ func (s *Sink) beginLocked(ctx context.Context, conn *pgx.Conn, topic sdk.TopicM
 // recordAndCommit records the partition's last written offset (exactly_once) and commits
 // the transaction conn is in, in one round trip (the UPDATE and COMMIT pipelined: if the
 // UPDATE fails the server skips the COMMIT, and the transaction is left to roll back).
-func (s *Sink) recordAndCommit(ctx context.Context, conn *pgx.Conn, topic sdk.TopicMetadata, part uint32, last int64, wrote bool) error {
+func (s *Sink) recordAndCommit(ctx context.Context, conn *pgx.Conn, topic sdk.TopicMetadata, part uint32, last int64, ts *int64, wrote bool) error {
 	if *s.cfg.ExactlyOnce {
 		return commitWith(ctx, conn, "update "+s.cfg.OffsetsTable, s.recordSQL(),
-			s.key, topic.Stream, topic.Topic, int32(part), last, wrote)
+			s.key, topic.Stream, topic.Topic, int32(part), last, wrote, ts)
 	}
 	return commitOutcome(conn.Exec(ctx, "COMMIT"))
 }

@@ -17,6 +17,14 @@ import (
 //
 // so an upload retried after a crash targets the same key, and the conditional PUT
 // (If-None-Match: *) makes the second one a no-op.
+//
+// A partition that went back to offset 0 (purged) gets its new objects under a
+// generation, ".r<n>" before the extension (n = 1 after the first rewind the sink saw,
+// and so on): the purged messages' objects keep their keys, and the new messages, whose
+// offsets are the same, never meet them. Listing resumes after the highest object of the
+// highest generation; objects without one are generation 0.
+//
+//	<prefix>/<template>/<partition:05>-<first:020>-<last:020>.r<n>.<ext>
 
 // extensions are the file name endings per output format; listing matches any of them,
 // so objects written under another output_format still count as written.
@@ -68,6 +76,7 @@ type keyCtx struct {
 	stream, topic string
 	partition     uint32
 	firstTS       uint64 // µs since the epoch: the object's first message's timestamp
+	gen           uint64 // the partition's generation: rewinds the sink has seen of it
 }
 
 // render fills the template for one object.
@@ -117,7 +126,11 @@ func joinKey(prefix, dir, file string) string {
 
 // objectKey is the key of the object holding offsets first..last of c's partition.
 func objectKey(prefix string, t template, c keyCtx, first, last uint64, format string) string {
-	file := fmt.Sprintf("%05d-%020d-%020d.%s", c.partition, first, last, extensions[format])
+	gen := ""
+	if c.gen > 0 {
+		gen = fmt.Sprintf(".r%d", c.gen)
+	}
+	file := fmt.Sprintf("%05d-%020d-%020d%s.%s", c.partition, first, last, gen, extensions[format])
 	return joinKey(prefix, t.render(c), file)
 }
 
@@ -125,7 +138,7 @@ func objectKey(prefix string, t template, c keyCtx, first, last uint64, format s
 // key up to the first time variable) and keep the keys match accepts.
 type finder struct {
 	listPrefix string
-	match      *regexp.Regexp // groups 1 and 2: first and last offset
+	match      *regexp.Regexp // groups 1 and 2: first and last offset; 3: the generation, if any
 	partials   *regexp.Regexp // a streamed object's partial key
 }
 
@@ -163,7 +176,7 @@ func newFinder(prefix string, t template, c keyCtx) finder {
 		static += "/"
 	}
 	partial := "^" + re + fmt.Sprintf(`/%05d-\d{20}\.[0-9a-f]{16}\.partial$`, c.partition)
-	re = "^" + re + fmt.Sprintf(`/%05d-(\d{20})-(\d{20})\.(?:jsonl|json|bin|parquet)$`, c.partition)
+	re = "^" + re + fmt.Sprintf(`/%05d-(\d{20})-(\d{20})(?:\.r(\d{1,19}))?\.(?:jsonl|json|bin|parquet)$`, c.partition)
 	return finder{listPrefix: static, match: regexp.MustCompile(re), partials: regexp.MustCompile(partial)}
 }
 
@@ -172,11 +185,22 @@ func (f finder) partial(key string) bool { return f.partials.MatchString(key) }
 
 // offsets returns the first and last offsets in key, if key is one of the partition's.
 func (f finder) offsets(key string) (first, last uint64, ok bool) {
+	first, last, _, ok = f.object(key)
+	return first, last, ok
+}
+
+// object returns the first and last offsets and the generation in key, if key is one of
+// the partition's objects.
+func (f finder) object(key string) (first, last, gen uint64, ok bool) {
 	m := f.match.FindStringSubmatch(key)
 	if m == nil {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	first, err1 := strconv.ParseUint(m[1], 10, 64)
 	last, err2 := strconv.ParseUint(m[2], 10, 64)
-	return first, last, err1 == nil && err2 == nil && first <= last
+	var err3 error
+	if m[3] != "" {
+		gen, err3 = strconv.ParseUint(m[3], 10, 64)
+	}
+	return first, last, gen, err1 == nil && err2 == nil && err3 == nil && first <= last
 }

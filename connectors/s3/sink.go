@@ -60,7 +60,8 @@ type partState struct {
 	// before the sought one): committing it again changes nothing (hasCommitted).
 	committed    uint64
 	hasCommitted bool
-	started      bool // a message of this assignment was seen
+	started      bool   // a message of this assignment was seen
+	gen          uint64 // the generation its objects are written under (key.go)
 	// rejected holds the messages a typed column refused until Consume reports them (a
 	// failed upload may end the call first; the runtime's retry of the batch reports them).
 	rejected *sdk.RejectedMessages
@@ -147,50 +148,96 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 // its highest one, whatever Iggy's stored offset says.
 func (s *Sink) KeepsPositions() bool { return true }
 
-// Assigned implements sdk.PartitionSeeker: for each partition it lists the partition's
-// objects and returns the offset after the highest one written; a partition with no object
-// resumes from the group's stored offset. Whatever the sink buffered for an earlier
-// assignment of the partition is dropped (it is polled again from there), once its upload
-// under way, if any, is done; incomplete multipart uploads and partial objects of the
-// partition are removed.
+// Assigned implements sdk.PartitionSeeker: Positions without the timestamps.
 func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]uint64, error) {
-	out := map[sdk.Partition]uint64{}
+	pos, err := s.Positions(ctx, topic, parts)
+	out := make(map[sdk.Partition]uint64, len(pos))
+	for p, v := range pos {
+		out[p] = v.Next
+	}
+	return out, err
+}
+
+// Positions implements sdk.RewindSeeker: for each partition it lists the partition's
+// objects and returns the offset after the highest one written in the highest
+// generation; a partition with no object resumes from the group's stored offset. The
+// position carries no timestamp (objects do not record their last message's yet), so it
+// is not checked. Whatever the sink buffered for an earlier assignment of the partition
+// is dropped (it is polled again from there), once its upload under way, if any, is
+// done; incomplete multipart uploads and partial objects of the partition are removed.
+func (s *Sink) Positions(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]sdk.Position, error) {
+	out := map[sdk.Partition]sdk.Position{}
 	for _, p := range parts {
-		// An upload of an earlier assignment still under way would land after the listing.
-		s.mu.Lock()
-		old := s.parts[p]
-		s.mu.Unlock()
-		if old != nil {
-			s.drop(ctx, old)
-		}
-		f := newFinder(s.cfg.Prefix, s.tpl, keyCtx{stream: topic.Stream, topic: topic.Topic, partition: p.PartitionID})
-		var next uint64
-		found := false
-		var partials []string
-		err := s.st.list(ctx, f.listPrefix, func(key string) {
-			if _, last, ok := f.offsets(key); ok && last+1 > next {
-				next, found = last+1, true
-			} else if f.partial(key) {
-				partials = append(partials, key)
-			}
-		})
+		next, gen, found, err := s.reassign(ctx, topic, p, false)
 		if err != nil {
-			return nil, fmt.Errorf("s3 sink: partition %d of %s/%s: %w", p.PartitionID, topic.Stream, topic.Topic, err)
-		}
-		fresh := &partState{topic: topic, part: p, next: next, committed: next - 1, hasCommitted: found}
-		s.mu.Lock()
-		s.parts[p] = fresh
-		s.mu.Unlock()
-		if err := s.abandoned(ctx, f, partials); err != nil {
-			return nil, fmt.Errorf("s3 sink: partition %d of %s/%s: %w", p.PartitionID, topic.Stream, topic.Topic, err)
+			return nil, err
 		}
 		if found {
-			out[p] = next
+			out[p] = sdk.Position{Next: next}
 		}
 		s.log.Debug("s3 sink: partition assigned", "stream", topic.Stream, "topic", topic.Topic,
-			"partition", p.PartitionID, "resume_at", next, "found", found)
+			"partition", p.PartitionID, "resume_at", next, "generation", gen, "found", found)
 	}
 	return out, nil
+}
+
+var _ sdk.RewindSeeker = (*Sink)(nil)
+
+// Rewound implements sdk.RewindSeeker: a partition that went back to offset 0 (purged)
+// starts a new generation of objects at offset 0; the purged messages' objects stay in
+// the bucket under their keys.
+func (s *Sink) Rewound(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) error {
+	for _, p := range parts {
+		_, gen, _, err := s.reassign(ctx, topic, p, true)
+		if err != nil {
+			return err
+		}
+		s.log.Warn("s3 sink: partition went back to offset 0 (purged); its new objects are written under a new generation, the purged messages' objects stay",
+			"stream", topic.Stream, "topic", topic.Topic, "partition", p.PartitionID, "generation", gen)
+	}
+	return nil
+}
+
+// reassign drops what the sink held of partition p, lists its objects and starts it
+// afresh: after the highest object of the highest generation, or (rewound) at offset 0
+// of the generation after it.
+func (s *Sink) reassign(ctx context.Context, topic sdk.TopicMetadata, p sdk.Partition, rewound bool) (next, gen uint64, found bool, err error) {
+	// An upload of an earlier assignment still under way would land after the listing.
+	s.mu.Lock()
+	old := s.parts[p]
+	s.mu.Unlock()
+	if old != nil {
+		s.drop(ctx, old)
+	}
+	f := newFinder(s.cfg.Prefix, s.tpl, keyCtx{stream: topic.Stream, topic: topic.Topic, partition: p.PartitionID})
+	var partials []string
+	err = s.st.list(ctx, f.listPrefix, func(key string) {
+		if _, last, g, ok := f.object(key); ok {
+			if !found || g > gen || g == gen && last+1 > next {
+				next, gen, found = last+1, g, true
+			}
+		} else if f.partial(key) {
+			partials = append(partials, key)
+		}
+	})
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("s3 sink: partition %d of %s/%s: %w", p.PartitionID, topic.Stream, topic.Topic, err)
+	}
+	if old != nil && old.gen > gen { // a generation begun, no object written in it yet
+		next, gen, found = 0, old.gen, false
+	}
+	if rewound {
+		next, found = 0, false
+		gen++
+	}
+	fresh := &partState{topic: topic, part: p, next: next, committed: next - 1, hasCommitted: found, gen: gen}
+	s.mu.Lock()
+	s.parts[p] = fresh
+	s.mu.Unlock()
+	if err := s.abandoned(ctx, f, partials); err != nil {
+		return 0, 0, false, fmt.Errorf("s3 sink: partition %d of %s/%s: %w", p.PartitionID, topic.Stream, topic.Topic, err)
+	}
+	return next, gen, found, nil
 }
 
 // drop waits for a partition's upload in the background (committing it when it landed),
@@ -389,7 +436,7 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 	if s.revokedLocked(ps) {
 		return nil
 	}
-	kc := keyCtx{stream: ps.topic.Stream, topic: ps.topic.Topic, partition: ps.part.PartitionID, firstTS: b.firstTS}
+	kc := keyCtx{stream: ps.topic.Stream, topic: ps.topic.Topic, partition: ps.part.PartitionID, firstTS: b.firstTS, gen: ps.gen}
 	key := objectKey(s.cfg.Prefix, s.tpl, kc, b.first, b.last, s.cfg.format)
 	f := &inflight{key: key, last: b.last, held: int64(b.size), done: make(chan struct{})}
 	if s.cfg.format == FormatParquet {

@@ -157,7 +157,7 @@ func (s *Sink) finishLocked(ctx context.Context, ps *partState) error {
 		up.sealed = true
 	}
 	key := objectKey(s.cfg.Prefix, s.tpl, keyCtx{stream: ps.topic.Stream, topic: ps.topic.Topic,
-		partition: ps.part.PartitionID, firstTS: b.firstTS}, b.first, b.last, s.cfg.format)
+		partition: ps.part.PartitionID, firstTS: b.firstTS, gen: ps.gen}, b.first, b.last, s.cfg.format)
 	err := s.attempt(ctx, key, func() error { return s.st.copy(ctx, up.tmp, key, contentType(s.cfg.format), up.sizes) })
 	switch {
 	case errors.Is(err, errExists):
