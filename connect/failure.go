@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -199,8 +200,14 @@ func (p *failurePolicy) sendDeadLetters(ctx context.Context, out []sdk.ProducedM
 	return nil
 }
 
-// deadLetters is the one dead-letter builder. Each message keeps its payload, its id (a
-// sink's is left zero so Iggy assigns a new one) and its user headers, less any ferry-*
+// maxDeadLetterUserHeaders is how many bytes of a message's own headers its dead letter
+// keeps: Iggy's limit less room for the ferry-* headers (each value at most
+// maxHeaderValue bytes). A message with more (a source's, refused for them) goes without.
+const maxDeadLetterUserHeaders = wire.MaxUserHeadersBytes - 8*(headerWireSize+32+maxHeaderValue)
+
+// deadLetters is the one dead-letter builder. Each message keeps its payload (a source's
+// cut to Iggy's limit), its id (a sink's is left zero so Iggy assigns a new one) and its
+// user headers (none when they are over maxDeadLetterUserHeaders), less any ferry-*
 // header, which the new ones replace: ferry-error, ferry-stage, f.origin, and, for a sink's
 // message, ferry-source-offset. A sink's payload and headers are copied (they alias the
 // poll buffer).
@@ -213,11 +220,13 @@ func deadLetters(f failure) []sdk.ProducedMessage {
 			}
 		}
 		out := make([]sdk.Header, 0, len(hs)+len(f.origin)+3)
-		for _, h := range hs {
-			if h.Key.Kind == sdk.HeaderString && isFerryHeader(string(h.Key.Value)) {
-				continue
+		if headersSize(hs) <= maxDeadLetterUserHeaders { // else refused for them: left out
+			for _, h := range hs {
+				if h.Key.Kind == sdk.HeaderString && isFerryHeader(string(h.Key.Value)) {
+					continue
+				}
+				out = append(out, sdk.Header{Key: cloneField(h.Key), Value: cloneField(h.Value)})
 			}
-			out = append(out, sdk.Header{Key: cloneField(h.Key), Value: cloneField(h.Value)})
 		}
 		out = append(out, sdk.Header{Key: sdk.String(HeaderError), Value: sdk.String(errText)},
 			sdk.Header{Key: sdk.String(HeaderStage), Value: sdk.String(stage)})
@@ -240,7 +249,11 @@ func deadLetters(f failure) []sdk.ProducedMessage {
 	}
 	for i, m := range f.produced {
 		stage, cause := why(len(f.consumed) + i)
-		out = append(out, letter(stage, cause, m.ID, m.Headers, m.Payload, nil))
+		// A payload over Iggy's limit (a source's message refused for it) would make its
+		// dead letter refused too, and the send is retried until the stop: its first
+		// wire.MaxPayloadSize bytes go instead (ferry-error gives the whole size).
+		payload := m.Payload[:min(len(m.Payload), wire.MaxPayloadSize)]
+		out = append(out, letter(stage, cause, m.ID, m.Headers, payload, nil))
 	}
 	return out
 }

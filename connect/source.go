@@ -376,8 +376,9 @@ func (p *pendingBatch) blocksLater(onFailure config.FailurePolicy) bool {
 	return p.unsent != nil || p.badErr != nil || (p.rejected != nil && onFailure == config.FailureStop)
 }
 
-// prepare counts and encodes a batch just read; messages that failed encode or a transform
-// are handled as on_failure says (rejectMessages).
+// prepare counts and encodes a batch just read; messages that failed encode or a transform,
+// and those Iggy can never accept (takeUnsendable), are handled as on_failure says
+// (rejectMessages).
 func (s *sourceRunner) prepare(batch sdk.SourceBatch, ack sdk.AckFunc) *pendingBatch {
 	p := &pendingBatch{batch: batch, ack: ack, start: time.Now()}
 	if s.tracer != nil {
@@ -386,6 +387,8 @@ func (s *sourceRunner) prepare(batch sdk.SourceBatch, ack sdk.AckFunc) *pendingB
 	p.ev = sourceBatch{key: s.cfg.Key, stream: s.stream.Stream, topic: s.stream.Topic, size: len(batch.Messages), start: p.start}
 	s.counters.produced.Add(uint64(len(batch.Messages)))
 	msgs, bad := s.pipe.encode(batch)
+	msgs, over := takeUnsendable(msgs)
+	bad = append(bad, over...)
 	p.ev.prepare = time.Since(p.start)
 	p.msgs = msgs
 	if len(bad) > 0 {
@@ -504,26 +507,45 @@ func (s *sourceRunner) finish(p *pendingBatch) (ok bool, stop error) {
 	}
 	s.ack(p.ack, nil)
 	s.counters.acked.Add(uint64(len(p.batch.Messages)))
+	if p.rejected == nil {
+		// Delivered: an error status left by failed reads or sends (retried, or a batch
+		// skipped or dead-lettered before this one) no longer says what the source does.
+		s.status.working()
+	}
 	return true, nil
 }
 
 // rejectMessages applies on_failure to the messages of a batch that could not be encoded
-// or transformed, each alone: skip drops and counts them, dead_letter sends them (as
-// produced, with ferry-error, ferry-stage = encode or transform, ferry-source) to the
-// dead-letter topic; the rest of the batch goes on. stop rejects the whole batch as a
-// failed send does (finish nacks it, the source stops).
+// or transformed, or that Iggy can never accept, each alone: skip drops and counts them,
+// dead_letter sends them (as produced, with ferry-error, ferry-stage = encode, transform or
+// send, ferry-source) to the dead-letter topic; the rest of the batch goes on. stop rejects
+// the whole batch as a failed send does (finish nacks it, the source stops). A source that
+// describes its messages (sdk.MessageDescriber) has each named in the error.
 func (s *sourceRunner) rejectMessages(p *pendingBatch, bad []rejectedMessage) {
-	for _, m := range bad {
-		if m.stage == "transform" {
+	for i := range bad {
+		m := &bad[i]
+		switch m.stage {
+		case "transform":
 			s.counters.transErrs.Add(1)
-		} else {
+		case "send":
+			s.counters.sendErrors.Add(1)
+		default:
 			s.counters.encodeErrs.Add(1)
+		}
+		if d := s.describe(&m.msg); d != "" {
+			m.err = fmt.Errorf("%s: %w", d, m.err)
 		}
 		s.log.Warn("source message rejected ("+m.stage+"); on_failure = "+string(s.cfg.OnFailure), "error", m.err)
 	}
 	if s.cfg.OnFailure == config.FailureStop {
 		p.badStage, p.badErr = bad[0].stage, bad[0].err
 		return
+	}
+	if s.cfg.OnFailure == config.FailureDeadLetter {
+		bad = s.skipEmpty(bad)
+		if len(bad) == 0 {
+			return
+		}
 	}
 	msgs := make([]sdk.ProducedMessage, len(bad))
 	each := make([]messageFailure, len(bad))
@@ -535,6 +557,35 @@ func (s *sourceRunner) rejectMessages(p *pendingBatch, bad []rejectedMessage) {
 	if v, err := s.failure.apply(s.life.hard, f); v == unsent {
 		p.unsent = err
 	}
+}
+
+// skipEmpty returns bad without the messages refused for an empty payload, which it skips
+// and counts: no dead letter can carry one (Iggy stores no message without payload, and
+// its send would be retried until the stop).
+func (s *sourceRunner) skipEmpty(bad []rejectedMessage) []rejectedMessage {
+	keep := bad[:0:0]
+	for _, m := range bad {
+		if !errors.Is(m.err, errEmptyPayload) {
+			keep = append(keep, m)
+			continue
+		}
+		s.counters.skipped.Add(1)
+		s.log.Warn("source message without payload; skipped, as no dead letter can hold it (on_failure = dead_letter)", "error", m.err)
+	}
+	return keep
+}
+
+// describe is the source's description of m (sdk.MessageDescriber), or "" (none, or it
+// panicked).
+func (s *sourceRunner) describe(m *sdk.ProducedMessage) (d string) {
+	ds, ok := s.src.(sdk.MessageDescriber)
+	if !ok {
+		return ""
+	}
+	if err := callSafely(func() error { d = ds.DescribeMessage(m); return nil }); err != nil {
+		return ""
+	}
+	return d
 }
 
 // errRejected marks a send Iggy refused on every attempt.

@@ -323,6 +323,17 @@ func (s *statusCell) recovered(who string) {
 	}
 }
 
+// working records that a connector in error does its work again (a source's batch was
+// sent and acknowledged after failed reads or sends): it is running, its last error
+// cleared. Any other state stays what it is.
+func (s *statusCell) working() {
+	s.mu.Lock()
+	if s.state == StateError {
+		s.state, s.lastErr = StateRunning, nil
+	}
+	s.mu.Unlock()
+}
+
 func (s *statusCell) fail(err error) {
 	s.mu.Lock()
 	s.state = StateError

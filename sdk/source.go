@@ -119,6 +119,16 @@ type PipelinedSource interface {
 	MaxUnacked() int
 }
 
+// MessageDescriber is implemented by a source that can say where one of its messages came
+// from (the PostgreSQL CDC source: the table and the change's position): the runtime puts
+// it in its log lines and the dead-letter error of a message it could not send (a payload
+// over Iggy's limit, a failed transform). The description must not hold the message's data,
+// which is never logged; keep it short. Called on the goroutine that calls Read, after
+// Open; "" names nothing.
+type MessageDescriber interface {
+	DescribeMessage(m *ProducedMessage) string
+}
+
 // Preflighter is implemented by a connector that can verify, before it runs, that the
 // system it reads or writes is set up for it (`ferry check --connect`): settings, rights,
 // objects. Each returned error names one problem and, where it can, the statement that

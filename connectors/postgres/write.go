@@ -413,10 +413,22 @@ func (s *Sink) insertSQL() string {
 }
 
 // rowError reports whether err is the database refusing a row's data: SQLSTATE class 22
-// (data exception) or 23 (integrity constraint violation).
+// (data exception), 23 (integrity constraint violation) or 54 (program limit exceeded: a
+// jsonb value nested past max_stack_depth, 54001; an index row or a value past a size
+// limit, 54000). Class 54 follows from the row's values as the other two do; its codes
+// that would follow from the statement alone (too many columns or arguments) cannot come
+// from the sink's fixed INSERT and COPY, and if one did, each row would be refused alone,
+// which loses nothing a failed batch would keep.
 func rowError(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "23"))
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code[:min(2, len(pe.Code))] {
+	case "22", "23", "54":
+		return true
+	}
+	return false
 }
 
 // transient reports whether err is worth retrying as is: the connection failed or the

@@ -56,17 +56,16 @@ func newPoller(cfg *Config, conn *pgx.Conn, state []byte) (*poller, error) {
 	return p, nil
 }
 
-// sqlValue renders a tracking value as upstream does: numbers bare, anything else quoted.
-func sqlValue(v string) string {
-	if _, err := strconv.ParseFloat(v, 64); err == nil {
-		return v
-	}
-	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
-}
-
-// query returns the SQL that reads table past offset (upstream's query, or custom_query
-// with $table, $offset, $limit, $now and $now_unix replaced).
-func (p *poller) query(table string) string {
+// query returns the SQL that reads table past offset, and its arguments: upstream's query
+// with the last tracking value as its one parameter, or custom_query with $table,
+// $offset, $limit, $now and $now_unix replaced (no arguments).
+//
+// The tracking value is the column's own text output, sent as a parameter of no declared
+// type: PostgreSQL gives it the column's type (as it would a quoted literal), so a text
+// column holding '0001' is compared as text and an integer column as an integer. Writing
+// the value into the query bare when it looks like a number, as upstream does, compares a
+// text column with an integer, which PostgreSQL refuses.
+func (p *poller) query(table string) (string, [][]byte) {
 	offset, ok := p.offsets[table]
 	if p.resume {
 		ok = false
@@ -78,13 +77,15 @@ func (p *poller) query(table string) string {
 	if p.cfg.CustomQuery != "" {
 		now := time.Now().UTC()
 		return strings.NewReplacer("$table", table, "$offset", offset, "$limit", strconv.Itoa(p.cfg.BatchSize),
-			"$now_unix", strconv.FormatInt(now.Unix(), 10), "$now", now.Format(time.RFC3339)).Replace(p.cfg.CustomQuery)
+			"$now_unix", strconv.FormatInt(now.Unix(), 10), "$now", now.Format(time.RFC3339)).Replace(p.cfg.CustomQuery), nil
 	}
 	schema, name := tableRef(table)
 	track := pgx.Identifier{p.cfg.TrackingColumn}.Sanitize()
 	var where []string
+	var args [][]byte
 	if ok {
-		where = append(where, track+" > "+sqlValue(offset))
+		where = append(where, track+" > $1")
+		args = append(args, []byte(offset))
 	}
 	if p.cfg.ProcessedColumn != "" {
 		where = append(where, pgx.Identifier{p.cfg.ProcessedColumn}.Sanitize()+" = FALSE")
@@ -93,7 +94,7 @@ func (p *poller) query(table string) string {
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	return q + " ORDER BY " + track + " ASC LIMIT " + strconv.Itoa(p.cfg.BatchSize)
+	return q + " ORDER BY " + track + " ASC LIMIT " + strconv.Itoa(p.cfg.BatchSize), args
 }
 
 // read polls every table once, waiting poll_interval between rounds that found nothing.
@@ -123,7 +124,9 @@ func (p *poller) round(ctx context.Context) (sdk.SourceBatch, sdk.AckFunc, error
 	next := maps.Clone(p.offsets)
 	done := map[string][]string{} // table -> primary keys read
 	for _, table := range p.cfg.Tables {
-		res := p.conn.PgConn().ExecParams(ctx, p.query(table), nil, nil, nil, nil).Read()
+		q, args := p.query(table)
+		// nil OIDs: each parameter's type is the one PostgreSQL infers (see query).
+		res := p.conn.PgConn().ExecParams(ctx, q, args, nil, nil, nil).Read()
 		if res.Err != nil {
 			return sdk.SourceBatch{}, nil, fmt.Errorf("poll %s: %w", table, res.Err)
 		}
@@ -165,20 +168,39 @@ func (p *poller) finish(ctx context.Context, done map[string][]string) error {
 	var errs []error
 	for table, pks := range done {
 		schema, name := tableRef(table)
-		ids := make([]string, len(pks))
-		for i, k := range pks {
-			ids[i] = sqlValue(k)
-		}
-		where := " WHERE " + pgx.Identifier{pkCol}.Sanitize() + " IN (" + strings.Join(ids, ", ") + ")"
+		// The keys go as one array parameter of no declared type, which PostgreSQL makes
+		// an array of the key column's type (as query's tracking value).
+		where := " WHERE " + pgx.Identifier{pkCol}.Sanitize() + " = ANY($1)"
 		q := "DELETE FROM " + pgx.Identifier{schema, name}.Sanitize() + where
 		if !p.cfg.DeleteAfterRead {
 			q = "UPDATE " + pgx.Identifier{schema, name}.Sanitize() + " SET " + pgx.Identifier{p.cfg.ProcessedColumn}.Sanitize() + " = TRUE" + where
 		}
-		if _, err := p.conn.Exec(ctx, q); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", table, err))
+		res := p.conn.PgConn().ExecParams(ctx, q, [][]byte{arrayLiteral(pks)}, nil, nil, nil).Read()
+		if res.Err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", table, res.Err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// arrayLiteral writes vals (text values, none NULL) as an array's text input: each
+// element in double quotes, with a backslash before every backslash and double quote.
+func arrayLiteral(vals []string) []byte {
+	b := []byte{'{'}
+	for i, v := range vals {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		for j := 0; j < len(v); j++ {
+			if v[j] == '\\' || v[j] == '"' {
+				b = append(b, '\\')
+			}
+			b = append(b, v[j])
+		}
+		b = append(b, '"')
+	}
+	return append(b, '}')
 }
 
 // message renders one row as upstream does: the record envelope with operation_type

@@ -180,6 +180,43 @@ func (c *change) message() (sdk.ProducedMessage, error) {
 	return sdk.ProducedMessage{ID: c.pos.idHashed(id), Payload: b, PartitionKey: c.key, Headers: h.hs[:]}, nil
 }
 
+var _ sdk.MessageDescriber = (*Source)(nil)
+
+// DescribeMessage names a CDC message by its headers (sdk.MessageDescriber), for the
+// runtime's lines about a message it could not send: the table, the transaction's commit
+// LSN and xid, and the change's index in it. "" for a message without them (polling
+// mode's).
+func (s *Source) DescribeMessage(m *sdk.ProducedMessage) string {
+	var table string
+	var lsn, index, xid uint64
+	found := 0
+	for _, h := range m.Headers {
+		if h.Key.Kind != sdk.HeaderString {
+			continue
+		}
+		switch k := string(h.Key.Value); {
+		case k == HeaderTable && h.Value.Kind == sdk.HeaderString:
+			table = string(h.Value.Value)
+			found++
+		case h.Value.Kind == sdk.HeaderUint64 && len(h.Value.Value) == 8 && (k == HeaderCommitLSN || k == HeaderTxnIndex || k == HeaderXID):
+			v := binary.LittleEndian.Uint64(h.Value.Value)
+			switch k {
+			case HeaderCommitLSN:
+				lsn = v
+			case HeaderTxnIndex:
+				index = v
+			default:
+				xid = v
+			}
+			found++
+		}
+	}
+	if found < 4 {
+		return ""
+	}
+	return fmt.Sprintf("table %s, commit LSN %X/%X, xid %d, change %d of the transaction", table, lsn>>32, uint32(lsn), xid, index)
+}
+
 // appendJSONString appends s as a JSON string.
 func appendJSONString(b []byte, s string) []byte {
 	q, _ := json.Marshal(s) // a string always marshals
