@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestCDCZeroIsNotNull: a column's zero value (0, 0.0, false, ”, an empty bytea, an empty
+// TestCDCZeroIsNotNull: a column's zero value (0, 0.0, false, the empty string, an empty bytea, an empty
 // array, an array of one empty string, the epoch) is that value in the change, never
 // null; only SQL NULL is null. CDC and polling alike.
 func TestCDCZeroIsNotNull(t *testing.T) {
@@ -48,7 +48,7 @@ func first[A, B any](a A, _ B) A { return a }
 
 // TestPollingEmptyStringIsAValue: a tracking value or primary key that is the empty
 // string is a value: the tracking value advances past it (it was taken for "none", so the
-// round after read the ” row again, forever) and delete_after_read deletes its row (it
+// round after read the empty-string row again, forever) and delete_after_read deletes its row (it
 // was left in the table).
 func TestPollingEmptyStringIsAValue(t *testing.T) {
 	f := newFixture(t, map[string]string{"e": "k text PRIMARY KEY, v int"})
