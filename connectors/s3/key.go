@@ -136,10 +136,6 @@ type keyCtx struct {
 // render fills the template for one object.
 func (t template) render(c keyCtx) string { return renderParts(t.parts, c, keyName) }
 
-// renderLegacy fills the template as written the way older versions did: no appended
-// segments, names only sanitized.
-func (t template) renderLegacy(c keyCtx) string { return renderParts(t.written, c, sanitize) }
-
 func renderParts(parts []tplPart, c keyCtx, name func(string) string) string {
 	at := time.UnixMicro(int64(c.firstTS)).UTC()
 	var b strings.Builder

@@ -79,7 +79,7 @@ type partState struct {
 type inflight struct {
 	key  string
 	id   identity // written into the object's metadata
-	body []byte // set before the upload starts (by the encoder, for Parquet)
+	body []byte   // set before the upload starts (by the encoder, for Parquet)
 	// Parquet: the object's rows until they are encoded (kept so that a failed encoding is
 	// tried again), their schema and first offset, and the partition's encoder, lent until
 	// the upload is settled.
