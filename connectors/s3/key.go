@@ -30,6 +30,7 @@ import (
 // "_"). No variable renders a '/', so the segments of a rendered key are the template's,
 // and a whole-segment name tells its stream or topic apart. A template that holds both
 // already, over names sanitizing leaves alone, keys exactly as before (and as upstream).
+
 // extensions are the file name endings per output format; listing matches any of them,
 // so objects written under another output_format still count as written.
 var extensions = map[string]string{
