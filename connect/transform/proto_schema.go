@@ -162,13 +162,16 @@ func (s *protoSchema) encode(jsonText []byte) ([]byte, error) {
 }
 
 // decode reads binary protobuf b as the message and writes its JSON (protojson with proto
-// field names, as upstream names fields; unset fields left out).
+// field names, as upstream names fields). A proto3 field at its default (0, "", false, the
+// first enum value, an empty list) holds that value, so it is written: left out, a reader
+// of the JSON would take it for missing (a NULL column downstream). Only a field with
+// explicit presence (optional, a message, a oneof member) can be unset, and is left out.
 func (s *protoSchema) decode(b []byte) ([]byte, error) {
 	m := dynamicpb.NewMessage(s.msg)
 	if err := proto.Unmarshal(b, m); err != nil {
 		return nil, fmt.Errorf("raw payload is not a %s: %w", s.msg.FullName(), err)
 	}
-	out, err := (protojson.MarshalOptions{UseProtoNames: true}).Marshal(m)
+	out, err := (protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}).Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("decode %s: %w", s.msg.FullName(), err)
 	}

@@ -30,6 +30,9 @@ const (
 		"2a0e" + "0a03455552" + "11000000000000f83f" + // 5 total = {currency "EUR", amount 1.5}
 		"32020102" + // 6 note = {1, 2}
 		"3a020801" // 7 placed = {seconds 1}
+	// orderDefaults is protojson's mapping of an empty shop.Order: every implicit-presence
+	// field at its default; total, placed and discount (explicit presence) left out.
+	orderDefaults = `{"id":"0","customer_name":"","status":"STATUS_UNSPECIFIED","lines":[],"note":""}`
 	// orderOut is protojson's mapping of orderHex with proto field names.
 	orderOut = `{"id":"7","customer_name":"Ann","status":"PAID","lines":[{"sku":"a","qty":2}],` +
 		`"total":{"currency":"EUR","amount":1.5},"note":"AQI=","placed":"1970-01-01T00:00:01Z"}`
@@ -114,10 +117,17 @@ func TestProtoConvertSchema(t *testing.T) {
 				"proto id: 7", false},
 			tc{src.name + ": proto to json", doc("proto", "json", protoOpts), Payload{Format: sdk.SchemaRaw, Bytes: mustHex(t, orderHex)},
 				"json " + orderOut, false},
+			// A proto3 field at its default (0, "", false, the first enum value, no
+			// element) is that value, not a missing key: downstream a missing key is null.
+			// Only an explicit-presence field (optional, a message) can be unset.
 			tc{src.name + ": proto to json, empty message", doc("proto", "json", protoOpts), Payload{Format: sdk.SchemaRaw},
-				"json {}", false},
+				"json " + orderDefaults, false},
+			tc{src.name + ": proto to json, zero values kept", doc("proto", "json", protoOpts),
+				Payload{Format: sdk.SchemaRaw, Bytes: mustHex(t, "2203"+"0a0161"+"4000")}, // lines[0] = {sku "a"}, discount = 0
+				`json {"id":"0","customer_name":"","status":"STATUS_UNSPECIFIED","lines":[{"sku":"a","qty":0}],"note":"","discount":0}`, false},
 			tc{src.name + ": proto to json with metadata", doc("proto", "json", withMeta), Payload{Format: sdk.SchemaRaw, Bytes: []byte{0x08, 0x07}},
-				fmt.Sprintf(`json {"data":{"id":"7"},"metadata":{"converted_from":"protobuf","timestamp":%d,"message_type":"shop.Order"}}`, ms), false},
+				fmt.Sprintf(`json {"data":%s,"metadata":{"converted_from":"protobuf","timestamp":%d,"message_type":"shop.Order"}}`,
+					strings.Replace(orderDefaults, `"id":"0"`, `"id":"7"`, 1), ms), false},
 			tc{src.name + ": proto text to json: schemaless path", doc("proto", "json", protoOpts), Payload{Format: sdk.SchemaProto, Bytes: []byte(`{"a":1}`)},
 				`json {"a":1}`, false},
 			tc{src.name + ": json not fitting the message", doc("json", "proto", protoOpts), jsonPayload(t, `{"id":"x"}`),

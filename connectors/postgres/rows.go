@@ -57,15 +57,21 @@ func (s *Sink) appendRow(r []any, v *rowValues, names topicNames, part uint32, m
 	if *s.cfg.IncludeOriginTimestamp {
 		r = append(r, micros(&v.origin, m.OriginTimestamp))
 	}
+	// A message always has a payload: an empty one (nil, as a conversion may hand on) is
+	// empty bytes, never the NULL a nil slice encodes to.
+	payload := m.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
 	switch s.cfg.PayloadFormat {
 	case FormatJSON:
-		v.json = m.Payload
+		v.json = payload
 		r = append(r, &v.json)
 	case FormatText:
-		v.text = string(m.Payload)
+		v.text = string(payload)
 		r = append(r, &v.text)
 	default:
-		v.bytes = m.Payload
+		v.bytes = payload
 		r = append(r, &v.bytes)
 	}
 	var bad error

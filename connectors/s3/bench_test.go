@@ -250,8 +250,11 @@ func benchmarkSink(b *testing.B, rowsOf func([]sdk.ConsumedMessage, uint64)) {
 		for range workers {
 			wg.Go(func() {
 				for body := range work {
-					key := fmt.Sprintf("put/%08d", objects.Add(1))
-					if err := s.st.put(context.Background(), key, body, "application/octet-stream"); err != nil {
+					n := uint64(objects.Add(1))
+					key := fmt.Sprintf("put/%08d", n)
+					// The sink's identity metadata too, so the loop sends what the sink sends.
+					id := identity{stream: "s", topic: "t", first: n, last: n}
+					if err := s.st.put(context.Background(), key, body, "application/octet-stream", id); err != nil {
 						failed.CompareAndSwap(nil, &err)
 					}
 				}

@@ -91,36 +91,68 @@ func (st *store) check(ctx context.Context) error {
 	case http.StatusNotFound:
 		return fmt.Errorf("bucket %q does not exist", st.bucket)
 	case http.StatusForbidden:
-		return fmt.Errorf("access to bucket %q denied (check the credentials and the bucket policy: the sink needs s3:ListBucket and s3:PutObject)", st.bucket)
+		return fmt.Errorf("access to bucket %q denied (check the credentials and the bucket policy: the sink needs s3:ListBucket, s3:PutObject and s3:GetObject)", st.bucket)
 	}
 	return fmt.Errorf("bucket %q: %w", st.bucket, err)
 }
 
-// errExists is put's answer when the key already holds an object.
+// errExists is put's answer when the key already holds this very object: its identity
+// metadata names the range uploaded.
 var errExists = errors.New("object exists")
 
-// put uploads body under key only if no object has that key (If-None-Match: *). It
-// returns errExists when one does: the key names its offsets, so it holds these messages.
-func (st *store) put(ctx context.Context, key string, body []byte, contentType string) error {
+// put uploads body under key, id in its metadata, only if no object has that key
+// (If-None-Match: *). When one does, it returns errExists if that object is id's (the
+// range was written before: a retry, a crash, another owner), a *foreignError if not.
+func (st *store) put(ctx context.Context, key string, body []byte, contentType string, id identity) error {
 	_, err := st.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(st.bucket),
 		Key:           aws.String(key),
 		Body:          bytes.NewReader(body),
 		ContentLength: aws.Int64(int64(len(body))),
 		ContentType:   aws.String(contentType),
+		Metadata:      id.meta(),
 		IfNoneMatch:   aws.String("*"),
 	})
 	switch status(err) {
 	case http.StatusOK:
 		return nil
 	case http.StatusPreconditionFailed:
-		return errExists
+		return st.verify(ctx, key, id)
 	case http.StatusForbidden:
 		return fmt.Errorf("put s3://%s/%s: access denied: %w", st.bucket, key, err)
 	case http.StatusNotFound:
 		return fmt.Errorf("put s3://%s/%s: bucket %q does not exist: %w", st.bucket, key, st.bucket, err)
 	}
 	return fmt.Errorf("put s3://%s/%s: %w", st.bucket, key, err)
+}
+
+// verify answers, for a key an upload of id found taken, errExists when the object there
+// is id's and a *foreignError when it is not.
+func (st *store) verify(ctx context.Context, key string, want identity) error {
+	got, known, found, err := st.identity(ctx, key)
+	switch {
+	case err != nil:
+		return err
+	case !found: // deleted since: the next attempt writes it
+		return fmt.Errorf("put s3://%s/%s: refused as existing, then not found", st.bucket, key)
+	case known && got == want:
+		return errExists
+	}
+	return &foreignError{bucket: st.bucket, key: key, want: want, got: got, known: known}
+}
+
+// identity reads the identity metadata of the object at key (HEAD): known is false when it
+// has none, found false when there is no object.
+func (st *store) identity(ctx context.Context, key string) (id identity, known, found bool, err error) {
+	out, err := st.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(st.bucket), Key: aws.String(key)})
+	switch status(err) {
+	case http.StatusOK:
+		id, known = identityOf(out.Metadata)
+		return id, known, true, nil
+	case http.StatusNotFound:
+		return id, false, false, nil
+	}
+	return id, false, false, fmt.Errorf("head s3://%s/%s: %w", st.bucket, key, err)
 }
 
 // list calls fn with every key under prefix.
@@ -161,12 +193,14 @@ func status(err error) int {
 // owner of the partition, or completed by an attempt whose answer was lost).
 var errNoUpload = errors.New("multipart upload not found")
 
-// create starts a multipart upload of key and returns its id.
-func (st *store) create(ctx context.Context, key, contentType string) (string, error) {
+// create starts a multipart upload of key, with meta as the object's user metadata, and
+// returns its id.
+func (st *store) create(ctx context.Context, key, contentType string, meta map[string]string) (string, error) {
 	out, err := st.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
 		Bucket:      aws.String(st.bucket),
 		Key:         aws.String(key),
 		ContentType: aws.String(contentType),
+		Metadata:    meta,
 	})
 	if err != nil {
 		return "", fmt.Errorf("start multipart upload of s3://%s/%s: %w", st.bucket, key, err)
@@ -289,10 +323,11 @@ func ifNoneMatch(onlyNew bool) *string {
 }
 
 // copy writes the object at src to dst inside the server, as a multipart upload whose
-// parts are copies of src's byte ranges of the given sizes, completed only if no object
-// has the key dst (errExists when one does). errNoUpload: src is gone.
-func (st *store) copy(ctx context.Context, src, dst, contentType string, sizes []int64) error {
-	id, err := st.create(ctx, dst, contentType)
+// parts are copies of src's byte ranges of the given sizes, with ident in its metadata,
+// completed only if no object has the key dst (when one does: errExists if it is ident's,
+// a *foreignError if not). errNoUpload: src is gone.
+func (st *store) copy(ctx context.Context, src, dst, contentType string, sizes []int64, ident identity) error {
+	id, err := st.create(ctx, dst, contentType, ident.meta())
 	if err != nil {
 		return err
 	}
@@ -325,6 +360,9 @@ func (st *store) copy(ctx context.Context, src, dst, contentType string, sizes [
 		_ = st.abort(context.WithoutCancel(ctx), dst, id)
 		if errors.Is(err, errNoUpload) { // our own upload of dst, just created: not src's absence
 			return fmt.Errorf("copy to s3://%s/%s: upload vanished", st.bucket, dst)
+		}
+		if errors.Is(err, errExists) {
+			return st.verify(ctx, dst, ident)
 		}
 	}
 	return err

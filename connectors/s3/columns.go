@@ -58,8 +58,11 @@ func checkColumns(cols []Column, format string) error {
 	return nil
 }
 
-// extract computes the typed columns' values of one JSON payload (nil for a null). An
-// error names the column and says what the field held: the message is rejected.
+// extract computes the typed columns' values of one JSON payload: a pointer to each value,
+// nil for a missing field or a JSON null. Pointers, because parquet-go writes a Go zero
+// value (0, false, "") held as a plain value in an optional column as null: only a nil
+// pointer may mean null. An error names the column and says what the field held: the
+// message is rejected.
 func extract(cols []Column, payload []byte) ([]any, error) {
 	d := json.NewDecoder(bytes.NewReader(payload))
 	d.UseNumber()
@@ -85,34 +88,38 @@ func extract(cols []Column, payload []byte) ([]any, error) {
 	return out, nil
 }
 
+// convert returns a pointer to v as a value of the column type typ (never nil: v is not
+// a JSON null).
 func convert(typ string, v any) (any, error) {
 	switch typ {
 	case "string", "text":
 		if s, ok := v.(string); ok {
-			return s, nil
+			return &s, nil
 		}
 		b, err := json.Marshal(v)
-		return string(b), err
+		s := string(b)
+		return &s, err
 	case "json", "jsonb":
 		b, err := json.Marshal(v)
-		return string(b), err
+		s := string(b)
+		return &s, err
 	case "int64", "bigint":
 		if n, ok := v.(json.Number); ok {
 			if i, err := n.Int64(); err == nil {
-				return i, nil
+				return &i, nil
 			}
 		}
 		return nil, fmt.Errorf("want an integer, got %s", jsonKind(v))
 	case "float64", "double":
 		if n, ok := v.(json.Number); ok {
 			if f, err := n.Float64(); err == nil {
-				return f, nil
+				return &f, nil
 			}
 		}
 		return nil, fmt.Errorf("want a number, got %s", jsonKind(v))
 	default: // bool, boolean
 		if b, ok := v.(bool); ok {
-			return b, nil
+			return &b, nil
 		}
 		return nil, fmt.Errorf("want true or false, got %s", jsonKind(v))
 	}
@@ -133,7 +140,8 @@ func jsonKind(v any) string {
 }
 
 // columnsSchema is the schema of an object with typed columns: the base columns (payload
-// as text or bytes) and each typed column, optional.
+// as text or bytes) and each typed column, optional (null only for a nil pointer: see
+// extract).
 func columnsSchema(cols []Column, raw bool) *parquet.Schema {
 	payload := parquet.String()
 	if raw {

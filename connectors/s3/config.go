@@ -31,7 +31,8 @@ const (
 	FieldSecretAccessKey = "secret_access_key"
 	// FieldPathTemplate: the key's directories, with {stream}, {topic}, {partition},
 	// {date}, {hour} and {timestamp} taken from the object's first message; default
-	// "{stream}/{topic}/{date}/{hour}".
+	// "{stream}/{topic}/{date}/{hour}". A {stream} or {topic} path segment it lacks is
+	// appended (see key.go), so every key names one stream and topic.
 	FieldPathTemplate = "path_template"
 	// FieldFileRotation: size (default) or messages: which limit closes an object.
 	FieldFileRotation = "file_rotation"
@@ -118,7 +119,7 @@ var Spec = sdk.ConfigSpec{CommitModes: []string{"sink_controlled"}, Fields: []sd
 	{Name: FieldEndpoint, Type: sdk.TypeString, Doc: "an S3-compatible endpoint URL (MinIO, R2, versitygw)"},
 	{Name: FieldAccessKeyID, Type: sdk.TypeString, Doc: "static access key (with secret_access_key); default the AWS chain; never logged"},
 	{Name: FieldSecretAccessKey, Type: sdk.TypeString, Doc: "static secret key (with access_key_id); never logged"},
-	{Name: FieldPathTemplate, Type: sdk.TypeString, Default: DefaultPathTemplate, Doc: "key directories: {stream} {topic} {partition} {date} {hour} {timestamp} of the first message"},
+	{Name: FieldPathTemplate, Type: sdk.TypeString, Default: DefaultPathTemplate, Doc: "key directories: {stream} {topic} {partition} {date} {hour} {timestamp} of the first message; a {stream} or {topic} path segment it lacks is appended"},
 	{Name: FieldFileRotation, Type: sdk.TypeString, Default: RotationSize, Doc: "size or messages: which limit closes an object"},
 	{Name: FieldMaxFileSize, Type: sdk.TypeString, Default: DefaultMaxFileSize, Doc: "an object's size limit (8MiB, 10MB, bytes)"},
 	{Name: FieldMaxMessagesPerFile, Type: sdk.TypeUnsigned, Doc: "an object's message limit (required with file_rotation = messages)"},

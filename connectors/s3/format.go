@@ -79,7 +79,7 @@ type row struct {
 	originTimestamp int64
 	headers         map[string]string
 	payload         []byte
-	extra           []any // the typed columns' values, in plugin_config order
+	extra           []any // pointers to the typed columns' values (nil: null), in plugin_config order
 }
 
 // text is the payload as a string without a copy: the row's payload is never written

@@ -1,8 +1,11 @@
 package s3
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +20,16 @@ import (
 //
 // so an upload retried after a crash targets the same key, and the conditional PUT
 // (If-None-Match: *) makes the second one a no-op.
+//
+// A key must name one (stream, topic, partition, range) whatever the template, or two of
+// the sink's topics share keys and the second upload of a range is refused as "already
+// written". So the sink keys every object by a template that holds {stream} and {topic}
+// each as a whole path segment: the segments a path_template lacks are appended to it
+// ("{stream}/{date}" keys as "{stream}/{date}/{topic}"), and a name that sanitizing changes
+// is followed by '~' and a hash of the name itself ("é" and "ü" are "_~<8 hex>", never both
+// "_"). No variable renders a '/', so the segments of a rendered key are the template's,
+// and a whole-segment name tells its stream or topic apart. A template that holds both
+// already, over names sanitizing leaves alone, keys exactly as before (and as upstream).
 //
 // A partition that went back to offset 0 (purged) gets its new objects under a
 // generation, ".r<n>" before the extension (n = 1 after the first rewind the sink saw,
@@ -37,7 +50,11 @@ var extensions = map[string]string{
 
 // template is a parsed path_template: literal text and variables, in order.
 type template struct {
-	parts []tplPart
+	parts []tplPart // what objects are keyed by: written, with the missing segments appended
+	// written is the path_template as written: the layout older versions keyed objects by,
+	// searched on assignment only to say that it holds objects no longer counted.
+	written []tplPart
+	added   []string // the variables appended to it, in order
 }
 
 type tplPart struct {
@@ -68,7 +85,54 @@ func newTemplate(s string) (template, error) {
 	if last < len(s) {
 		t.parts = append(t.parts, tplPart{lit: s[last:]})
 	}
+	t.written = t.parts
+	t.parts = slices.Clone(t.parts)
+	for _, name := range []string{"stream", "topic"} {
+		if t.segment(name) {
+			continue
+		}
+		if n := len(t.parts); n == 0 || !strings.HasSuffix(t.parts[n-1].lit, "/") {
+			t.parts = append(t.parts, tplPart{lit: "/"})
+		}
+		t.parts = append(t.parts, tplPart{name: name})
+		t.added = append(t.added, name)
+	}
 	return t, nil
+}
+
+// segment reports whether variable name is, somewhere in t, a whole path segment: between
+// the template's ends or slashes.
+func (t template) segment(name string) bool {
+	for i, p := range t.parts {
+		if p.name != name {
+			continue
+		}
+		before := i == 0 || t.parts[i-1].name == "" && strings.HasSuffix(t.parts[i-1].lit, "/")
+		after := i == len(t.parts)-1 || t.parts[i+1].name == "" && strings.HasPrefix(t.parts[i+1].lit, "/")
+		if before && after {
+			return true
+		}
+	}
+	return false
+}
+
+// extended reports whether objects are keyed otherwise than path_template says alone:
+// segments appended, or a name of c that sanitizing changes.
+func (t template) extended(c keyCtx) bool {
+	return len(t.added) > 0 || sanitize(c.stream) != c.stream || sanitize(c.topic) != c.topic
+}
+
+// effective is the template objects are keyed by, as text.
+func (t template) effective() string {
+	var b strings.Builder
+	for _, p := range t.parts {
+		if p.name == "" {
+			b.WriteString(p.lit)
+		} else {
+			b.WriteString("{" + p.name + "}")
+		}
+	}
+	return b.String()
 }
 
 // keyCtx is what a key is made of besides the offsets.
@@ -80,28 +144,33 @@ type keyCtx struct {
 }
 
 // render fills the template for one object.
-func (t template) render(c keyCtx) string {
+func (t template) render(c keyCtx) string { return renderParts(t.parts, c, keyName) }
+
+func renderParts(parts []tplPart, c keyCtx, name func(string) string) string {
 	at := time.UnixMicro(int64(c.firstTS)).UTC()
 	var b strings.Builder
-	for _, p := range t.parts {
-		switch p.name {
-		case "":
-			b.WriteString(p.lit)
-		case "stream":
-			b.WriteString(sanitize(c.stream))
-		case "topic":
-			b.WriteString(sanitize(c.topic))
-		case "partition":
-			b.WriteString(strconv.FormatUint(uint64(c.partition), 10))
-		case "date":
-			b.WriteString(at.Format("2006-01-02"))
-		case "hour":
-			b.WriteString(at.Format("15"))
-		case "timestamp":
-			b.WriteString(strconv.FormatUint(c.firstTS/1000, 10))
-		}
+	for _, p := range parts {
+		b.WriteString(renderPart(p, c, at, name))
 	}
 	return b.String()
+}
+
+func renderPart(p tplPart, c keyCtx, at time.Time, name func(string) string) string {
+	switch p.name {
+	case "":
+		return p.lit
+	case "stream":
+		return name(c.stream)
+	case "topic":
+		return name(c.topic)
+	case "partition":
+		return strconv.FormatUint(uint64(c.partition), 10)
+	case "date":
+		return at.Format("2006-01-02")
+	case "hour":
+		return at.Format("15")
+	}
+	return strconv.FormatUint(c.firstTS/1000, 10) // timestamp
 }
 
 // sanitize keeps a stream or topic name to letters, digits, '.', '_' and '-' (anything
@@ -113,6 +182,18 @@ func sanitize(s string) string {
 		}
 		return '_'
 	}, s)
+}
+
+// keyName is a stream or topic name as keys hold it: sanitized, and when that changed the
+// name, followed by '~' and the first 8 hex digits of the SHA-256 of the name (a '~' no
+// sanitized name holds), so names that sanitize alike still key apart.
+func keyName(s string) string {
+	clean := sanitize(s)
+	if clean == s {
+		return s
+	}
+	h := sha256.Sum256([]byte(s))
+	return clean + "~" + hex.EncodeToString(h[:4])
 }
 
 // joinKey puts the prefix, the rendered directories and the file name together.
@@ -144,6 +225,19 @@ type finder struct {
 
 // newFinder builds the finder of partition c.partition of c.stream/c.topic.
 func newFinder(prefix string, t template, c keyCtx) finder {
+	return finderOf(prefix, t.parts, c, keyName)
+}
+
+// newLegacyFinder builds the finder of the partition's objects as older versions keyed
+// them, when they keyed them otherwise (ok false: the same keys).
+func newLegacyFinder(prefix string, t template, c keyCtx) (f finder, ok bool) {
+	if !t.extended(c) {
+		return finder{}, false
+	}
+	return finderOf(prefix, t.written, c, sanitize), true
+}
+
+func finderOf(prefix string, parts []tplPart, c keyCtx, name func(string) string) finder {
 	head := strings.Trim(prefix, "/")
 	if head != "" {
 		head += "/"
@@ -151,7 +245,7 @@ func newFinder(prefix string, t template, c keyCtx) finder {
 	static := head // the key before the first time variable
 	re := regexp.QuoteMeta(head)
 	timeSeen := false
-	for _, p := range t.parts {
+	for _, p := range parts {
 		pat := ""
 		switch p.name {
 		case "date":
@@ -166,7 +260,7 @@ func newFinder(prefix string, t template, c keyCtx) finder {
 			re += pat
 			continue
 		}
-		lit := template{parts: []tplPart{p}}.render(c)
+		lit := renderPart(p, c, time.Time{}, name)
 		re += regexp.QuoteMeta(lit)
 		if !timeSeen {
 			static += lit

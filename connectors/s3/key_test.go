@@ -1,17 +1,20 @@
 package s3
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
 
 func TestObjectKeyIsUpstreamsName(t *testing.T) {
-	c := keyCtx{stream: "app logs", topic: "api/requests", partition: 1, firstTS: 1_710_597_600_000_000} // 2024-03-16T14:00:00Z
+	// Names sanitizing leaves alone, under templates holding {stream} and {topic} as path
+	// segments: upstream's keys, as older versions wrote them.
+	c := keyCtx{stream: "app-logs", topic: "api.requests_v2", partition: 1, firstTS: 1_710_597_600_000_000} // 2024-03-16T14:00:00Z
 	for _, tc := range []struct{ prefix, tpl, format, want string }{
-		{"iggy/raw", DefaultPathTemplate, FormatJSONLines, "iggy/raw/app_logs/api_requests/2024-03-16/14/00001-00000000000000000000-00000000000000000099.jsonl"},
-		{"", "{stream}/{topic}/{partition}/{date}", FormatJSONArray, "app_logs/api_requests/1/2024-03-16/00001-00000000000000000000-00000000000000000099.json"},
-		{"/data/", "{topic}", FormatRaw, "data/api_requests/00001-00000000000000000000-00000000000000000099.bin"},
-		{"p", "{timestamp}", FormatParquet, "p/1710597600000/00001-00000000000000000000-00000000000000000099.parquet"},
+		{"iggy/raw", DefaultPathTemplate, FormatJSONLines, "iggy/raw/app-logs/api.requests_v2/2024-03-16/14/00001-00000000000000000000-00000000000000000099.jsonl"},
+		{"", "{stream}/{topic}/{partition}/{date}", FormatJSONArray, "app-logs/api.requests_v2/1/2024-03-16/00001-00000000000000000000-00000000000000000099.json"},
+		{"/data/", "{topic}/{stream}", FormatRaw, "data/api.requests_v2/app-logs/00001-00000000000000000000-00000000000000000099.bin"},
+		{"p", "{timestamp}/{stream}/x/{topic}", FormatParquet, "p/1710597600000/app-logs/x/api.requests_v2/00001-00000000000000000000-00000000000000000099.parquet"},
 	} {
 		tpl, err := newTemplate(tc.tpl)
 		if err != nil {
@@ -20,6 +23,93 @@ func TestObjectKeyIsUpstreamsName(t *testing.T) {
 		if got := objectKey(tc.prefix, tpl, c, 0, 99, tc.format); got != tc.want {
 			t.Errorf("objectKey(%q, %q) = %q, want %q", tc.prefix, tc.tpl, got, tc.want)
 		}
+		if tpl.extended(c) {
+			t.Errorf("%q: extended, want the key as written", tc.tpl)
+		}
+	}
+}
+
+// TestKeyTellsStreamsAndTopicsApart: whatever the template, keys differ when the stream or
+// the topic does: a template lacking {stream} or {topic} as a path segment gets it
+// appended, and a name that sanitizing changes is followed by '~' and a hash of the name
+// (two names that sanitize alike, and a clean name equal to another's sanitized form,
+// key apart). Each finder matches its own partition's keys only.
+func TestKeyTellsStreamsAndTopicsApart(t *testing.T) {
+	const ts = 1_710_597_600_000_000
+	for _, tc := range []struct{ tpl, key string }{
+		// What a template lacking a segment keys by, for stream "shop", topic "orders".
+		{"{stream}/{date}", "shop/2024-03-16/orders/00000-00000000000000000000-00000000000000000099.jsonl"},
+		{"{date}", "2024-03-16/shop/orders/00000-00000000000000000000-00000000000000000099.jsonl"},
+		{"logs/", "logs/shop/orders/00000-00000000000000000000-00000000000000000099.jsonl"},
+		{"{stream}-{topic}/{date}", "shop-orders/2024-03-16/shop/orders/00000-00000000000000000000-00000000000000000099.jsonl"},
+		{"{topic}x/{stream}", "ordersx/shop/orders/00000-00000000000000000000-00000000000000000099.jsonl"},
+		{DefaultPathTemplate, "shop/orders/2024-03-16/14/00000-00000000000000000000-00000000000000000099.jsonl"},
+	} {
+		tpl, err := newTemplate(tc.tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := objectKey("", tpl, keyCtx{stream: "shop", topic: "orders", firstTS: ts}, 0, 99, FormatJSONLines); got != tc.key {
+			t.Errorf("%q: key %s, want %s", tc.tpl, got, tc.key)
+		}
+	}
+	pairs := [][2]string{{"shop", "orders"}, {"shop", "refunds"}, {"é", "t"}, {"ü", "t"}, {"_", "t"},
+		{"_~" + keyName("é")[2:], "t"}, {"a b", "t"}, {"a_b", "t"}, {"shop", "orders/x"}, {"shop", "orders_x"}}
+	for _, tplText := range []string{"{stream}/{date}", "{topic}", "{date}/{hour}", "{stream}{topic}", DefaultPathTemplate, "x"} {
+		tpl, _ := newTemplate(tplText)
+		keys := map[string][2]string{}
+		for _, p := range pairs {
+			c := keyCtx{stream: p[0], topic: p[1], partition: 3, firstTS: ts}
+			k := objectKey("pre", tpl, c, 10, 19, FormatParquet)
+			if other, ok := keys[k]; ok {
+				t.Errorf("%q: %v and %v share the key %s", tplText, other, p, k)
+			}
+			keys[k] = p
+		}
+		for _, p := range pairs {
+			f := newFinder("pre", tpl, keyCtx{stream: p[0], topic: p[1], partition: 3})
+			for k, owner := range keys {
+				if _, _, ok := f.offsets(k); ok != (owner == p) {
+					t.Errorf("%q: the finder of %v matches %s (of %v): %v", tplText, p, k, owner, ok)
+				}
+				if !strings.HasPrefix(k, f.listPrefix) && owner == p {
+					t.Errorf("%q: %v lists under %s, its key is %s", tplText, p, f.listPrefix, k)
+				}
+			}
+		}
+	}
+	if got := keyName("é"); !regexp.MustCompile(`^_~[0-9a-f]{8}$`).MatchString(got) || got == keyName("ü") {
+		t.Errorf("keyName(é) = %s, keyName(ü) = %s", got, keyName("ü"))
+	}
+}
+
+// TestLegacyFinder: where objects are keyed otherwise than path_template says alone, the
+// legacy finder matches the keys older versions wrote (template as written, names only
+// sanitized), never a key of the new layout; where nothing changed there is none.
+func TestLegacyFinder(t *testing.T) {
+	tpl, _ := newTemplate("{stream}/{date}")
+	c := keyCtx{stream: "shop", topic: "orders", partition: 0, firstTS: 1_710_597_600_000_000}
+	f, ok := newLegacyFinder("pre", tpl, c)
+	if !ok || f.listPrefix != "pre/shop/" {
+		t.Fatalf("legacy finder %v, %+v", ok, f)
+	}
+	old := "pre/shop/2024-03-16/00000-00000000000000000000-00000000000000000099.jsonl"
+	if _, last, ok := f.offsets(old); !ok || last != 99 {
+		t.Fatalf("legacy key %s: %d, %v", old, last, ok)
+	}
+	if _, _, ok := f.offsets(objectKey("pre", tpl, c, 0, 99, FormatJSONLines)); ok {
+		t.Fatal("the legacy finder matches a key of the new layout")
+	}
+	if _, _, ok := newFinder("pre", tpl, c).offsets(old); ok {
+		t.Fatal("the finder matches a legacy key")
+	}
+	tpl, _ = newTemplate(DefaultPathTemplate)
+	if _, ok := newLegacyFinder("pre", tpl, c); ok {
+		t.Fatal("a legacy finder for a layout that did not change")
+	}
+	c.stream = "é"
+	if f, ok := newLegacyFinder("pre", tpl, c); !ok || f.listPrefix != "pre/_/orders/" {
+		t.Fatalf("legacy finder of a sanitized name: %v, %+v", ok, f)
 	}
 }
 

@@ -79,7 +79,8 @@ type partState struct {
 // with each other and with the uploads.
 type inflight struct {
 	key  string
-	body []byte // set before the upload starts (by the encoder, for Parquet)
+	id   identity // written into the object's metadata
+	body []byte   // set before the upload starts (by the encoder, for Parquet)
 	// Parquet: the object's rows until they are encoded (kept so that a failed encoding is
 	// tried again), their schema and first offset, and the partition's encoder, lent until
 	// the upload is settled.
@@ -93,6 +94,11 @@ type inflight struct {
 	done   chan struct{}
 	// Set before done is closed: the upload's outcome and, when it landed, the commit's.
 	err, commitErr error
+}
+
+// identity is what ps's buffered object holds (the buffer's first and last offsets).
+func (ps *partState) identity() identity {
+	return identity{stream: ps.topic.Stream, topic: ps.topic.Topic, partition: ps.part.PartitionID, first: ps.buf.first, last: ps.buf.last}
 }
 
 // free takes f's bytes off the sink's buffered total, once.
@@ -140,7 +146,11 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 	s.done = make(chan struct{})
 	go s.flusher()
 	s.log.Info("s3 sink open", "bucket", cfg.Bucket, "prefix", cfg.Prefix, "format", cfg.format,
-		"path_template", cfg.PathTemplate, "endpoint", cfg.Endpoint)
+		"path_template", cfg.PathTemplate, "key_template", s.tpl.effective(), "endpoint", cfg.Endpoint)
+	if len(s.tpl.added) > 0 {
+		s.log.Info("s3 sink: path_template lacks a {stream} or {topic} path segment; it is appended, so each topic's objects have keys of their own",
+			"path_template", cfg.PathTemplate, "key_template", s.tpl.effective())
+	}
 	return nil
 }
 
@@ -198,6 +208,22 @@ func (s *Sink) Rewound(ctx context.Context, topic sdk.TopicMetadata, parts []sdk
 	return nil
 }
 
+// checkOwner refuses to resume after key, the highest object the listing found for the
+// partition, when its metadata says it is another partition's (another sink keying its
+// objects alike): resuming there would skip this partition's messages. An object without
+// identity metadata was written by an older version, keyed as now: it counts.
+func (s *Sink) checkOwner(ctx context.Context, key string, topic sdk.TopicMetadata, partition uint32) error {
+	got, known, found, err := s.st.identity(ctx, key)
+	if err != nil || !found || !known {
+		return err // not found: deleted since the listing; the next assignment lists again
+	}
+	if got.stream != topic.Stream || got.topic != topic.Topic || got.partition != partition {
+		return fmt.Errorf("the highest object of the partition, s3://%s/%s, is the object of %s, not of this partition: "+
+			"another sink writes the same keys (give each sink a bucket, prefix or path_template of its own)", s.cfg.Bucket, key, got)
+	}
+	return nil
+}
+
 // reassign drops what the sink held of partition p, lists its objects and starts it
 // afresh: after the highest object of the highest generation, or (rewound) at offset 0
 // of the generation after it.
@@ -209,17 +235,25 @@ func (s *Sink) reassign(ctx context.Context, topic sdk.TopicMetadata, p sdk.Part
 	if old != nil {
 		s.drop(ctx, old)
 	}
-	f := newFinder(s.cfg.Prefix, s.tpl, keyCtx{stream: topic.Stream, topic: topic.Topic, partition: p.PartitionID})
+	kc := keyCtx{stream: topic.Stream, topic: topic.Topic, partition: p.PartitionID}
+	f := newFinder(s.cfg.Prefix, s.tpl, kc)
 	var partials []string
+	top := "" // the key of the highest object
 	err = s.st.list(ctx, f.listPrefix, func(key string) {
 		if _, last, g, ok := f.object(key); ok {
 			if !found || g > gen || g == gen && last+1 > next {
-				next, gen, found = last+1, g, true
+				next, gen, found, top = last+1, g, true, key
 			}
 		} else if f.partial(key) {
 			partials = append(partials, key)
 		}
 	})
+	if err == nil && found {
+		err = s.checkOwner(ctx, top, topic, p.PartitionID)
+	}
+	if err == nil {
+		err = s.legacy(ctx, kc)
+	}
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("s3 sink: partition %d of %s/%s: %w", p.PartitionID, topic.Stream, topic.Topic, err)
 	}
@@ -238,6 +272,35 @@ func (s *Sink) reassign(ctx context.Context, topic sdk.TopicMetadata, p sdk.Part
 		return 0, 0, false, fmt.Errorf("s3 sink: partition %d of %s/%s: %w", p.PartitionID, topic.Stream, topic.Topic, err)
 	}
 	return next, gen, found, nil
+}
+
+// legacy warns when the partition has objects under the keys an older version gave them
+// (the path_template as written, before the segments it lacks were appended or a hash
+// followed a sanitized name): those keys could not tell the sink's topics apart, so they
+// are not counted, and the partition resumes from the group's offset in Iggy (after a
+// graceful stop of the older version, its last commit).
+func (s *Sink) legacy(ctx context.Context, kc keyCtx) error {
+	f, ok := newLegacyFinder(s.cfg.Prefix, s.tpl, kc)
+	if !ok {
+		return nil
+	}
+	n, highest, top := 0, uint64(0), ""
+	err := s.st.list(ctx, f.listPrefix, func(key string) {
+		if _, last, ok := f.offsets(key); ok {
+			n++
+			if top == "" || last > highest {
+				highest, top = last, key
+			}
+		}
+	})
+	if err != nil || n == 0 {
+		return err
+	}
+	s.log.Warn("s3 sink: objects under an older key layout not counted; the partition resumes from Iggy's stored offset "+
+		"(those keys cannot tell the sink's topics apart: objects are now keyed by key_template)",
+		"stream", kc.stream, "topic", kc.topic, "partition", kc.partition, "objects", n, "highest", top,
+		"path_template", s.cfg.PathTemplate, "key_template", s.tpl.effective())
+	return nil
 }
 
 // drop waits for a partition's upload in the background (committing it when it landed),
@@ -438,7 +501,7 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 	}
 	kc := keyCtx{stream: ps.topic.Stream, topic: ps.topic.Topic, partition: ps.part.PartitionID, firstTS: b.firstTS, gen: ps.gen}
 	key := objectKey(s.cfg.Prefix, s.tpl, kc, b.first, b.last, s.cfg.format)
-	f := &inflight{key: key, last: b.last, held: int64(b.size), done: make(chan struct{})}
+	f := &inflight{key: key, id: ps.identity(), last: b.last, held: int64(b.size), done: make(chan struct{})}
 	if s.cfg.format == FormatParquet {
 		// The rows go with the object; the buffer fills the rows slice of the object before.
 		pq := ps.pq
@@ -469,7 +532,7 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 				return // settleLocked encodes it again
 			}
 		}
-		f.err = s.attempt(s.puts, key, func() error { return s.st.put(s.puts, key, f.body, ctype) })
+		f.err = s.attempt(s.puts, key, func() error { return s.st.put(s.puts, key, f.body, ctype, f.id) })
 		if f.err == nil || errors.Is(f.err, errExists) {
 			s.free(f)
 			f.commitErr = s.committer.Commit(part, f.last) // at once: the runtime may be waiting for it
@@ -515,7 +578,7 @@ func (s *Sink) settleLocked(ctx context.Context, ps *partState, block bool) erro
 			return err
 		}
 	}
-	err = s.attempt(ctx, f.key, func() error { return s.st.put(ctx, f.key, f.body, contentType(s.cfg.format)) })
+	err = s.attempt(ctx, f.key, func() error { return s.st.put(ctx, f.key, f.body, contentType(s.cfg.format), f.id) })
 	if err != nil && !errors.Is(err, errExists) {
 		f.err = err
 		ps.inflight = f
@@ -560,7 +623,7 @@ func (s *Sink) reuse(ps *partState, f *inflight) {
 // uploaded logs an object's upload: err is nil or errExists.
 func (s *Sink) uploaded(key string, size int, err error) {
 	if errors.Is(err, errExists) {
-		s.log.Info("s3 sink: object already in the bucket; counted as written", "key", key)
+		s.log.Info("s3 sink: object already in the bucket (its metadata names this range); counted as written", "key", key)
 		return
 	}
 	s.log.Debug("s3 sink: uploaded", "key", key, "bytes", size)
@@ -611,14 +674,17 @@ func (s *Sink) committedLocked(ps *partState, last uint64, key string, err error
 }
 
 // attempt runs one request on key up to max_attempts times, waiting retry_delay, doubled
-// after each failure up to a minute, in between. errExists and errNoUpload are answers,
-// not failures: they end it at once.
+// after each failure up to a minute, in between. errExists, errForeign and errNoUpload
+// are answers, not failures: they end it at once.
 func (s *Sink) attempt(ctx context.Context, key string, req func() error) error {
 	delay := s.cfg.retryDelay
 	for attempt := 1; ; attempt++ {
 		err := req()
 		if err == nil || errors.Is(err, errExists) || errors.Is(err, errNoUpload) {
 			return err
+		}
+		if errors.Is(err, errForeign) {
+			return fmt.Errorf("s3 sink: %w", err)
 		}
 		if attempt >= s.cfg.maxAttempts || ctx.Err() != nil {
 			return fmt.Errorf("s3 sink: upload failed after %d attempts: %w", attempt, err)

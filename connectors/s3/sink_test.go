@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/ferryio/ferry/internal/s3test"
@@ -330,20 +331,53 @@ func TestOtherCommitModesRefused(t *testing.T) {
 }
 
 // TestConditionalPutRefusesSecondWrite: the server honours If-None-Match: * (the second
-// PUT of a key is refused, the first object stays).
+// PUT of a key is refused, the first object stays), and the refusal counts as written
+// (errExists) only when the object there has the upload's identity in its metadata: the
+// same range of the same partition of the same stream's topic. An object of another range,
+// partition, topic or stream, or one without Ferry's metadata, is someone else's: an error
+// naming both, never written.
 func TestConditionalPutRefusesSecondWrite(t *testing.T) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
 	s := open(t, config(srv, bucket, ""), &commits{})
 	ctx := context.Background()
-	if err := s.st.put(ctx, "k", []byte("first"), "text/plain"); err != nil {
+	id := identity{stream: "shop", topic: "orders", partition: 0, first: 0, last: 99}
+	if err := s.st.put(ctx, "k", []byte("first"), "text/plain", id); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.st.put(ctx, "k", []byte("second"), "text/plain"); !errors.Is(err, errExists) {
+	if err := s.st.put(ctx, "k", []byte("second"), "text/plain", id); !errors.Is(err, errExists) {
 		t.Fatalf("second put: %v, want errExists", err)
+	}
+	for _, other := range []identity{
+		{stream: "shop", topic: "refunds", partition: 0, first: 0, last: 99},
+		{stream: "shôp", topic: "orders", partition: 0, first: 0, last: 99},
+		{stream: "shop", topic: "orders", partition: 1, first: 0, last: 99},
+		{stream: "shop", topic: "orders", partition: 0, first: 0, last: 98},
+	} {
+		err := s.st.put(ctx, "k", []byte("other"), "text/plain", other)
+		want := fmt.Sprintf(`upload of %s to s3://%s/k refused: the key already holds the object of stream "shop" topic "orders" partition 0 offsets 0-99; not counted as written`, other, bucket)
+		if !errors.Is(err, errForeign) || errors.Is(err, errExists) || !strings.HasPrefix(err.Error(), want) {
+			t.Fatalf("put of %s: %v\nwant errForeign: %s…", other, err, want)
+		}
 	}
 	if got := string(srv.Get(t, bucket, "k")); got != "first" {
 		t.Fatalf("object holds %q, want first", got)
+	}
+	// An object without Ferry's metadata (another tool's) is not this range either.
+	if _, err := srv.Client.PutObject(ctx, &awss3.PutObjectInput{Bucket: &bucket, Key: aws.String("bare"), Body: strings.NewReader("x")}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.st.put(ctx, "bare", []byte("mine"), "text/plain", id)
+	if !errors.Is(err, errForeign) || !strings.Contains(err.Error(), "the key already holds an object without Ferry's identity metadata") {
+		t.Fatalf("put over an object without metadata: %v, want errForeign", err)
+	}
+	// Names that metadata must encode (not ASCII, spaces, '%') come back as they were.
+	odd := identity{stream: "é ü%/x", topic: "t\u00a0", partition: 7, first: 5, last: 9}
+	if err := s.st.put(ctx, "odd", []byte("x"), "text/plain", odd); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.st.put(ctx, "odd", []byte("x"), "text/plain", odd); !errors.Is(err, errExists) {
+		t.Fatalf("second put of odd names: %v, want errExists", err)
 	}
 }
 

@@ -67,7 +67,7 @@ func (s *Sink) startLocked(ctx context.Context, ps *partState) error {
 	tmp := s.partialKey(ps)
 	var id string
 	err := s.attempt(ctx, tmp, func() (err error) {
-		id, err = s.st.create(ctx, tmp, contentType(s.cfg.format))
+		id, err = s.st.create(ctx, tmp, contentType(s.cfg.format), nil)
 		return err
 	})
 	if err != nil {
@@ -158,10 +158,11 @@ func (s *Sink) finishLocked(ctx context.Context, ps *partState) error {
 	}
 	key := objectKey(s.cfg.Prefix, s.tpl, keyCtx{stream: ps.topic.Stream, topic: ps.topic.Topic,
 		partition: ps.part.PartitionID, firstTS: b.firstTS, gen: ps.gen}, b.first, b.last, s.cfg.format)
-	err := s.attempt(ctx, key, func() error { return s.st.copy(ctx, up.tmp, key, contentType(s.cfg.format), up.sizes) })
+	ident := ps.identity()
+	err := s.attempt(ctx, key, func() error { return s.st.copy(ctx, up.tmp, key, contentType(s.cfg.format), up.sizes, ident) })
 	switch {
 	case errors.Is(err, errExists):
-		s.log.Info("s3 sink: object already in the bucket; counted as written", "key", key)
+		s.log.Info("s3 sink: object already in the bucket (its metadata names this range); counted as written", "key", key)
 	case errors.Is(err, errNoUpload): // the partial object was deleted by the partition's next owner
 		s.lostLocked(ctx, ps)
 		return nil

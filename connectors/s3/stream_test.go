@@ -221,7 +221,7 @@ func TestGoneUpload(t *testing.T) {
 	s := open(t, config(srv, srv.Bucket(t), streamCfg), &commits{})
 	ctx := context.Background()
 	const key = "gone/object.partial"
-	id, err := s.st.create(ctx, key, "application/octet-stream")
+	id, err := s.st.create(ctx, key, "application/octet-stream", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -201,7 +201,9 @@ type ParquetRow struct {
 	Topic       string            `json:"topic"`
 	TimestampUS int64             `json:"timestamp_us"`
 	Headers     map[string]string `json:"headers"`
-	Columns     map[string]any    `json:"columns"` // every column but the metadata and payload
+	// Columns are every column but the metadata and payload; numbers as pyarrow's JSON
+	// wrote them (json.Number: 0 for an integer column, 0.0 for a double).
+	Columns map[string]any `json:"columns"`
 }
 
 // ParquetObject is one object of the bucket as pyarrow read it.
@@ -229,6 +231,7 @@ func (s *Server) ReadParquet(t testing.TB, bucket string) []ParquetObject {
 	}
 	var objs []ParquetObject
 	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.UseNumber()
 	for dec.More() {
 		var o ParquetObject
 		if err := dec.Decode(&o); err != nil {

@@ -131,16 +131,16 @@ func (p *poller) round(ctx context.Context) (sdk.SourceBatch, sdk.AckFunc, error
 			return sdk.SourceBatch{}, nil, fmt.Errorf("poll %s: %w", table, res.Err)
 		}
 		for _, row := range res.Rows {
-			m, track, pk, err := p.message(table, res.FieldDescriptions, row)
+			m, keys, err := p.message(table, res.FieldDescriptions, row)
 			if err != nil {
 				return sdk.SourceBatch{}, nil, sdk.Permanent(fmt.Errorf("poll %s: %w", table, err))
 			}
 			batch.Messages = append(batch.Messages, m)
-			if track != "" {
-				next[table] = track
+			if keys.hasTrack {
+				next[table] = keys.track
 			}
-			if pk != "" {
-				done[table] = append(done[table], pk)
+			if keys.hasPK {
+				done[table] = append(done[table], keys.pk)
 			}
 		}
 	}
@@ -203,11 +203,18 @@ func arrayLiteral(vals []string) []byte {
 	return append(b, '}')
 }
 
+// rowKeys are a row's tracking value and primary key, each as text, when the row has it
+// (not NULL): the empty string is a value like any other.
+type rowKeys struct {
+	track, pk       string
+	hasTrack, hasPK bool
+}
+
 // message renders one row as upstream does: the record envelope with operation_type
 // SELECT (with include_metadata = false the row goes under data.data), or the payload
 // column alone.
-func (p *poller) message(table string, fields []pgconn.FieldDescription, row [][]byte) (sdk.ProducedMessage, string, string, error) {
-	var track, pk string
+func (p *poller) message(table string, fields []pgconn.FieldDescription, row [][]byte) (sdk.ProducedMessage, rowKeys, error) {
+	var keys rowKeys
 	pkCol := p.cfg.PrimaryKeyColumn
 	if pkCol == "" {
 		pkCol = p.cfg.TrackingColumn
@@ -221,15 +228,15 @@ func (p *poller) message(table string, fields []pgconn.FieldDescription, row [][
 			break
 		}
 		if name == p.cfg.TrackingColumn && row[i] != nil {
-			track = string(row[i])
+			keys.track, keys.hasTrack = string(row[i]), true
 		}
 		if name == pkCol && row[i] != nil {
-			pk = string(row[i])
+			keys.pk, keys.hasPK = string(row[i]), true
 		}
 		if p.cfg.PayloadColumn != "" && name == p.cfg.PayloadColumn {
 			var err error
 			if payload, err = p.payload(f.DataTypeOID, row[i]); err != nil {
-				return sdk.ProducedMessage{}, "", "", fmt.Errorf("column %s: %w", name, err)
+				return sdk.ProducedMessage{}, keys, fmt.Errorf("column %s: %w", name, err)
 			}
 			continue
 		}
@@ -248,7 +255,7 @@ func (p *poller) message(table string, fields []pgconn.FieldDescription, row [][
 		}
 		v, err := jsonValue(p.types, f.DataTypeOID, row[i])
 		if err != nil {
-			return sdk.ProducedMessage{}, "", "", fmt.Errorf("column %s: %w", name, err)
+			return sdk.ProducedMessage{}, keys, fmt.Errorf("column %s: %w", name, err)
 		}
 		data = append(data, v...)
 	}
@@ -259,9 +266,9 @@ func (p *poller) message(table string, fields []pgconn.FieldDescription, row [][
 		}
 		c := change{table: table, op: "SELECT", commitTime: time.Now(), data: data}
 		m, err := c.message()
-		return sdk.ProducedMessage{Payload: m.Payload}, track, pk, err
+		return sdk.ProducedMessage{Payload: m.Payload}, keys, err
 	}
-	return sdk.ProducedMessage{Payload: payload}, track, pk, nil
+	return sdk.ProducedMessage{Payload: payload}, keys, nil
 }
 
 // payload extracts payload_column as payload_format says: bytea (or raw), text, or
