@@ -161,10 +161,17 @@ func tableRows(t *testing.T, db interface {
 // TestPurgedTopicS3: the S3 sink names its objects by offset range, so after a purge the
 // new messages 0..49 were "already in the bucket" (the purged messages' object of that
 // range answered the conditional PUT with 412) and skipped, and the sink resumed past
-// them. Now a rewind noticed while running starts a new generation of objects: the
-// bucket holds the purged messages' two objects under their keys and the new messages'
+// them. Now a rewind starts a new generation of objects, whether noticed while running or,
+// for a purge made while the runtime was stopped, by the checked seek (each object's
+// metadata records its last message's timestamp): the bucket holds the purged messages' two objects under their keys and the new messages'
 // three under keys of generation 1, each message exactly once.
 func TestPurgedTopicS3(t *testing.T) {
+	for _, during := range []string{"running", "stopped"} {
+		t.Run(during, func(t *testing.T) { purgedTopicS3(t, during) })
+	}
+}
+
+func purgedTopicS3(t *testing.T, during string) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
 	g := &pollGate{}
@@ -198,18 +205,30 @@ path_template = "{stream}/{topic}"
 max_messages_per_file = 50
 flush_interval = "50ms"
 `, bucket, srv.Region, srv.Endpoint, srv.AccessKey, srv.SecretKey)
-	rt, logs := startSinkFileLogged(t, env, filepath.Join(t.TempDir(), "s3.toml"), doc)
+	file0 := filepath.Join(t.TempDir(), "s3.toml")
+	rt, logs := startSinkFileLogged(t, env, file0, doc)
 	defer func() { stopRuntime(t, rt) }()
 	testkit.WaitFor(t, "the group's offset at 99", func() bool {
 		o, ok := env.Stored("g", "s", "t", 0)
 		return ok && o == 99
 	})
-	g.close(t)
+	file := file0
+	if during == "running" {
+		g.close(t)
+	} else {
+		stopRuntime(t, rt)
+	}
 	if err := env.Admin.PurgeTopic(bg(t), iggy.Name("s"), iggy.Name("t")); err != nil {
 		t.Fatal(err)
 	}
 	env.Fill("s", "t", 0, 150, func(i int) []byte { return fmt.Appendf(nil, `{"new":%d}`, i) })
-	g.open()
+	if during == "running" {
+		g.open()
+	} else {
+		// Purged while the sink was away: its seek's timestamp (the highest object's
+		// last message) no longer matches the message at 99, so the partition is rewound.
+		rt, logs = startSinkFileLogged(t, env, file, doc)
+	}
 	testkit.WaitFor(t, "the group's offset at 149", func() bool {
 		o, ok := env.Stored("g", "s", "t", 0)
 		return ok && o == 149

@@ -205,8 +205,14 @@ func TestConsumerPurgedIdlePartition(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	slices.SortFunc(rewound, func(a, b iggy.PartitionRewind) int { return int(a.Partition) - int(b.Partition) })
-	if len(rewound) != 3 || rewound[0].Current != 109 || rewound[1].Current != 49 || rewound[2].Current != 99 {
-		t.Fatalf("rewinds %+v; want partitions 0, 1, 2 at current offsets 109, 49, 99", rewound)
+	// Each partition is found by the path described above, or, when a poll of the idle
+	// loop above was still in flight at the purge (its context ended before the reply
+	// came), by that empty reply's current offset 0: which comes first is the scheduler's
+	// choice, both are the rule.
+	for i, want := range []uint64{109, 49, 99} {
+		if len(rewound) != 3 || rewound[i].Partition != uint32(i) || (rewound[i].Current != want && rewound[i].Current != 0) {
+			t.Fatalf("rewinds %+v; want partitions 0, 1, 2 at current offsets 109, 49, 99 (or 0)", rewound)
+		}
 	}
 	for _, r := range rewound {
 		if r.Position != 100 {

@@ -135,7 +135,7 @@ func (st *store) verify(ctx context.Context, key string, want identity) error {
 		return err
 	case !found: // deleted since: the next attempt writes it
 		return fmt.Errorf("put s3://%s/%s: refused as existing, then not found", st.bucket, key)
-	case known && got == want:
+	case known && got.same(want):
 		return errExists
 	}
 	return &foreignError{bucket: st.bucket, key: key, want: want, got: got, known: known}

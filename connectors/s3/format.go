@@ -29,6 +29,7 @@ type buffer struct {
 	first   uint64
 	last    uint64
 	firstTS uint64
+	lastTS  uint64 // the timestamp of the message at last
 	schema  sdk.Schema
 	scratch bytes.Buffer
 	enc     *json.Encoder
@@ -102,7 +103,7 @@ func (b *buffer) reset() {
 	clear(b.rows) // dropped (an uploaded object took its rows along): the slice is reused
 	b.data, b.rows = b.data[:0], b.rows[:0]
 	b.arena = arena{} // the rows uploaded may still be read by an encoder: never reused
-	b.count, b.size, b.total, b.first, b.last, b.firstTS = 0, 0, 0, 0, 0, 0
+	b.count, b.size, b.total, b.first, b.last, b.firstTS, b.lastTS = 0, 0, 0, 0, 0, 0, 0
 }
 
 // add appends one message; it returns the bytes the buffer grew by. It refuses a message
@@ -118,7 +119,7 @@ func (b *buffer) add(s *settings, topic sdk.TopicMetadata, p sdk.Partition, sche
 	if b.count == 0 {
 		b.first, b.firstTS, b.schema = m.Offset, m.Timestamp, schema
 	}
-	b.last = m.Offset
+	b.last, b.lastTS = m.Offset, m.Timestamp
 	b.count++
 	var grew uint64
 	switch s.format {

@@ -17,6 +17,10 @@ type identity struct {
 	stream, topic string
 	partition     uint32
 	first, last   uint64
+	// lastTS is the server timestamp of the message at last (0: not recorded). A seek
+	// gives it to the runtime, which checks that the partition still holds that message:
+	// one purged while the sink was stopped is then found rewound, not resumed past.
+	lastTS uint64
 }
 
 // User metadata keys (x-amz-meta-…); stream and topic names are percent-encoded, as
@@ -26,15 +30,30 @@ const (
 	metaTopic     = "ferry-topic"
 	metaPartition = "ferry-partition"
 	metaOffsets   = "ferry-offsets" // "<first>-<last>"
+	metaLastTS    = "ferry-last-timestamp"
 )
 
 func (id identity) meta() map[string]string {
-	return map[string]string{
+	m := map[string]string{
 		metaStream:    url.PathEscape(id.stream),
 		metaTopic:     url.PathEscape(id.topic),
 		metaPartition: strconv.FormatUint(uint64(id.partition), 10),
 		metaOffsets:   fmt.Sprintf("%d-%d", id.first, id.last),
 	}
+	if id.lastTS > 0 {
+		m[metaLastTS] = strconv.FormatUint(id.lastTS, 10)
+	}
+	return m
+}
+
+// same reports whether two identities name the same range of the same partition (the
+// timestamp counts only when both know it).
+func (id identity) same(o identity) bool {
+	a, b := id, o
+	if a.lastTS == 0 || b.lastTS == 0 {
+		a.lastTS, b.lastTS = 0, 0
+	}
+	return a == b
 }
 
 // String names the identity in errors and logs.
@@ -75,6 +94,11 @@ func identityOf(meta map[string]string) (id identity, ok bool) {
 	id.partition = uint32(p)
 	if _, err := fmt.Sscanf(of, "%d-%d", &id.first, &id.last); err != nil {
 		return id, false
+	}
+	if ts, ok := get(metaLastTS); ok {
+		if id.lastTS, err = strconv.ParseUint(ts, 10, 64); err != nil {
+			return id, false
+		}
 	}
 	return id, true
 }

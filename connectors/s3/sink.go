@@ -98,7 +98,7 @@ type inflight struct {
 
 // identity is what ps's buffered object holds (the buffer's first and last offsets).
 func (ps *partState) identity() identity {
-	return identity{stream: ps.topic.Stream, topic: ps.topic.Topic, partition: ps.part.PartitionID, first: ps.buf.first, last: ps.buf.last}
+	return identity{stream: ps.topic.Stream, topic: ps.topic.Topic, partition: ps.part.PartitionID, first: ps.buf.first, last: ps.buf.last, lastTS: ps.buf.lastTS}
 }
 
 // free takes f's bytes off the sink's buffered total, once.
@@ -170,20 +170,21 @@ func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sd
 
 // Positions implements sdk.RewindSeeker: for each partition it lists the partition's
 // objects and returns the offset after the highest one written in the highest
-// generation; a partition with no object resumes from the group's stored offset. The
-// position carries no timestamp (objects do not record their last message's yet), so it
-// is not checked. Whatever the sink buffered for an earlier assignment of the partition
+// generation, with the timestamp of that object's last message (its identity metadata;
+// none for an object an older version wrote), which the runtime checks against the
+// partition: one purged while the sink was stopped is found rewound. A partition with no
+// object resumes from the group's stored offset. Whatever the sink buffered for an earlier assignment of the partition
 // is dropped (it is polled again from there), once its upload under way, if any, is
 // done; incomplete multipart uploads and partial objects of the partition are removed.
 func (s *Sink) Positions(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]sdk.Position, error) {
 	out := map[sdk.Partition]sdk.Position{}
 	for _, p := range parts {
-		next, gen, found, err := s.reassign(ctx, topic, p, false)
+		next, gen, found, lastTS, err := s.reassign(ctx, topic, p, false)
 		if err != nil {
 			return nil, err
 		}
 		if found {
-			out[p] = sdk.Position{Next: next}
+			out[p] = sdk.Position{Next: next, Timestamp: lastTS}
 		}
 		s.log.Debug("s3 sink: partition assigned", "stream", topic.Stream, "topic", topic.Topic,
 			"partition", p.PartitionID, "resume_at", next, "generation", gen, "found", found)
@@ -198,7 +199,7 @@ var _ sdk.RewindSeeker = (*Sink)(nil)
 // the bucket under their keys.
 func (s *Sink) Rewound(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) error {
 	for _, p := range parts {
-		_, gen, _, err := s.reassign(ctx, topic, p, true)
+		_, gen, _, _, err := s.reassign(ctx, topic, p, true)
 		if err != nil {
 			return err
 		}
@@ -212,22 +213,24 @@ func (s *Sink) Rewound(ctx context.Context, topic sdk.TopicMetadata, parts []sdk
 // partition, when its metadata says it is another partition's (another sink keying its
 // objects alike): resuming there would skip this partition's messages. An object without
 // identity metadata was written by an older version, keyed as now: it counts.
-func (s *Sink) checkOwner(ctx context.Context, key string, topic sdk.TopicMetadata, partition uint32) error {
+//
+// It returns the timestamp of the object's last message (0 when it does not record one).
+func (s *Sink) checkOwner(ctx context.Context, key string, topic sdk.TopicMetadata, partition uint32) (uint64, error) {
 	got, known, found, err := s.st.identity(ctx, key)
 	if err != nil || !found || !known {
-		return err // not found: deleted since the listing; the next assignment lists again
+		return 0, err // not found: deleted since the listing; the next assignment lists again
 	}
 	if got.stream != topic.Stream || got.topic != topic.Topic || got.partition != partition {
-		return fmt.Errorf("the highest object of the partition, s3://%s/%s, is the object of %s, not of this partition: "+
+		return 0, fmt.Errorf("the highest object of the partition, s3://%s/%s, is the object of %s, not of this partition: "+
 			"another sink writes the same keys (give each sink a bucket, prefix or path_template of its own)", s.cfg.Bucket, key, got)
 	}
-	return nil
+	return got.lastTS, nil
 }
 
 // reassign drops what the sink held of partition p, lists its objects and starts it
 // afresh: after the highest object of the highest generation, or (rewound) at offset 0
 // of the generation after it.
-func (s *Sink) reassign(ctx context.Context, topic sdk.TopicMetadata, p sdk.Partition, rewound bool) (next, gen uint64, found bool, err error) {
+func (s *Sink) reassign(ctx context.Context, topic sdk.TopicMetadata, p sdk.Partition, rewound bool) (next, gen uint64, found bool, lastTS uint64, err error) {
 	// An upload of an earlier assignment still under way would land after the listing.
 	s.mu.Lock()
 	old := s.parts[p]
@@ -249,19 +252,19 @@ func (s *Sink) reassign(ctx context.Context, topic sdk.TopicMetadata, p sdk.Part
 		}
 	})
 	if err == nil && found {
-		err = s.checkOwner(ctx, top, topic, p.PartitionID)
+		lastTS, err = s.checkOwner(ctx, top, topic, p.PartitionID)
 	}
 	if err == nil {
 		err = s.legacy(ctx, kc)
 	}
 	if err != nil {
-		return 0, 0, false, fmt.Errorf("s3 sink: partition %d of %s/%s: %w", p.PartitionID, topic.Stream, topic.Topic, err)
+		return 0, 0, false, 0, fmt.Errorf("s3 sink: partition %d of %s/%s: %w", p.PartitionID, topic.Stream, topic.Topic, err)
 	}
 	if old != nil && old.gen > gen { // a generation begun, no object written in it yet
-		next, gen, found = 0, old.gen, false
+		next, gen, found, lastTS = 0, old.gen, false, 0
 	}
 	if rewound {
-		next, found = 0, false
+		next, found, lastTS = 0, false, 0
 		gen++
 	}
 	fresh := &partState{topic: topic, part: p, next: next, committed: next - 1, hasCommitted: found, gen: gen}
@@ -269,9 +272,9 @@ func (s *Sink) reassign(ctx context.Context, topic sdk.TopicMetadata, p sdk.Part
 	s.parts[p] = fresh
 	s.mu.Unlock()
 	if err := s.abandoned(ctx, f, partials); err != nil {
-		return 0, 0, false, fmt.Errorf("s3 sink: partition %d of %s/%s: %w", p.PartitionID, topic.Stream, topic.Topic, err)
+		return 0, 0, false, 0, fmt.Errorf("s3 sink: partition %d of %s/%s: %w", p.PartitionID, topic.Stream, topic.Topic, err)
 	}
-	return next, gen, found, nil
+	return next, gen, found, lastTS, nil
 }
 
 // legacy warns when the partition has objects under the keys an older version gave them
