@@ -75,7 +75,7 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 			s.failStart(err)
 		}
 	}()
-	env := sdk.SinkEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, Logger: s.log, OnFailure: string(s.cfg.OnFailure)}
+	env := sdk.SinkEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, Logger: s.log, OnFailure: sdk.OnFailure(s.cfg.OnFailure)}
 	if s.policy.sinkCommits {
 		env.Committer = sinkCommitter{s}
 	}

@@ -150,7 +150,7 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 		}
 		s.failure.dlq = s.dlq
 	}
-	env := sdk.SourceEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, State: state, Logger: s.log, Tail: prod.tail}
+	env := sdk.SourceEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, State: state, Logger: s.log, Tail: prod.tail, TailN: prod.tailN}
 	if err := callSafely(func() error { return s.src.Open(ctx, env) }); err != nil {
 		s.logOpenFailed(err)
 		closeProducers()
