@@ -173,4 +173,3 @@ func (r *sourceRun) at(mayCrash bool, name string) {
 		panic(crashed{})
 	}
 }
-
