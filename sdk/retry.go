@@ -47,6 +47,10 @@ type Retry struct {
 	// Transient, when set, says which errors are worth retrying; the others end Do at
 	// once, as Permanent ones do.
 	Transient func(error) bool
+	// Steer, when set, reads the errors instead of [SteeringOf] (a loop whose errors come
+	// from the runtime's own calls, not a connector's, retries them all: return
+	// SteerRetry).
+	Steer func(error) (Steering, time.Duration)
 	// OnRetry, when set, is told of each failure that will be retried (for counters), with
 	// how it was steered and the wait before the next attempt.
 	OnRetry func(RetryEvent)
@@ -137,7 +141,11 @@ func (r Retry) Do(ctx context.Context, op func(ctx context.Context, attempt int)
 		if ctx.Err() != nil {
 			return Stopped(ctx.Err(), err)
 		}
-		how, asked := SteeringOf(err)
+		steer := r.Steer
+		if steer == nil {
+			steer = SteeringOf
+		}
+		how, asked := steer(err)
 		if how == SteerRetry && r.Transient != nil && !r.Transient(err) {
 			how = SteerPermanent
 		}

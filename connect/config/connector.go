@@ -21,14 +21,14 @@ const (
 
 // FailurePolicy is a connector's on_failure: what happens to a batch whose retries ran out
 // (a sink's batch that the plugin failed to consume, a source's batch that could not be
-// sent).
-type FailurePolicy string
+// sent). It is the sdk's value, the one a Go sink is opened with.
+type FailurePolicy = sdk.OnFailure
 
 // Failure policies.
 const (
-	FailureStop       FailurePolicy = "stop"
-	FailureDeadLetter FailurePolicy = "dead_letter"
-	FailureSkip       FailurePolicy = "skip"
+	FailureStop       = sdk.FailureStop
+	FailureDeadLetter = sdk.FailureDeadLetter
+	FailureSkip       = sdk.FailureSkip
 )
 
 // Connector defaults (upstream's, and Ferry's for Ferry keys).
@@ -364,4 +364,10 @@ func (s *Sink) String() string {
 func (s *Source) String() string {
 	return fmt.Sprintf("source %s v%d (%s) path=%s enabled=%t on_failure=%s streams=%d plugin_config=%s",
 		s.Key, s.Version, s.File, s.Path, s.Enabled, s.OnFailure, len(s.Streams), s.RedactedPluginConfig())
+}
+
+// DeadLetterTopic returns the dead-letter topic of a connector whose on_failure sends
+// there, and false for any other on_failure.
+func DeadLetterTopic(policy FailurePolicy, dl DeadLetter) (DeadLetter, bool) {
+	return dl, policy == FailureDeadLetter
 }
