@@ -105,5 +105,7 @@ type producer interface {
 	send(ctx context.Context, msgs []sdk.ProducedMessage) error
 	// tail reads the last message of each partition (sdk.SourceEnv.Tail).
 	tail(ctx context.Context) (sdk.Tail, error)
+	// tailN reads the last n messages of each partition (sdk.SourceEnv.TailN).
+	tailN(ctx context.Context, n int) (sdk.Tail, error)
 	close(ctx context.Context) error
 }

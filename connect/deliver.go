@@ -177,54 +177,31 @@ func (p *batchProcessor) process(ctx context.Context, topic sdk.TopicMetadata, m
 
 // consume calls Consume until it succeeds, the sink rejects messages (returned, not
 // retried), the error is sdk.Permanent, the connector's max_retries is exhausted, or ctx
-// ends. The sink's errors steer the retries: an sdk.BackOffError waits what it asks, and
-// sdk.ErrNotConnected reconnects (sdk.Reconnector); neither counts toward max_retries.
+// ends: the one retry loop, sdk.Retry, steered by the sink's errors (an sdk.BackOffError
+// waits what it asks, sdk.ErrNotConnected reconnects through sdk.Reconnector; neither
+// counts toward max_retries).
 func (p *batchProcessor) consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) (*sdk.RejectedMessages, error) {
-	part := meta.Partition.PartitionID
-	b := p.failure.consume
-	failed := 0
-	for attempt := 1; ; attempt++ {
+	r := p.failure.consume.Retry()
+	r.What, r.Log, r.LogAttrs = "consume", p.log, []any{"partition", meta.Partition.PartitionID}
+	r.Reconnector, r.Sleep = reconnectorOf(p.sink), p.sleep
+	var rej *sdk.RejectedMessages
+	err := r.Do(ctx, func(ctx context.Context, attempt int) error {
 		if attempt > 1 {
 			p.counters.Retries.Add(1)
 		}
 		err := callSafely(func() error { return p.sink.Consume(ctx, topic, meta, msgs) })
 		if err == nil {
-			return nil, nil
+			return nil
 		}
-		if rej := rejectedOf(err); rej != nil {
-			return rej, nil
+		if rej = rejectedOf(err); rej != nil {
+			return nil // written except these: never retried, a retry would find the batch written
 		}
-		if ctx.Err() != nil {
-			return nil, stopped(ctx.Err(), err)
+		if ctx.Err() == nil {
+			p.counters.ConsumeErrors.Add(1)
 		}
-		p.counters.ConsumeErrors.Add(1)
-		var wait time.Duration
-		switch how, asked := steer(err); how {
-		case steerPermanent:
-			return nil, err
-		case steerBackOff:
-			if wait = asked; wait <= 0 {
-				wait = b.Delay(failed + 1)
-			}
-			p.log.Warn("consume asked to back off", "partition", part, "attempt", attempt, "backoff", wait, "error", err)
-		case steerReconnect:
-			p.log.Warn("sink not connected; reconnecting", "partition", part, "attempt", attempt, "error", err)
-			if rerr := reconnect(ctx, p.sink, b, p.log); rerr != nil {
-				return nil, stopped(ctx.Err(), err)
-			}
-			continue
-		default:
-			failed++
-			if b.Attempts > 0 && uint32(failed) >= b.Attempts {
-				return nil, err
-			}
-			wait = b.Delay(failed)
-			p.log.Warn("consume failed; retrying", "partition", part, "attempt", failed, "of", b.Attempts, "backoff", wait, "error", err)
-		}
-		if !p.sleep(ctx, wait) {
-			return nil, stopped(ctx.Err(), err)
-		}
-	}
+		return err
+	})
+	return rej, err
 }
 
 // sleep waits d or until ctx ends (a test hook replaces it to see the waits).

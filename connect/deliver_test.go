@@ -53,8 +53,9 @@ func (d *recordingDLQ) send(_ context.Context, msgs []sdk.ProducedMessage) error
 	return nil
 }
 
-func (d *recordingDLQ) close(context.Context) error            { return nil }
-func (d *recordingDLQ) tail(context.Context) (sdk.Tail, error) { return sdk.Tail{}, nil }
+func (d *recordingDLQ) close(context.Context) error                  { return nil }
+func (d *recordingDLQ) tail(context.Context) (sdk.Tail, error)       { return sdk.Tail{}, nil }
+func (d *recordingDLQ) tailN(context.Context, int) (sdk.Tail, error) { return sdk.Tail{}, nil }
 
 func testBatch(first uint64, n int) []sdk.ConsumedMessage {
 	out := make([]sdk.ConsumedMessage, n)

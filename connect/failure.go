@@ -64,6 +64,18 @@ type failurePolicy struct {
 	log                   *slog.Logger
 }
 
+// deadLetterTopic returns the dead-letter topic when messages that fail go there.
+func (p *failurePolicy) deadLetterTopic(dl config.DeadLetter) (config.DeadLetter, bool) {
+	return config.DeadLetterTopic(p.onFailure, dl)
+}
+
+// stops reports whether a failure stops the connector (on_failure = stop): nothing at or
+// after the failed messages may be acknowledged or committed.
+func (p *failurePolicy) stops() bool { return p.onFailure == config.FailureStop }
+
+// String is the policy as a file writes it, for logs.
+func (p *failurePolicy) String() string { return string(p.onFailure) }
+
 func sinkFailurePolicy(cfg *config.Sink, c *Counters, log *slog.Logger) *failurePolicy {
 	r := cfg.Retry
 	return &failurePolicy{onFailure: cfg.OnFailure, who: "sink",

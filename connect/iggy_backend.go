@@ -162,7 +162,12 @@ type iggyProducer struct {
 
 // tail reads the last message of each of the producer's partitions with a standalone
 // consumer that stores nothing.
-func (s iggyProducer) tail(ctx context.Context) (sdk.Tail, error) {
+func (s iggyProducer) tail(ctx context.Context) (sdk.Tail, error) { return s.tailN(ctx, 1) }
+
+// tailN reads the last n messages of each of the producer's partitions (sdk.SourceEnv.TailN);
+// with n > 1 they are in Tail.Recent, oldest first.
+func (s iggyProducer) tailN(ctx context.Context, n int) (sdk.Tail, error) {
+	n = max(n, 1)
 	parts := s.p.Partitions()
 	t, err := s.c.GetTopic(ctx, iggy.Name(s.stream), iggy.Name(s.topic))
 	if err != nil {
@@ -174,37 +179,68 @@ func (s iggyProducer) tail(ctx context.Context) (sdk.Tail, error) {
 	}
 	out := sdk.Tail{Last: make([]*sdk.SentMessage, len(parts)),
 		PartitionOf: func(key []byte) int { return int(wire.PartitionForKey(key, uint32(len(parts)))) }}
+	if n > 1 {
+		out.Recent = make([][]*sdk.SentMessage, len(parts))
+	}
 	for i, id := range parts {
 		d, ok := details[id]
 		if !ok || d.MessagesCount == 0 {
 			continue
 		}
-		pid := id
-		r, err := s.c.PollMessages(ctx, iggy.PollRequest{Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: wire.NumericID(0)},
-			Stream: iggy.Name(s.stream), Topic: iggy.Name(s.topic), Partition: &pid, Strategy: wire.PollOffset(d.CurrentOffset), Count: 1})
-		if err != nil {
-			return sdk.Tail{}, fmt.Errorf("read the last message of %s/%s partition %d: %w", s.stream, s.topic, id, err)
+		from := uint64(0)
+		if d.CurrentOffset+1 > uint64(n) {
+			from = d.CurrentOffset + 1 - uint64(n)
 		}
-		if len(r.Messages) > 0 {
-			m := r.Messages[len(r.Messages)-1]
-			sm := &sdk.SentMessage{Partition: id, Offset: m.Offset}
-			binary.LittleEndian.PutUint64(sm.ID[:8], m.ID.Lo)
-			binary.LittleEndian.PutUint64(sm.ID[8:], m.ID.Hi)
-			kvs, err := m.Headers(nil)
+		var got []*sdk.SentMessage
+		for from <= d.CurrentOffset {
+			pid := id
+			r, err := s.c.PollMessages(ctx, iggy.PollRequest{Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: wire.NumericID(0)},
+				Stream: iggy.Name(s.stream), Topic: iggy.Name(s.topic), Partition: &pid, Strategy: wire.PollOffset(from),
+				Count: uint32(min(d.CurrentOffset-from+1, 1<<20))})
 			if err != nil {
+				return sdk.Tail{}, fmt.Errorf("read the last messages of %s/%s partition %d: %w", s.stream, s.topic, id, err)
+			}
+			if len(r.Messages) == 0 {
 				r.Release()
-				return sdk.Tail{}, fmt.Errorf("%s/%s partition %d offset %d: headers: %w", s.stream, s.topic, id, m.Offset, err)
+				break // expired or purged meanwhile: what is left was read
 			}
-			for _, kv := range kvs {
-				sm.Headers = append(sm.Headers, sdk.Header{
-					Key:   sdk.HeaderField{Kind: sdk.HeaderKind(kv.Key.Kind), Value: append([]byte(nil), kv.Key.Raw...)},
-					Value: sdk.HeaderField{Kind: sdk.HeaderKind(kv.Value.Kind), Value: append([]byte(nil), kv.Value.Raw...)}})
+			for j := range r.Messages {
+				m := &r.Messages[j]
+				sm, err := sentMessage(id, m)
+				if err != nil {
+					r.Release()
+					return sdk.Tail{}, fmt.Errorf("%s/%s partition %d offset %d: headers: %w", s.stream, s.topic, id, m.Offset, err)
+				}
+				got = append(got, sm)
+				from = m.Offset + 1
 			}
-			out.Last[i] = sm
+			r.Release()
 		}
-		r.Release()
+		if len(got) > 0 {
+			out.Last[i] = got[len(got)-1]
+			if n > 1 {
+				out.Recent[i] = got
+			}
+		}
 	}
 	return out, nil
+}
+
+// sentMessage copies what a source may read back of m (its slices are the caller's).
+func sentMessage(partition uint32, m *wire.Message) (*sdk.SentMessage, error) {
+	sm := &sdk.SentMessage{Partition: partition, Offset: m.Offset}
+	binary.LittleEndian.PutUint64(sm.ID[:8], m.ID.Lo)
+	binary.LittleEndian.PutUint64(sm.ID[8:], m.ID.Hi)
+	kvs, err := m.Headers(nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range kvs {
+		sm.Headers = append(sm.Headers, sdk.Header{
+			Key:   sdk.HeaderField{Kind: sdk.HeaderKind(kv.Key.Kind), Value: append([]byte(nil), kv.Key.Raw...)},
+			Value: sdk.HeaderField{Kind: sdk.HeaderKind(kv.Value.Kind), Value: append([]byte(nil), kv.Value.Raw...)}})
+	}
+	return sm, nil
 }
 
 func (s iggyProducer) send(ctx context.Context, msgs []sdk.ProducedMessage) error {

@@ -128,18 +128,18 @@ func sourceFactory(reg *sdk.Registry, load SourcePluginLoader, cfg *config.Sourc
 }
 
 // checkPluginConfig validates a built-in connector's plugin_config against its spec, as its
-// Open would, naming the connector's file and every field. Permanent: the config does not
+// Open would, naming the connector's file, every field and its line. Permanent: the config does not
 // change until a restart re-reads it.
 func checkPluginConfig(spec sdk.ConfigSpec, c *config.Common) error {
 	errs := append(spec.Validate(c.PluginConfig), config.CheckOutputPaths(spec, c.PluginConfig)...)
 	if len(errs) == 0 {
 		return nil
 	}
-	msgs := make([]string, len(errs))
-	for i, e := range errs {
-		msgs[i] = e.Error()
+	var msgs []string
+	for _, e := range flattenErrors(c.PluginConfigError(errors.Join(errs...))) {
+		msgs = append(msgs, e.Error())
 	}
-	return permanentError{fmt.Errorf("%s: %s", c.File, strings.Join(msgs, "; "))}
+	return permanentError{errors.New(strings.Join(msgs, "; "))}
 }
 
 // invalidConnector stands for a connector whose config file did not load
@@ -172,3 +172,18 @@ func (c *invalidConnector) statusOf() Status {
 var errInvalidConfig = errors.New("its config file did not load")
 
 var _ connector = (*invalidConnector)(nil)
+
+// flattenErrors lists the errors joined in err.
+func flattenErrors(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flattenErrors(e)...)
+		}
+		return out
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
+}

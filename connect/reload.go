@@ -235,14 +235,14 @@ func (r *Runtime) dropSlot(sl *slot) {
 }
 
 // sameConfig reports whether two configs of one connector would run alike: equal but for
-// the file they were read from and the warnings of their load.
+// the file they were read from, the warnings of their load and the lines their keys are on.
 func sameConfig[C config.Sink | config.Source](a, b *C) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
 	x, y := *a, *b
 	for _, c := range []*config.Common{common(&x), common(&y)} {
-		c.File, c.Warnings = "", nil
+		c.File, c.Warnings, c.PluginKeys = "", nil, nil
 	}
 	return reflect.DeepEqual(x, y)
 }

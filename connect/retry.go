@@ -2,19 +2,16 @@ package connect
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/ferryio/ferry/sdk"
 )
 
-// Backoff is capped exponential backoff. Attempts are counted from 1 (the first call);
-// the wait after the n-th failed attempt is Initial·2^(n−1), at most Max. So the first
-// retry waits Initial, not twice it (upstream's runtime doubles before its first retry).
-// Every retry in the package —
-// retry below, the store loop's per-partition backoff — uses this one convention.
+// Backoff is the runtime's retry pacing from a connector's [retry] table (or a fixed
+// default): capped exponential backoff with the one convention of every retry in Ferry,
+// sdk.Retry's: attempts count from 1 and the wait after the n-th failed attempt is
+// Initial·2^(n−1), at most Max. So the first retry waits Initial, not twice it
+// (upstream's runtime doubles before its first retry).
 type Backoff struct {
 	Initial time.Duration // must be > 0 (values ≤ 0 mean 1ms)
 	Max     time.Duration // cap; values below Initial are raised to Initial
@@ -23,115 +20,39 @@ type Backoff struct {
 	Attempts uint32
 }
 
-// Delay returns the wait after the n-th failed attempt (n ≥ 1).
-func (b Backoff) Delay(n int) time.Duration {
-	d := b.Initial
-	if d <= 0 {
-		d = time.Millisecond
-	}
-	limit := max(b.Max, d)
-	for i := 1; i < n; i++ {
-		if d >= limit/2 {
-			return limit
-		}
-		d *= 2
-	}
-	return min(d, limit)
+// Retry is the sdk.Retry pacing like b.
+func (b Backoff) Retry() sdk.Retry {
+	return sdk.Retry{Initial: b.Initial, Max: b.Max, Attempts: int(b.Attempts)}
 }
+
+// Delay returns the wait after the n-th failed attempt (n ≥ 1).
+func (b Backoff) Delay(n int) time.Duration { return b.Retry().Delay(n) }
 
 // retry calls op(1), op(2), … until it returns nil or b.Attempts calls have failed (then
-// it returns the last error). onRetry, when not nil, is told of each failure that will
-// be retried, with the wait before the next attempt. op is always called once; when ctx
-// ends — checked after each failure and during the waits — retry returns at once an
-// error that wraps both ctx's error and the last failure. (op sees whatever context it
-// closes over: a caller may let ctx end the waits while op runs on a longer one.)
+// it returns the last error): sdk.Retry with every error counted alike (the runtime's
+// own calls: polls, stores, sends, a seeker's answer, which must not end on a
+// connector's steering). onRetry, when not nil, is told of each
+// failure that will be retried, with the wait before the next attempt. op is always
+// called once; when ctx ends — checked after each failure and during the waits — retry
+// returns at once an error that wraps both ctx's error and the last failure. (op sees
+// whatever context it closes over: a caller may let ctx end the waits while op runs on a
+// longer one.)
 func retry(ctx context.Context, b Backoff, op func(attempt int) error, onRetry func(attempt int, err error, wait time.Duration)) error {
-	for n := 1; ; n++ {
-		last := op(n)
-		if last == nil {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return stopped(err, last)
-		}
-		if b.Attempts > 0 && uint32(n) >= b.Attempts {
-			return last
-		}
-		wait := b.Delay(n)
-		if onRetry != nil {
-			onRetry(n, last, wait)
-		}
-		if !sleep(ctx, wait) {
-			return stopped(ctx.Err(), last)
-		}
+	r := b.Retry()
+	r.Steer = func(error) (sdk.Steering, time.Duration) { return sdk.SteerRetry, 0 }
+	if onRetry != nil {
+		r.OnRetry = func(e sdk.RetryEvent) { onRetry(e.Attempt, e.Err, e.Wait) }
 	}
+	return r.Do(ctx, func(_ context.Context, attempt int) error { return op(attempt) })
 }
 
-func stopped(ctxErr, last error) error {
-	return fmt.Errorf("%w (last attempt: %w)", ctxErr, last)
-}
+func stopped(ctxErr, last error) error { return sdk.Stopped(ctxErr, last) }
 
 // sleep waits d or until ctx ends; it reports whether the full wait elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+func sleep(ctx context.Context, d time.Duration) bool { return sdk.Sleep(ctx, d) }
 
-// steering is what a connector's error asks of the loop that retries it (the sdk's
-// steering errors): retry with the connector's backoff (counted), give up at once, wait
-// what it asks (not counted), or reconnect first (not counted).
-type steering int
-
-const (
-	steerRetry steering = iota
-	steerPermanent
-	steerBackOff
-	steerReconnect
-)
-
-// steer reads err's steering and, for steerBackOff, the wait it asks (≤ 0: the loop's own
-// backoff).
-func steer(err error) (steering, time.Duration) {
-	var bo *sdk.BackOffError
-	switch {
-	case errors.Is(err, sdk.ErrPermanent):
-		return steerPermanent, 0
-	case errors.As(err, &bo):
-		return steerBackOff, bo.Wait
-	case errors.Is(err, sdk.ErrNotConnected):
-		return steerReconnect, 0
-	}
-	return steerRetry, 0
-}
-
-// reconnect re-establishes a connector's connection after it returned sdk.ErrNotConnected:
-// it calls conn's Reconnect (when conn is an sdk.Reconnector) with backoff b until it
-// succeeds, or, for a connector without one, waits one backoff step. It returns an error
-// only when ctx ended.
-func reconnect(ctx context.Context, conn any, b Backoff, log *slog.Logger) error {
-	r, ok := conn.(sdk.Reconnector)
-	if !ok {
-		if !sleep(ctx, b.Delay(1)) {
-			return ctx.Err()
-		}
-		return nil
-	}
-	err := retry(ctx, Backoff{Initial: b.Initial, Max: b.Max}, func(int) error {
-		return callSafely(func() error { return r.Reconnect(ctx) })
-	}, func(attempt int, err error, wait time.Duration) {
-		log.Warn("reconnect failed; retrying", "attempt", attempt, "backoff", wait, "error", err)
-	})
-	if err == nil {
-		log.Info("reconnected")
-	}
-	return err
+// reconnectorOf returns conn's sdk.Reconnector, or nil.
+func reconnectorOf(conn any) sdk.Reconnector {
+	r, _ := conn.(sdk.Reconnector)
+	return r
 }

@@ -75,7 +75,7 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 			s.failStart(err)
 		}
 	}()
-	env := sdk.SinkEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, Logger: s.log, OnFailure: string(s.cfg.OnFailure)}
+	env := sdk.SinkEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, Logger: s.log, OnFailure: s.proc.failure.onFailure}
 	if s.policy.sinkCommits {
 		env.Committer = sinkCommitter{s}
 	}
@@ -123,7 +123,7 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 	if !s.status.started() {
 		return nil // failed already: run stops it
 	}
-	s.log.Info("sink running", "offset_commit", s.policy.mode, "on_failure", s.cfg.OnFailure, "consumers", len(s.topics))
+	s.log.Info("sink running", "offset_commit", s.policy.mode, "on_failure", s.proc.failure.String(), "consumers", len(s.topics))
 	s.logInitialized(s.instance)
 	for range s.topics {
 		s.log.Info(sinkConsumingLine(s.instance))
@@ -133,10 +133,10 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 }
 
 func (s *sinkRunner) connect(ctx context.Context) error {
-	if s.cfg.OnFailure == config.FailureDeadLetter {
-		dlq, err := s.be.newProducer(ctx, producerConfig{Stream: s.cfg.DeadLetter.Stream, Topic: s.cfg.DeadLetter.Topic})
+	if dl, ok := s.proc.failure.deadLetterTopic(s.cfg.DeadLetter); ok {
+		dlq, err := s.be.newProducer(ctx, producerConfig{Stream: dl.Stream, Topic: dl.Topic})
 		if err != nil {
-			return fmt.Errorf("dead-letter producer %s/%s: %w", s.cfg.DeadLetter.Stream, s.cfg.DeadLetter.Topic, err)
+			return fmt.Errorf("dead-letter producer %s/%s: %w", dl.Stream, dl.Topic, err)
 		}
 		s.dlq, s.proc.failure.dlq = dlq, dlq
 	}

@@ -142,15 +142,14 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 			_ = s.dlq.close(cctx)
 		}
 	}
-	if s.cfg.OnFailure == config.FailureDeadLetter {
-		dl := s.cfg.DeadLetter
+	if dl, ok := s.failure.deadLetterTopic(s.cfg.DeadLetter); ok {
 		if s.dlq, err = s.prods.newProducer(ctx, producerConfig{Stream: dl.Stream, Topic: dl.Topic}); err != nil {
 			closeProducers()
 			return fmt.Errorf("dead-letter producer %s/%s: %w", dl.Stream, dl.Topic, err)
 		}
 		s.failure.dlq = s.dlq
 	}
-	env := sdk.SourceEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, State: state, Logger: s.log, Tail: prod.tail}
+	env := sdk.SourceEnv{Key: s.cfg.Key, Config: s.cfg.PluginConfig, State: state, Logger: s.log, Tail: prod.tail, TailN: prod.tailN}
 	if err := callSafely(func() error { return s.src.Open(ctx, env) }); err != nil {
 		s.logOpenFailed(err)
 		closeProducers()
@@ -298,43 +297,35 @@ func (s *sourceRunner) loop() error {
 }
 
 // read calls Read until it returns a batch, the end of input, a permanent error (the
-// source stops with it) or the stop. Other errors steer the retries as the sdk says: a
+// source stops with it) or the stop: sdk.Retry steered by the source's errors (a
 // BackOffError waits what it asks, ErrNotConnected reconnects, anything else waits
-// sourceBackoff; reads are retried until the stop.
+// sourceBackoff); reads are retried until the stop.
 func (s *sourceRunner) read(soft context.Context, batch *sdk.SourceBatch, ack *sdk.AckFunc) error {
-	failed := 0
-	for attempt := 1; ; attempt++ {
+	r := sourceBackoff.Retry()
+	r.What, r.Log, r.Reconnector = "source read", s.log, reconnectorOf(s.src)
+	var end error
+	err := r.Do(soft, func(ctx context.Context, _ int) error {
 		err := callSafely(func() (err error) {
-			*batch, *ack, err = s.src.Read(soft)
+			*batch, *ack, err = s.src.Read(ctx)
 			return err
 		})
-		if err == nil || errors.Is(err, sdk.ErrEndOfInput) || soft.Err() != nil {
-			return err
-		}
-		s.status.fail(fmt.Errorf("read: %w", err))
-		var wait time.Duration
-		switch how, asked := steer(err); how {
-		case steerPermanent:
-			return fmt.Errorf("read: %w", err)
-		case steerReconnect:
-			s.log.Warn("source not connected; reconnecting", "error", err, "attempt", attempt)
-			if reconnect(soft, s.src, sourceBackoff, s.log) != nil {
-				return nil //nolint:nilerr // reconnect fails only at the stop, which ends reading quietly
-			}
-			continue
-		case steerBackOff:
-			if wait = asked; wait <= 0 {
-				wait = sourceBackoff.Delay(failed + 1)
-			}
-		default:
-			failed++
-			wait = sourceBackoff.Delay(failed)
-		}
-		s.log.Warn("source read failed; retrying", "error", err, "attempt", attempt, "backoff", wait)
-		if !sleep(soft, wait) {
+		if err == nil {
 			return nil
 		}
+		if errors.Is(err, sdk.ErrEndOfInput) || soft.Err() != nil {
+			end = err
+			return nil
+		}
+		s.status.fail(fmt.Errorf("read: %w", err))
+		return err
+	})
+	switch {
+	case end != nil:
+		return end
+	case err == nil, soft.Err() != nil:
+		return nil // read, or the stop ended a wait: reading ends quietly
 	}
+	return fmt.Errorf("read: %w", err)
 }
 
 // handle sends, saves and acks one batch. It returns false when the runtime stopped
@@ -372,8 +363,8 @@ type pendingBatch struct {
 
 // blocksLater reports whether the batches read after p must not be sent: p left a gap that
 // on_failure does not allow the source to move past.
-func (p *pendingBatch) blocksLater(onFailure config.FailurePolicy) bool {
-	return p.unsent != nil || p.badErr != nil || (p.rejected != nil && onFailure == config.FailureStop)
+func (p *pendingBatch) blocksLater(f *failurePolicy) bool {
+	return p.unsent != nil || p.badErr != nil || (p.rejected != nil && f.stops())
 }
 
 // prepare counts and encodes a batch just read; messages that failed encode or a transform,
@@ -455,7 +446,7 @@ func (s *sourceRunner) sendBatches(ps []*pendingBatch, failed bool) {
 		// later batch's message after an earlier one's that is missing.
 		for i, p := range ps {
 			s.sendBatches(ps[i:i+1], true)
-			if p.blocksLater(s.cfg.OnFailure) {
+			if p.blocksLater(s.failure) {
 				for _, q := range ps[i+1:] {
 					q.unsent = fmt.Errorf("%w: %w", errEarlierUndelivered, errors.Join(p.unsent, p.rejected))
 				}
@@ -535,13 +526,13 @@ func (s *sourceRunner) rejectMessages(p *pendingBatch, bad []rejectedMessage) {
 		if d := s.describe(&m.msg); d != "" {
 			m.err = fmt.Errorf("%s: %w", d, m.err)
 		}
-		s.log.Warn("source message rejected ("+m.stage+"); on_failure = "+string(s.cfg.OnFailure), "error", m.err)
+		s.log.Warn("source message rejected ("+m.stage+"); on_failure = "+s.failure.String(), "error", m.err)
 	}
-	if s.cfg.OnFailure == config.FailureStop {
+	if s.failure.stops() {
 		p.badStage, p.badErr = bad[0].stage, bad[0].err
 		return
 	}
-	if s.cfg.OnFailure == config.FailureDeadLetter {
+	if _, ok := s.failure.deadLetterTopic(s.cfg.DeadLetter); ok {
 		bad = s.skipEmpty(bad)
 		if len(bad) == 0 {
 			return

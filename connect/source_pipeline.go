@@ -118,7 +118,7 @@ func (s *sourceRunner) sendGroup(group []*pendingBatch, gap error) error {
 		}
 		s.sendBatches(group[i:j], false)
 		for _, p := range group[i:j] {
-			if gap == nil && p.blocksLater(s.cfg.OnFailure) {
+			if gap == nil && p.blocksLater(s.failure) {
 				gap = errors.Join(p.unsent, p.badErr, p.rejected)
 			}
 		}

@@ -168,7 +168,8 @@ func (p memProducer) send(ctx context.Context, msgs []sdk.ProducedMessage) error
 	return nil
 }
 
-func (p memProducer) tail(context.Context) (sdk.Tail, error) { return sdk.Tail{}, nil }
+func (p memProducer) tail(context.Context) (sdk.Tail, error)       { return sdk.Tail{}, nil }
+func (p memProducer) tailN(context.Context, int) (sdk.Tail, error) { return sdk.Tail{}, nil }
 
 func (p memProducer) close(context.Context) error {
 	p.m.mu.Lock()

@@ -50,6 +50,14 @@ func (s *reconnectingSink) Reconnect(context.Context) error {
 	return nil
 }
 
+func repeat1ms(n int) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = time.Millisecond
+	}
+	return out
+}
+
 func repeat(err error, n int) []error {
 	out := make([]error, n)
 	for i := range out {
@@ -64,9 +72,9 @@ func repeat(err error, n int) []error {
 //   - sdk.Permanent: no retry; on_failure at once (skipped: 10 messages, 1 failed batch);
 //   - sdk.BackOff(d): waits exactly d each time and never counts toward max_retries, so 5
 //     back-offs in a row still end delivered; BackOff(0) waits the connector's backoff;
-//   - sdk.ErrNotConnected (wrapped): the sink's Reconnect is called (retried until it
-//     works) and the batch is called again, never counted toward max_retries; a sink
-//     without Reconnect is just called again;
+//   - sdk.ErrNotConnected (wrapped): the sink's Reconnect is called (retried with the
+//     backoff until it works) and the batch is called again, never counted toward
+//     max_retries; a sink without Reconnect is called again after one backoff step;
 //   - a plain error 4 times still exhausts max_retries (the unchanged rule).
 //
 // The waits of the consume loop are recorded by a hook instead of slept, so an hour's
@@ -89,8 +97,8 @@ func TestConsumeSteering(t *testing.T) {
 			sdk.BackOff(3*time.Hour, nil), sdk.BackOff(4*time.Hour, nil), sdk.BackOff(5*time.Hour, nil)}, -1,
 			batchDelivered, 6, []time.Duration{time.Hour, 2 * time.Hour, 3 * time.Hour, 4 * time.Hour, 5 * time.Hour}, 0, 0, 0},
 		{"back off 0: the connector's backoff", []error{sdk.BackOff(0, nil)}, -1, batchDelivered, 2, []time.Duration{time.Millisecond}, 0, 0, 0},
-		{"not connected: reconnect, uncounted", repeat(notConnected, 5), 2, batchDelivered, 6, nil, 7, 0, 0},
-		{"not connected without Reconnect", repeat(notConnected, 5), -1, batchDelivered, 6, nil, 0, 0, 0},
+		{"not connected: reconnect, uncounted", repeat(notConnected, 5), 2, batchDelivered, 6, []time.Duration{time.Millisecond, 2 * time.Millisecond}, 7, 0, 0},
+		{"not connected without Reconnect: one step each", repeat(notConnected, 5), -1, batchDelivered, 6, repeat1ms(5), 0, 0, 0},
 		{"plain errors exhaust max_retries", repeat(errors.New("boom"), 9), -1, batchResolved, 4,
 			[]time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond}, 0, 1, 10},
 	} {

@@ -58,11 +58,51 @@ func WriteText(w io.Writer, reg *sdk.Registry) error {
 		if c.Spec.AnyFields {
 			fmt.Fprintln(tw, "  (ignores plugin_config)")
 		}
-		for _, f := range c.Spec.Fields {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", f.Name, f.Type, DefaultText(f), f.Doc)
+		writeFields(tw, "  ", c.Spec.Fields)
+		for _, r := range c.Spec.Rules {
+			fmt.Fprintf(tw, "  rule: %s\n", r)
 		}
 	}
 	return tw.Flush()
+}
+
+func writeFields(w io.Writer, indent string, fields []sdk.ConfigField) {
+	for _, f := range fields {
+		doc := f.Doc
+		if d := Details(f); d != "" {
+			doc = strings.TrimSpace(doc + " [" + d + "]")
+		}
+		fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\n", indent, f.Name, f.Type, DefaultText(f), doc)
+		writeFields(w, indent+"  "+f.Name+"[].", f.Fields)
+	}
+}
+
+// Details renders what a field's type alone does not say: its bounds, its values, its
+// other names and whether it is secret ("1ms to 1h; also max_retries; secret").
+func Details(f sdk.ConfigField) string {
+	var parts []string
+	switch {
+	case f.Min != "" && f.Max != "":
+		parts = append(parts, f.Min+" to "+f.Max)
+	case f.Min != "":
+		parts = append(parts, "at least "+f.Min)
+	case f.Max != "":
+		parts = append(parts, "at most "+f.Max)
+	}
+	if len(f.Enum) > 0 {
+		word := "one of"
+		if f.Type == sdk.TypeURL {
+			word = "schemes"
+		}
+		parts = append(parts, word+": "+strings.Join(f.Enum, ", "))
+	}
+	if len(f.Aliases) > 0 {
+		parts = append(parts, "also "+strings.Join(f.Aliases, ", "))
+	}
+	if f.Secret {
+		parts = append(parts, "secret: never shown")
+	}
+	return strings.Join(parts, "; ")
 }
 
 // WriteMarkdown prints docs/connectors.md's table of built-in connectors.
@@ -79,12 +119,30 @@ func WriteMarkdown(w io.Writer, reg *sdk.Registry) error {
 			if i > 0 {
 				id = ""
 			}
-			fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s |\n", id, f.Name, f.Type, mdDefault(f), strings.ReplaceAll(f.Doc, "|", "\\|"))
+			writeMDField(&b, id, "", f)
+			id = ""
+		}
+		for _, r := range c.Spec.Rules {
+			fmt.Fprintf(&b, "| %s | – | – | – | rule: %s |\n", id, mdEscape(r))
+			id = ""
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+func writeMDField(b *strings.Builder, id, prefix string, f sdk.ConfigField) {
+	doc := f.Doc
+	if d := Details(f); d != "" {
+		doc = strings.TrimSpace(doc + " (" + d + ")")
+	}
+	fmt.Fprintf(b, "| %s | `%s%s` | %s | %s | %s |\n", id, prefix, f.Name, f.Type, mdDefault(f), mdEscape(doc))
+	for _, sub := range f.Fields {
+		writeMDField(b, "", prefix+f.Name+"[].", sub)
+	}
+}
+
+func mdEscape(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
 
 func mdDefault(f sdk.ConfigField) string {
 	d := DefaultText(f)

@@ -228,8 +228,8 @@ func ensureTopics(ctx context.Context, c *iggy.Client, conns *config.Connectors,
 			last := src.Streams[len(src.Streams)-1]
 			want = append(want, st{last.Stream, last.Topic})
 		}
-		if src.Enabled && src.OnFailure == config.FailureDeadLetter {
-			want = append(want, st{src.DeadLetter.Stream, src.DeadLetter.Topic})
+		if dl, ok := config.DeadLetterTopic(src.OnFailure, src.DeadLetter); src.Enabled && ok {
+			want = append(want, st{dl.Stream, dl.Topic})
 		}
 	}
 	for _, snk := range conns.Sinks {
@@ -241,8 +241,8 @@ func ensureTopics(ctx context.Context, c *iggy.Client, conns *config.Connectors,
 				want = append(want, st{s.Stream, t})
 			}
 		}
-		if snk.OnFailure == config.FailureDeadLetter {
-			want = append(want, st{snk.DeadLetter.Stream, snk.DeadLetter.Topic})
+		if dl, ok := config.DeadLetterTopic(snk.OnFailure, snk.DeadLetter); ok {
+			want = append(want, st{dl.Stream, dl.Topic})
 		}
 	}
 	for _, w := range want {

@@ -153,7 +153,7 @@ func TestCheckFailsWhatRunIsolates(t *testing.T) {
 		{name: "invalid poll_interval", conns: map[string]string{"s.toml": fileSinkWith("bad", "", "poll_interval = \"not-a-valid-duration\"\n", "")},
 			want: `sink bad: %[1]s/connectors/s.toml:15: streams[0].poll_interval: Invalid poll interval: invalid duration "not-a-valid-duration": expected a number at "not-a-valid-duration"`},
 		{name: "unknown plugin_config field", conns: map[string]string{"s.toml": fileSinkWith("bad", "", "", "flush_intervall = \"1s\"\n")},
-			want: "sink bad: %[1]s/connectors/s.toml: plugin_config.flush_intervall: unknown field (known: path, flush_interval, fsync_each_batch)"},
+			want: "sink bad: %[1]s/connectors/s.toml:18: plugin_config.flush_intervall: unknown field (known: path, flush_interval, fsync_each_batch)"},
 		{name: "unknown built-in", conns: map[string]string{"s.toml": strings.Replace(fileSinkWith("bad", "", "", ""), "builtin:file", "builtin:nope", 1)},
 			want: `sink bad: unknown built-in sink "nope" (known: [`},
 		{name: "missing plugin", conns: map[string]string{"s.toml": strings.Replace(fileSinkWith("bad", "", "", ""), "builtin:file", "%[1]s/libnope", 1)},

@@ -29,6 +29,13 @@ const (
 	// missing directories). The sdk checks only its shape; `ferry check` also checks on
 	// disk that the connector could write it (connect/config.CheckOutputPaths).
 	TypeOutputPath FieldType = "output path"
+	// The types of the typed fields ([Fields]).
+	TypeSize      FieldType = "size"         // a string like "8MiB" or "10MB", or an integer count of bytes
+	TypeEnum      FieldType = "enum"         // a string, one of ConfigField.Enum
+	TypeSecret    FieldType = "secret"       // a string never shown
+	TypeURL       FieldType = "URL"          // a string holding an absolute URL
+	TypeStringMap FieldType = "string table" // a table of string values
+	TypeJSON      FieldType = "any"          // any value, read by the connector
 )
 
 // ConfigField describes one plugin_config key of a built-in connector.
@@ -40,6 +47,12 @@ type ConfigField struct {
 	// [ConfigSpec.Decode] and printed by `ferry connectors`.
 	Default any
 	Doc     string
+	// Set by the typed fields ([Fields]) for `ferry connectors`:
+	Aliases  []string      // other keys that mean this field (older or upstream names)
+	Secret   bool          // never shown: logs, status and the API redact it
+	Enum     []string      // the values an enum takes ("json_lines (also jsonl)"), or a URL's schemes
+	Min, Max string        // bounds, as a file writes them; "" for none
+	Fields   []ConfigField // the keys of each table of a table list
 }
 
 // ConfigSpec is every plugin_config key a built-in connector reads: the one place its
@@ -55,6 +68,13 @@ type ConfigSpec struct {
 	// advance lists only "sink_controlled", and `ferry check` and the runtime's start refuse
 	// a file with another mode (see [ConfigSpec.CheckCommitMode]) instead of its Open.
 	CommitModes []string
+	// Rules are the rules between keys, in words ("a and b go together: set both or
+	// neither"), from a [Config] declaration.
+	Rules []string
+
+	// typed is set by [Config.Spec]: it decodes raw into dst (the declaration's *T, or nil
+	// to only check), returning every problem.
+	typed func(raw []byte, dst any) []error
 }
 
 // CheckCommitMode returns nil when a sink of this spec runs with offset_commit mode, else
@@ -93,6 +113,9 @@ func (e *FieldError) Error() string { return fmt.Sprintf("plugin_config.%s: %s",
 // found, in key order; nil when the config is valid. It does no I/O: output paths are
 // checked for their shape only.
 func (s ConfigSpec) Validate(raw []byte) []error {
+	if s.typed != nil {
+		return s.typed(raw, nil)
+	}
 	obj, err := configObject(raw)
 	if err != nil {
 		return []error{err}
@@ -121,8 +144,12 @@ func (s ConfigSpec) Validate(raw []byte) []error {
 
 // Decode validates raw and decodes it into dst (a pointer to the connector's config
 // struct, JSON tags named as the fields), with each absent field's Default applied first.
-// The error joins every problem Validate found.
+// The error joins every problem Validate found. For a spec of a [Config] declaration, dst
+// must be the declaration's *T (anything else is only validated): prefer [Config.Parse].
 func (s ConfigSpec) Decode(raw []byte, dst any) error {
+	if s.typed != nil {
+		return errors.Join(s.typed(raw, dst)...)
+	}
 	if errs := s.Validate(raw); len(errs) > 0 {
 		return errors.Join(errs...)
 	}
@@ -187,7 +214,7 @@ func checkType(t FieldType, v json.RawMessage) string {
 	}
 	want := func() string { return fmt.Sprintf("want %s %s, got %s", article(t), t, describe(x)) }
 	switch t {
-	case TypeString:
+	case TypeString, TypeEnum, TypeSecret, TypeURL:
 		if _, ok := x.(string); !ok {
 			return want()
 		}
@@ -253,6 +280,30 @@ func checkType(t FieldType, v json.RawMessage) string {
 		if s == "" {
 			return "empty path"
 		}
+	case TypeSize:
+		switch v := x.(type) {
+		case string:
+			if _, err := ParseByteSize(v); err != nil {
+				return err.Error()
+			}
+		case json.Number:
+			if _, err := strconv.ParseUint(v.String(), 10, 64); err != nil {
+				return fmt.Sprintf("want a size like \"8MiB\" or a count of bytes, got %s", v)
+			}
+		default:
+			return fmt.Sprintf("want a size like \"8MiB\" or a count of bytes, got %s", describe(x))
+		}
+	case TypeStringMap:
+		m, ok := x.(map[string]any)
+		if !ok {
+			return want()
+		}
+		for k, e := range m {
+			if _, ok := e.(string); !ok {
+				return fmt.Sprintf("key %q: want a string, got %s", k, describe(e))
+			}
+		}
+	case TypeJSON:
 	default:
 		return fmt.Sprintf("spec has unknown type %q", t)
 	}

@@ -53,11 +53,27 @@ type SinkEnv struct {
 	Logger *slog.Logger
 	// Committer is non-nil only when the connector runs with offset_commit = "sink_controlled".
 	Committer Committer
-	// OnFailure is the connector's on_failure policy ("stop", "skip" or "dead_letter"), so
-	// a sink that returns [RejectedMessages] knows whether it may record the rest of the
-	// batch as done past the rejected messages (not under "stop").
-	OnFailure string
+	// OnFailure is the connector's on_failure policy, so a sink that returns
+	// [RejectedMessages] knows whether it may record the rest of the batch as done past
+	// the rejected messages (not under [FailureStop]: see [OnFailure.MayPassRejected]).
+	OnFailure OnFailure
 }
+
+// OnFailure is a connector's on_failure policy: what the runtime does with messages that
+// failed for good.
+type OnFailure string
+
+// The policies.
+const (
+	FailureStop       OnFailure = "stop"        // stop the connector before anything past them is committed
+	FailureSkip       OnFailure = "skip"        // count them and go on
+	FailureDeadLetter OnFailure = "dead_letter" // send them to the dead-letter topic and go on
+)
+
+// MayPassRejected reports whether a sink may record the messages after a rejected one as
+// done: under stop it must not (the runtime stops before the rejected message, and
+// everything after it is delivered again).
+func (f OnFailure) MayPassRejected() bool { return f != FailureStop && f != "" }
 
 // PartitionSeeker is implemented by a sink that keeps its own positions in its target
 // (exactly-once: the rows and the offsets written in one transaction), as Kafka Connect's

@@ -24,6 +24,9 @@ type SourceEnv struct {
 	// messages sent just before the crash may be in Iggy although their state was never
 	// saved. ctx bounds the reads. nil when the runtime cannot read its topic.
 	Tail func(ctx context.Context) (Tail, error)
+	// TailN is Tail reading the last n messages of each partition (Tail.Recent), for a
+	// source whose origin lanes share partitions (see [ReadBack]). nil when Tail is.
+	TailN func(ctx context.Context, n int) (Tail, error)
 }
 
 // Tail is the last message of each partition of a source's topic, read back from Iggy.
@@ -31,6 +34,9 @@ type Tail struct {
 	// Last holds one entry per partition, in the order PartitionOf numbers them: the
 	// partition's last message, or nil when the partition is empty.
 	Last []*SentMessage
+	// Recent holds, from TailN only, the last messages of each partition, oldest first
+	// (the last of them is Last's).
+	Recent [][]*SentMessage
 	// PartitionOf returns the index in Last of the partition a message with this
 	// [ProducedMessage.PartitionKey] goes to (keys of length 0 are not valid here).
 	PartitionOf func(key []byte) int

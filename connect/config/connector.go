@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -21,14 +22,14 @@ const (
 
 // FailurePolicy is a connector's on_failure: what happens to a batch whose retries ran out
 // (a sink's batch that the plugin failed to consume, a source's batch that could not be
-// sent).
-type FailurePolicy string
+// sent). It is the sdk's value, the one a Go sink is opened with.
+type FailurePolicy = sdk.OnFailure
 
 // Failure policies.
 const (
-	FailureStop       FailurePolicy = "stop"
-	FailureDeadLetter FailurePolicy = "dead_letter"
-	FailureSkip       FailurePolicy = "skip"
+	FailureStop       = sdk.FailureStop
+	FailureDeadLetter = sdk.FailureDeadLetter
+	FailureSkip       = sdk.FailureSkip
 )
 
 // Connector defaults (upstream's, and Ferry's for Ferry keys).
@@ -98,6 +99,75 @@ type Common struct {
 	Restart      RestartPolicy // Ferry
 	// Warnings lists environment variables that were ignored.
 	Warnings []string
+	// PluginKeys says where each plugin_config key is written ("columns[2].type"; "" for
+	// the plugin_config table itself), so an error in it names the line; nil for a config
+	// not read from a file.
+	PluginKeys map[string]KeyPosition
+}
+
+// KeyPosition is where a key's value comes from: a line of the file, or an environment
+// variable.
+type KeyPosition struct {
+	Line int
+	Env  string
+}
+
+// PluginConfigError turns the errors of a plugin_config check (the sdk's *FieldError
+// values, joined) into *Error values naming this connector's file, each key and its line
+// (a key not written: the line of the nearest table holding it), joined. nil stays nil.
+func (c *Common) PluginConfigError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var errs []error
+	for _, e := range flatten(err) {
+		var fe *sdk.FieldError
+		if !errors.As(e, &fe) {
+			errs = append(errs, &Error{File: c.File, Line: c.pluginLine(""), Key: "plugin_config", Msg: strings.TrimPrefix(e.Error(), "plugin_config: ")})
+			continue
+		}
+		out := &Error{File: c.File, Key: "plugin_config." + fe.Field, Msg: fe.Msg}
+		if pos, ok := c.pluginPos(fe.Field); ok {
+			out.Line, out.Env = pos.Line, pos.Env
+		}
+		errs = append(errs, out)
+	}
+	return errors.Join(errs...)
+}
+
+// pluginPos is where key, or the nearest table above it, is written.
+func (c *Common) pluginPos(key string) (KeyPosition, bool) {
+	for p := key; ; {
+		if pos, ok := c.PluginKeys[p]; ok {
+			return pos, true
+		}
+		if p == "" {
+			return KeyPosition{}, false
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			p = ""
+		} else {
+			p = p[:i]
+		}
+	}
+}
+
+func (c *Common) pluginLine(key string) int {
+	pos, _ := c.pluginPos(key)
+	return pos.Line
+}
+
+// flatten lists the errors joined in err (errors.Join's, recursively).
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
 }
 
 // Builtin returns NAME for a path "builtin:NAME".
@@ -364,4 +434,10 @@ func (s *Sink) String() string {
 func (s *Source) String() string {
 	return fmt.Sprintf("source %s v%d (%s) path=%s enabled=%t on_failure=%s streams=%d plugin_config=%s",
 		s.Key, s.Version, s.File, s.Path, s.Enabled, s.OnFailure, len(s.Streams), s.RedactedPluginConfig())
+}
+
+// DeadLetterTopic returns the dead-letter topic of a connector whose on_failure sends
+// there, and false for any other on_failure.
+func DeadLetterTopic(policy FailurePolicy, dl DeadLetter) (DeadLetter, bool) {
+	return dl, policy == FailureDeadLetter
 }

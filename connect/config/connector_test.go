@@ -45,6 +45,7 @@ func TestSinkDefaults(t *testing.T) {
 		Commit:          CommitSettings{Interval: time.Second, Delay: 10 * time.Millisecond, MaxUncommitted: 100000},
 		ShutdownTimeout: 10 * time.Second, MaxInFlight: 1,
 	}
+	s.PluginKeys = nil // where plugin_config's keys are: TestPluginConfigErrorNamesTheLine
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got  %#v\nwant %#v", s, want)
 	}
@@ -141,6 +142,10 @@ schema = "raw"
 		Retry:       Retry{MaxRetries: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
 		MaxInFlight: 1,
 	}
+	if got := s.PluginKeys["count"]; got.Line != 8 || s.PluginKeys[""].Line != 7 {
+		t.Fatalf("plugin_config keys at %+v", s.PluginKeys)
+	}
+	s.PluginKeys = nil
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got  %#v\nwant %#v", s, want)
 	}
@@ -506,5 +511,55 @@ schema = "raw"
 		case s.MaxInFlight != c.want:
 			t.Fatalf("%q: MaxInFlight %d, want %d", c.line, s.MaxInFlight, c.want)
 		}
+	}
+}
+
+// TestPluginConfigErrorNamesTheLine: a plugin_config problem the sdk finds names the file,
+// the key and its line; a missing key the line of the table that should hold it; a key set
+// by the environment the variable.
+func TestPluginConfigErrorNamesTheLine(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.toml")
+	body := `type = "sink"
+key = "s"
+enabled = true
+version = 0
+name = "s"
+path = "builtin:x"
+
+[[streams]]
+stream = "a"
+topics = ["b"]
+schema = "json"
+
+[plugin_config]
+bucket = "x"
+
+[[plugin_config.columns]]
+name = "c"
+
+[[plugin_config.columns]]
+type = "date"
+`
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ParseSinkFile(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := errors.Join(&sdk.FieldError{Field: "bucket", Msg: "bad"}, &sdk.FieldError{Field: "columns[1].type", Msg: "unknown type"},
+		&sdk.FieldError{Field: "columns[1].name", Msg: "required field is missing"}, &sdk.FieldError{Field: "region", Msg: "required field is missing"},
+		errors.New("plugin_config: want a table"))
+	want := path + ":14: plugin_config.bucket: bad\n" +
+		path + ":20: plugin_config.columns[1].type: unknown type\n" +
+		path + ":19: plugin_config.columns[1].name: required field is missing\n" +
+		path + ":13: plugin_config.region: required field is missing\n" +
+		path + ":13: plugin_config: want a table"
+	if got := s.PluginConfigError(errs).Error(); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	if s.PluginConfigError(nil) != nil {
+		t.Fatal("nil")
 	}
 }

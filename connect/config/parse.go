@@ -312,7 +312,7 @@ func applyConnectorEnv(root reflect.Value, common *rawCommon, prefix string, em 
 }
 
 func (r *rawCommon) build(loc *locator) (Common, error) {
-	c := Common{File: loc.file, Verbose: r.Verbose, Benchmark: r.Benchmark}
+	c := Common{File: loc.file, Verbose: r.Verbose, Benchmark: r.Benchmark, PluginKeys: loc.pluginKeys()}
 	for _, req := range []struct {
 		key string
 		ok  bool

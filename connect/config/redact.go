@@ -32,8 +32,10 @@ var publicKeyNames = map[string]bool{"primary_key": true, "primary_keys": true, 
 // Redacted replaces a secret value.
 const Redacted = "***"
 
-// isSecretKey reports whether an object key names a secret.
-func isSecretKey(k string) bool {
+// IsSecretKey reports whether an object key names a secret: its value is redacted
+// wherever configuration is shown. Every plugin_config field a built-in connector declares
+// secret (sdk.Fields.Secret) must be one (ferrycli TestSecretFieldsAreRedacted).
+func IsSecretKey(k string) bool {
 	lk := strings.ToLower(k)
 	for _, w := range secretKeyWords {
 		if strings.Contains(lk, w) {
@@ -113,7 +115,7 @@ func RedactSecrets(v any) any {
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for k, e := range v {
-			if isSecretKey(k) {
+			if IsSecretKey(k) {
 				out[k] = Redacted
 			} else {
 				out[k] = RedactSecrets(e)

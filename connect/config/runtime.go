@@ -576,6 +576,26 @@ func (l *locator) errorf(path string, cause error, format string, args ...any) *
 	return e
 }
 
+// pluginKeys says where each plugin_config key is written (see Common.PluginKeys).
+func (l *locator) pluginKeys() map[string]KeyPosition {
+	out := map[string]KeyPosition{}
+	if name, ok := l.env["plugin_config"]; ok {
+		out[""] = KeyPosition{Env: name}
+		return out
+	}
+	if l.idx == nil {
+		return nil
+	}
+	for path, line := range l.idx.lines {
+		if path == "plugin_config" {
+			out[""] = KeyPosition{Line: line}
+		} else if k, ok := strings.CutPrefix(path, "plugin_config."); ok {
+			out[k] = KeyPosition{Line: line}
+		}
+	}
+	return out
+}
+
 // lineFor is the line of path, or of its nearest written ancestor table, or 1; 0 without a
 // document.
 func (l *locator) lineFor(path string) int {

@@ -91,7 +91,7 @@ func jsonPayload(o uint64) string { return fmt.Sprintf(`{"n":%d,"user":{"name":"
 func open(t *testing.T, cfg, onFailure string, c sdk.Committer) *Sink {
 	t.Helper()
 	s := New()
-	env := sdk.SinkEnv{Key: "k-" + t.Name(), Config: []byte(cfg), OnFailure: onFailure, Committer: c}
+	env := sdk.SinkEnv{Key: "k-" + t.Name(), Config: []byte(cfg), OnFailure: sdk.OnFailure(onFailure), Committer: c}
 	if err := s.Open(context.Background(), env); err != nil {
 		t.Fatalf("open: %v", err)
 	}

@@ -21,7 +21,7 @@ type Sink struct {
 	tpl       template
 	st        *store
 	committer sdk.Committer
-	onFailure string
+	onFailure sdk.OnFailure
 	log       *slog.Logger
 
 	mu    sync.Mutex // guards parts

@@ -1,0 +1,290 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+)
+
+// Positions is the bookkeeping every sink that decides its own commits repeats, kept once:
+// per partition, the next offset it accepts (a redelivery below it is dropped), the
+// highest offset written but not yet durable, and the highest durable one, committed to
+// the runtime once durable and never backwards. A sink that keeps its positions in its
+// target (exactly once) gives it a [LoadPositions] function and implements
+// [PartitionSeeker] by calling [Positions.Assigned]; one whose durability is a periodic
+// sync (a file's fsync) calls [Positions.Written] per batch and [Positions.Synced] after
+// each sync; one whose writes are durable at once calls [Positions.Durable].
+//
+// A partition is forgotten when the runtime refuses a commit of it as not owned
+// ([ErrCommitUnknownPartition]: revoked, or the sink was replaced) and when it is
+// assigned again. Without a Committer (a sink not run as sink_controlled) it still tracks
+// positions and commits nothing. Safe for concurrent use.
+type Positions struct {
+	committer Committer
+	log       *slog.Logger
+	load      LoadPositions
+
+	mu    sync.Mutex
+	parts map[Partition]*position
+}
+
+// LoadPositions reads from a sink's target, for each partition it has written, the
+// offset of the next message to write (the last written + 1); partitions it leaves out
+// resume from the group's offset stored in Iggy.
+type LoadPositions func(ctx context.Context, topic TopicMetadata, parts []Partition) (map[Partition]uint64, error)
+
+// position is one assigned partition's bookkeeping. Offsets are "next" positions
+// (offset + 1), so 0 means none.
+type position struct {
+	next    uint64 // the first offset not accepted yet; 0: nothing seen
+	seen    bool   // next is known (sought, or a message was accepted)
+	written uint64 // highest written + 1, durable or not
+	durable uint64 // highest durable + 1 that the runtime took (or knows done)
+	gone    bool   // the runtime said the partition is not ours
+}
+
+// NewPositions returns the bookkeeping of the sink opened with env (its Committer, nil
+// when not sink_controlled, and its Logger). load is nil for a sink whose positions Iggy
+// keeps.
+func NewPositions(env SinkEnv, load LoadPositions) *Positions {
+	log := env.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Positions{committer: env.Committer, log: log, load: load, parts: map[Partition]*position{}}
+}
+
+// Assigned is [PartitionSeeker.Assigned] for a sink with a [LoadPositions]: each
+// partition's earlier bookkeeping is dropped, its position read from the target, and
+// the runtime seeks each partition found there. Without a load function it only drops
+// the earlier bookkeeping and seeks nothing.
+func (k *Positions) Assigned(ctx context.Context, topic TopicMetadata, parts []Partition) (map[Partition]uint64, error) {
+	var found map[Partition]uint64
+	if k.load != nil {
+		var err error
+		if found, err = k.load(ctx, topic, parts); err != nil {
+			return nil, err
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := map[Partition]uint64{}
+	for _, p := range parts {
+		pos := &position{}
+		if next, ok := found[p]; ok {
+			pos.next, pos.seen = next, true
+			// Everything before the sought offset is in the target: done, whatever Iggy says.
+			pos.written, pos.durable = next, next
+			out[p] = next
+		}
+		k.parts[p] = pos
+	}
+	for p := range found {
+		if _, asked := out[p]; !asked {
+			k.log.Warn("positions: the target named a partition that was not assigned; ignored", "partition", fmt.Sprint(p))
+		}
+	}
+	return out, nil
+}
+
+// Fresh returns the messages of msgs (one batch of partition p, in offset order) the sink
+// has not accepted yet, and accepts them: a redelivery of what it already wrote or
+// buffered is cut off. The batch's first message also tells that everything before it is
+// done in the runtime (it starts there), which [Positions.Owned] relies on. A batch of a
+// partition the runtime refused as not owned starts a new assignment of it (the runtime
+// delivers only what the sink owns).
+func (k *Positions) Fresh(p Partition, msgs []ConsumedMessage) []ConsumedMessage {
+	if len(msgs) == 0 {
+		return msgs
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	pos := k.entry(p)
+	if pos.gone {
+		// The runtime delivers a batch only of a partition the sink owns: this one was
+		// assigned to it again (a sink that is no PartitionSeeker hears of it this way).
+		pos = &position{}
+		k.parts[p] = pos
+	}
+	if !pos.seen {
+		pos.seen = true
+		pos.next = msgs[0].Offset
+		if pos.durable == 0 && pos.written == 0 {
+			pos.written, pos.durable = msgs[0].Offset, msgs[0].Offset
+		}
+	}
+	i := 0
+	for i < len(msgs) && msgs[i].Offset < pos.next {
+		i++
+	}
+	if i == len(msgs) {
+		return nil
+	}
+	pos.next = msgs[len(msgs)-1].Offset + 1
+	return msgs[i:]
+}
+
+// Next returns the first offset of p not accepted yet, and whether it is known.
+func (k *Positions) Next(p Partition) (uint64, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	pos, ok := k.parts[p]
+	if !ok || !pos.seen {
+		return 0, false
+	}
+	return pos.next, true
+}
+
+// Rewind makes p accept again from offset next (a buffer the sink dropped, to be
+// redelivered by the runtime's retry of its batch).
+func (k *Positions) Rewind(p Partition, next uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if pos := k.entry(p); pos.seen && next < pos.next {
+		pos.next = max(next, pos.written)
+	}
+}
+
+// Written records that p's messages up to last are written, not yet durable: the next
+// [Positions.Synced] commits them.
+func (k *Positions) Written(p Partition, last uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if pos := k.entry(p); last+1 > pos.written {
+		pos.written = last + 1
+	}
+}
+
+// Durable records that p's messages up to last are durable in the target and commits
+// last. It returns [ErrCommitUnknownPartition] (wrapped) when the runtime says p is no
+// longer the sink's (the partition is forgotten: drop what is buffered for it), and any
+// refusal other than a stale commit; a stale commit (already done) is no error.
+func (k *Positions) Durable(p Partition, last uint64) error {
+	k.mu.Lock()
+	pos := k.entry(p)
+	if last+1 > pos.written {
+		pos.written = last + 1
+	}
+	if pos.gone || last+1 <= pos.durable {
+		gone := pos.gone
+		k.mu.Unlock()
+		if gone {
+			return fmt.Errorf("partition %d: %w", p.PartitionID, ErrCommitUnknownPartition)
+		}
+		return nil
+	}
+	k.mu.Unlock()
+	return k.commit(p, last)
+}
+
+// Synced records that everything written so far is durable (an fsync returned) and
+// commits each partition's highest written offset. It returns the refusals other than
+// "not owned any more" and "stale", which only forget or skip.
+func (k *Positions) Synced() error {
+	k.mu.Lock()
+	due := map[Partition]uint64{}
+	for p, pos := range k.parts {
+		if !pos.gone && pos.written > pos.durable {
+			due[p] = pos.written - 1
+		}
+	}
+	k.mu.Unlock()
+	var errs []error
+	for p, last := range due {
+		if err := k.commit(p, last); err != nil && !errors.Is(err, ErrCommitUnknownPartition) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Owned asks the runtime whether p is still the sink's, by committing again the offset it
+// knows done (which changes nothing). False once the runtime refused p as not owned; true
+// when nothing is known done yet (nothing can be asked).
+func (k *Positions) Owned(p Partition) bool {
+	k.mu.Lock()
+	pos := k.entry(p)
+	gone, durable := pos.gone, pos.durable
+	k.mu.Unlock()
+	if gone {
+		return false
+	}
+	if durable == 0 || k.committer == nil {
+		return true
+	}
+	err := k.committer.Commit(p, durable-1)
+	if errors.Is(err, ErrCommitUnknownPartition) {
+		k.forget(p)
+		return false
+	}
+	return true
+}
+
+// Forget drops p's bookkeeping (the sink let go of the partition).
+func (k *Positions) Forget(p Partition) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.parts, p)
+}
+
+// Partitions returns the partitions tracked and not revoked.
+func (k *Positions) Partitions() []Partition {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []Partition
+	for p, pos := range maps.All(k.parts) {
+		if !pos.gone {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// commit hands last to the Committer and records the outcome.
+func (k *Positions) commit(p Partition, last uint64) error {
+	if k.committer == nil {
+		k.mu.Lock()
+		if pos := k.entry(p); last+1 > pos.durable {
+			pos.durable = last + 1
+		}
+		k.mu.Unlock()
+		return nil
+	}
+	err := k.committer.Commit(p, last)
+	switch {
+	case err == nil, errors.Is(err, ErrCommitStale):
+		k.mu.Lock()
+		if pos := k.entry(p); last+1 > pos.durable {
+			pos.durable = last + 1
+		}
+		k.mu.Unlock()
+		return nil
+	case errors.Is(err, ErrCommitUnknownPartition):
+		k.forget(p)
+		k.log.Info("positions: partition no longer ours; its bookkeeping is dropped", "partition", p.PartitionID, "offset", last)
+		return fmt.Errorf("partition %d offset %d: %w", p.PartitionID, last, err)
+	default:
+		return fmt.Errorf("partition %d offset %d: %w", p.PartitionID, last, err)
+	}
+}
+
+// forget marks p gone (until it is assigned again).
+func (k *Positions) forget(p Partition) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.entry(p).gone = true
+}
+
+// entry returns p's position, creating it (a partition the sink sees without an
+// Assigned: its positions are Iggy's). k.mu must be held.
+func (k *Positions) entry(p Partition) *position {
+	pos, ok := k.parts[p]
+	if !ok {
+		pos = &position{}
+		k.parts[p] = pos
+	}
+	return pos
+}
