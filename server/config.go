@@ -180,7 +180,13 @@ type Config struct {
 	PasswordIterations int
 	// DiskReserve is the size of the reserve file kept in the data directory and given
 	// up on a full disk, so the server turns to refusing writes (4006) instead of
-	// failing in the middle of one. Default 64 MiB; negative turns it off.
+	// failing in the middle of one. Default 64 MiB; negative turns it off, which saves
+	// the space but lets the first "no space left" hit Pebble in the middle of its own
+	// work (a log write, a flush), which it cannot continue from: writes then stay
+	// refused until a restart instead of resuming once room is back. Start refuses a
+	// data directory without a database whose volume has no room for the reserve (the
+	// error matches store.ErrNoRoomForReserve, says what is free and leaves nothing
+	// created); one with a database is opened read-only instead.
 	DiskReserve int64
 	// StorageProbeInterval is how often the data directory is checked to still exist
 	// and be writable. Default 1s; negative turns the probe off.

@@ -150,6 +150,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		ProbeInterval:      s.cfg.StorageProbeInterval,
 		WriteFault:         s.cfg.WriteFault,
 	})
+	if re := (*store.ReserveError)(nil); errors.As(err, &re) {
+		return fmt.Errorf("server: data dir %s: %w; free space there, or start with a smaller reserve: --disk-reserve of ferry server, [embedded] disk_reserve of ferry run (0 turns the reserve off)", s.cfg.DataDir, re)
+	}
 	if err != nil {
 		return fmt.Errorf("server: open data dir %s: %w", s.cfg.DataDir, err)
 	}
