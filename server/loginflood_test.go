@@ -307,3 +307,47 @@ func TestRefusalsLoggedAtBoundedRate(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRightLoginDuringFlood measures a right login from 127.0.0.3, each with a
+// password never checked before (a new user per iteration, so every login pays its
+// hash), while 200 connections from 127.0.0.2 send wrong passwords in a loop against one
+// hash slot. ns/op is the login's latency under the flood; hashes/op how many hashes ran
+// meanwhile (the fair share keeps it near 2: the login's own and one guess).
+func BenchmarkRightLoginDuringFlood(b *testing.B) {
+	s := servertest.Start(b, servertest.WithConfig(func(c *server.Config) {
+		c.MaxConcurrentLogins, c.PasswordIterations = 1, 20_000
+		c.LoginFailureDelay, c.LoginTimeout = -1, time.Hour
+	}))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() { close(stop); wg.Wait() }()
+	for i := range 200 {
+		g := dialFrom(b, s, "127.0.0.2")
+		wg.Go(func() {
+			go func() { <-stop; _ = g.nc.Close() }()
+			for {
+				if g.sendLogin(servertest.Username, fmt.Sprintf("guess-%d", i)) != nil || g.loginResult() == nil {
+					return
+				}
+			}
+		})
+	}
+	testkit.WaitFor(b, "the flood at its cap", func() bool { return server.HashWaiting(s, "127.0.0.2") >= 7 })
+	users := make([]string, b.N)
+	for i := range users {
+		users[i] = fmt.Sprintf("user-%d", i)
+		if err := server.AddUser(s, users[i], "right-password"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c := dialFrom(b, s, "127.0.0.3")
+	before := server.Hashes(s).Computed
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := c.login(users[i], "right-password"); err != nil {
+			b.Fatalf("right login %d during the flood: %v", i, err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(server.Hashes(s).Computed-before)/float64(b.N), "hashes/op")
+}
