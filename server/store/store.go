@@ -61,7 +61,9 @@ type Options struct {
 	// deleted on the first ENOSPC, so the write in flight and Pebble's own work
 	// still find room while the store turns to refusing writes (fault.go). Default
 	// DefaultDiskReserve with the operating system's file system, none with
-	// Options.FS; negative turns it off.
+	// Options.FS; negative turns it off. When it does not fit, Open fails with a
+	// *ReserveError (ErrNoRoomForReserve) on a directory without a database, and opens
+	// an existing database read-only.
 	DiskReserve int64
 	// ProbeInterval is how often the data directory is checked to still exist and
 	// be writable. Default DefaultProbeInterval with the operating system's file
