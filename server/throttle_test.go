@@ -65,6 +65,9 @@ func TestPasswordHashesBounded(t *testing.T) {
 		c.MaxConcurrentLogins = 2
 		c.PasswordIterations = 20_000
 		c.LoginFailureDelay = -1 // this test is about the gate, not the delay
+		// 40 hashes may take longer than the login timeout on a loaded machine (under
+		// -race): the guessers never log in, so their connections would be closed.
+		c.LoginTimeout = time.Hour
 	}))
 	release := server.HoldHashSlots(s)
 	pinger := dial(t, s)
