@@ -291,7 +291,7 @@ func TestCheckAndRunAgree(t *testing.T) {
 		sink := filepath.Join(conns, "sink.toml")
 		writeFile(t, sink, fileSink("s", "t", "after_consuming", filepath.Join(dir, "out.jsonl"), 10, 10)+"flush_intervall = \"1s\"\n")
 		checkOut, runOut := runAndCheck(t, dir, runtimeConfig(t, dir, conns), nil)
-		msg := sink + ": plugin_config.flush_intervall: unknown field (known: path, flush_interval, fsync_each_batch)"
+		msg := sink + ":23: plugin_config.flush_intervall: unknown field (known: path, flush_interval, fsync_each_batch)"
 		if !strings.Contains(checkOut, "ERROR: "+msg+"\n") {
 			t.Fatalf("check output lacks %q:\n%s", msg, checkOut)
 		}
