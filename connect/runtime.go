@@ -227,7 +227,15 @@ func (r *Runtime) slotList() []*slot { return slices.Clone(r.slots) }
 // newSink builds an instance of a sink, counting into the slot's counters. It is not
 // started (begin starts it): its status is starting, or error when its plugin cannot be
 // found.
+//
+// A file without offset_commit whose built-in runs with one mode only runs with that mode
+// ([SinkCommitMode]), which one INFO line says.
 func (r *Runtime) newSink(cfg *config.Sink, counters *Counters) *sinkRunner {
+	cfg, builtinMode := effectiveSink(r.builtins, cfg)
+	if builtinMode {
+		r.log.Info(fmt.Sprintf("sink runs with offset_commit = %q: its file sets no offset_commit, and %s runs only with that mode", cfg.OffsetCommit, cfg.Path),
+			"sink", cfg.Key, "file", cfg.File)
+	}
 	factory, err := sinkFactory(r.builtins, r.loadSink, cfg, r.pluginDirs)
 	if err != nil {
 		s := newSinkRunner(cfg, r.nextID.Add(1), nil, r.be, counters, r.log)
