@@ -154,8 +154,9 @@ func newRuntime(opts Options, be backend, stateDir string) *Runtime {
 		log: log, life: newLifecycle(0), failed: make(chan struct{}), lag: newLagReader(be), tracer: opts.Tracer}
 }
 
-// Start opens every enabled connector and starts it: sources first, as upstream (a
-// source creates its stream and topic, which a sink may consume), then sinks. A
+// Start opens every enabled connector and starts it: sources first, as upstream, then
+// sinks. No connector creates a stream or topic (`ferry run --create-topics` does, before
+// Start); one that names a missing one fails its start (missingTopicError). A
 // connector that fails to start (unknown built-in, plugin not found, Open error, missing
 // stream or topic) is kept with status error and its last_error, and restarted by its
 // supervisor as its [restart] policy says (not when a restart cannot fix it: see

@@ -183,7 +183,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 
 	if srv != nil || f.createTopics {
 		ectx, cancel := context.WithTimeout(ctx, f.dialTimeout)
-		err := ensureTopics(ectx, client, conns, f.partitions)
+		err := ensureTopics(ectx, client, conns, f.partitions, log)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("create topics: %w", err)
