@@ -78,15 +78,43 @@ type iggyBackend struct{ c *iggy.Client }
 
 func (b *iggyBackend) topicMetadata(ctx context.Context, stream, topic string) (sdk.TopicMetadata, error) {
 	s, err := b.c.GetStream(ctx, iggy.Name(stream))
+	if errors.Is(err, wire.ErrNotFound) {
+		return sdk.TopicMetadata{}, &missingTopicError{stream: stream, topic: topic, streamMissing: true, err: err}
+	}
 	if err != nil {
 		return sdk.TopicMetadata{}, fmt.Errorf("get stream %s: %w", stream, err)
 	}
 	t, err := b.c.GetTopic(ctx, iggy.Name(stream), iggy.Name(topic))
+	if errors.Is(err, wire.ErrNotFound) {
+		return sdk.TopicMetadata{}, &missingTopicError{stream: stream, topic: topic, err: err}
+	}
 	if err != nil {
 		return sdk.TopicMetadata{}, fmt.Errorf("get topic %s/%s: %w", stream, topic, err)
 	}
 	return sdk.TopicMetadata{Stream: s.Name, Topic: t.Name, StreamID: s.ID, TopicID: t.ID}, nil
 }
+
+// missingTopicError is a connector's start failure when a stream or topic it names does
+// not exist. The runtime creates none, as Iggy's own does not: only `ferry run
+// --create-topics` (on with --embedded) creates them, before any connector starts, with
+// the partition count it is given; so the error names the stream, the topic and that flag.
+// The start is retried by the connector's [restart] policy, so a topic created meanwhile is
+// picked up.
+type missingTopicError struct {
+	stream, topic string
+	streamMissing bool
+	err           error // the server's not-found answer
+}
+
+func (e *missingTopicError) Error() string {
+	what := fmt.Sprintf("topic %q of stream %q does not exist", e.topic, e.stream)
+	if e.streamMissing {
+		what = fmt.Sprintf("stream %q does not exist (nor its topic %q)", e.stream, e.topic)
+	}
+	return what + "; create it, or start ferry run with --create-topics (on with --embedded): it creates every stream and topic the enabled connectors name"
+}
+
+func (e *missingTopicError) Unwrap() error { return e.err }
 
 func (b *iggyBackend) newConsumer(ctx context.Context, cfg consumerConfig) (memberConsumer, error) {
 	ic := iggy.ConsumerConfig{
@@ -113,7 +141,7 @@ func (b *iggyBackend) newConsumer(ctx context.Context, cfg consumerConfig) (memb
 }
 
 func (b *iggyBackend) newProducer(ctx context.Context, cfg producerConfig) (producer, error) {
-	if err := b.c.EnsureTopic(ctx, cfg.Stream, cfg.Topic, 1); err != nil {
+	if _, err := b.topicMetadata(ctx, cfg.Stream, cfg.Topic); err != nil {
 		return nil, err
 	}
 	p, err := b.c.NewProducer(ctx, iggy.ProducerConfig{Stream: iggy.Name(cfg.Stream), Topic: iggy.Name(cfg.Topic),

@@ -2,6 +2,7 @@ package connectors
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"reflect"
 	"sort"
@@ -15,25 +16,75 @@ import (
 	"github.com/ferryio/ferry/sdk"
 )
 
-// docs/connectors.md's connector table is `ferry connectors --markdown`; regenerate it with
-// `go run ./cmd/ferry connectors --markdown` when this fails.
+// docs/connectors.md's two tables are `ferry connectors --markdown` (the fields, then the
+// sinks' commit facts); regenerate them with `go run ./cmd/ferry connectors --markdown`
+// when this fails.
 func TestREADMEConnectorTableIsCurrent(t *testing.T) {
 	readme, err := os.ReadFile("../docs/connectors.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "<!-- connectors:begin -->\n", "<!-- connectors:end -->"
-	s := string(readme)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	if i < 0 || j < i {
-		t.Fatalf("docs/connectors.md has no %q … %q block", begin, end)
+	for _, tc := range []struct {
+		block string
+		write func(io.Writer, *sdk.Registry) error
+	}{{"connectors", WriteMarkdown}, {"commits", WriteCommitsMarkdown}} {
+		begin, end := "<!-- "+tc.block+":begin -->\n", "<!-- "+tc.block+":end -->"
+		s := string(readme)
+		i, j := strings.Index(s, begin), strings.Index(s, end)
+		if i < 0 || j < i {
+			t.Fatalf("docs/connectors.md has no %q … %q block", begin, end)
+		}
+		var want bytes.Buffer
+		if err := tc.write(&want, Registry()); err != nil {
+			t.Fatal(err)
+		}
+		if got := s[i+len(begin) : j]; got != want.String() {
+			t.Fatalf("docs/connectors.md %s table is out of date; want:\n%s\ngot:\n%s", tc.block, want.String(), got)
+		}
 	}
-	var want bytes.Buffer
-	if err := WriteMarkdown(&want, Registry()); err != nil {
+}
+
+// Every built-in sink declares when it commits (sdk.ConfigSpec.Commits), so `ferry
+// check` can refuse sink_controlled for one that never would and `ferry connectors`
+// can say when each one's offsets advance.
+func TestEveryBuiltinSinkDeclaresItsCommits(t *testing.T) {
+	reg := Registry()
+	want := map[string]sdk.SinkCommits{"file": sdk.CommitsWhenDurable, "null": sdk.CommitsEachBatch,
+		"postgres": sdk.CommitsWhenDurable, "s3": sdk.CommitsWhenDurable, "stdout": sdk.CommitsEachBatch}
+	for _, n := range reg.SinkNames() {
+		spec, _ := reg.SinkSpec(n)
+		if spec.Commits != want[n] || spec.Commits == sdk.CommitsUndeclared {
+			t.Errorf("sink %s declares Commits %q, want %q", n, spec.Commits, want[n])
+		}
+	}
+}
+
+// A sink's commit facts in `ferry connectors`: the modes it takes, the one it runs with
+// when the file sets none, and what it does under sink_controlled.
+func TestWriteTextGivesCommitFacts(t *testing.T) {
+	reg := sdk.NewRegistry().
+		AddSink("any", nil, sdk.ConfigSpec{AnyFields: true}).
+		AddSink("never", nil, sdk.ConfigSpec{AnyFields: true, Commits: sdk.CommitsNever}).
+		AddSink("only", nil, sdk.ConfigSpec{AnyFields: true, CommitModes: []string{"sink_controlled"}, Commits: sdk.CommitsWhenDurable}).
+		AddSink("two", nil, sdk.ConfigSpec{AnyFields: true, CommitModes: []string{"after_consuming", "sink_controlled"}, Commits: sdk.CommitsEachBatch})
+	var b bytes.Buffer
+	if err := WriteText(&b, reg); err != nil {
 		t.Fatal(err)
 	}
-	if got := s[i+len(begin) : j]; got != want.String() {
-		t.Fatalf("docs/connectors.md connector table is out of date; want:\n%s\ngot:\n%s", want.String(), got)
+	want := "sink builtin:any\n" +
+		"  offset_commit: after_polling, after_consuming, sink_controlled; when not set: after_polling; under sink_controlled: not declared\n" +
+		"  (ignores plugin_config)\n\n" +
+		"sink builtin:never\n" +
+		"  offset_commit: after_polling, after_consuming; when not set: after_polling; under sink_controlled: never commits (the mode is refused)\n" +
+		"  (ignores plugin_config)\n\n" +
+		"sink builtin:only\n" +
+		"  offset_commit: sink_controlled; when not set: sink_controlled (its only mode); under sink_controlled: commits once its target holds the data durably (may be after Consume returned)\n" +
+		"  (ignores plugin_config)\n\n" +
+		"sink builtin:two\n" +
+		"  offset_commit: after_consuming, sink_controlled; when not set: refused (after_polling is not one of its modes); under sink_controlled: commits each batch once written, inside Consume\n" +
+		"  (ignores plugin_config)\n"
+	if b.String() != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
 
@@ -90,7 +141,8 @@ func TestWriteTextListsFieldsAndDefaults(t *testing.T) {
 	if err := WriteText(&b, reg); err != nil {
 		t.Fatal(err)
 	}
-	want := "sink builtin:x\n  path   output path  required  where\n  every  duration     \"1s\"      how often\n\nsource builtin:y\n"
+	want := "sink builtin:x\n  offset_commit: after_polling, after_consuming, sink_controlled; when not set: after_polling; under sink_controlled: not declared\n" +
+		"  path   output path  required  where\n  every  duration     \"1s\"      how often\n\nsource builtin:y\n"
 	if b.String() != want {
 		t.Fatalf("got:\n%q\nwant:\n%q", b.String(), want)
 	}

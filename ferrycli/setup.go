@@ -226,8 +226,9 @@ func applyEmbeddedLimits(e config.Embedded, cfg *server.Config) error {
 }
 
 // ensureTopics creates the streams and topics the enabled connectors name when missing
-// (embedded mode), each new topic with partitions partitions.
-func ensureTopics(ctx context.Context, c *iggy.Client, conns *config.Connectors, partitions uint32) error {
+// (--create-topics, --embedded), each new topic with partitions partitions, and logs each
+// creation at INFO with that count: the connectors themselves create nothing.
+func ensureTopics(ctx context.Context, c *iggy.Client, conns *config.Connectors, partitions uint32, log *slog.Logger) error {
 	type st struct{ s, t string }
 	var want []st
 	for _, src := range conns.Sources {
@@ -253,8 +254,17 @@ func ensureTopics(ctx context.Context, c *iggy.Client, conns *config.Connectors,
 		}
 	}
 	for _, w := range want {
-		if err := c.EnsureTopic(ctx, w.s, w.t, partitions); err != nil {
+		made, err := c.EnsureTopicCreated(ctx, w.s, w.t, partitions)
+		if err != nil {
 			return err
+		}
+		switch {
+		case made.Stream && made.Topic:
+			log.Info("created stream and topic (--create-topics)", "stream", w.s, "topic", w.t, "partitions", partitions)
+		case made.Topic:
+			log.Info("created topic (--create-topics)", "stream", w.s, "topic", w.t, "partitions", partitions)
+		case made.Stream: // a concurrent creator made the topic first
+			log.Info("created stream (--create-topics)", "stream", w.s)
 		}
 	}
 	return nil

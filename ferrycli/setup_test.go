@@ -4,17 +4,20 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/internal/syncbuf"
 	"github.com/ferryio/ferry/server"
 )
 
 // ensureTopics (--create-topics, --embedded) creates what every enabled connector names:
 // sinks' topics and dead-letter topics, sources' target and dead-letter topics; nothing for
-// a disabled one.
+// a disabled one. Each creation is one INFO line with the partition count used (the
+// connectors themselves create nothing); a second run, with everything there, logs none.
 func TestEnsureTopicsCoversSinksAndSources(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -37,8 +40,30 @@ func TestEnsureTopicsCoversSinksAndSources(t *testing.T) {
 		Streams:    []config.SourceStream{{Stream: "ignored", Topic: "x"}, {Stream: "out", Topic: "c"}}}
 	off := &config.Source{Common: config.Common{Key: "off"}, Streams: []config.SourceStream{{Stream: "off", Topic: "z"}}}
 	conns := &config.Connectors{Sinks: []*config.Sink{sink}, Sources: []*config.Source{src, off}}
-	if err := ensureTopics(ctx, c, conns, 3); err != nil {
+	var logs syncbuf.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}))
+	if err := ensureTopics(ctx, c, conns, 3, log); err != nil {
 		t.Fatal(err)
+	}
+	want := `{"level":"INFO","msg":"created stream and topic (--create-topics)","stream":"out","topic":"c","partitions":3}
+{"level":"INFO","msg":"created stream and topic (--create-topics)","stream":"dlq","topic":"source_dead","partitions":3}
+{"level":"INFO","msg":"created stream and topic (--create-topics)","stream":"in","topic":"a","partitions":3}
+{"level":"INFO","msg":"created topic (--create-topics)","stream":"in","topic":"b","partitions":3}
+{"level":"INFO","msg":"created topic (--create-topics)","stream":"dlq","topic":"sink_dead","partitions":3}
+`
+	if logs.String() != want {
+		t.Fatalf("logged:\n%s\nwant:\n%s", logs.String(), want)
+	}
+	if err := ensureTopics(ctx, c, conns, 3, log); err != nil {
+		t.Fatal(err)
+	}
+	if logs.String() != want {
+		t.Fatalf("a second run, with everything there, logged:\n%s", strings.TrimPrefix(logs.String(), want))
 	}
 	for _, st := range [][2]string{{"in", "a"}, {"in", "b"}, {"dlq", "sink_dead"}, {"dlq", "source_dead"}, {"out", "c"}} {
 		td, err := c.GetTopic(ctx, iggy.Name(st[0]), iggy.Name(st[1]))

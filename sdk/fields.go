@@ -66,7 +66,7 @@ func (c Config[T]) Spec() ConfigSpec {
 	f := &Fields{}
 	var zero T
 	c.declare(&zero, f)
-	s := ConfigSpec{Fields: f.describe(), Rules: f.ruleTexts(), CommitModes: f.modes, AnyFields: f.any}
+	s := ConfigSpec{Fields: f.describe(), Rules: f.ruleTexts(), CommitModes: f.modes, Commits: f.commit, AnyFields: f.any}
 	s.typed = func(raw []byte, dst any) []error {
 		if p, ok := dst.(*T); ok && p != nil {
 			return c.parseInto(raw, p)
@@ -86,12 +86,16 @@ type Fields struct {
 	rules  []fieldRule
 	checks []func() error
 	modes  []string
+	commit SinkCommits
 	any    bool
 }
 
 // CommitModes restricts the offset_commit modes a sink runs with (see
 // [ConfigSpec.CommitModes]).
 func (f *Fields) CommitModes(modes ...string) { f.modes = append(f.modes, modes...) }
+
+// Commits declares when the sink calls its Committer (see [ConfigSpec.Commits]).
+func (f *Fields) Commits(c SinkCommits) { f.commit = c }
 
 // AnyKeys makes every key not declared pass unchecked (a connector that passes its
 // config on, or ignores it).

@@ -37,7 +37,9 @@ const (
 const DefaultFlushInterval = time.Second
 
 // Spec declares plugin_config; Open decodes with it and `ferry check` validates with it.
-var Spec = sdk.ConfigSpec{Fields: []sdk.ConfigField{
+// Under sink_controlled the sink commits what an fsync made durable (every flush_interval,
+// and in Close).
+var Spec = sdk.ConfigSpec{Commits: sdk.CommitsWhenDurable, Fields: []sdk.ConfigField{
 	{Name: FieldPath, Type: sdk.TypeOutputPath, Required: true,
 		Doc: "the file to append JSON lines to (created with mode 0644 if missing, with its directories)"},
 	{Name: FieldFlushInterval, Type: sdk.TypeDuration, Default: sdk.FormatDuration(DefaultFlushInterval),

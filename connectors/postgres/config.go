@@ -101,8 +101,9 @@ const (
 )
 
 // Spec declares plugin_config (the constants above, their types and defaults); parseConfig
-// decodes with it and `ferry check` validates with it.
-var Spec = sdk.ConfigSpec{Fields: []sdk.ConfigField{
+// decodes with it and `ferry check` validates with it. Under sink_controlled the sink
+// commits a partition's offset once the transaction holding its rows committed.
+var Spec = sdk.ConfigSpec{Commits: sdk.CommitsWhenDurable, Fields: []sdk.ConfigField{
 	{Name: FieldConnectionString, Type: sdk.TypeString, Required: true, Doc: "PostgreSQL URL or key=value DSN; never logged"},
 	{Name: FieldTargetTable, Type: sdk.TypeString, Default: DefaultTargetTable, Doc: "the table rows go to (one identifier, quoted as a whole)"},
 	{Name: FieldBatchSize, Type: sdk.TypeInteger, Default: DefaultBatchSize, Doc: "rows per INSERT pipeline in insert and upsert modes (0 = 1)"},

@@ -290,7 +290,8 @@ func TestPostgresPoisonRowToDeadLetter(t *testing.T) {
 	// schema raw: the runtime hands the payload over as is (the database rejects it).
 	sink := strings.Replace(pgSink("pg", url, table, "dead_letter"), `schema = "json"`, `schema = "raw"`, 1)
 	writeFile(t, filepath.Join(dir, "pg", "sink.toml"), sink)
-	run := startFerry(t, "run", dir, nil, "run", "--config", remoteConfig(t, dir, addr, filepath.Join(dir, "pg")), "--progress", "0")
+	// --create-topics: the dead-letter topic exists only if someone creates it.
+	run := startFerry(t, "run", dir, nil, "run", "--config", remoteConfig(t, dir, addr, filepath.Join(dir, "pg")), "--create-topics", "--progress", "0")
 	testkit.WaitFor(t, "the batch written", func() bool {
 		return pgCount(db, "SELECT coalesce(max(last_offset), -1) FROM "+table+"_offsets") == 199
 	})

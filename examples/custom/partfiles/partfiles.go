@@ -28,10 +28,11 @@ const Name = "partfiles"
 // FieldDir is the plugin_config field naming the output directory.
 const FieldDir = "dir"
 
-// Spec declares plugin_config and that the sink runs only with offset_commit =
-// "sink_controlled": Open decodes with it, `ferry check` and the start validate with it
-// (a file with another mode is refused before Open) and `ferry connectors` prints it.
-var Spec = sdk.ConfigSpec{CommitModes: []string{"sink_controlled"}, Fields: []sdk.ConfigField{
+// Spec declares plugin_config, that the sink runs only with offset_commit =
+// "sink_controlled" (a file without the key runs with it; one with another mode is refused
+// before Open) and that it commits each batch once fsynced: Open decodes with it, `ferry
+// check` and the start validate with it and `ferry connectors` prints it.
+var Spec = sdk.ConfigSpec{CommitModes: []string{"sink_controlled"}, Commits: sdk.CommitsEachBatch, Fields: []sdk.ConfigField{
 	{Name: FieldDir, Type: sdk.TypeString, Required: true,
 		Doc: "the directory of the partition files (created if missing)"},
 }}
