@@ -610,8 +610,9 @@ func create[C config.Sink | config.Source](p *HTTP, typ config.ConnectorType, op
 	return out, nil
 }
 
-// checkPlugin refuses a new config whose native plugin lies outside dirs, so that no
-// provider stores a path the runtime would refuse to load.
+// checkPlugin refuses a new config whose native plugin lies outside dirs, or would once
+// it exists (config.CheckPluginPlace), so that no provider stores a path the runtime
+// would refuse to load.
 func checkPlugin(c any, dirs []string) error {
 	var common *config.Common
 	switch c := c.(type) {
@@ -625,7 +626,7 @@ func checkPlugin(c any, dirs []string) error {
 	if _, ok := common.Builtin(); ok {
 		return nil
 	}
-	if _, err := config.LoadablePluginPath(common.Path, dirs); errors.Is(err, config.ErrPluginNotAllowed) {
+	if err := config.CheckPluginPlace(common.Path, dirs); err != nil {
 		return &config.Error{File: configjson.BodyFile, Key: "path", Msg: err.Error(), Err: config.ErrInvalidConfig}
 	}
 	return nil
