@@ -139,7 +139,8 @@ func (l *lagReader) read(ctx context.Context, t lagTopic) ([]groupPartition, tim
 var errLagReading = errors.New("the offsets are still being read from Iggy")
 
 // run reads t's offsets into r and keeps r as the topic's read, unless the topic was
-// forgotten meanwhile (its waiters still get r).
+// forgotten meanwhile, or the read failed because close ended it (its waiters still get
+// r; the next caller reads again).
 func (l *lagReader) run(ctx context.Context, t lagTopic, e *lagEntry, r *lagRead) {
 	rctx, cancel := context.WithTimeout(ctx, lagReadTimeout)
 	r.parts, r.err = l.adm.groupOffsets(rctx, t.group, t.stream, t.topic)
@@ -147,7 +148,10 @@ func (l *lagReader) run(ctx context.Context, t lagTopic, e *lagEntry, r *lagRead
 	l.reads.Add(1)
 	l.mu.Lock()
 	if l.topics[t] == e {
-		e.kept, e.running = r, nil
+		e.running = nil
+		if r.err == nil || !l.closed {
+			e.kept = r
+		}
 	}
 	l.mu.Unlock()
 	close(r.done)
