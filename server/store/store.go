@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -169,7 +168,7 @@ func Open(opts Options) (*Store, error) {
 		if err := makePrivate(opts.Dir); err != nil {
 			return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
 		}
-		l, err := lockDir(filepath.Join(opts.Dir, "FERRY.LOCK"))
+		l, err := lockDir(filepath.Join(opts.Dir, lockName))
 		if err != nil {
 			return nil, fmt.Errorf("store: open %s: %w (%w)", opts.Dir, ErrLocked, err)
 		}
@@ -210,9 +209,9 @@ func Open(opts Options) (*Store, error) {
 		go s.syncLoop(opts.FsyncInterval)
 	}
 	if probe > 0 {
-		if fi, err := os.Stat(opts.Dir); err == nil {
+		if base, err := s.newProbeBase(); err == nil {
 			s.wg.Add(1)
-			go s.probeLoop(probe, fi)
+			go s.probeLoop(probe, base)
 		}
 	}
 	return s, nil
