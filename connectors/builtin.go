@@ -2,6 +2,7 @@ package connectors
 
 import (
 	"github.com/ferryio/ferry/connectors/file"
+	httpsink "github.com/ferryio/ferry/connectors/http"
 	"github.com/ferryio/ferry/connectors/mqtt"
 	"github.com/ferryio/ferry/connectors/null"
 	"github.com/ferryio/ferry/connectors/postgres"
@@ -13,7 +14,7 @@ import (
 )
 
 // Registry returns a new registry holding every built-in connector: sinks "stdout", "null",
-// "file", "postgres", "s3" and "mqtt", sources "random", "postgres" (change data capture) and "mqtt". Each call returns a fresh value the caller may extend.
+// "file", "postgres", "s3", "mqtt" and "http", sources "random", "postgres" (change data capture) and "mqtt". Each call returns a fresh value the caller may extend.
 func Registry() *sdk.Registry {
 	return sdk.NewRegistry().
 		AddSink(stdout.Name, func() sdk.Sink { return stdout.New() }, stdout.Spec).
@@ -23,6 +24,7 @@ func Registry() *sdk.Registry {
 		AddSink(s3.Name, func() sdk.Sink { return s3.New() }, s3.Spec).
 		AddSource(random.Name, func() sdk.Source { return random.New() }, random.Spec).
 		AddSource(pgsource.Name, func() sdk.Source { return pgsource.New() }, pgsource.Spec).
+		AddSink(httpsink.Name, func() sdk.Sink { return httpsink.New() }, httpsink.Spec).
 		AddSink(mqtt.Name, func() sdk.Sink { return mqtt.NewSink() }, mqtt.SinkSpec).
 		AddSource(mqtt.Name, func() sdk.Source { return mqtt.NewSource() }, mqtt.SourceSpec)
 }

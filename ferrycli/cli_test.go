@@ -78,7 +78,7 @@ func TestAddRefuses(t *testing.T) {
 			t.Errorf("%s: errors.Is(err, ErrDuplicate) = %v, want %v", tc.name, !tc.dup, tc.dup)
 		}
 	}
-	if got, want := strings.Join(c.reg.SinkNames(), ","), "file,mine,mqtt,null,postgres,s3,stdout"; got != want {
+	if got, want := strings.Join(c.reg.SinkNames(), ","), "file,http,mine,mqtt,null,postgres,s3,stdout"; got != want {
 		t.Errorf("sinks %s, want %s", got, want)
 	}
 	if got, want := strings.Join(c.reg.SourceNames(), ","), "mine,mqtt,postgres,random"; got != want {
@@ -145,7 +145,7 @@ source builtin:mine
 		t.Errorf("connectors --markdown mine:\n%s", md)
 	}
 	_, err = execute(t, c, "connectors", "nope")
-	if err == nil || !strings.Contains(err.Error(), `connectors: no connector named "nope" (sinks: [file mine mqtt null postgres s3 stdout], sources: [mine mqtt postgres random])`) {
+	if err == nil || !strings.Contains(err.Error(), `connectors: no connector named "nope" (sinks: [file http mine mqtt null postgres s3 stdout], sources: [mine mqtt postgres random])`) {
 		t.Errorf("connectors nope: %v", err)
 	}
 }
