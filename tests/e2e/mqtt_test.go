@@ -111,14 +111,7 @@ func TestMQTTSourceAtLeastOnceUnderSIGKILL(t *testing.T) {
 	dir := t.TempDir()
 	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
 	c := dial(t, addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	if _, err := c.CreateStream(ctx, "s"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CreateTopic(ctx, iggy.Name("s"), "mqtt", 3); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
+	createMQTTTopic(t, c)
 	conns := filepath.Join(dir, "conns")
 	writeFile(t, filepath.Join(conns, "mq.toml"), mqttSource(brokerURL, "ferry-e2e-"+strconv.FormatUint(seed, 36), prefix+"/#", ""))
 	args := []string{"run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0"}
@@ -224,6 +217,19 @@ func TestMQTTSourceAtLeastOnceUnderSIGKILL(t *testing.T) {
 	}
 	t.Logf("%d messages on %d topics, %d kills, 1 broker restart: %d in Iggy, 0 lost, %d duplicates (bound %d: %d per kill or restart)",
 		size.messages, size.topics, size.kills, total, dups, bound, window)
+}
+
+// createMQTTTopic creates stream s, topic mqtt of 3 partitions.
+func createMQTTTopic(t *testing.T, c *iggy.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.CreateStream(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateTopic(ctx, iggy.Name("s"), "mqtt", 3); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // readMQTTTopic reads s/mqtt whole: for each MQTT topic number, the per-topic indexes in
