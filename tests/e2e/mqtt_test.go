@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,17 +45,17 @@ func mqttPublish(brokerURL, python, prefix string, topics, first, last int) erro
 	u, _ := url.Parse(brokerURL)
 	cmd := exec.Command(python, "testdata/mqtt_publish.py", u.Hostname(), u.Port(), prefix, strconv.Itoa(topics), strconv.Itoa(first), strconv.Itoa(last))
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("publish %d..%d: %v\n%s", first, last, err, out)
+		return fmt.Errorf("publish %d..%d: %w\n%s", first, last, err, out)
 	}
 	return nil
 }
 
 // mqttBrokerRestart restarts the broker gracefully (it saves its sessions).
-func mqttBrokerRestart(t *testing.T) {
-	t.Helper()
+func mqttBrokerRestart() error {
 	if out, err := exec.Command("bash", "../../scripts/mosquitto.sh", "restart").CombinedOutput(); err != nil {
-		t.Fatalf("restart the broker: %v\n%s", err, out)
+		return fmt.Errorf("restart the broker: %w\n%s", err, out)
 	}
+	return nil
 }
 
 func mqttSource(brokerURL, clientID, filter string, extra string) string {
@@ -130,39 +131,47 @@ func TestMQTTSourceAtLeastOnceUnderSIGKILL(t *testing.T) {
 	// the publisher itself never sends a message twice.
 	restart := make(chan struct{}, 1)
 	restarted := make(chan struct{})
-	var pubErr error
+	var pubErr error          // the publisher's, read after wg.Wait
+	var pubFailed atomic.Bool // read meanwhile
 	var wg sync.WaitGroup
 	chunk := 500
 	wg.Go(func() {
 		for from := 0; from < size.messages; from += chunk {
 			select {
 			case <-restart:
-				mqttBrokerRestart(t)
+				pubErr = mqttBrokerRestart()
 				close(restarted)
+				if pubErr != nil {
+					pubFailed.Store(true)
+					return
+				}
 			default:
 			}
 			if pubErr = mqttPublish(brokerURL, python, prefix, size.topics, from, min(from+chunk, size.messages)); pubErr != nil {
+				pubFailed.Store(true)
 				return
 			}
 		}
 	})
 	share := uint64(size.messages / (size.kills + 1))
-	var runs []*proc
 	for i := 1; i <= size.kills; i++ {
 		before := topicMessages(c, "mqtt")
 		testkit.WaitFor(t, fmt.Sprintf("run %d sending", i-1), func() bool {
 			if run.exited() {
 				t.Fatalf("run %d exited by itself: %v\n%s", i-1, run.err, tail(run.out.String(), 30))
 			}
-			return topicMessages(c, "mqtt") >= before+share/2 || pubErr != nil
+			return topicMessages(c, "mqtt") >= before+share/2 || pubFailed.Load()
 		})
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 		run.kill()
 		t.Logf("kill %d: %d messages in the topic", i, topicMessages(c, "mqtt"))
-		runs = append(runs, run)
 		if i == size.restartAfter {
 			restart <- struct{}{}
 			<-restarted
+			if pubFailed.Load() {
+				wg.Wait()
+				t.Fatal(pubErr)
+			}
 			t.Logf("broker restarted after kill %d", i)
 		}
 		run = startFerry(t, fmt.Sprintf("run %d", i), dir, nil, args...)
