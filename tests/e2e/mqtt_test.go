@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -281,4 +282,56 @@ func distinctInts(xs []int) map[int]bool {
 		m[x] = true
 	}
 	return m
+}
+
+// TestMQTTAndHTTPErrorsNameWhere: `ferry run` with an MQTT source whose broker is down, one
+// whose login the broker refuses, and an HTTP sink whose URL nothing answers: each fails
+// to start with a line naming the connector, the broker or URL and what went wrong (the
+// refused login for good, the others retried by the restart policy), and no password is
+// logged.
+func TestMQTTAndHTTPErrorsNameWhere(t *testing.T) {
+	mqttBroker(t)
+	auth := os.Getenv("FERRY_MQTT_AUTH_URL")
+	if auth == "" {
+		t.Skip("FERRY_MQTT_AUTH_URL is not set (scripts/mosquitto.sh start)")
+	}
+	down := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	dir := t.TempDir()
+	conns := filepath.Join(dir, "conns")
+	writeFile(t, filepath.Join(conns, "down.toml"), strings.Replace(mqttSource("tcp://"+down, "e2e-down", "a/#", "connect_attempts = 1\n"), `key = "mq"`, `key = "down"`, 1))
+	writeFile(t, filepath.Join(conns, "login.toml"), strings.Replace(mqttSource(auth, "e2e-login", "a/#", "username = \"ferry\"\npassword = \"not-the-password\"\n"), `key = "mq"`, `key = "login"`, 1))
+	writeFile(t, filepath.Join(conns, "hook.toml"), httpSink("http://"+down+"/hook", "ndjson", 10)+"health_check_enabled = true\n")
+	run := startFerry(t, "run", dir, nil, "run", "--config", runtimeConfig(t, dir, conns), "--embedded")
+	want := []string{
+		`mqtt source \"down\": connect to tcp://` + down,
+		"connection refused",
+		`mqtt source \"login\": connect to ` + auth,
+		`the broker refused the login of user \"ferry\"`,
+		"http sink: health check HEAD http://" + down + "/hook",
+	}
+	testkit.WaitFor(t, "the three start errors", func() bool {
+		out := run.out.String()
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				return false
+			}
+		}
+		return true
+	})
+	if !run.exited() {
+		run.kill() // a run whose every connector failed at start exits 1 by itself
+	}
+	if strings.Contains(run.out.String(), "not-the-password") {
+		t.Fatal("the password was logged")
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
