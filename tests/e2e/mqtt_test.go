@@ -22,12 +22,16 @@ import (
 )
 
 // mqttBroker returns the broker of scripts/mosquitto.sh (FERRY_MQTT_URL) and the Python
-// with paho-mqtt (FERRY_PAHO_PYTHON): skipped when unset, failed when the broker is down.
+// with paho-mqtt (FERRY_PAHO_PYTHON): skipped when FERRY_MQTT_URL is unset, failed when
+// the broker is down or the Python is missing.
 func mqttBroker(t testing.TB) (brokerURL, python string) {
 	t.Helper()
 	brokerURL, python = os.Getenv("FERRY_MQTT_URL"), os.Getenv("FERRY_PAHO_PYTHON")
-	if brokerURL == "" || python == "" {
-		t.Skip(`FERRY_MQTT_URL or FERRY_PAHO_PYTHON is not set (eval "$(bash scripts/mosquitto.sh start)"; eval "$(bash scripts/mosquitto.sh paho)")`)
+	if brokerURL == "" {
+		t.Skip(`FERRY_MQTT_URL is not set (eval "$(bash scripts/mosquitto.sh start)"; eval "$(bash scripts/mosquitto.sh paho)")`)
+	}
+	if python == "" {
+		t.Fatal(`FERRY_MQTT_URL is set but FERRY_PAHO_PYTHON is not (eval "$(bash scripts/mosquitto.sh paho)")`)
 	}
 	u, err := url.Parse(brokerURL)
 	if err != nil {
