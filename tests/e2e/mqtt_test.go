@@ -297,7 +297,7 @@ func TestMQTTAndHTTPErrorsNameWhere(t *testing.T) {
 	mqttBroker(t)
 	auth := os.Getenv("FERRY_MQTT_AUTH_URL")
 	if auth == "" {
-		t.Skip("FERRY_MQTT_AUTH_URL is not set (scripts/mosquitto.sh start)")
+		t.Fatal("FERRY_MQTT_URL is set but FERRY_MQTT_AUTH_URL is not (eval the whole output of scripts/mosquitto.sh start)")
 	}
 	down := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	dir := t.TempDir()
