@@ -243,3 +243,31 @@ func TestByteSize(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldsInts: an integer list decodes, has its default, and a non-integer element is
+// named by its index.
+func TestFieldsInts(t *testing.T) {
+	type cfg struct{ Codes []int }
+	decl := NewConfig(func(c *cfg, f *Fields) {
+		f.Ints("codes", &c.Codes).Default([]int{200, 204}).Doc("status codes")
+	})
+	c, err := decl.Parse([]byte(`null`))
+	if err != nil || fmt.Sprint(c.Codes) != "[200 204]" {
+		t.Fatalf("default: %v %v", c.Codes, err)
+	}
+	if c, err = decl.Parse([]byte(`{"codes":[201,-1]}`)); err != nil || fmt.Sprint(c.Codes) != "[201 -1]" {
+		t.Fatalf("values: %v %v", c.Codes, err)
+	}
+	for raw, want := range map[string]string{
+		`{"codes":[200,"x"]}`: `plugin_config.codes: element 1: want an integer, got string "x"`,
+		`{"codes":[1.5]}`:     `plugin_config.codes: element 0: want an integer, got 1.5`,
+		`{"codes":200}`:       `plugin_config.codes: want an integer list, got number 200`,
+	} {
+		if _, err := decl.Parse([]byte(raw)); err == nil || err.Error() != want {
+			t.Errorf("%s: error %v, want %q", raw, err, want)
+		}
+	}
+	if spec := decl.Spec(); spec.Fields[0].Type != TypeInts || fmt.Sprint(spec.Fields[0].Default) != "[200,204]" {
+		t.Errorf("spec %+v", spec.Fields[0])
+	}
+}
