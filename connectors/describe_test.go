@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/ferryio/ferry/connectors/file"
-	"github.com/ferryio/ferry/connectors/postgres"
 	"github.com/ferryio/ferry/connectors/random"
 	"github.com/ferryio/ferry/connectors/stdout"
 	"github.com/ferryio/ferry/sdk"
@@ -110,7 +109,6 @@ func TestSpecsMatchConfigStructs(t *testing.T) {
 		cfg  any
 	}{
 		"file":     {file.Spec, file.Config{}},
-		"postgres": {postgres.Spec, postgres.Config{}},
 		"random":   {random.Spec, random.Config{}},
 		"stdout":   {stdout.Spec, stdout.Config{}},
 	}
