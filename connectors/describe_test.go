@@ -108,9 +108,9 @@ func TestSpecsMatchConfigStructs(t *testing.T) {
 		spec sdk.ConfigSpec
 		cfg  any
 	}{
-		"file":     {file.Spec, file.Config{}},
-		"random":   {random.Spec, random.Config{}},
-		"stdout":   {stdout.Spec, stdout.Config{}},
+		"file":   {file.Spec, file.Config{}},
+		"random": {random.Spec, random.Config{}},
+		"stdout": {stdout.Spec, stdout.Config{}},
 	}
 	for name, c := range cases {
 		var tags, fields []string
