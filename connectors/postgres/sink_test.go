@@ -275,15 +275,21 @@ func TestContinuesOfficialLayout(t *testing.T) {
 func TestConfigErrorsNameTheField(t *testing.T) {
 	for cfg, want := range map[string]string{
 		`{}`: "plugin_config.connection_string: required field is missing",
-		`{"connection_string":"x","payload_format":"xml"}`:                           "payload_format",
-		`{"connection_string":"x","write_mode":"merge"}`:                             "write_mode",
-		`{"connection_string":"x","target_table":"` + strings.Repeat("t", 64) + `"}`: "target_table",
-		`{"connection_string":"x","offsets_table":"a\u0000b"}`:                       "offsets_table",
-		`{"connection_string":"x","columns":[{"name":"a.b","path":"a"}]}`:            "columns[0]",
-		`{"connection_string":"x","columns":[{"name":"a"}]}`:                         "plugin_config.columns[0].path: required field is missing",
-		`{"connection_string":"x","write_mode":"upsert","upsert_key":"zz"}`:          "upsert_key",
-		`{"connection_string":"x","batch_size":-1}`:                                  "batch_size",
-		`{"connection_string":"x","unknown":1}`:                                      "unknown",
+		`{"connection_string":"x","payload_format":"xml"}`:                                      "payload_format",
+		`{"connection_string":"x","write_mode":"merge"}`:                                        "write_mode",
+		`{"connection_string":"x","target_table":"` + strings.Repeat("t", 64) + `"}`:            "target_table",
+		`{"connection_string":"x","offsets_table":"a\u0000b"}`:                                  "offsets_table",
+		`{"connection_string":"x","columns":[{"name":"a.b","path":"a"}]}`:                       "columns[0]",
+		`{"connection_string":"x","columns":[{"name":"a"}]}`:                                    "plugin_config.columns[0].path: required field is missing",
+		`{"connection_string":"x","write_mode":"upsert","upsert_key":"zz"}`:                     "upsert_key",
+		`{"connection_string":"x","batch_size":-1}`:                                             "batch_size",
+		`{"connection_string":"x","unknown":1}`:                                                 "unknown",
+		`{"connection_string":""}`:                                                              "plugin_config.connection_string: must not be empty",
+		`{"connection_string":"x","retry_delay":"0s"}`:                                          "plugin_config.retry_delay: 0s is below the minimum 1ns",
+		`{"connection_string":"x","max_connections":-1}`:                                        "plugin_config.max_connections: -1 is below the minimum 0",
+		`{"connection_string":"x","on_offsets_mismatch":"ignore"}`:                              `plugin_config.on_offsets_mismatch: unknown value "ignore" (want error, resume or restart)`,
+		`{"connection_string":"x","columns":[{"name":"a","path":"a"},{"name":"a","path":"b"}]}`: `plugin_config.columns[1].name: "a" appears twice`,
+		`{"connection_string":"x","columns":[{"name":"a","path":"a","type":"int; drop"}]}`:      `plugin_config.columns[0].type: "int; drop": want an SQL type name`,
 	} {
 		if _, err := Config.Parse([]byte(cfg)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want one naming %q", cfg, err, want)
