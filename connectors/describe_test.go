@@ -130,6 +130,23 @@ func TestSpecsMatchConfigStructs(t *testing.T) {
 	}
 }
 
+// TestDefaultsAsWritten: every built-in field's default prints as a connector file writes
+// it: a string once quoted ("iggy_messages"), never its quotes quoted again.
+func TestDefaultsAsWritten(t *testing.T) {
+	var walk func(c Connector, prefix string, fields []sdk.ConfigField)
+	walk = func(c Connector, prefix string, fields []sdk.ConfigField) {
+		for _, f := range fields {
+			if d := DefaultText(f); strings.Contains(d, `\"`) {
+				t.Errorf("%s builtin:%s: plugin_config.%s%s prints its default as %s", c.Kind, c.Name, prefix, f.Name, d)
+			}
+			walk(c, prefix+f.Name+"[].", f.Fields)
+		}
+	}
+	for _, c := range List(Registry()) {
+		walk(c, "", c.Spec.Fields)
+	}
+}
+
 func TestWriteTextListsFieldsAndDefaults(t *testing.T) {
 	var b bytes.Buffer
 	reg := sdk.NewRegistry().AddSink("x", nil, sdk.ConfigSpec{Fields: []sdk.ConfigField{

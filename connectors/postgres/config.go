@@ -89,9 +89,9 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 	f.String("target_table", &c.TargetTable).Default("iggy_messages").Check(tableName).
 		Doc("the table rows go to (one identifier, quoted as a whole)")
 	f.Int("batch_size", &c.BatchSize).Default(100).Min(0).
-		Doc("rows per INSERT pipeline in insert and upsert modes (0 = 1)")
+		Doc("rows per INSERT pipeline in insert and upsert modes; 0 behaves as 1")
 	f.Int("max_connections", &c.MaxConnections).Default(defaultMaxConnections).Min(0).
-		Doc("the connection pool's size (0 = 10)")
+		Doc("the connection pool's size; 0 is the default")
 	f.Bool("auto_create_table", &c.AutoCreateTable).Default(false).
 		Doc("create the target table (official layout) when missing")
 	f.Bool("include_metadata", &c.IncludeMetadata).Default(true).
@@ -113,7 +113,7 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 		Default(mismatchError).
 		Doc("offsets rows naming another table, or an empty table they say was written: fail, resume after them, or restart from offset 0")
 	sdk.Enum(f, "write_mode", &c.WriteMode, sdk.Choice(modeCopy), sdk.Choice(modeInsert), sdk.Choice(modeUpsert)).
-		Default(modeCopy).Doc("copy (COPY FROM), insert, or upsert (ON CONFLICT (upsert_key) DO UPDATE)")
+		Default(modeCopy).Doc("how rows are written: COPY FROM, INSERT statements, or INSERT … ON CONFLICT (upsert_key) DO UPDATE")
 	f.String("upsert_key", &c.UpsertKey).Default("id").Doc("the column upsert conflicts on (unique index): id or one of columns")
 	sdk.Tables(f, "columns", &c.Columns, func(col *column, f *sdk.Fields) {
 		f.String("name", &col.Name).Required().Check(columnName).Doc("the column")
@@ -123,7 +123,7 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 	f.Duration("flush_interval", &c.FlushInterval).Default(0).
 		Doc("group commit: a partition's transaction spans batches and commits at this age (0: one transaction per batch)")
 	f.Int("max_rows_per_transaction", &c.MaxRowsPerTransaction).Default(defaultMaxRowsPerTransaction).Min(0).
-		Doc("with flush_interval: commit a partition's transaction once it holds this many rows (0 = 10000)")
+		Doc("with flush_interval: commit a partition's transaction once it holds this many rows; 0 is the default")
 	f.Bool("commit_when_caught_up", &c.CommitWhenCaughtUp).Default(true).
 		Doc("with flush_interval: also commit a partition's transaction when a batch reaches the partition's end (nothing more waiting)")
 	sdk.Enum(f, "copy_format", &c.CopyFormat, sdk.Choice(copyText), sdk.Choice(copyBinary)).Default(copyBinary).

@@ -64,7 +64,7 @@ const (
 var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 	f.Secret("connection_string", &c.ConnectionString).Required().Check(notEmpty).Doc("PostgreSQL URL or key=value DSN")
 	sdk.Enum(f, "mode", &c.Mode, sdk.Choice(modeCDC), sdk.Choice(modePolling)).Required().
-		Doc("cdc (logical replication, pgoutput) or polling")
+		Doc("how changes are read: logical replication (pgoutput), or tables read past a tracking column")
 	f.Strings("tables", &c.Tables).Required().Check(tableList).Doc(`tables captured ("name" or "schema.name")`)
 	f.Duration("poll_interval", &c.PollInterval).Default(10 * time.Second).Doc("polling: time between polls")
 	f.Int("batch_size", &c.BatchSize).Default(1000).Min(1).Doc("most messages per batch sent to Iggy")
@@ -78,7 +78,7 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 		Doc("the logical replication slot (pgoutput), created when missing")
 	f.Strings("capture_operations", &c.CaptureOperations).Default([]string{opInsert, opUpdate, opDelete}).
 		Doc("operations that become messages: INSERT, UPDATE, DELETE, TRUNCATE")
-	sdk.Enum(f, "cdc_backend", &c.CDCBackend, sdk.Choice("builtin")).Default("builtin").Doc("builtin only")
+	sdk.Enum(f, "cdc_backend", &c.CDCBackend, sdk.Choice("builtin")).Default("builtin").Doc("accepted for compatibility")
 	f.Bool("delete_after_read", &c.DeleteAfterRead).Default(false).Doc("polling: delete the rows read")
 	f.String("processed_column", &c.ProcessedColumn).Doc("polling: boolean column set on the rows read")
 	f.String("primary_key_column", &c.PrimaryKeyColumn).
@@ -91,7 +91,7 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 		Doc("the first wait between those retries (doubling up to 30s), and of a lost replication connection's reconnects")
 	f.String("publication", &c.Publication).Doc("the publication read (default <replication_slot>_pub, created for tables when missing)")
 	sdk.Enum(f, "partition_by", &c.PartitionBy, sdk.Choice(partitionByKey), sdk.Choice(partitionByTable), sdk.Choice(partitionByNone)).
-		Default(partitionByKey).Doc("partition key: key (table + primary key), table or none")
+		Default(partitionByKey).Doc("a change's partition key: its table and primary key, its table, or none (one partition, total order)")
 	f.Duration("status_interval", &c.StatusInterval).Default(time.Second).Min(time.Nanosecond).
 		Doc("how often the confirmed position is reported to PostgreSQL")
 	f.Check(func() error {
