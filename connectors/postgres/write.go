@@ -423,11 +423,16 @@ func steer(err error) error {
 	return sdk.BackOff(0, err)
 }
 
-// connectionLost reports whether err is the connection failing or the server going away
-// (SQLSTATE class 08, or 57P01–57P03: shut down, crashed, not accepting connections yet).
+// connectionLost reports whether err is the connection failing, no new one to be had, or
+// the server going away (SQLSTATE class 08, or 57P01–57P03: shut down, crashed, not
+// accepting connections yet).
 func connectionLost(err error) bool {
+	var ce *pgconn.ConnectError
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
+	switch {
+	case errors.As(err, &ce):
+		return true
+	case errors.As(err, &pe):
 		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
 	}
 	return true // not the server's answer: the connection failed
