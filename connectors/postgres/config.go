@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -84,61 +85,42 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 	// Under sink_controlled a partition's offset is committed once the transaction
 	// holding its rows committed.
 	f.Commits(sdk.CommitsWhenDurable)
-	f.Secret("connection_string", &c.ConnectionString).Required().Check(notEmpty).
-		Doc("PostgreSQL URL or key=value DSN")
-	f.String("target_table", &c.TargetTable).Default("iggy_messages").Check(tableName).
-		Doc("the table rows go to (one identifier, quoted as a whole)")
-	f.Int("batch_size", &c.BatchSize).Default(100).Min(0).
-		Doc("rows per INSERT pipeline in insert and upsert modes; 0 behaves as 1")
-	f.Int("max_connections", &c.MaxConnections).Default(defaultMaxConnections).Min(0).
-		Doc("the connection pool's size; 0 is the default")
-	f.Bool("auto_create_table", &c.AutoCreateTable).Default(false).
-		Doc("create the target table (official layout) when missing")
-	f.Bool("include_metadata", &c.IncludeMetadata).Default(true).
-		Doc("write iggy_offset, iggy_timestamp, iggy_stream, iggy_topic, iggy_partition_id")
+	f.Secret("connection_string", &c.ConnectionString).Required().Check(notEmpty).Doc("PostgreSQL URL or key=value DSN")
+	f.String("target_table", &c.TargetTable).Default("iggy_messages").Check(tableName).Doc("the table rows go to (one identifier, quoted as a whole)")
+	f.Int("batch_size", &c.BatchSize).Default(100).Min(0).Doc("rows per INSERT pipeline in insert and upsert modes; 0 behaves as 1")
+	f.Int("max_connections", &c.MaxConnections).Default(defaultMaxConnections).Min(0).Doc("the connection pool's size; 0 is the default")
+	f.Bool("auto_create_table", &c.AutoCreateTable).Default(false).Doc("create the target table (official layout) when missing")
+	f.Bool("include_metadata", &c.IncludeMetadata).Default(true).Doc("write iggy_offset, iggy_timestamp, iggy_stream, iggy_topic, iggy_partition_id")
 	f.Bool("include_checksum", &c.IncludeChecksum).Default(true).Doc("write iggy_checksum")
 	f.Bool("include_origin_timestamp", &c.IncludeOriginTimestamp).Default(true).Doc("write iggy_origin_timestamp")
-	sdk.Enum(f, "payload_format", &c.PayloadFormat, sdk.Choice(formatBytea), sdk.Choice(formatJSON, "jsonb"), sdk.Choice(formatText)).
-		Default(formatBytea).Doc("the payload column's type")
+	sdk.Enum(f, "payload_format", &c.PayloadFormat, sdk.Choice(formatBytea), sdk.Choice(formatJSON, "jsonb"), sdk.Choice(formatText)).Default(formatBytea).Doc("the payload column's type")
 	f.Bool("verbose_logging", &c.VerboseLogging).Default(false).Doc("log each written batch at info instead of debug")
-	f.Int("max_retries", &c.MaxRetries).
-		Doc("accepted for compatibility, not used: database failures are retried until the sink stops")
-	f.Duration("retry_delay", &c.RetryDelay).Default(50 * time.Millisecond).Min(time.Nanosecond).
-		Doc("the first wait of the retries inside Open, a flush and Close (doubling up to 2s)")
-	f.Bool("exactly_once", &c.ExactlyOnce).Default(true).
-		Doc("rows and offsets in one transaction; resume from the database's offsets")
-	f.String("offsets_table", &c.OffsetsTable).Default("ferry_offsets").Check(tableName).
-		Doc("the offsets table (created when missing)")
-	sdk.Enum(f, "on_offsets_mismatch", &c.OnOffsetsMismatch, sdk.Choice(mismatchError), sdk.Choice(mismatchResume), sdk.Choice(mismatchRestart)).
-		Default(mismatchError).
+	f.Int("max_retries", &c.MaxRetries).Doc("accepted for compatibility, not used: database failures are retried until the sink stops")
+	f.Duration("retry_delay", &c.RetryDelay).Default(50 * time.Millisecond).Min(time.Nanosecond).Doc("the first wait of the retries inside Open, a flush and Close (doubling up to 2s)")
+	f.Bool("exactly_once", &c.ExactlyOnce).Default(true).Doc("rows and offsets in one transaction; resume from the database's offsets")
+	f.String("offsets_table", &c.OffsetsTable).Default("ferry_offsets").Check(tableName).Doc("the offsets table (created when missing)")
+	sdk.Enum(f, "on_offsets_mismatch", &c.OnOffsetsMismatch, sdk.Choice(mismatchError), sdk.Choice(mismatchResume), sdk.Choice(mismatchRestart)).Default(mismatchError).
 		Doc("offsets rows naming another table, or an empty table they say was written: fail, resume after them, or restart from offset 0")
-	sdk.Enum(f, "write_mode", &c.WriteMode, sdk.Choice(modeCopy), sdk.Choice(modeInsert), sdk.Choice(modeUpsert)).
-		Default(modeCopy).Doc("how rows are written: COPY FROM, INSERT statements, or INSERT … ON CONFLICT (upsert_key) DO UPDATE")
+	sdk.Enum(f, "write_mode", &c.WriteMode, sdk.Choice(modeCopy), sdk.Choice(modeInsert), sdk.Choice(modeUpsert)).Default(modeCopy).
+		Doc("how rows are written: COPY FROM, INSERT statements, or INSERT … ON CONFLICT (upsert_key) DO UPDATE")
 	f.String("upsert_key", &c.UpsertKey).Default("id").Doc("the column upsert conflicts on (unique index): id or one of columns")
 	sdk.Tables(f, "columns", &c.Columns, func(col *column, f *sdk.Fields) {
-		f.String("name", &col.Name).Required().Check(columnName).Doc("the column")
-		f.String("type", &col.Type).Default("text").Check(sqlType).Doc("its SQL type (auto_create_table; the value is converted to it)")
+		f.String("name", &col.Name).Required().Check(matches(identRe, "a column name (letters, digits, _)")).Doc("the column")
+		f.String("type", &col.Type).Default("text").Check(matches(sqlTypeRe, "an SQL type name")).Doc("its SQL type (auto_create_table; the value is converted to it)")
 		f.String("path", &col.Path).Required().Doc("the JSON payload's field, dot-separated (missing: NULL)")
 	}).Doc("extra columns filled from JSON payload fields")
-	f.Duration("flush_interval", &c.FlushInterval).Default(0).
-		Doc("group commit: a partition's transaction spans batches and commits at this age (0: one transaction per batch)")
+	f.Duration("flush_interval", &c.FlushInterval).Default(0).Doc("group commit: a partition's transaction spans batches and commits at this age (0: one transaction per batch)")
 	f.Int("max_rows_per_transaction", &c.MaxRowsPerTransaction).Default(defaultMaxRowsPerTransaction).Min(0).
 		Doc("with flush_interval: commit a partition's transaction once it holds this many rows; 0 is the default")
 	f.Bool("commit_when_caught_up", &c.CommitWhenCaughtUp).Default(true).
 		Doc("with flush_interval: also commit a partition's transaction when a batch reaches the partition's end (nothing more waiting)")
-	sdk.Enum(f, "copy_format", &c.CopyFormat, sdk.Choice(copyText), sdk.Choice(copyBinary)).Default(copyBinary).
-		Doc("COPY's format in the copy write mode (the same rows)")
-	f.Bool("warm_backends", &c.WarmBackends).Default(true).
-		Doc("send one 3 MiB parameter on each new connection, so the server's backend keeps its heap between COPYs (glibc)")
+	sdk.Enum(f, "copy_format", &c.CopyFormat, sdk.Choice(copyText), sdk.Choice(copyBinary)).Default(copyBinary).Doc("COPY's format in the copy write mode (the same rows)")
+	f.Bool("warm_backends", &c.WarmBackends).Default(true).Doc("send one 3 MiB parameter on each new connection, so the server's backend keeps its heap between COPYs (glibc)")
 	f.Check(func() error {
 		// 0 stands for the default, as the official sink's batch_size 0 behaves as 1.
 		c.BatchSize = max(c.BatchSize, 1)
-		if c.MaxConnections == 0 {
-			c.MaxConnections = defaultMaxConnections
-		}
-		if c.MaxRowsPerTransaction == 0 {
-			c.MaxRowsPerTransaction = defaultMaxRowsPerTransaction
-		}
+		c.MaxConnections = cmp.Or(c.MaxConnections, defaultMaxConnections)
+		c.MaxRowsPerTransaction = cmp.Or(c.MaxRowsPerTransaction, defaultMaxRowsPerTransaction)
 		seen := map[string]bool{}
 		for i, col := range c.Columns {
 			if seen[col.Name] {
@@ -173,18 +155,14 @@ var (
 	sqlTypeRe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_ (),]*$`)
 )
 
-func columnName(name string) error {
-	if !identRe.MatchString(name) {
-		return fmt.Errorf("%q: want a column name (letters, digits, _)", name)
+// matches accepts a value re matches, refusing the others as not what want names.
+func matches(re *regexp.Regexp, want string) func(string) error {
+	return func(v string) error {
+		if !re.MatchString(v) {
+			return fmt.Errorf("%q: want %s", v, want)
+		}
+		return nil
 	}
-	return nil
-}
-
-func sqlType(t string) error {
-	if !sqlTypeRe.MatchString(t) {
-		return fmt.Errorf("%q: want an SQL type name", t)
-	}
-	return nil
 }
 
 func notEmpty(s sdk.Secret) error {

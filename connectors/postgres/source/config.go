@@ -63,8 +63,7 @@ const (
 // decode with it.
 var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 	f.Secret("connection_string", &c.ConnectionString).Required().Check(notEmpty).Doc("PostgreSQL URL or key=value DSN")
-	sdk.Enum(f, "mode", &c.Mode, sdk.Choice(modeCDC), sdk.Choice(modePolling)).Required().
-		Doc("how changes are read: logical replication (pgoutput), or tables read past a tracking column")
+	sdk.Enum(f, "mode", &c.Mode, sdk.Choice(modeCDC), sdk.Choice(modePolling)).Required().Doc("how changes are read: logical replication (pgoutput), or tables read past a tracking column")
 	f.Strings("tables", &c.Tables).Required().Check(tableList).Doc(`tables captured ("name" or "schema.name")`)
 	f.Duration("poll_interval", &c.PollInterval).Default(10 * time.Second).Doc("polling: time between polls")
 	f.Int("batch_size", &c.BatchSize).Default(1000).Min(1).Doc("most messages per batch sent to Iggy")
@@ -74,26 +73,21 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 	f.String("custom_query", &c.CustomQuery).Doc("polling: query run instead of the built one")
 	f.Bool("snake_case_columns", &c.SnakeCaseColumns).Default(false).Doc("convert column names to snake_case")
 	f.Bool("include_metadata", &c.IncludeMetadata).Default(true).Doc("accepted; CDC messages always carry the record envelope")
-	f.String("replication_slot", &c.ReplicationSlot).Default("iggy_slot").NonEmpty().
-		Doc("the logical replication slot (pgoutput), created when missing")
-	f.Strings("capture_operations", &c.CaptureOperations).Default([]string{opInsert, opUpdate, opDelete}).
-		Doc("operations that become messages: INSERT, UPDATE, DELETE, TRUNCATE")
+	f.String("replication_slot", &c.ReplicationSlot).Default("iggy_slot").NonEmpty().Doc("the logical replication slot (pgoutput), created when missing")
+	f.Strings("capture_operations", &c.CaptureOperations).Default([]string{opInsert, opUpdate, opDelete}).Doc("operations that become messages: INSERT, UPDATE, DELETE, TRUNCATE")
 	sdk.Enum(f, "cdc_backend", &c.CDCBackend, sdk.Choice("builtin")).Default("builtin").Doc("accepted for compatibility")
 	f.Bool("delete_after_read", &c.DeleteAfterRead).Default(false).Doc("polling: delete the rows read")
 	f.String("processed_column", &c.ProcessedColumn).Doc("polling: boolean column set on the rows read")
-	f.String("primary_key_column", &c.PrimaryKeyColumn).
-		Doc("key column for delete/mark; CDC: the partition key of tables with no primary key")
+	f.String("primary_key_column", &c.PrimaryKeyColumn).Doc("key column for delete/mark; CDC: the partition key of tables with no primary key")
 	f.String("payload_column", &c.PayloadColumn).Doc("polling: the column taken as the payload")
 	f.String("payload_format", &c.PayloadFormat).Default("bytea").Doc("polling: bytea, text or json_direct")
 	f.Bool("verbose_logging", &c.VerboseLogging).Default(false).Doc("log each batch at info instead of debug")
 	f.Int("max_retries", &c.MaxRetries).Default(3).Min(0).Doc("retries of a connection at open that failed for a transient reason")
-	f.Duration("retry_delay", &c.RetryDelay).Default(time.Second).
-		Doc("the first wait between those retries (doubling up to 30s), and of a lost replication connection's reconnects")
+	f.Duration("retry_delay", &c.RetryDelay).Default(time.Second).Doc("the first wait between those retries (doubling up to 30s), and of a lost replication connection's reconnects")
 	f.String("publication", &c.Publication).Doc("the publication read (default <replication_slot>_pub, created for tables when missing)")
-	sdk.Enum(f, "partition_by", &c.PartitionBy, sdk.Choice(partitionByKey), sdk.Choice(partitionByTable), sdk.Choice(partitionByNone)).
-		Default(partitionByKey).Doc("a change's partition key: its table and primary key, its table, or none (one partition, total order)")
-	f.Duration("status_interval", &c.StatusInterval).Default(time.Second).Min(time.Nanosecond).
-		Doc("how often the confirmed position is reported to PostgreSQL")
+	sdk.Enum(f, "partition_by", &c.PartitionBy, sdk.Choice(partitionByKey), sdk.Choice(partitionByTable), sdk.Choice(partitionByNone)).Default(partitionByKey).
+		Doc("a change's partition key: its table and primary key, its table, or none (one partition, total order)")
+	f.Duration("status_interval", &c.StatusInterval).Default(time.Second).Min(time.Nanosecond).Doc("how often the confirmed position is reported to PostgreSQL")
 	f.Check(func() error {
 		c.capture = map[string]bool{}
 		for i, op := range c.CaptureOperations {
