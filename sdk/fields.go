@@ -355,10 +355,14 @@ func (fd *Field[V]) ordered(what string) {
 // Check adds a test of the decoded value; its error becomes the key's.
 func (fd *Field[V]) Check(fn func(V) error) *Field[V] { fd.checks = append(fd.checks, fn); return fd }
 
-// NonEmpty refuses an empty (or all-space) string; only for string fields.
+// NonEmpty refuses an empty (or all-space) string or secret; only for those fields.
 func (fd *Field[V]) NonEmpty() *Field[V] {
 	return fd.Check(func(v V) error {
-		if s, ok := any(v).(string); ok && strings.TrimSpace(s) == "" {
+		s, ok := any(v).(string)
+		if secret, isSecret := any(v).(Secret); isSecret {
+			s, ok = secret.Reveal(), true
+		}
+		if ok && strings.TrimSpace(s) == "" {
 			return errors.New("must not be empty")
 		}
 		return nil

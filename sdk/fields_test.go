@@ -230,6 +230,26 @@ func TestSecretNeverShown(t *testing.T) {
 	}
 }
 
+// TestNonEmpty: NonEmpty refuses an empty or all-space string and secret, naming the key
+// and never the secret's value.
+func TestNonEmpty(t *testing.T) {
+	type nonEmpty struct {
+		Name  string
+		Token Secret
+	}
+	decl := NewConfig(func(c *nonEmpty, f *Fields) {
+		f.String("name", &c.Name).NonEmpty()
+		f.Secret("token", &c.Token).NonEmpty()
+	})
+	_, err := decl.Parse([]byte(`{"name":" ","token":"  "}`))
+	if err == nil || err.Error() != "plugin_config.name: must not be empty\nplugin_config.token: must not be empty" {
+		t.Fatalf("Parse = %v", err)
+	}
+	if c, err := decl.Parse([]byte(`{"name":"n","token":"t"}`)); err != nil || c.Token.Reveal() != "t" {
+		t.Fatalf("Parse = %+v, %v", c, err)
+	}
+}
+
 func TestByteSize(t *testing.T) {
 	for in, want := range map[string]ByteSize{"8MiB": 8 << 20, "10MB": 10e6, "1.5 KiB": 1536, "42": 42, "1g": 1e9, "0": 0} {
 		if got, err := ParseByteSize(in); err != nil || got != want {

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -85,7 +84,7 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 	// Under sink_controlled a partition's offset is committed once the transaction
 	// holding its rows committed.
 	f.Commits(sdk.CommitsWhenDurable)
-	f.Secret("connection_string", &c.ConnectionString).Required().Check(notEmpty).Doc("PostgreSQL URL or key=value DSN")
+	f.Secret("connection_string", &c.ConnectionString).Required().NonEmpty().Doc("PostgreSQL URL or key=value DSN")
 	f.String("target_table", &c.TargetTable).Default("iggy_messages").Check(tableName).Doc("the table rows go to (one identifier, quoted as a whole)")
 	f.Int("batch_size", &c.BatchSize).Default(100).Min(0).Doc("rows per INSERT pipeline in insert and upsert modes; 0 behaves as 1")
 	f.Int("max_connections", &c.MaxConnections).Default(defaultMaxConnections).Min(0).Doc("the connection pool's size; 0 is the default")
@@ -163,11 +162,4 @@ func matches(re *regexp.Regexp, want string) func(string) error {
 		}
 		return nil
 	}
-}
-
-func notEmpty(s sdk.Secret) error {
-	if strings.TrimSpace(s.Reveal()) == "" {
-		return errors.New("must not be empty")
-	}
-	return nil
 }

@@ -62,7 +62,7 @@ const (
 // Config declares plugin_config: `ferry check` validates with it, Open and Preflight
 // decode with it.
 var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
-	f.Secret("connection_string", &c.ConnectionString).Required().Check(notEmpty).Doc("PostgreSQL URL or key=value DSN")
+	f.Secret("connection_string", &c.ConnectionString).Required().NonEmpty().Doc("PostgreSQL URL or key=value DSN")
 	sdk.Enum(f, "mode", &c.Mode, sdk.Choice(modeCDC), sdk.Choice(modePolling)).Required().Doc("how changes are read: logical replication (pgoutput), or tables read past a tracking column")
 	f.Strings("tables", &c.Tables).Required().Check(tableList).Doc(`tables captured ("name" or "schema.name")`)
 	f.Duration("poll_interval", &c.PollInterval).Default(10 * time.Second).Doc("polling: time between polls")
@@ -115,13 +115,6 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 
 // Spec is Config's spec, for the registry.
 var Spec = Config.Spec()
-
-func notEmpty(s sdk.Secret) error {
-	if strings.TrimSpace(s.Reveal()) == "" {
-		return errors.New("must not be empty")
-	}
-	return nil
-}
 
 func tableList(tables []string) error {
 	if len(tables) == 0 {
