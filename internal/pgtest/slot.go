@@ -24,14 +24,18 @@ const slotPoll = 50 * time.Millisecond
 func DropSlot(ctx context.Context, db Execer, slot string) error {
 	t := time.NewTicker(slotPoll)
 	defer t.Stop()
+	var last error // the last failure not caused by ctx's end
 	for {
 		_, err := db.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
 		if err == nil {
 			return nil
 		}
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("drop replication slot %s: %w (%w)", slot, err, ctx.Err())
+			return fmt.Errorf("drop replication slot %s: %w (%w)", slot, last, ctx.Err())
 		case <-t.C:
 		}
 	}
