@@ -179,10 +179,14 @@ func TestConfigSpecDescribes(t *testing.T) {
 	if d := f("flush_interval"); d.Type != TypeDuration || d.Default != "10s" || d.Min != "1ms" || d.Max != "1h" || d.Doc != "idle flush" {
 		t.Errorf("flush_interval: %+v", d)
 	}
-	if d := f("max_file_size"); d.Type != TypeSize || d.Default != `"8MiB"` || d.Max != `"5GiB"` {
+	if d := f("max_file_size"); d.Type != TypeSize || d.Default != "8MiB" || d.Max != `"5GiB"` {
 		t.Errorf("max_file_size: %+v", d)
 	}
-	if d := f("output_format"); d.Type != TypeEnum || strings.Join(d.Enum, "|") != "json_lines (also jsonl, jsonlines)|json_array" {
+	// A default is the value a file writes, as a legacy spec's: a string without quotes.
+	if d := f("file_rotation"); d.Default != "size" {
+		t.Errorf("file_rotation: %#v", d.Default)
+	}
+	if d := f("output_format"); d.Type != TypeEnum || d.Default != "json_lines" || strings.Join(d.Enum, "|") != "json_lines (also jsonl, jsonlines)|json_array" {
 		t.Errorf("output_format: %+v", d)
 	}
 	if d := f("max_attempts"); d.Default != float64(3) || strings.Join(d.Aliases, ",") != "max_retries" {
@@ -223,6 +227,26 @@ func TestSecretNeverShown(t *testing.T) {
 	}
 	if got := RedactURL("postgres://u:pw@h/db"); got != "postgres://u:***@h/db" {
 		t.Errorf("RedactURL: %s", got)
+	}
+}
+
+// TestNonEmpty: NonEmpty refuses an empty or all-space string and secret, naming the key
+// and never the secret's value.
+func TestNonEmpty(t *testing.T) {
+	type nonEmpty struct {
+		Name  string
+		Token Secret
+	}
+	decl := NewConfig(func(c *nonEmpty, f *Fields) {
+		f.String("name", &c.Name).NonEmpty()
+		f.Secret("token", &c.Token).NonEmpty()
+	})
+	_, err := decl.Parse([]byte(`{"name":" ","token":"  "}`))
+	if err == nil || err.Error() != "plugin_config.name: must not be empty\nplugin_config.token: must not be empty" {
+		t.Fatalf("Parse = %v", err)
+	}
+	if c, err := decl.Parse([]byte(`{"name":"n","token":"t"}`)); err != nil || c.Token.Reveal() != "t" {
+		t.Fatalf("Parse = %+v, %v", c, err)
 	}
 }
 

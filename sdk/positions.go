@@ -138,6 +138,21 @@ func (k *Positions) Next(p Partition) (uint64, bool) {
 	return pos.next, true
 }
 
+// Done returns the offset after the last one of p known durable in this assignment
+// (recorded by [Positions.Durable] or [Positions.Synced], found by [Positions.Assigned],
+// or everything before the first batch [Positions.Fresh] accepted), and whether one is
+// known: where a sink's next write continues what it made durable (an optimistic write
+// guarded by the target, which skips a read of its position first).
+func (k *Positions) Done(p Partition) (next uint64, ok bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	pos, found := k.parts[p]
+	if !found || pos.gone || pos.durable == 0 {
+		return 0, false
+	}
+	return pos.durable, true
+}
+
 // Rewind makes p accept again from offset next (a buffer the sink dropped, to be
 // redelivered by the runtime's retry of its batch).
 func (k *Positions) Rewind(p Partition, next uint64) {

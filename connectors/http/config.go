@@ -90,6 +90,7 @@ type config struct {
 
 // Config declares the sink's plugin_config.
 var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
+	f.Commits(sdk.CommitsEachBatch) // once the endpoint answered a success status
 	f.URL(FieldURL, &c.URL, "http", "https").Required().Doc("the endpoint requests go to")
 	sdk.Enum(f, FieldMethod, &c.Method, methods...).Default("POST").Doc("GET, HEAD, POST, PUT, PATCH or DELETE")
 	f.Duration(FieldTimeout, &c.Timeout).Default(30 * time.Second).Min(time.Millisecond).Doc("one request's bound")

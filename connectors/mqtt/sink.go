@@ -39,6 +39,7 @@ type sinkConfig struct {
 
 // SinkConfig declares the sink's plugin_config.
 var SinkConfig = sdk.NewConfig(func(c *sinkConfig, f *sdk.Fields) {
+	f.Commits(sdk.CommitsEachBatch) // once the broker acknowledged every message of the batch
 	declareClient(&c.clientConfig, f)
 	f.String(FieldTopic, &c.Topic).Required().NonEmpty().Doc("topic template: {stream} {topic} {partition} {offset} {header:NAME} {json:a.b}").Check(func(s string) error {
 		_, err := parseTemplate(s)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ferryio/ferry/sdk/sdktest"
 )
 
 // TestWarmBackendsOnEveryConnection: with warm_backends (the default) every connection the
@@ -23,7 +25,7 @@ func TestWarmBackendsOnEveryConnection(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tbl := fresh(t, db, "rows")
 			s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"max_connections":3%s}`,
-				url, tbl, fresh(t, db, "offs"), tc.setting), "stop", &commits{})
+				url, tbl, fresh(t, db, "offs"), tc.setting), "stop", sdktest.NewCommitter())
 			// A pool of the sink's own configuration, its AfterConnect included, whose
 			// connections are all new; it never pings. pgxpool pings a connection acquired
 			// more than a second after it began to be made, a new one too, and under load

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/internal/cdccheck"
+	"github.com/ferryio/ferry/internal/pgtest"
 	"github.com/ferryio/ferry/internal/testkit"
 )
 
@@ -60,11 +61,10 @@ func cdcExactlyOnce(t *testing.T, size cdcRun) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for range 100 {
-			if _, err := db.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot); err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond) // the killed walsender releasing the slot
+		dctx, cancel := context.WithTimeout(ctx, testkit.Patience)
+		defer cancel()
+		if err := pgtest.DropSlot(dctx, db, slot); err != nil {
+			t.Log(err)
 		}
 		_, _ = db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+slot+"_pub")
 		_, _ = db.Exec(ctx, "DROP TABLE IF EXISTS "+strings.Join(tables, ", ")+", "+tables[0]+"_log")
