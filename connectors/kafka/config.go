@@ -69,9 +69,9 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 		Doc("the compacted topic the sink keeps its positions in, one record per Iggy partition written in each transaction (created when missing)")
 	f.Strings("drop_headers", &c.DropHeaders).Default(DefaultDropHeaders).
 		Doc("Iggy headers not copied to the Kafka record (default: the Kafka source's kafka_topic, kafka_partition, kafka_offset, kafka_key)")
-	f.Duration("transaction_timeout", &c.TxnTimeout).Default(time.Minute).Min(time.Second).Max(15*time.Minute).
+	f.Duration("transaction_timeout", &c.TxnTimeout).Default(time.Minute).Min(time.Second).Max(15 * time.Minute).
 		Doc("how long the broker lets a transaction stay open before aborting it (a sink that died mid-transaction)")
-	f.Size("max_buffered_bytes", &c.MaxBufferedBytes).Default(64*sdk.MiB).Min(sdk.MiB).
+	f.Size("max_buffered_bytes", &c.MaxBufferedBytes).Default(64 * sdk.MiB).Min(sdk.MiB).
 		Doc("bytes of records one partition's producer buffers before Consume waits (the memory bound)")
 	f.Duration("linger", &c.Linger).Default(0).Max(time.Second).
 		Doc("how long the producer waits to fill a batch (0: the transaction's flush sends at once)")

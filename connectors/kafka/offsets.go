@@ -90,7 +90,9 @@ func readOffsets(ctx context.Context, base []kgo.Opt, topic string, upTo map[int
 			return nil, fmt.Errorf("read the offsets topic %q: %w", topic, err)
 		}
 		var ferr error
-		fs.EachError(func(_ string, p int32, err error) { ferr = fmt.Errorf("read the offsets topic %q partition %d: %w", topic, p, err) })
+		fs.EachError(func(_ string, p int32, err error) {
+			ferr = fmt.Errorf("read the offsets topic %q partition %d: %w", topic, p, err)
+		})
 		if ferr != nil {
 			return nil, ferr
 		}

@@ -286,4 +286,3 @@ func TestSinkConfigErrors(t *testing.T) {
 		t.Fatalf("without a Committer: %v", err)
 	}
 }
-

@@ -2,7 +2,7 @@ package source
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"sort"
 	"time"
 

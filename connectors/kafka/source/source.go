@@ -103,11 +103,11 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 	f.Int("batch_size", &c.BatchSize).Default(1000).Min(1).Max(100_000).Doc("records per batch sent to Iggy")
 	f.Int("max_unacked_batches", &c.MaxUnacked).Default(4).Min(1).Max(64).
 		Doc("batches read ahead of Iggy's acknowledgement (the connector's max_in_flight chooses, at most this)")
-	f.Size("fetch_max_bytes", &c.FetchMaxBytes).Default(16*sdk.MiB).Min(64*sdk.KiB).Max(1024*sdk.MiB).
+	f.Size("fetch_max_bytes", &c.FetchMaxBytes).Default(16 * sdk.MiB).Min(64 * sdk.KiB).Max(1024 * sdk.MiB).
 		Doc("bytes one fetch from the brokers may return")
 	f.Int("max_concurrent_fetches", &c.MaxFetches).Default(2).Min(1).Max(64).
 		Doc("fetches buffered at once: with fetch_max_bytes, the memory bound of what is read ahead")
-	f.Duration("revoke_timeout", &c.RevokeTimeout).Default(30*time.Second).Min(time.Second).
+	f.Duration("revoke_timeout", &c.RevokeTimeout).Default(30 * time.Second).Min(time.Second).
 		Doc("how long a rebalance waits for Iggy to acknowledge the records sent of a revoked partition")
 	f.Bool("skip_unrepresentable", &c.SkipUnrepresentable).Default(false).
 		Doc("skip (and count) a record Iggy cannot hold (an empty value, a key or header over 255 bytes) instead of stopping")
