@@ -24,6 +24,9 @@ import (
 // of them: franz-go then fetches from there. Anything that fails stops the source (the
 // next Read): resuming without the read-back could send twice.
 func (s *Source) assigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	if s.dead.Load() {
+		return
+	}
 	if len(assigned) == 0 {
 		return
 	}
@@ -220,6 +223,9 @@ func commitSync(ctx context.Context, cl *kgo.Client, offsets map[string]map[int3
 // go. A batch still unacknowledged then is logged: its records may reach Iggy after the
 // next owner read back, the one case exactly once is not kept.
 func (s *Source) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if s.dead.Load() {
+		return
+	}
 	if len(revoked) == 0 {
 		return
 	}
@@ -271,6 +277,9 @@ func (s *Source) revoked(ctx context.Context, _ *kgo.Client, revoked map[string]
 // lost drops partitions the group took away without a revoke (a session that expired):
 // commits would be refused; the next owner reads back what Iggy holds.
 func (s *Source) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	if s.dead.Load() {
+		return
+	}
 	gone := map[tp]bool{}
 	for t, ps := range lost {
 		for _, p := range ps {

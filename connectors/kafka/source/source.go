@@ -82,6 +82,7 @@ type config struct {
 	MaxUnacked          int
 	FetchMaxBytes       sdk.ByteSize
 	MaxFetches          int
+	FetchMaxWait        time.Duration
 	RevokeTimeout       time.Duration
 	SkipUnrepresentable bool
 }
@@ -107,6 +108,8 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 		Doc("bytes one fetch from the brokers may return")
 	f.Int("max_concurrent_fetches", &c.MaxFetches).Default(2).Min(1).Max(64).
 		Doc("fetches buffered at once: with fetch_max_bytes, the memory bound of what is read ahead")
+	f.Duration("fetch_max_wait", &c.FetchMaxWait).Default(500 * time.Millisecond).Min(10 * time.Millisecond).Max(30 * time.Second).
+		Doc("how long a broker holds a fetch that has nothing new (the latency of a quiet partition)")
 	f.Duration("revoke_timeout", &c.RevokeTimeout).Default(30 * time.Second).Min(time.Second).
 		Doc("how long a rebalance waits for Iggy to acknowledge the records sent of a revoked partition")
 	f.Bool("skip_unrepresentable", &c.SkipUnrepresentable).Default(false).
@@ -154,6 +157,7 @@ type Source struct {
 	doneN     uint64       // batches acknowledged whose offsets are committed
 	fatal     error        // a rebalance that could not keep the guarantee: Read stops the source
 
+	dead      atomic.Bool // abandoned (tests: a crash): the callbacks do nothing
 	nacked    atomic.Bool
 	skipped   atomic.Uint64
 	sent      atomic.Uint64
@@ -218,6 +222,7 @@ func (s *Source) Open(ctx context.Context, env sdk.SourceEnv) error {
 		kgo.FetchMaxBytes(int32(cfg.FetchMaxBytes)),
 		kgo.BrokerMaxReadBytes(max(int32(cfg.FetchMaxBytes)+(1<<20), 100<<20)),
 		kgo.MaxConcurrentFetches(cfg.MaxFetches),
+		kgo.FetchMaxWait(cfg.FetchMaxWait),
 		kgo.OnPartitionsAssigned(s.assigned),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.lost),
@@ -493,10 +498,23 @@ func (s *Source) Gauges() []sdk.Gauge {
 	}
 }
 
+// abandon drops the source as a crash would (tests): nothing more is committed, the
+// client leaves the group without running the callbacks.
+func (s *Source) abandon() {
+	s.dead.Store(true)
+	if s.stop != nil {
+		s.stop()
+		<-s.committer
+	}
+	if s.cl != nil {
+		s.cl.CloseAllowingRebalance()
+	}
+}
+
 // Close commits what Iggy acknowledged and leaves the group (the revoke callback commits
 // the rest). ctx bounds the final commit.
 func (s *Source) Close(ctx context.Context) error {
-	if s.cl == nil {
+	if s.cl == nil || s.dead.Load() {
 		return nil
 	}
 	if s.stop != nil {
