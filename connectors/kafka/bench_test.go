@@ -99,4 +99,3 @@ func BenchmarkSinkSideBySide(b *testing.B) {
 		b.Logf("%d records of 200 bytes, transactions of %d: franz-go %.0f records/s, sink %.0f records/s (%.2f×)", n, batch, bareRate, sinkRate, sinkRate/bareRate)
 	}
 }
-
