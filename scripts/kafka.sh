@@ -14,6 +14,8 @@
 #   bash scripts/kafka.sh stop                 # kills it and removes the directory
 #   eval "$(bash scripts/kafka.sh python)"     # a venv with kafka-python (the tests' independent
 #                                              # reader): exports FERRY_KAFKA_PYTHON
+#   bash scripts/kafka.sh topic NAME [N]       # create topic NAME with N partitions (default 3)
+#                                              # unless it exists (kafka-python's admin client)
 #
 # The jars (45, about 43 MB) are copied by `mvn dependency:copy-dependencies` into
 # FERRY_KAFKA_LIBS (default ~/.cache/ferry/kafka-$VERSION/libs); Maven keeps its own copy in
@@ -189,13 +191,27 @@ python)
   fi
   echo "export FERRY_KAFKA_PYTHON=$venv/bin/python"
   ;;
+topic)
+  name=${2:?usage: $0 topic NAME [PARTITIONS]}
+  "${FERRY_KAFKA_PYTHON:?FERRY_KAFKA_PYTHON is not set (eval the output of python)}" - "${FERRY_KAFKA_BOOTSTRAP:?FERRY_KAFKA_BOOTSTRAP is not set (eval the output of start)}" "$name" "${3:-3}" <<'PY'
+import sys
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import TopicAlreadyExistsError
+admin = KafkaAdminClient(bootstrap_servers=sys.argv[1])
+try:
+    admin.create_topics([NewTopic(sys.argv[2], int(sys.argv[3]), 1)])
+except TopicAlreadyExistsError:
+    pass
+admin.close()
+PY
+  ;;
 stop)
   dir=${FERRY_KAFKA_DIR:?FERRY_KAFKA_DIR is not set (eval the output of start)}
   halt "$dir"
   rm -rf "$dir"
   ;;
 *)
-  echo "usage: $0 install|start|restart|down|up|stop|python" >&2
+  echo "usage: $0 install|start|restart|down|up|stop|python|topic" >&2
   exit 2
   ;;
 esac

@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 # name|variable that must be set|env of the full size|test regexp
 soaks=(
   "cdc|FERRY_POSTGRES_URL|FERRY_CDC_SOAK=1|TestPostgresCDCExactlyOnceUnderSIGKILL"
+  "kafka|FERRY_KAFKA_BOOTSTRAP|FERRY_KAFKA_SOAK=1|TestKafkaRoundTripExactlyOnceUnderSIGKILL"
 )
 
 want=("$@")

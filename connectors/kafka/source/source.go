@@ -84,6 +84,7 @@ type config struct {
 	MaxFetches          int
 	FetchMaxWait        time.Duration
 	RevokeTimeout       time.Duration
+	SessionTimeout      time.Duration
 	SkipUnrepresentable bool
 }
 
@@ -112,6 +113,8 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 		Doc("how long a broker holds a fetch that has nothing new (the latency of a quiet partition)")
 	f.Duration("revoke_timeout", &c.RevokeTimeout).Default(30 * time.Second).Min(time.Second).
 		Doc("how long a rebalance waits for Iggy to acknowledge the records sent of a revoked partition")
+	f.Duration("session_timeout", &c.SessionTimeout).Default(45*time.Second).Min(time.Second).Max(30*time.Minute).
+		Doc("how long the group waits for a member that stopped answering (a killed process) before its partitions move")
 	f.Bool("skip_unrepresentable", &c.SkipUnrepresentable).Default(false).
 		Doc("skip (and count) a record Iggy cannot hold (an empty value, a key or header over 255 bytes) instead of stopping")
 })
@@ -223,6 +226,7 @@ func (s *Source) Open(ctx context.Context, env sdk.SourceEnv) error {
 		kgo.BrokerMaxReadBytes(max(int32(cfg.FetchMaxBytes)+(1<<20), 100<<20)),
 		kgo.MaxConcurrentFetches(cfg.MaxFetches),
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
+		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.OnPartitionsAssigned(s.assigned),
 		kgo.OnPartitionsRevoked(s.revoked),
 		kgo.OnPartitionsLost(s.lost),
