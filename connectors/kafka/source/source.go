@@ -113,7 +113,7 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 		Doc("how long a broker holds a fetch that has nothing new (the latency of a quiet partition)")
 	f.Duration("revoke_timeout", &c.RevokeTimeout).Default(30 * time.Second).Min(time.Second).
 		Doc("how long a rebalance waits for Iggy to acknowledge the records sent of a revoked partition")
-	f.Duration("session_timeout", &c.SessionTimeout).Default(45*time.Second).Min(time.Second).Max(30*time.Minute).
+	f.Duration("session_timeout", &c.SessionTimeout).Default(45 * time.Second).Min(time.Second).Max(30 * time.Minute).
 		Doc("how long the group waits for a member that stopped answering (a killed process) before its partitions move")
 	f.Bool("skip_unrepresentable", &c.SkipUnrepresentable).Default(false).
 		Doc("skip (and count) a record Iggy cannot hold (an empty value, a key or header over 255 bytes) instead of stopping")
