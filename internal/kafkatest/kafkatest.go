@@ -159,7 +159,7 @@ func (b *Broker) ReadCommitted(ctx context.Context, topic string) ([]Record, err
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	script := filepath.Join(dir, "readcommitted.py")
 	if err := os.WriteFile(script, readCommitted, 0o644); err != nil {
 		return nil, err

@@ -167,10 +167,10 @@ func (s *Source) commitAhead(ctx context.Context, held map[tp]int64) error {
 	for at, next := range held {
 		end, ok := ends.Lookup(at.topic, at.partition)
 		if !ok || end.Err != nil {
-			return fmt.Errorf("end offset of %s: %v", at.lane(), end.Err)
+			return fmt.Errorf("end offset of %s: %w", at.lane(), end.Err)
 		}
 		if next > end.Offset {
-			return sdk.Permanent(fmt.Errorf("Iggy holds record %d of %s, past the partition's end %d: the Iggy topic was written from another Kafka cluster, or the Kafka topic was recreated; use a new Iggy topic or consumer_group",
+			return sdk.Permanent(fmt.Errorf("the Iggy topic holds record %d of %s, past the partition's end %d: it was written from another Kafka cluster, or the Kafka topic was recreated; use a new Iggy topic or consumer_group",
 				next-1, at.lane(), end.Offset))
 		}
 		if c, ok := committed.Lookup(at.topic, at.partition); ok && c.Err == nil && c.At >= next {
