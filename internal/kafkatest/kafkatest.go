@@ -116,6 +116,21 @@ func (b *Broker) CreateTopic(t testing.TB, name string, partitions int32) {
 	if err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
+	// A topic just created takes a moment to be served: wait until each partition has a
+	// leader that answers.
+	for {
+		ends, err := b.Admin.ListEndOffsets(ctx, name)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("topic %s created but not served: %v", name, err)
+		}
+		time.Sleep(50 * time.Millisecond) // a poll of the broker's metadata, bounded by ctx
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
