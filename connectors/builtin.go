@@ -3,6 +3,8 @@ package connectors
 import (
 	"github.com/ferryio/ferry/connectors/file"
 	httpsink "github.com/ferryio/ferry/connectors/http"
+	"github.com/ferryio/ferry/connectors/kafka"
+	kafkasource "github.com/ferryio/ferry/connectors/kafka/source"
 	"github.com/ferryio/ferry/connectors/mqtt"
 	"github.com/ferryio/ferry/connectors/null"
 	"github.com/ferryio/ferry/connectors/postgres"
@@ -14,7 +16,8 @@ import (
 )
 
 // Registry returns a new registry holding every built-in connector: sinks "stdout", "null",
-// "file", "postgres", "s3", "mqtt" and "http", sources "random", "postgres" (change data capture) and "mqtt". Each call returns a fresh value the caller may extend.
+// "file", "postgres", "s3", "http", "mqtt" and "kafka", sources "random", "postgres" (change
+// data capture), "mqtt" and "kafka". Each call returns a fresh value the caller may extend.
 func Registry() *sdk.Registry {
 	return sdk.NewRegistry().
 		AddSink(stdout.Name, func() sdk.Sink { return stdout.New() }, stdout.Spec).
@@ -26,5 +29,7 @@ func Registry() *sdk.Registry {
 		AddSource(pgsource.Name, func() sdk.Source { return pgsource.New() }, pgsource.Spec).
 		AddSink(httpsink.Name, func() sdk.Sink { return httpsink.New() }, httpsink.Spec).
 		AddSink(mqtt.Name, func() sdk.Sink { return mqtt.NewSink() }, mqtt.SinkSpec).
-		AddSource(mqtt.Name, func() sdk.Source { return mqtt.NewSource() }, mqtt.SourceSpec)
+		AddSource(mqtt.Name, func() sdk.Source { return mqtt.NewSource() }, mqtt.SourceSpec).
+		AddSink(kafka.Name, func() sdk.Sink { return kafka.New() }, kafka.Spec).
+		AddSource(kafkasource.Name, func() sdk.Source { return kafkasource.New() }, kafkasource.Spec)
 }

@@ -51,6 +51,13 @@ out="${1:-bench.txt}"
     echo "skipped: FERRY_MQTT_URL is not set (eval \"\$(bash scripts/mosquitto.sh start)\")"
   fi
   FERRY_HTTP_BENCH=1 go test -count=1 -v -run '^TestHTTPThroughput$' -timeout 20m ./tests/e2e/ | grep -E 'msgs/s|FAIL'
+  echo "## Kafka: the sink beside franz-go's transactional produce loop, the source beside franz-go's group consume loop, 200-byte records (needs FERRY_KAFKA_BOOTSTRAP)"
+  if [ -n "${FERRY_KAFKA_BOOTSTRAP:-}" ]; then
+    go test -run '^$' -bench SinkSideBySide -benchtime 1x ./connectors/kafka/
+    go test -run '^$' -bench SourceSideBySide -benchtime 1x ./connectors/kafka/source/
+  else
+    echo "skipped: FERRY_KAFKA_BOOTSTRAP is not set (eval \"\$(bash scripts/kafka.sh start)\")"
+  fi
   echo "## end to end: ferry bench (random source -> discarding sink, fsync always)"
   go run ./cmd/ferry bench
 } 2>&1 | tee "$out"

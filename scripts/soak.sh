@@ -12,6 +12,7 @@ soaks=(
   "mqtt|FERRY_MQTT_URL|FERRY_MQTT_SOAK=1|TestMQTTSourceAtLeastOnceUnderSIGKILL"
   # http needs no service (its receiver runs in the test): PATH stands for "always".
   "http|PATH|FERRY_HTTP_SOAK=1|TestHTTPSinkExactlyOnceAfterDedupUnderSIGKILL"
+  "kafka|FERRY_KAFKA_BOOTSTRAP|FERRY_KAFKA_SOAK=1|TestKafkaRoundTripExactlyOnceUnderSIGKILL"
 )
 
 want=("$@")

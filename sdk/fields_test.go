@@ -291,7 +291,7 @@ func TestFieldsInts(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", raw, err, want)
 		}
 	}
-	if spec := decl.Spec(); spec.Fields[0].Type != TypeInts || fmt.Sprint(spec.Fields[0].Default) != "[200,204]" {
+	if spec := decl.Spec(); spec.Fields[0].Type != TypeInts || func() string { b, _ := json.Marshal(spec.Fields[0].Default); return string(b) }() != "[200,204]" {
 		t.Errorf("spec %+v", spec.Fields[0])
 	}
 }

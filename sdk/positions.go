@@ -163,6 +163,18 @@ func (k *Positions) Rewind(p Partition, next uint64) {
 	}
 }
 
+// Seek makes p resume at next as its target says, outside an assignment: a sink that
+// settled a write whose outcome was unknown by reading its target again (a transaction
+// whose commit failed may have landed) accepts from next on, everything before it being
+// written and durable there. It may move p backwards (the write did not land: its
+// messages are accepted again) or forwards (it did, or another writer of the target got
+// further). What the runtime was told is kept; the next Durable commits past it.
+func (k *Positions) Seek(p Partition, next uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.parts[p] = &position{next: next, seen: true, written: next, durable: next}
+}
+
 // Written records that p's messages up to last are written, not yet durable: the next
 // [Positions.Synced] commits them.
 func (k *Positions) Written(p Partition, last uint64) {

@@ -125,6 +125,44 @@ func TestPositionsExactlyOnceBookkeeping(t *testing.T) {
 	}
 }
 
+// TestPositionsSeek: a write whose outcome was unknown is settled by the target: landed,
+// the batch is cut off and the next one commits past it; not landed, it is accepted again.
+func TestPositionsSeek(t *testing.T) {
+	c := sdktest.NewCommitter()
+	k := sdk.NewPositions(sdktest.SinkEnv(t, nil, c), nil)
+	p := sdktest.Part(0)
+	c.Assign(p, 0)
+	b := sdktest.Messages(0, 0, 5, nil)
+	c.Deliver(p, b)
+	if fresh := k.Fresh(p, b); len(fresh) != 5 {
+		t.Fatalf("fresh %v", offsets(fresh))
+	}
+	// The write failed and did not land: the retry is accepted whole.
+	k.Seek(p, 0)
+	if fresh := k.Fresh(p, b); len(fresh) != 5 {
+		t.Fatalf("after a seek back: %v", offsets(fresh))
+	}
+	// It failed again but landed: the retry is cut off, the next batch commits past it.
+	k.Seek(p, 5)
+	if fresh := k.Fresh(p, b); fresh != nil {
+		t.Fatalf("after a seek forward: %v", offsets(fresh))
+	}
+	if next, ok := k.Next(p); !ok || next != 5 {
+		t.Fatalf("next %d %v", next, ok)
+	}
+	b2 := sdktest.Messages(0, 5, 3, nil)
+	c.Deliver(p, b2)
+	if fresh := k.Fresh(p, b2); len(fresh) != 3 {
+		t.Fatalf("next batch: %v", offsets(fresh))
+	}
+	if err := k.Durable(p, 7); err != nil {
+		t.Fatal(err)
+	}
+	if off, _ := c.Committed(p); off != 7 {
+		t.Fatalf("committed %d, want 7", off)
+	}
+}
+
 func TestPositionsWithoutCommitter(t *testing.T) {
 	k := sdk.NewPositions(sdk.SinkEnv{}, nil)
 	p := sdktest.Part(0)
