@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferryio/ferry/connectors/file"
 	"github.com/ferryio/ferry/connectors/postgres"
 	"github.com/ferryio/ferry/connectors/random"
 	"github.com/ferryio/ferry/connectors/stdout"
@@ -109,7 +108,6 @@ func TestSpecsMatchConfigStructs(t *testing.T) {
 		spec sdk.ConfigSpec
 		cfg  any
 	}{
-		"file":     {file.Spec, file.Config{}},
 		"postgres": {postgres.Spec, postgres.Config{}},
 		"random":   {random.Spec, random.Config{}},
 		"stdout":   {stdout.Spec, stdout.Config{}},
