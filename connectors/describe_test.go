@@ -10,8 +10,6 @@ import (
 	"testing"
 
 	"github.com/ferryio/ferry/connectors/postgres"
-	"github.com/ferryio/ferry/connectors/random"
-	"github.com/ferryio/ferry/connectors/stdout"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -109,8 +107,6 @@ func TestSpecsMatchConfigStructs(t *testing.T) {
 		cfg  any
 	}{
 		"postgres": {postgres.Spec, postgres.Config{}},
-		"random":   {random.Spec, random.Config{}},
-		"stdout":   {stdout.Spec, stdout.Config{}},
 	}
 	for name, c := range cases {
 		var tags, fields []string
