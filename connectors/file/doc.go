@@ -1,5 +1,7 @@
 // Package file is the built-in "file" sink: it appends each message as one JSON object per
-// line (JSON Lines) to a file and makes it durable with fsync.
+// line (JSON Lines) to a file and makes it durable with fsync. Its guarantee is at least
+// once under sink_controlled, and under after_consuming with fsync_each_batch: a crash
+// may repeat the lines written after the last commit, never lose one.
 //
 // Durability by commit mode:
 //   - sink_controlled (SinkEnv.Committer != nil): a goroutine fsyncs every flush_interval and
