@@ -80,14 +80,13 @@ func (s *Sink) Consume(_ context.Context, topic sdk.TopicMetadata, meta sdk.Mess
 	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
 		return fmt.Errorf("stdout sink: write: %w", err)
 	}
-	if len(msgs) == 0 {
-		return nil
-	}
-	// The lines are out: a refused commit (the partition moved to another member, or the
-	// offset is already stored) only means they may be printed again.
-	last := msgs[len(msgs)-1].Offset
-	if err := s.pos.Durable(meta.Partition, last); err != nil && !errors.Is(err, sdk.ErrCommitUnknownPartition) {
-		s.log.Warn("stdout sink: commit refused", "partition", meta.Partition.PartitionID, "offset", last, "error", err)
+	if len(msgs) > 0 {
+		last := msgs[len(msgs)-1].Offset
+		// The lines are out: a refused commit (the partition moved to another member, or
+		// the offset is already stored) only means they may be printed again.
+		if err := s.pos.Durable(meta.Partition, last); err != nil && !errors.Is(err, sdk.ErrCommitUnknownPartition) {
+			s.log.Warn("stdout sink: commit refused", "partition", meta.Partition.PartitionID, "offset", last, "error", err)
+		}
 	}
 	return nil
 }
