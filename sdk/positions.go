@@ -301,6 +301,16 @@ func (k *Positions) commit(p Partition, last uint64) error {
 		k.forget(p)
 		k.log.Info("positions: partition no longer ours; its bookkeeping is dropped", "partition", p.PartitionID, "offset", last)
 		return fmt.Errorf("partition %d offset %d: %w", p.PartitionID, last, err)
+	case errors.Is(err, ErrCommitOutOfRange):
+		// A partition not cut with Fresh follows the runtime's delivery, which went back
+		// under this offset (a purge noticed before the sync): its next batch says where it
+		// is; asking again at every sync would only be refused again.
+		k.mu.Lock()
+		if pos := k.entry(p); !pos.seen {
+			pos.done(last)
+		}
+		k.mu.Unlock()
+		return fmt.Errorf("partition %d offset %d: %w", p.PartitionID, last, err)
 	default:
 		return fmt.Errorf("partition %d offset %d: %w", p.PartitionID, last, err)
 	}

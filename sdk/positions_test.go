@@ -153,3 +153,30 @@ func TestPositionsWithFreshOnlyGoUp(t *testing.T) {
 		t.Fatalf("commits, refused: %s", got)
 	}
 }
+
+// A sync that follows the runtime going back under what was written (a purge noticed
+// before the sync, nothing delivered since) is refused once, not at every later sync; the
+// next batch is committed.
+func TestPositionsOutOfRangeNotAskedAgainWithoutFresh(t *testing.T) {
+	c := sdktest.NewCommitter()
+	k := sdk.NewPositions(sdktest.SinkEnv(t, nil, c), nil)
+	p := sdktest.Part(0)
+	c.Assign(p, 0)
+	c.Deliver(p, sdktest.Messages(0, 0, 100, nil))
+	k.Written(p, 99)
+	c.Assign(p, 0) // the purge: nothing delivered from 0 yet
+	if err := k.Synced(); !errors.Is(err, sdk.ErrCommitOutOfRange) {
+		t.Fatalf("first sync: %v, want out of range", err)
+	}
+	if err := k.Synced(); err != nil || len(c.Refused()) != 1 {
+		t.Fatalf("second sync: %v, refused %v", err, c.Refused())
+	}
+	c.Deliver(p, sdktest.Messages(0, 0, 5, nil))
+	k.Written(p, 4)
+	if err := k.Synced(); err != nil {
+		t.Fatal(err)
+	}
+	if off, _ := c.Committed(p); off != 4 {
+		t.Fatalf("committed %d, want 4", off)
+	}
+}
