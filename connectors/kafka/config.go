@@ -76,6 +76,7 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 	f.Duration("linger", &c.Linger).Default(0).Max(time.Second).
 		Doc("how long the producer waits to fill a batch (0: the transaction's flush sends at once)")
 	f.CommitModes("sink_controlled")
+	f.Commits(sdk.CommitsEachBatch) // once the batch's transaction committed
 })
 
 // Spec is the sink's plugin_config for the registry.
