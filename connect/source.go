@@ -314,7 +314,7 @@ func (s *sourceRunner) read(soft context.Context, batch *sdk.SourceBatch, ack *s
 		}
 		if errors.Is(err, sdk.ErrEndOfInput) || soft.Err() != nil {
 			end = err
-			return nil
+			return nil //nolint:nilerr // ends the retries; end carries the error out
 		}
 		s.status.fail(fmt.Errorf("read: %w", err))
 		return err
@@ -323,7 +323,7 @@ func (s *sourceRunner) read(soft context.Context, batch *sdk.SourceBatch, ack *s
 	case end != nil:
 		return end
 	case err == nil, soft.Err() != nil:
-		return nil // read, or the stop ended a wait: reading ends quietly
+		return nil //nolint:nilerr // read, or the stop ended a wait: reading ends quietly
 	}
 	return fmt.Errorf("read: %w", err)
 }
