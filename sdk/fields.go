@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -288,27 +289,24 @@ func (fd *Field[V]) decode(raw json.RawMessage) []error {
 // Default sets the value used when the key is absent (what `ferry connectors` prints).
 // The default is not checked against Min, Max or Check: it is the connector's own.
 func (fd *Field[V]) Default(v V) *Field[V] {
-	fd.d.meta.Default = fd.show(v)
-	if _, isString := any(v).(string); !isString {
-		if raw, err := json.Marshal(v); err == nil && fd.isJSONScalar() {
-			var back any
-			if json.Unmarshal(raw, &back) == nil {
-				fd.d.meta.Default = back
-			}
-		}
-	}
+	fd.d.meta.Default = defaultValue(fd.show(v))
 	fd.d.fallback = func() { *fd.dst = v; fd.d.shown = fd.show(v) }
 	return fd
 }
 
-// isJSONScalar reports whether the field's file form is a JSON number or bool (its
-// default is then printed as one), not a string.
-func (fd *Field[V]) isJSONScalar() bool {
-	switch fd.d.meta.Type {
-	case TypeBool, TypeInteger, TypeUnsigned, TypeNumber:
-		return true
+// defaultValue turns a value as a file writes it into what [ConfigField.Default] holds,
+// the value itself, as a hand-written spec gives it: the string of a quoted one ("8MiB",
+// an enum's choice, a path template), the number, bool or list of a JSON one; any other
+// text (a duration, 10s) is the string it is.
+func defaultValue(shown string) any {
+	if s, err := strconv.Unquote(shown); err == nil {
+		return s
 	}
-	return false
+	var v any
+	if json.Unmarshal([]byte(shown), &v) == nil {
+		return v
+	}
+	return shown
 }
 
 // Required makes the key mandatory: a file without it is refused.

@@ -179,8 +179,16 @@ func TestConfigSpecDescribes(t *testing.T) {
 	if d := f("flush_interval"); d.Type != TypeDuration || d.Default != "10s" || d.Min != "1ms" || d.Max != "1h" || d.Doc != "idle flush" {
 		t.Errorf("flush_interval: %+v", d)
 	}
-	if d := f("max_file_size"); d.Type != TypeSize || d.Default != `"8MiB"` || d.Max != `"5GiB"` {
+	// A default is the value a file would write (printed by ferry connectors as JSON), not
+	// its quoted text: "8MiB" was printed "\"8MiB\"".
+	if d := f("max_file_size"); d.Type != TypeSize || d.Default != "8MiB" || d.Max != `"5GiB"` {
 		t.Errorf("max_file_size: %+v", d)
+	}
+	if d := f("file_rotation"); d.Default != "size" {
+		t.Errorf("file_rotation: %#v", d.Default)
+	}
+	if d := f("output_format"); d.Default != "json_lines" {
+		t.Errorf("output_format: %#v", d.Default)
 	}
 	if d := f("output_format"); d.Type != TypeEnum || strings.Join(d.Enum, "|") != "json_lines (also jsonl, jsonlines)|json_array" {
 		t.Errorf("output_format: %+v", d)
