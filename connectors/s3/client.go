@@ -53,16 +53,16 @@ func (t *transports) close() {
 // AWS chain (AWS_ACCESS_KEY_ID…, the shared profile, the instance role). The SDK's own
 // retries are off: the sink retries whole uploads (max_attempts) and the runtime whole
 // batches.
-func newStore(ctx context.Context, s settings) (*store, error) {
+func newStore(ctx context.Context, s config) (*store, error) {
 	trs := &transports{}
 	opts := []func(*awsconfig.LoadOptions) error{
 		awsconfig.WithRegion(s.Region),
 		awsconfig.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(trs.add)),
 		awsconfig.WithRetryer(func() aws.Retryer { return retry.AddWithMaxAttempts(retry.NewStandard(), 1) }),
 	}
-	if s.AccessKeyID != "" {
+	if !s.AccessKeyID.IsZero() {
 		opts = append(opts, awsconfig.WithCredentialsProvider(
-			credentials.NewStaticCredentialsProvider(s.AccessKeyID, s.SecretAccessKey, "")))
+			credentials.NewStaticCredentialsProvider(s.AccessKeyID.Reveal(), s.SecretAccessKey.Reveal(), "")))
 	}
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
@@ -72,7 +72,7 @@ func newStore(ctx context.Context, s settings) (*store, error) {
 		if s.Endpoint != "" {
 			o.BaseEndpoint = aws.String(s.Endpoint)
 		}
-		o.UsePathStyle = s.pathStyle
+		o.UsePathStyle = s.PathStyle
 		// Only what S3 requires: S3-compatible stores differ in the checksums they accept.
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired

@@ -4,56 +4,36 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/ferryio/ferry/sdk"
 )
 
-// Column is one [[plugin_config.columns]] entry: a typed Parquet column filled from the
-// JSON payload's field at Path (dot-separated); a missing field or a JSON null is null.
-type Column struct {
-	Name string `json:"name"`
-	Type string `json:"type"` // string, int64, float64, bool or json (the value's JSON text)
-	Path string `json:"path"`
-}
-
-// columnTypes maps each accepted type name (PostgreSQL's spellings too, as the PostgreSQL
-// sink's columns) to its Parquet node.
-var columnTypes = map[string]func() parquet.Node{
-	"string": parquet.String, "text": parquet.String, "json": parquet.String, "jsonb": parquet.String,
-	"int64":   func() parquet.Node { return parquet.Int(64) },
-	"bigint":  func() parquet.Node { return parquet.Int(64) },
-	"float64": func() parquet.Node { return parquet.Leaf(parquet.DoubleType) },
-	"double":  func() parquet.Node { return parquet.Leaf(parquet.DoubleType) },
-	"bool":    func() parquet.Node { return parquet.Leaf(parquet.BooleanType) },
-	"boolean": func() parquet.Node { return parquet.Leaf(parquet.BooleanType) },
+// columnTypes maps each column type to its Parquet node (the types' other spellings,
+// PostgreSQL's as the PostgreSQL sink's columns, are aliases in Config).
+var columnTypes = map[colType]func() parquet.Node{
+	colString:  parquet.String,
+	colJSON:    parquet.String,
+	colInt64:   func() parquet.Node { return parquet.Int(64) },
+	colFloat64: func() parquet.Node { return parquet.Leaf(parquet.DoubleType) },
+	colBool:    func() parquet.Node { return parquet.Leaf(parquet.BooleanType) },
 }
 
 // baseColumns are the columns every Parquet object has.
 var baseColumns = []string{"stream", "topic", "partition", "offset", "id", "timestamp", "origin_timestamp", "headers", "payload"}
 
-// checkColumns validates the columns; errors name the entry.
-func checkColumns(cols []Column, format string) error {
-	if len(cols) > 0 && format != FormatParquet {
-		return fmt.Errorf("plugin_config.%s: typed columns need output_format = \"parquet\"", FieldColumns)
-	}
-	seen := map[string]bool{}
-	for _, b := range baseColumns {
-		seen[b] = true
+// checkColumns checks what Config cannot per entry: the format, and names taken.
+func checkColumns(cols []Column, f format) error {
+	if len(cols) > 0 && f != formatParquet {
+		return sdk.FieldErr("columns", "typed columns need output_format = \"parquet\"")
 	}
 	for i, c := range cols {
-		at := fmt.Sprintf("plugin_config.%s[%d]", FieldColumns, i)
-		switch {
-		case c.Name == "":
-			return fmt.Errorf("%s.name: must not be empty", at)
-		case seen[c.Name]:
-			return fmt.Errorf("%s.name: %q is taken (by a metadata column or an earlier entry)", at, c.Name)
-		case columnTypes[strings.ToLower(c.Type)] == nil:
-			return fmt.Errorf("%s.type: unknown type %q (want string, int64, float64, bool or json)", at, c.Type)
-		case c.Path == "" || strings.Contains(c.Path, ".."):
-			return fmt.Errorf("%s.path: %q is not a dot-separated field path", at, c.Path)
+		if slices.Contains(baseColumns, c.Name) || slices.ContainsFunc(cols[:i], func(o Column) bool { return o.Name == c.Name }) {
+			return sdk.FieldErr(fmt.Sprintf("columns[%d].name", i), "%q is taken (by a metadata column or an earlier entry)", c.Name)
 		}
-		seen[c.Name] = true
 	}
 	return nil
 }
@@ -81,7 +61,7 @@ func extract(cols []Column, payload []byte) ([]any, error) {
 			continue
 		}
 		var err error
-		if out[i], err = convert(strings.ToLower(c.Type), v); err != nil {
+		if out[i], err = convert(c.Type, v); err != nil {
 			return nil, fmt.Errorf("column %q (path %s): %w", c.Name, c.Path, err)
 		}
 	}
@@ -90,34 +70,34 @@ func extract(cols []Column, payload []byte) ([]any, error) {
 
 // convert returns a pointer to v as a value of the column type typ (never nil: v is not
 // a JSON null).
-func convert(typ string, v any) (any, error) {
+func convert(typ colType, v any) (any, error) {
 	switch typ {
-	case "string", "text":
+	case colString:
 		if s, ok := v.(string); ok {
 			return &s, nil
 		}
 		b, err := json.Marshal(v)
 		s := string(b)
 		return &s, err
-	case "json", "jsonb":
+	case colJSON:
 		b, err := json.Marshal(v)
 		s := string(b)
 		return &s, err
-	case "int64", "bigint":
+	case colInt64:
 		if n, ok := v.(json.Number); ok {
 			if i, err := n.Int64(); err == nil {
 				return &i, nil
 			}
 		}
 		return nil, fmt.Errorf("want an integer, got %s", jsonKind(v))
-	case "float64", "double":
+	case colFloat64:
 		if n, ok := v.(json.Number); ok {
 			if f, err := n.Float64(); err == nil {
 				return &f, nil
 			}
 		}
 		return nil, fmt.Errorf("want a number, got %s", jsonKind(v))
-	default: // bool, boolean
+	default: // colBool
 		if b, ok := v.(bool); ok {
 			return &b, nil
 		}
@@ -155,7 +135,7 @@ func columnsSchema(cols []Column, raw bool) *parquet.Schema {
 		"headers": parquet.Map(parquet.String(), parquet.String()), "payload": payload,
 	}
 	for _, c := range cols {
-		g[c.Name] = parquet.Optional(columnTypes[strings.ToLower(c.Type)]())
+		g[c.Name] = parquet.Optional(columnTypes[c.Type]())
 	}
 	return parquet.NewSchema("ferry", g)
 }

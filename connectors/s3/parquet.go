@@ -49,20 +49,20 @@ type parquetBytes struct {
 // allocates megabytes of history when it is built, so one per file costs more than the
 // compression. zstd has one codec per level.
 var codecs = map[string]compress.Codec{
-	"snappy":               &snappy.Codec{},
-	"gzip":                 &gzip.Codec{Level: gzip.DefaultCompression}, // its zero Level stores uncompressed
-	"none":                 &uncompressed.Codec{},
-	"zstd/" + LevelFastest: &zstd.Codec{Level: zstd.SpeedFastest},
-	"zstd/" + LevelDefault: &zstd.Codec{Level: zstd.SpeedDefault},
-	"zstd/" + LevelBetter:  &zstd.Codec{Level: zstd.SpeedBetterCompression},
+	string(codecSnappy):            &snappy.Codec{},
+	string(codecGzip):              &gzip.Codec{Level: gzip.DefaultCompression}, // its zero Level stores uncompressed
+	string(codecNone):              &uncompressed.Codec{},
+	"zstd/" + string(levelFastest): &zstd.Codec{Level: zstd.SpeedFastest},
+	"zstd/" + string(levelDefault): &zstd.Codec{Level: zstd.SpeedDefault},
+	"zstd/" + string(levelBetter):  &zstd.Codec{Level: zstd.SpeedBetterCompression},
 }
 
-// codec is the settings' codec (parseConfig checked the names).
-func codec(s *settings) compress.Codec {
-	if s.Compression == "zstd" {
-		return codecs["zstd/"+s.level]
+// codec is the config's codec (Config allows only these names).
+func codec(s *config) compress.Codec {
+	if s.Compression == codecZstd {
+		return codecs["zstd/"+string(s.Level)]
 	}
-	return codecs[s.Compression]
+	return codecs[string(s.Compression)]
 }
 
 // rowEncoder writes rows into one Parquet file as they come: a row group is written out
@@ -76,7 +76,7 @@ type rowEncoder interface {
 // newRowEncoder returns the encoder of a file of the given stream schema written to out.
 // groupBytes, when not 0, also ends a row group once its rows hold that many bytes
 // (payloads and headers as buffered), so a streamed file never holds more in the encoder.
-func newRowEncoder(s *settings, schema sdk.Schema, out io.Writer, groupBytes int) rowEncoder {
+func newRowEncoder(s *config, schema sdk.Schema, out io.Writer, groupBytes int) rowEncoder {
 	opts := []parquet.WriterOption{
 		parquet.Compression(codec(s)),
 		parquet.MaxRowsPerRowGroup(int64(s.RowGroupSize)),
@@ -151,7 +151,7 @@ type fileEncoder struct {
 
 // encode writes rows, offsets first to last of a stream of the given schema, as one
 // Parquet file.
-func (e *fileEncoder) encode(s *settings, schema sdk.Schema, rows []row, first, last uint64) ([]byte, error) {
+func (e *fileEncoder) encode(s *config, schema sdk.Schema, rows []row, first, last uint64) ([]byte, error) {
 	out := bytes.NewBuffer(make([]byte, 0, e.lastFile+e.lastFile/4))
 	raw := schema == sdk.SchemaRaw
 	if e.enc == nil || e.raw != raw {
