@@ -38,9 +38,11 @@ type Sink struct {
 	bg     context.Context // cancelled by Close: ends the flusher's uploads
 	cancel context.CancelFunc
 	// puts is the context of the uploads running in the background, cancelled when Close
-	// has waited for them.
+	// has waited for them (as ctx allowed); uploads counts them, so that Close returns
+	// once the cancelled ones ended too, and none uses a connection after it.
 	puts       context.Context
 	cancelPuts context.CancelFunc
+	uploads    sync.WaitGroup
 	done       chan struct{} // closed when the flusher returns
 	closed     atomic.Bool
 }
@@ -527,7 +529,7 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 	ps.inflight = f
 	ctype := contentType(s.cfg.Format)
 	part := ps.part
-	go func() {
+	s.uploads.Go(func() {
 		defer close(f.done)
 		if f.rows != nil {
 			s.encoders <- struct{}{}
@@ -542,7 +544,7 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 			s.free(f)
 			f.commitErr = s.pos.Durable(part, f.last) // at once: the runtime may be waiting for it
 		}
-	}()
+	})
 	return nil
 }
 
@@ -745,8 +747,9 @@ func (s *Sink) snapshot() []*partState {
 	return out
 }
 
-// Close stops the flusher and uploads and commits every buffer; ctx bounds the uploads.
-// It is idempotent.
+// Close stops the flusher and uploads and commits every buffer; ctx bounds the uploads
+// (those it cuts short are cancelled: their messages were not committed). It returns once
+// no upload runs any more. It is idempotent.
 func (s *Sink) Close(ctx context.Context) error {
 	if s.cancel == nil || !s.closed.CompareAndSwap(false, true) {
 		return nil
@@ -766,6 +769,7 @@ func (s *Sink) Close(ctx context.Context) error {
 		ps.mu.Unlock()
 	}
 	s.cancelPuts()
+	s.uploads.Wait()
 	s.st.close()
 	return errors.Join(errs...)
 }

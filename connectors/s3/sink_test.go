@@ -582,3 +582,44 @@ func TestHalfWrittenKeyIsWrittenAgain(t *testing.T) {
 		t.Fatalf("third put: %v, want errExists", err)
 	}
 }
+
+// TestCloseWaitsForItsUploads: Close returns only once every upload it started in the
+// background has ended (one that ctx cut short is cancelled), so no upload of a closed
+// sink goes on using its connections. It returned with the upload still under way, which
+// left an HTTP connection of the closed sink behind when the upload landed after the
+// sink closed its idle ones (goleak found it after the crash-at-every-step tests).
+func TestCloseWaitsForItsUploads(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	c := sdktest.NewCommitter()
+	sink := New()
+	returned := make(chan struct{}) // closed once Close returned
+	// The object's encoding, in the background, holds its upload until Close cancelled
+	// the uploads, and then until Close returned (at most a second: Close now waits).
+	sink.encodeFault = func(string) error {
+		<-sink.puts.Done()
+		select {
+		case <-returned:
+		case <-time.After(time.Second):
+		}
+		return errors.New("injected: the upload outlived its context")
+	}
+	s := openWith(t, sink, sdktest.SinkEnv(t, cfgOf(srv, bucket, `,"output_format":"parquet","file_rotation":"messages","max_messages_per_file":10`), c), c)
+	assign(t, s, 0)
+	consume(t, s, 0, msgs(0, 0, 10)) // full: its upload starts in the background
+	s.mu.Lock()
+	f := s.parts[part(0)].inflight
+	s.mu.Unlock()
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = s.Close(ended) // a stop out of time: the upload is cancelled, not waited for
+	select {
+	case <-f.done:
+	default:
+		t.Fatal("Close returned while its upload was still running")
+	}
+	close(returned)
+	if _, ok := c.Committed(part(0)); ok {
+		t.Fatal("committed an upload that did not land")
+	}
+}
