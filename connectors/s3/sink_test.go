@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"go.uber.org/goleak"
 
 	"github.com/ferryio/ferry/internal/s3test"
 	"github.com/ferryio/ferry/internal/testkit"
@@ -622,4 +623,30 @@ func TestCloseWaitsForItsUploads(t *testing.T) {
 	if _, ok := c.Committed(part(0)); ok {
 		t.Fatal("committed an upload that did not land")
 	}
+}
+
+// TestClosedStoreLeavesNoConnection: once the sink closed its S3 client, none of its
+// connections is left open and none is dialed again. A request cut short while its
+// connection was being dialed left the dial going, and the connection it made then waited
+// in the idle pool of the closed sink (goleak found it after the crash-at-every-step
+// tests, whose crashed instances close under an ended context); a request after the close
+// stands for that late dial.
+func TestClosedStoreLeavesNoConnection(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	before := goleak.IgnoreCurrent()
+	s := New()
+	if err := s.Open(context.Background(), sdktest.SinkEnv(t, cfgOf(srv, bucket, ""), sdktest.NewCommitter())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.st.exists(context.Background(), "k"); err != nil { // a second connection's worth of use
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.st.exists(context.Background(), "k"); !errors.Is(err, errStoreClosed) {
+		t.Fatalf("a request after close: %v, want errStoreClosed", err)
+	}
+	goleak.VerifyNone(t, before)
 }
