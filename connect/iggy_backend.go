@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
@@ -297,7 +299,7 @@ func iggyMessages(msgs []sdk.ProducedMessage) []iggy.Message {
 				}
 			}
 		}
-		out[i] = iggy.Message{ID: m.ID, Headers: hs, Payload: m.Payload, Key: m.PartitionKey}
+		out[i] = iggy.Message{ID: m.ID, Headers: hs, Payload: m.Payload, Key: m.PartitionKey, Partition: m.Partition}
 	}
 	return out
 }
@@ -315,26 +317,64 @@ type offsetAdmin interface {
 	setGroupOffsets(ctx context.Context, group, stream, topic string, offsets map[uint32]uint64) error
 }
 
+// offsetReaders is how many GetConsumerOffset requests one groupOffsets keeps in flight:
+// the client's pool connections answer one request at a time each (two by default), so
+// two per connection keep them busy, and the runtime's other requests on the pool (sends,
+// metadata) wait behind two at most.
+const offsetReaders = 4
+
+// groupOffsets reads a topic's partitions (GetTopic: each one's current offset) and the
+// group's stored offset of each (one GetConsumerOffset per partition, offsetReaders at a
+// time). The first failure ends the read.
 func (b *iggyBackend) groupOffsets(ctx context.Context, group, stream, topic string) ([]groupPartition, error) {
-	t, err := b.c.GetTopic(ctx, iggy.Name(stream), iggy.Name(topic))
+	s, tn := iggy.Name(stream), iggy.Name(topic)
+	t, err := b.c.GetTopic(ctx, s, tn)
 	if err != nil {
 		return nil, fmt.Errorf("get topic %s/%s: %w", stream, topic, err)
 	}
 	consumer := wire.Consumer{Kind: wire.ConsumerGroup, ID: iggy.Name(group)}
-	out := make([]groupPartition, 0, len(t.Partitions))
-	for _, p := range t.Partitions {
-		gp := groupPartition{id: p.ID, current: -1, stored: -1}
+	out := make([]groupPartition, len(t.Partitions))
+	for i, p := range t.Partitions {
+		out[i] = groupPartition{id: p.ID, current: -1, stored: -1}
 		if p.MessagesCount > 0 {
-			gp.current = int64(p.CurrentOffset)
+			out[i].current = int64(p.CurrentOffset)
 		}
-		o, found, err := b.c.GetOffset(ctx, consumer, iggy.Name(stream), iggy.Name(topic), p.ID)
-		if err != nil {
-			return nil, fmt.Errorf("group %s: %w", group, err)
-		}
-		if found {
-			gp.stored = int64(o.StoredOffset)
-		}
-		out = append(out, gp)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next    atomic.Int64
+		read    atomic.Int64 // partitions answered
+		wg      sync.WaitGroup
+		failed  sync.Once
+		failure error
+	)
+	for range min(offsetReaders, len(out)) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(out) {
+					return
+				}
+				o, found, err := b.c.GetOffset(ctx, consumer, s, tn, out[i].id)
+				if err != nil {
+					failed.Do(func() { failure = fmt.Errorf("group %s: %w", group, err) })
+					cancel() // the first failure ends the read
+					return
+				}
+				if found {
+					out[i].stored = int64(o.StoredOffset)
+				}
+				read.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	switch {
+	case failure != nil:
+		return nil, failure
+	case int(read.Load()) < len(out): // ctx ended between two requests
+		return nil, fmt.Errorf("group %s: %w", group, ctx.Err())
 	}
 	return out, nil
 }

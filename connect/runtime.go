@@ -312,6 +312,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	r.lag.close()
 	r.life.Finish()
 	return nil
 }

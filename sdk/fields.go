@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -289,24 +288,20 @@ func (fd *Field[V]) decode(raw json.RawMessage) []error {
 // Default sets the value used when the key is absent (what `ferry connectors` prints).
 // The default is not checked against Min, Max or Check: it is the connector's own.
 func (fd *Field[V]) Default(v V) *Field[V] {
-	fd.d.meta.Default = defaultValue(fd.show(v))
+	fd.d.meta.Default = fileValue(fd.show(v))
 	fd.d.fallback = func() { *fd.dst = v; fd.d.shown = fd.show(v) }
 	return fd
 }
 
-// defaultValue turns a value as a file writes it into what [ConfigField.Default] holds,
-// the value itself, as a hand-written spec gives it: the string of a quoted one ("8MiB",
-// an enum's choice, a path template), the number, bool or list of a JSON one; any other
-// text (a duration, 10s) is the string it is.
-func defaultValue(shown string) any {
-	if s, err := strconv.Unquote(shown); err == nil {
-		return s
-	}
+// fileValue is a value as a file writes it (shown) as ConfigField.Default holds it: the
+// JSON value it reads as (a number, a bool, a string without its quotes, a list), or,
+// when it reads as none (a duration: 10s), the text itself.
+func fileValue(shown string) any {
 	var v any
-	if json.Unmarshal([]byte(shown), &v) == nil {
-		return v
+	if json.Unmarshal([]byte(shown), &v) != nil {
+		return shown
 	}
-	return shown
+	return v
 }
 
 // Required makes the key mandatory: a file without it is refused.
@@ -360,10 +355,14 @@ func (fd *Field[V]) ordered(what string) {
 // Check adds a test of the decoded value; its error becomes the key's.
 func (fd *Field[V]) Check(fn func(V) error) *Field[V] { fd.checks = append(fd.checks, fn); return fd }
 
-// NonEmpty refuses an empty (or all-space) string; only for string fields.
+// NonEmpty refuses an empty (or all-space) string or secret; only for those fields.
 func (fd *Field[V]) NonEmpty() *Field[V] {
 	return fd.Check(func(v V) error {
-		if s, ok := any(v).(string); ok && strings.TrimSpace(s) == "" {
+		s, ok := any(v).(string)
+		if secret, isSecret := any(v).(Secret); isSecret {
+			s, ok = secret.Reveal(), true
+		}
+		if ok && strings.TrimSpace(s) == "" {
 			return errors.New("must not be empty")
 		}
 		return nil
