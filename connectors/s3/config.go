@@ -1,11 +1,10 @@
 package s3
 
 import (
-	"fmt"
 	"math"
-	"strings"
 	"time"
 
+	"github.com/ferryio/ferry/connectors/internal/parquetrows"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -16,9 +15,6 @@ const Name = "s3"
 type (
 	format   string // output_format
 	rotation string // file_rotation
-	codecKey string // compression
-	level    string // compression_level (zstd's)
-	colType  string // columns[].type
 )
 
 const (
@@ -29,22 +25,6 @@ const (
 
 	rotationSize     rotation = "size"
 	rotationMessages rotation = "messages"
-
-	codecZstd   codecKey = "zstd"
-	codecSnappy codecKey = "snappy"
-	codecGzip   codecKey = "gzip"
-	codecNone   codecKey = "none"
-
-	// zstd's levels are klauspost/compress's, about zstd's 1, 3 and 7.
-	levelFastest level = "fastest"
-	levelDefault level = "default"
-	levelBetter  level = "better"
-
-	colString  colType = "string"
-	colInt64   colType = "int64"
-	colFloat64 colType = "float64"
-	colBool    colType = "bool"
-	colJSON    colType = "json" // the value's JSON text
 )
 
 const (
@@ -64,20 +44,12 @@ type config struct {
 	IncludeMetadata, IncludeHeaders, PathStyle     bool
 	MaxAttempts, RowGroupSize                      int
 	RetryDelay, FlushInterval                      time.Duration
-	Compression                                    codecKey
-	Level                                          level
-	Columns                                        []Column
+	Compression                                    parquetrows.Compression
+	Level                                          parquetrows.ZstdLevel
+	Columns                                        []parquetrows.Column // typed Parquet columns filled from the JSON payload
 
 	maxBytes uint64   // an object's size limit: MaxFileSize, or none with messages rotation
 	tpl      template // PathTemplate parsed
-}
-
-// Column is one [[plugin_config.columns]] entry: a typed Parquet column filled from the
-// JSON payload's field at Path (dot-separated); a missing field or a JSON null is null.
-type Column struct {
-	Name string
-	Type colType
-	Path string
 }
 
 // Config declares plugin_config: the first sixteen keys are upstream Iggy's s3_sink's,
@@ -111,29 +83,23 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 	f.Bool("path_style", &c.PathStyle).Present(&pathStyleSet).Doc("path-style addressing (default: on when endpoint is set)")
 	f.Duration("flush_interval", &c.FlushInterval).Default(10 * time.Second).Min(time.Nanosecond).Doc("a partition idle this long is uploaded and committed")
 	f.Size("max_buffered_bytes", &c.MaxBuffered).Default(64 * sdk.MiB).Min(1).Doc("bytes buffered across partitions before the largest is uploaded early")
-	sdk.Enum(f, "compression", &c.Compression, sdk.Choice(codecZstd), sdk.Choice(codecSnappy), sdk.Choice(codecGzip), sdk.Choice(codecNone)).
-		Default(codecZstd).Doc("parquet: the codec")
-	sdk.Enum(f, "compression_level", &c.Level, sdk.Choice(levelFastest), sdk.Choice(levelDefault), sdk.Choice(levelBetter)).
-		Default(levelFastest).Present(&levelSet).Doc("parquet, zstd only: its level")
+	sdk.Enum(f, "compression", &c.Compression, sdk.Choice(parquetrows.Zstd), sdk.Choice(parquetrows.Snappy), sdk.Choice(parquetrows.Gzip),
+		sdk.Choice(parquetrows.Uncompressed)).Default(parquetrows.Zstd).Doc("parquet: the codec")
+	sdk.Enum(f, "compression_level", &c.Level, sdk.Choice(parquetrows.ZstdFastest), sdk.Choice(parquetrows.ZstdDefault), sdk.Choice(parquetrows.ZstdBetter)).
+		Default(parquetrows.ZstdFastest).Present(&levelSet).Doc("parquet, zstd only: its level")
 	f.Int("row_group_size", &c.RowGroupSize).Default(65536).Min(1).Doc("parquet: rows per row group")
 	f.Size("part_size", &c.PartSize).Default(8 * sdk.MiB).Min(5 * sdk.MiB).Max(maxSinglePut).
 		Doc("a partition buffering this much before its object is full streams it through a multipart upload in parts of this size (S3's smallest part is 5MiB)")
-	sdk.Tables(f, "columns", &c.Columns, func(col *Column, f *sdk.Fields) {
+	sdk.Tables(f, "columns", &c.Columns, func(col *parquetrows.Column, f *sdk.Fields) {
 		f.String("name", &col.Name).Required().NonEmpty().Doc("the column's name")
-		sdk.Enum(f, "type", &col.Type, sdk.Choice(colString, "text"), sdk.Choice(colInt64, "bigint"), sdk.Choice(colFloat64, "double"),
-			sdk.Choice(colBool, "boolean"), sdk.Choice(colJSON, "jsonb")).Required().Doc("the column's type (json: the value's JSON text)")
-		f.String("path", &col.Path).Required().Check(func(p string) error {
-			if p == "" || strings.Contains(p, "..") {
-				return fmt.Errorf("%q is not a dot-separated field path", p)
-			}
-			return nil
-		}).Doc("the payload field, dot-separated")
+		parquetrows.TypeField(f, "type", &col.Type).Required().Doc("the column's type (json: the value's JSON text)")
+		f.String("path", &col.Path).Required().Check(parquetrows.CheckPath).Doc("the payload field, dot-separated; a missing field or a JSON null is null")
 	}).Doc("parquet: typed columns filled from JSON payload fields")
 	f.Check(func() (err error) {
 		switch {
 		case c.AccessKeyID.IsZero() != c.SecretAccessKey.IsZero(): // both written, one empty
 			return sdk.FieldErr("access_key_id", "access_key_id and secret_access_key go together: set both or neither")
-		case levelSet && c.Compression != codecZstd:
+		case levelSet && c.Compression != parquetrows.Zstd:
 			return sdk.FieldErr("compression_level", "applies to zstd only (compression is %q)", c.Compression)
 		}
 		if c.tpl, err = newTemplate(c.PathTemplate); err != nil {

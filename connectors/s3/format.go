@@ -14,6 +14,7 @@ import (
 
 	"github.com/valyala/fastjson"
 
+	"github.com/ferryio/ferry/connectors/internal/parquetrows"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -112,7 +113,7 @@ func (b *buffer) add(s *config, topic sdk.TopicMetadata, p sdk.Partition, schema
 	var extra []any
 	if len(s.Columns) > 0 {
 		var err error
-		if extra, err = extract(s.Columns, m.Payload); err != nil {
+		if extra, err = parquetrows.Extract(s.Columns, m.Payload); err != nil {
 			return 0, err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"go.uber.org/goleak"
 
+	"github.com/ferryio/ferry/connectors/internal/parquetrows"
 	"github.com/ferryio/ferry/internal/s3test"
 	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
@@ -487,7 +488,7 @@ func TestParquetCodecsReadByPyarrow(t *testing.T) {
 	if size[0] > size[1]+size[1]/10 {
 		t.Fatalf("zstd fastest %d bytes, default level %d: want fastest within a tenth of default", size[0], size[1])
 	}
-	if cfg, err := Config.Parse([]byte(`{"bucket":"b","region":"r"}`)); err != nil || cfg.Level != levelFastest || codec(&cfg) != codecs["zstd/fastest"] {
+	if cfg, err := Config.Parse([]byte(`{"bucket":"b","region":"r"}`)); err != nil || cfg.Level != parquetrows.ZstdFastest || parquetrows.Codec(cfg.Compression, cfg.Level) != parquetrows.Codec(parquetrows.Zstd, parquetrows.ZstdFastest) {
 		t.Fatalf("unset compression_level: level %q (%v), want fastest", cfg.Level, err)
 	}
 }
