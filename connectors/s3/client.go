@@ -102,8 +102,8 @@ func (c *trackedConn) Close() error {
 
 // newStore builds the client: static credentials when both keys are set, else the standard
 // AWS chain (AWS_ACCESS_KEY_ID…, the shared profile, the instance role). The SDK's own
-// retries are off: the sink retries whole uploads (max_attempts) and the runtime whole
-// batches.
+// retries are off: the sink retries each request of an upload (max_attempts, sdk.Retry)
+// and the runtime whole batches.
 func newStore(ctx context.Context, s config) (*store, error) {
 	trs := &transports{conns: map[*trackedConn]struct{}{}}
 	opts := []func(*awsconfig.LoadOptions) error{
