@@ -177,7 +177,7 @@ func (s iggyProducer) tailN(ctx context.Context, n int) (sdk.Tail, error) {
 	for _, p := range t.Partitions {
 		details[p.ID] = p
 	}
-	out := sdk.Tail{Last: make([]*sdk.SentMessage, len(parts)),
+	out := sdk.Tail{Last: make([]*sdk.SentMessage, len(parts)), Partitions: parts,
 		PartitionOf: func(key []byte) int { return int(wire.PartitionForKey(key, uint32(len(parts)))) }}
 	if n > 1 {
 		out.Recent = make([][]*sdk.SentMessage, len(parts))
@@ -269,7 +269,8 @@ func iggyMessages(msgs []sdk.ProducedMessage) []iggy.Message {
 				}
 			}
 		}
-		out[i] = iggy.Message{ID: m.ID, Headers: hs, Payload: m.Payload, Key: m.PartitionKey}
+		out[i] = iggy.Message{ID: m.ID, Headers: hs, Payload: m.Payload, Key: m.PartitionKey, Partition: m.Partition,
+			OriginTimestamp: m.OriginTimestamp}
 	}
 	return out
 }

@@ -616,16 +616,23 @@ func (s *sourceRunner) sendAfter(msgs []sdk.ProducedMessage, failed bool) error 
 	})
 }
 
-// notStored returns msgs without the keyed messages already stored: per partition, those up
-// to and including the one whose id is the partition's last message. Ids are unique, so a
-// match can only be a message of this batch that an earlier attempt appended.
+// notStored returns msgs without the messages of a named partition (a partition key or
+// an explicit partition) already stored: per partition, those up to and including the
+// one whose id is the partition's last message. Ids are unique, so a match can only be a
+// message of this batch that an earlier attempt appended.
 func notStored(msgs []sdk.ProducedMessage, t sdk.Tail) []sdk.ProducedMessage {
+	partOf := func(m sdk.ProducedMessage) int {
+		switch {
+		case m.Partition != nil:
+			return t.IndexOf(*m.Partition)
+		case len(m.PartitionKey) > 0 && t.PartitionOf != nil:
+			return t.PartitionOf(m.PartitionKey)
+		}
+		return -1
+	}
 	upTo := make(map[int]int) // partition index -> index in msgs of its stored last message
 	for i, m := range msgs {
-		if len(m.PartitionKey) == 0 || t.PartitionOf == nil {
-			continue
-		}
-		p := t.PartitionOf(m.PartitionKey)
+		p := partOf(m)
 		if p >= 0 && p < len(t.Last) && t.Last[p] != nil && t.Last[p].ID == m.ID {
 			upTo[p] = i
 		}
@@ -635,10 +642,8 @@ func notStored(msgs []sdk.ProducedMessage, t sdk.Tail) []sdk.ProducedMessage {
 	}
 	out := make([]sdk.ProducedMessage, 0, len(msgs))
 	for i, m := range msgs {
-		if len(m.PartitionKey) > 0 {
-			if last, ok := upTo[t.PartitionOf(m.PartitionKey)]; ok && i <= last {
-				continue
-			}
+		if last, ok := upTo[partOf(m)]; ok && i <= last {
+			continue
 		}
 		out = append(out, m)
 	}

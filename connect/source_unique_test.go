@@ -53,3 +53,18 @@ func TestNotStored(t *testing.T) {
 		}
 	}
 }
+
+// TestNotStoredExplicitPartition: messages with a Partition are matched against that
+// partition's last message (Tail.IndexOf), ahead of their key.
+func TestNotStoredExplicitPartition(t *testing.T) {
+	msg := func(id uint64, part uint32) sdk.ProducedMessage {
+		return sdk.ProducedMessage{ID: sdk.MessageIDFromUint64(id), Partition: sdk.PartitionID(part), PartitionKey: []byte("x"), Payload: []byte{1}}
+	}
+	batch := []sdk.ProducedMessage{msg(1, 5), msg(2, 6), msg(3, 5), msg(4, 6)}
+	tail := sdk.Tail{Partitions: []uint32{5, 6}, Last: []*sdk.SentMessage{{ID: sdk.MessageIDFromUint64(3)}, nil},
+		PartitionOf: func([]byte) int { return 1 }}
+	out := notStored(batch, tail)
+	if len(out) != 2 || out[0].ID != sdk.MessageIDFromUint64(2) || out[1].ID != sdk.MessageIDFromUint64(4) {
+		t.Fatalf("notStored = %+v, want messages 2 and 4", out)
+	}
+}

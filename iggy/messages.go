@@ -25,6 +25,10 @@ type Message struct {
 	// (XXH32(Key) % partitions, client-side), before KeyFunc and Partitioning. It is not
 	// sent.
 	Key []byte
+	// Partition, when not nil, is the id of the partition a Producer sends the message to,
+	// before Key, KeyFunc and Partitioning (a partition the topic does not have is
+	// wire.ErrPartitionNotFound, before anything is sent). It is not sent.
+	Partition *uint32
 }
 
 // size is the message's encoded frame size.

@@ -160,6 +160,16 @@ func (p *Producer) sendByKey(ctx context.Context, msgs []Message) error {
 	idx := make([]uint32, len(msgs))
 	start := make([]int, n+1)
 	for i := range msgs {
+		if id := msgs[i].Partition; id != nil {
+			j, ok := p.indexOf(*id)
+			if !ok {
+				return opErr("send", res(&p.cfg.Stream, &p.cfg.Topic, int64(*id)),
+					fmt.Errorf("message %d names partition %d of %d: %w", i, *id, n, wire.ErrPartitionNotFound))
+			}
+			idx[i] = j
+			start[j+1]++
+			continue
+		}
 		key := msgs[i].Key
 		if len(key) == 0 && p.cfg.KeyFunc != nil {
 			key = p.cfg.KeyFunc(msgs[i])
@@ -225,14 +235,24 @@ func (p *Producer) sendPartition(ctx context.Context, part uint32, g []Message) 
 	return nil
 }
 
-// hasKeys reports whether a message of msgs names its own partition key.
+// hasKeys reports whether a message of msgs names its own partition key or partition.
 func hasKeys(msgs []Message) bool {
 	for i := range msgs {
-		if len(msgs[i].Key) > 0 {
+		if len(msgs[i].Key) > 0 || msgs[i].Partition != nil {
 			return true
 		}
 	}
 	return false
+}
+
+// indexOf returns the index of partition id among the topic's partitions.
+func (p *Producer) indexOf(id uint32) (uint32, bool) {
+	for j, pid := range p.parts {
+		if pid == id {
+			return uint32(j), true
+		}
+	}
+	return 0, false
 }
 
 // Partitions returns the ids of the topic's partitions, in the order key partitioning

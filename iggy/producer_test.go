@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,6 +111,34 @@ func TestProducerMessageKeys(t *testing.T) {
 	}
 	if got := p.Partitions(); len(got) != 3 {
 		t.Fatalf("Partitions() = %v, want 3 ids", got)
+	}
+}
+
+// TestProducerMessagePartition: a message's own Partition sends it to that partition, before
+// its Key; a partition the topic lacks fails the send before anything is sent.
+func TestProducerMessagePartition(t *testing.T) {
+	s := servertest.Start(t)
+	c := dial(t, s)
+	setup(t, c, 3)
+	p := newProducer(t, c, iggy.ProducerConfig{Stream: sID, Topic: tID})
+	part := func(n uint32) *uint32 { return &n }
+	msgs := []iggy.Message{
+		{Payload: []byte("a"), Partition: part(2)},
+		{Payload: []byte("b"), Partition: part(2), Key: []byte("key-0")},
+		{Payload: []byte("c"), Partition: part(1)},
+	}
+	if err := p.Send(testCtx(t), msgs); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := counts(t, c, 3), []uint64{0, 1, 2}; !slices.Equal(got, want) {
+		t.Fatalf("counts = %v, want %v", got, want)
+	}
+	err := p.Send(testCtx(t), []iggy.Message{{Payload: []byte("d"), Partition: part(0)}, {Payload: []byte("e"), Partition: part(7)}})
+	if !errors.Is(err, wire.ErrPartitionNotFound) || !strings.Contains(err.Error(), "names partition 7 of 3") {
+		t.Fatalf("send to partition 7: %v", err)
+	}
+	if got, want := counts(t, c, 3), []uint64{0, 1, 2}; !slices.Equal(got, want) {
+		t.Fatalf("after the refused send: counts = %v, want %v", got, want)
 	}
 }
 

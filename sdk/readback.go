@@ -27,6 +27,8 @@ type Origins[P any] struct {
 	less        func(a, b P) bool
 	newest      map[originKey]P
 	partitionOf func(key []byte) int
+	indexOf     func(id uint32) int
+	partitions  int
 	read        bool
 }
 
@@ -60,6 +62,7 @@ func ReadBack[P any](ctx context.Context, env SourceEnv, window int, parse func(
 		return nil, fmt.Errorf("read back the topic's last messages: %w", err)
 	}
 	o.read, o.partitionOf = true, tail.PartitionOf
+	o.indexOf, o.partitions = Tail{Partitions: tail.Partitions, Last: tail.Last}.IndexOf, len(tail.Last)
 	for i := range tail.Last {
 		msgs := []*SentMessage{tail.Last[i]}
 		if i < len(tail.Recent) && len(tail.Recent[i]) > 0 {
@@ -107,6 +110,20 @@ func (o *Origins[P]) HoldsKeyed(key []byte, lane string, pos P) bool {
 	}
 	return o.Holds(o.partitionOf(key), lane, pos)
 }
+
+// HoldsIn is Holds for a message sent to the partition with id id
+// ([ProducedMessage.Partition]). False for a partition the topic does not have.
+func (o *Origins[P]) HoldsIn(id uint32, lane string, pos P) bool {
+	if o.indexOf == nil {
+		return false
+	}
+	i := o.indexOf(id)
+	return i >= 0 && o.Holds(i, lane, pos)
+}
+
+// Partitions returns how many partitions the topic had when it was read back (0 when it
+// was not read).
+func (o *Origins[P]) Partitions() int { return o.partitions }
 
 // Newest returns the newest position of lane over every partition.
 func (o *Origins[P]) Newest(lane string) (P, bool) {

@@ -40,6 +40,26 @@ type Tail struct {
 	// PartitionOf returns the index in Last of the partition a message with this
 	// [ProducedMessage.PartitionKey] goes to (keys of length 0 are not valid here).
 	PartitionOf func(key []byte) int
+	// Partitions holds the id of each partition, in Last's order (nil from a tail that
+	// predates it: then index i is partition i).
+	Partitions []uint32
+}
+
+// IndexOf returns the index in Last of the partition with id id (a
+// [ProducedMessage.Partition]), or -1 when the topic has no such partition.
+func (t Tail) IndexOf(id uint32) int {
+	if t.Partitions == nil {
+		if int(id) < len(t.Last) {
+			return int(id)
+		}
+		return -1
+	}
+	for i, p := range t.Partitions {
+		if p == id {
+			return i
+		}
+	}
+	return -1
 }
 
 // SentMessage is a message read back from the source's topic. Its slices are the

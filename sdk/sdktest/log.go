@@ -9,8 +9,8 @@ import (
 
 // Log stands in for a source's Iggy topic: partitions of appended messages, numbered
 // from offset 0. A message with a partition key goes to the partition its key hashes to
-// (the same for every message of one key, as Iggy's key partitioning); one without goes
-// round robin, one partition per batch. Safe for concurrent use.
+// (the same for every message of one key, as Iggy's key partitioning), one with a
+// Partition to that partition; one without either goes round robin, one partition per batch. Safe for concurrent use.
 type Log struct {
 	mu    sync.Mutex
 	parts [][]Stored
@@ -35,11 +35,15 @@ func (l *Log) Append(msgs []sdk.ProducedMessage) {
 	l.next++
 	for _, m := range msgs {
 		i := rr
-		if len(m.PartitionKey) > 0 {
+		switch {
+		case m.Partition != nil:
+			i = int(*m.Partition) // out of range panics: the runtime's send would fail
+		case len(m.PartitionKey) > 0:
 			i = l.partitionOf(m.PartitionKey)
 		}
 		cp := sdk.ProducedMessage{ID: m.ID, Payload: append([]byte(nil), m.Payload...),
-			PartitionKey: append([]byte(nil), m.PartitionKey...), Headers: copyHeaders(m.Headers)}
+			PartitionKey: append([]byte(nil), m.PartitionKey...), Headers: copyHeaders(m.Headers),
+			Partition: m.Partition, OriginTimestamp: m.OriginTimestamp}
 		l.parts[i] = append(l.parts[i], Stored{Partition: uint32(i), Offset: uint64(len(l.parts[i])), Message: cp})
 	}
 }
