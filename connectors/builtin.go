@@ -2,6 +2,7 @@ package connectors
 
 import (
 	"github.com/ferryio/ferry/connectors/file"
+	iggysource "github.com/ferryio/ferry/connectors/iggy"
 	"github.com/ferryio/ferry/connectors/null"
 	"github.com/ferryio/ferry/connectors/postgres"
 	pgsource "github.com/ferryio/ferry/connectors/postgres/source"
@@ -12,7 +13,7 @@ import (
 )
 
 // Registry returns a new registry holding every built-in connector: sinks "stdout", "null",
-// "file", "postgres" and "s3", sources "random" and "postgres" (change data capture). Each call returns a fresh value the caller may extend.
+// "file", "postgres" and "s3", sources "random", "postgres" (change data capture) and "iggy" (another Iggy server). Each call returns a fresh value the caller may extend.
 func Registry() *sdk.Registry {
 	return sdk.NewRegistry().
 		AddSink(stdout.Name, func() sdk.Sink { return stdout.New() }, stdout.Spec).
@@ -21,5 +22,6 @@ func Registry() *sdk.Registry {
 		AddSink(postgres.Name, func() sdk.Sink { return postgres.New() }, postgres.Spec).
 		AddSink(s3.Name, func() sdk.Sink { return s3.New() }, s3.Spec).
 		AddSource(random.Name, func() sdk.Source { return random.New() }, random.Spec).
-		AddSource(pgsource.Name, func() sdk.Source { return pgsource.New() }, pgsource.Spec)
+		AddSource(pgsource.Name, func() sdk.Source { return pgsource.New() }, pgsource.Spec).
+		AddSource(iggysource.Name, func() sdk.Source { return iggysource.New() }, iggysource.Spec)
 }

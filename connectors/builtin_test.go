@@ -10,7 +10,7 @@ func TestRegistry(t *testing.T) {
 	if got := r.SinkNames(); !reflect.DeepEqual(got, []string{"file", "null", "postgres", "s3", "stdout"}) {
 		t.Fatalf("sinks = %v", got)
 	}
-	if got := r.SourceNames(); !reflect.DeepEqual(got, []string{"postgres", "random"}) {
+	if got := r.SourceNames(); !reflect.DeepEqual(got, []string{"iggy", "postgres", "random"}) {
 		t.Fatalf("sources = %v", got)
 	}
 	for _, n := range r.SinkNames() {

@@ -50,6 +50,11 @@ var forbidden = map[string][]string{
 	"internal/s3test": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 	// The PostgreSQL CDC source sees the sdk only, not even the PostgreSQL sink beside it.
 	"connectors/postgres/source": {"iggy", "server", "connect", "cmd", "connectors"},
+	// The Iggy source is an Iggy client by nature: its remote side is Ferry's own client
+	// (iggy, iggy/wire), the one exception to "connectors see only the sdk"; never the
+	// server, the runtime or another connector. Putting the client behind the sdk would
+	// copy its API into the sdk for one connector.
+	"connectors/iggy": {"server", "connect", "cmd", "connectors"},
 	// The test kit's waits and files know nothing of Ferry, so the lowest package's tests
 	// can use them; its server kit knows the client and the server, never the runtime, so
 	// connect's own tests can use it; its runtime kit may start anything but the command.
