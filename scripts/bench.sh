@@ -36,6 +36,8 @@ out="${1:-bench.txt}"
   else
     echo "skipped: FERRY_POSTGRES_URL is not set (eval \"\$(bash scripts/postgres.sh start)\")"
   fi
+  echo "## Iggy source: Iggy → Iggy replication beside a bare poll+send+store loop of Ferry's client (two ferry servers of its own)"
+  FERRY_IGGY_BENCH=1 go test -count=1 -v -run 'TestIggyReplicationThroughput' -timeout 30m ./tests/e2e/ | grep -E 'msg/s'
   echo "## S3 sink: rows/s into Parquet and JSON Lines beside the S3 server's own PUT loop (needs FERRY_S3_ENDPOINT)"
   if [ -n "${FERRY_S3_ENDPOINT:-}" ]; then
     go test -run '^$' -bench 'Sink$' -benchtime 3x ./connectors/s3/
