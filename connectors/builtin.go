@@ -7,13 +7,14 @@ import (
 	"github.com/ferryio/ferry/connectors/postgres"
 	pgsource "github.com/ferryio/ferry/connectors/postgres/source"
 	"github.com/ferryio/ferry/connectors/random"
+	redissink "github.com/ferryio/ferry/connectors/redis"
 	s3 "github.com/ferryio/ferry/connectors/s3"
 	"github.com/ferryio/ferry/connectors/stdout"
 	"github.com/ferryio/ferry/sdk"
 )
 
 // Registry returns a new registry holding every built-in connector: sinks "stdout", "null",
-// "file", "postgres" and "s3", sources "random", "postgres" (change data capture) and "iggy" (another Iggy server). Each call returns a fresh value the caller may extend.
+// "file", "postgres", "s3" and "redis", sources "random", "postgres" (change data capture) and "iggy" (another Iggy server). Each call returns a fresh value the caller may extend.
 func Registry() *sdk.Registry {
 	return sdk.NewRegistry().
 		AddSink(stdout.Name, func() sdk.Sink { return stdout.New() }, stdout.Spec).
@@ -21,6 +22,7 @@ func Registry() *sdk.Registry {
 		AddSink(file.Name, func() sdk.Sink { return file.New() }, file.Spec).
 		AddSink(postgres.Name, func() sdk.Sink { return postgres.New() }, postgres.Spec).
 		AddSink(s3.Name, func() sdk.Sink { return s3.New() }, s3.Spec).
+		AddSink(redissink.Name, func() sdk.Sink { return redissink.New() }, redissink.Spec).
 		AddSource(random.Name, func() sdk.Source { return random.New() }, random.Spec).
 		AddSource(pgsource.Name, func() sdk.Source { return pgsource.New() }, pgsource.Spec).
 		AddSource(iggysource.Name, func() sdk.Source { return iggysource.New() }, iggysource.Spec)

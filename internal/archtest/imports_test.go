@@ -50,6 +50,8 @@ var forbidden = map[string][]string{
 	"internal/s3test": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 	// The PostgreSQL CDC source sees the sdk only, not even the PostgreSQL sink beside it.
 	"connectors/postgres/source": {"iggy", "server", "connect", "cmd", "connectors"},
+	// The Redis Streams sink sees the sdk and go-redis only.
+	"connectors/redis": {"iggy", "server", "connect", "cmd", "connectors"},
 	// The Iggy source is an Iggy client by nature: its remote side is Ferry's own client
 	// (iggy, iggy/wire), the one exception to "connectors see only the sdk"; never the
 	// server, the runtime or another connector. Putting the client behind the sdk would
