@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 # name|variable that must be set|env of the full size|test regexp
 soaks=(
   "cdc|FERRY_POSTGRES_URL|FERRY_CDC_SOAK=1|TestPostgresCDCExactlyOnceUnderSIGKILL"
+  "redis|FERRY_REDIS_URL|FERRY_REDIS_SOAK=1|TestRedisExactlyOnceUnderSIGKILL"
   "iggy|PATH|FERRY_IGGY_REPL_SOAK=1|TestIggyReplicationUnderSIGKILL" # no service: the test starts both ferry servers
 )
 
