@@ -18,7 +18,7 @@ import (
 
 // redisURL is the server of scripts/redis.sh (FERRY_REDIS_URL): the test is skipped
 // without it and fails when it is set and Redis does not answer.
-func redisURL(t *testing.T) (string, *goredis.Client) {
+func redisURL(t testing.TB) (string, *goredis.Client) {
 	t.Helper()
 	url := os.Getenv("FERRY_REDIS_URL")
 	if url == "" {
