@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -123,6 +122,6 @@ func bareLoop(t *testing.T, rc, lc *iggy.Client, group, topic string, total uint
 		b.Release()
 	}
 	if n := replcheck.Count(ctx, lc, "s", topic); n != total {
-		t.Fatal(fmt.Sprintf("bare loop: %d messages in s/%s, want %d", n, topic, total))
+		t.Fatalf("bare loop: %d messages in s/%s, want %d", n, topic, total)
 	}
 }
