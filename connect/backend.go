@@ -20,8 +20,9 @@ type backend interface {
 
 // producers is the part of backend a source runner needs.
 type producers interface {
-	// newProducer returns a producer on cfg's stream and topic, creating them (one
-	// partition) when missing: a source's producer, and a sink's dead-letter producer.
+	// newProducer returns a producer on cfg's stream and topic: a source's producer, and a
+	// dead-letter producer. It creates neither: a missing one is an error naming both and
+	// --create-topics (missingTopicError).
 	newProducer(ctx context.Context, cfg producerConfig) (producer, error)
 }
 

@@ -32,34 +32,24 @@ import (
 const benchMessages = 1_000_000
 
 // benchSink is the built-in null sink plus what the benchmark needs: it reports when
-// target messages were consumed, and in sink_controlled mode commits each batch's last
-// offset (a null sink that commits nothing would stall at max_uncommitted).
+// target messages were consumed. In sink_controlled mode the null sink commits each
+// batch's last offset itself (sdk.CommitsEachBatch).
 type benchSink struct {
 	null   *null.Sink
-	commit bool
 	target uint64
-	c      sdk.Committer
 	done   chan struct{}
 	once   sync.Once
 }
 
-func newBenchSink(commit bool, target uint64) *benchSink {
-	return &benchSink{null: null.New(), commit: commit, target: target, done: make(chan struct{})}
+func newBenchSink(target uint64) *benchSink {
+	return &benchSink{null: null.New(), target: target, done: make(chan struct{})}
 }
 
-func (s *benchSink) Open(ctx context.Context, env sdk.SinkEnv) error {
-	s.c = env.Committer
-	return s.null.Open(ctx, env)
-}
+func (s *benchSink) Open(ctx context.Context, env sdk.SinkEnv) error { return s.null.Open(ctx, env) }
 
 func (s *benchSink) Consume(ctx context.Context, t sdk.TopicMetadata, m sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
 	if err := s.null.Consume(ctx, t, m, msgs); err != nil {
 		return err
-	}
-	if s.commit {
-		if err := s.c.Commit(m.Partition, msgs[len(msgs)-1].Offset); err != nil {
-			return err
-		}
 	}
 	if s.null.Messages() >= s.target {
 		s.once.Do(func() { close(s.done) })
@@ -139,7 +129,7 @@ func benchScraped() bool { return os.Getenv("FERRY_BENCH_METRICS") == "1" && Ben
 // in that time; stopping is not timed. With scrape, BenchScrape scrapes the runtime's
 // metrics meanwhile.
 func pipelineOnce(b *testing.B, c *iggy.Client, batch uint32, mode config.CommitMode, group string, scrape bool, tracer trace.Tracer) (time.Duration, uint64) {
-	sink := newBenchSink(mode == config.CommitSinkControlled, benchMessages)
+	sink := newBenchSink(benchMessages)
 	reg := sdk.NewRegistry().AddSink("bench", func() sdk.Sink { return sink })
 	cfg := benchSinkConfig(mode, batch, "builtin:bench", group)
 	start := time.Now()

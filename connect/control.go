@@ -64,6 +64,9 @@ type PartitionOffsets struct {
 	// not in this sink's tables).
 	StoreFailures int
 	StoreError    *LastError
+	// ReadAt is when the read of Iggy these offsets come from began (it may be older
+	// than a second while a new read runs: [Runtime.SinkPartitions]).
+	ReadAt time.Time
 }
 
 // OffsetChange sets a stopped sink's stored offset of one partition (SetOffsets): the
@@ -172,7 +175,7 @@ func (r *Runtime) Offsets(ctx context.Context, key string) ([]PartitionOffsets, 
 		if p.State == "owned" {
 			o.Owned, o.Uncommitted = true, p.Uncommitted
 		}
-		o.StoreFailures, o.StoreError = p.StoreFailures, p.StoreError
+		o.StoreFailures, o.StoreError, o.ReadAt = p.StoreFailures, p.StoreError, p.ReadAt
 		out = append(out, o)
 	}
 	return out, nil

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
@@ -78,15 +80,43 @@ type iggyBackend struct{ c *iggy.Client }
 
 func (b *iggyBackend) topicMetadata(ctx context.Context, stream, topic string) (sdk.TopicMetadata, error) {
 	s, err := b.c.GetStream(ctx, iggy.Name(stream))
+	if errors.Is(err, wire.ErrNotFound) {
+		return sdk.TopicMetadata{}, &missingTopicError{stream: stream, topic: topic, streamMissing: true, err: err}
+	}
 	if err != nil {
 		return sdk.TopicMetadata{}, fmt.Errorf("get stream %s: %w", stream, err)
 	}
 	t, err := b.c.GetTopic(ctx, iggy.Name(stream), iggy.Name(topic))
+	if errors.Is(err, wire.ErrNotFound) {
+		return sdk.TopicMetadata{}, &missingTopicError{stream: stream, topic: topic, err: err}
+	}
 	if err != nil {
 		return sdk.TopicMetadata{}, fmt.Errorf("get topic %s/%s: %w", stream, topic, err)
 	}
 	return sdk.TopicMetadata{Stream: s.Name, Topic: t.Name, StreamID: s.ID, TopicID: t.ID}, nil
 }
+
+// missingTopicError is a connector's start failure when a stream or topic it names does
+// not exist. The runtime creates none, as Iggy's own does not: only `ferry run
+// --create-topics` (on with --embedded) creates them, before any connector starts, with
+// the partition count it is given; so the error names the stream, the topic and that flag.
+// The start is retried by the connector's [restart] policy, so a topic created meanwhile is
+// picked up.
+type missingTopicError struct {
+	stream, topic string
+	streamMissing bool
+	err           error // the server's not-found answer
+}
+
+func (e *missingTopicError) Error() string {
+	what := fmt.Sprintf("topic %q of stream %q does not exist", e.topic, e.stream)
+	if e.streamMissing {
+		what = fmt.Sprintf("stream %q does not exist (nor its topic %q)", e.stream, e.topic)
+	}
+	return what + "; create it, or start ferry run with --create-topics (on with --embedded): it creates every stream and topic the enabled connectors name"
+}
+
+func (e *missingTopicError) Unwrap() error { return e.err }
 
 func (b *iggyBackend) newConsumer(ctx context.Context, cfg consumerConfig) (memberConsumer, error) {
 	ic := iggy.ConsumerConfig{
@@ -113,7 +143,7 @@ func (b *iggyBackend) newConsumer(ctx context.Context, cfg consumerConfig) (memb
 }
 
 func (b *iggyBackend) newProducer(ctx context.Context, cfg producerConfig) (producer, error) {
-	if err := b.c.EnsureTopic(ctx, cfg.Stream, cfg.Topic, 1); err != nil {
+	if _, err := b.topicMetadata(ctx, cfg.Stream, cfg.Topic); err != nil {
 		return nil, err
 	}
 	p, err := b.c.NewProducer(ctx, iggy.ProducerConfig{Stream: iggy.Name(cfg.Stream), Topic: iggy.Name(cfg.Topic),
@@ -177,7 +207,7 @@ func (s iggyProducer) tailN(ctx context.Context, n int) (sdk.Tail, error) {
 	for _, p := range t.Partitions {
 		details[p.ID] = p
 	}
-	out := sdk.Tail{Last: make([]*sdk.SentMessage, len(parts)), Partitions: parts,
+	out := sdk.Tail{Last: make([]*sdk.SentMessage, len(parts)),
 		PartitionOf: func(key []byte) int { return int(wire.PartitionForKey(key, uint32(len(parts)))) }}
 	if n > 1 {
 		out.Recent = make([][]*sdk.SentMessage, len(parts))
@@ -288,26 +318,64 @@ type offsetAdmin interface {
 	setGroupOffsets(ctx context.Context, group, stream, topic string, offsets map[uint32]uint64) error
 }
 
+// offsetReaders is how many GetConsumerOffset requests one groupOffsets keeps in flight:
+// the client's pool connections answer one request at a time each (two by default), so
+// two per connection keep them busy, and the runtime's other requests on the pool (sends,
+// metadata) wait behind two at most.
+const offsetReaders = 4
+
+// groupOffsets reads a topic's partitions (GetTopic: each one's current offset) and the
+// group's stored offset of each (one GetConsumerOffset per partition, offsetReaders at a
+// time). The first failure ends the read.
 func (b *iggyBackend) groupOffsets(ctx context.Context, group, stream, topic string) ([]groupPartition, error) {
-	t, err := b.c.GetTopic(ctx, iggy.Name(stream), iggy.Name(topic))
+	s, tn := iggy.Name(stream), iggy.Name(topic)
+	t, err := b.c.GetTopic(ctx, s, tn)
 	if err != nil {
 		return nil, fmt.Errorf("get topic %s/%s: %w", stream, topic, err)
 	}
 	consumer := wire.Consumer{Kind: wire.ConsumerGroup, ID: iggy.Name(group)}
-	out := make([]groupPartition, 0, len(t.Partitions))
-	for _, p := range t.Partitions {
-		gp := groupPartition{id: p.ID, current: -1, stored: -1}
+	out := make([]groupPartition, len(t.Partitions))
+	for i, p := range t.Partitions {
+		out[i] = groupPartition{id: p.ID, current: -1, stored: -1}
 		if p.MessagesCount > 0 {
-			gp.current = int64(p.CurrentOffset)
+			out[i].current = int64(p.CurrentOffset)
 		}
-		o, found, err := b.c.GetOffset(ctx, consumer, iggy.Name(stream), iggy.Name(topic), p.ID)
-		if err != nil {
-			return nil, fmt.Errorf("group %s: %w", group, err)
-		}
-		if found {
-			gp.stored = int64(o.StoredOffset)
-		}
-		out = append(out, gp)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next    atomic.Int64
+		read    atomic.Int64 // partitions answered
+		wg      sync.WaitGroup
+		failed  sync.Once
+		failure error
+	)
+	for range min(offsetReaders, len(out)) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(out) {
+					return
+				}
+				o, found, err := b.c.GetOffset(ctx, consumer, s, tn, out[i].id)
+				if err != nil {
+					failed.Do(func() { failure = fmt.Errorf("group %s: %w", group, err) })
+					cancel() // the first failure ends the read
+					return
+				}
+				if found {
+					out[i].stored = int64(o.StoredOffset)
+				}
+				read.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	switch {
+	case failure != nil:
+		return nil, failure
+	case int(read.Load()) < len(out): // ctx ended between two requests
+		return nil, fmt.Errorf("group %s: %w", group, ctx.Err())
 	}
 	return out, nil
 }

@@ -508,6 +508,9 @@ type PartitionStatus struct {
 	// FromServer: Current, Stored and Lag include what Iggy answered
 	// (Runtime.SinkPartitions); false for the table's view alone (Status).
 	FromServer bool
+	// ReadAt is when the read of Iggy behind FromServer's figures began (they are at
+	// least that old); zero when not FromServer.
+	ReadAt time.Time
 }
 
 func (t *partitionTable) status() []PartitionStatus {

@@ -235,6 +235,9 @@ func TestPipelineDeadLetterAndSkip(t *testing.T) {
 		t.Run(string(policy), func(t *testing.T) {
 			env := newIggyEnv(t)
 			env.Topic("s", "t", 1)
+			if policy == config.FailureDeadLetter {
+				env.Topic("dlq", "dead", 1) // the runtime creates no topic (ferry run --create-topics does)
+			}
 			env.Fill("s", "t", 0, 50, nil, userHeader)
 			sink := newRecSink()
 			sink.failBatch, sink.failTimes = 2, 2

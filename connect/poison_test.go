@@ -38,6 +38,9 @@ func TestPoisonMessagePerMessage(t *testing.T) {
 			t.Run(string(policy)+"/"+string(mode), func(t *testing.T) {
 				env := newIggyEnv(t)
 				env.Topic("s", "t", 1)
+				if policy == config.FailureDeadLetter {
+					env.Topic("dlq", "dead", 1) // the runtime creates no topic (ferry run --create-topics does)
+				}
 				env.Fill("s", "t", 0, 10, poisonPayload, userHeader)
 				sink := newRecSink()
 				sink.commitEach = mode == config.CommitSinkControlled

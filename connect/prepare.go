@@ -28,13 +28,56 @@ func (e permanentError) Is(target error) bool { return target == errPermanent }
 
 // CheckSink returns the error with which a Runtime built with opts refuses to start sink
 // cfg before opening it, in the words of its last_error: an unknown built-in, a built-in's
-// offset_commit or plugin_config its spec refuses, a plugin library that is not found, does not load or lacks
+// offset_commit or plugin_config its spec refuses (sink_controlled for a sink that never
+// commits included), a plugin library that is not found, does not load or lacks
 // a symbol, a sink_controlled sink whose library lacks the commit callback. It opens nothing
 // and connects to nothing (a native library is loaded, as at run). Only opts.Builtins and
 // opts.LoadSinkPlugin are read. Nil when the sink can be started.
+//
+// The offset_commit checked is the one the sink runs with ([SinkCommitMode]): a file
+// without the key runs a built-in that takes one mode only in that mode. A built-in that
+// declares sdk.CommitsNever is refused sink_controlled, the error naming the file, the key
+// and the mode to set instead.
 func CheckSink(opts Options, cfg *config.Sink) error {
-	_, err := sinkFactory(opts.builtins(), opts.LoadSinkPlugin, cfg, opts.pluginDirs())
+	reg := opts.builtins()
+	cfg, _ = effectiveSink(reg, cfg)
+	_, err := sinkFactory(reg, opts.LoadSinkPlugin, cfg, opts.pluginDirs())
 	return err
+}
+
+// SinkCommitMode returns the offset_commit mode sink cfg runs with in a Runtime built with
+// opts, and whether that is its built-in's own mode rather than the file's: a file that
+// sets no offset_commit (cfg.OffsetCommitUnset), of a built-in whose spec lists one mode
+// only (sdk.ConfigSpec.DefaultCommitMode: builtin:s3 and sink_controlled), runs with that
+// mode, so a file copied from a runtime without the key runs instead of being refused.
+// Otherwise it is cfg.OffsetCommit. Only opts.Builtins is read.
+func SinkCommitMode(opts Options, cfg *config.Sink) (mode config.CommitMode, builtinDefault bool) {
+	return sinkCommitMode(opts.builtins(), cfg)
+}
+
+func sinkCommitMode(reg *sdk.Registry, cfg *config.Sink) (config.CommitMode, bool) {
+	name, ok := cfg.Builtin()
+	if !cfg.OffsetCommitUnset || !ok {
+		return cfg.OffsetCommit, false
+	}
+	spec, _ := reg.SinkSpec(name)
+	if m, ok := spec.DefaultCommitMode(); ok && config.CommitMode(m) != cfg.OffsetCommit {
+		return config.CommitMode(m), true
+	}
+	return cfg.OffsetCommit, false
+}
+
+// effectiveSink returns cfg, or, when its built-in chooses its mode ([SinkCommitMode]), a
+// copy of cfg with that mode and true. The copy shares cfg's slices and maps: neither is
+// changed.
+func effectiveSink(reg *sdk.Registry, cfg *config.Sink) (*config.Sink, bool) {
+	mode, builtinDefault := sinkCommitMode(reg, cfg)
+	if !builtinDefault {
+		return cfg, false
+	}
+	c := *cfg
+	c.OffsetCommit = mode
+	return &c, true
 }
 
 // CheckSource is [CheckSink] for a source (opts.Builtins, opts.LoadSourcePlugin), and

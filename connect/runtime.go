@@ -154,8 +154,9 @@ func newRuntime(opts Options, be backend, stateDir string) *Runtime {
 		log: log, life: newLifecycle(0), failed: make(chan struct{}), lag: newLagReader(be), tracer: opts.Tracer}
 }
 
-// Start opens every enabled connector and starts it: sources first, as upstream (a
-// source creates its stream and topic, which a sink may consume), then sinks. A
+// Start opens every enabled connector and starts it: sources first, as upstream, then
+// sinks. No connector creates a stream or topic (`ferry run --create-topics` does, before
+// Start); one that names a missing one fails its start (missingTopicError). A
 // connector that fails to start (unknown built-in, plugin not found, Open error, missing
 // stream or topic) is kept with status error and its last_error, and restarted by its
 // supervisor as its [restart] policy says (not when a restart cannot fix it: see
@@ -227,7 +228,15 @@ func (r *Runtime) slotList() []*slot { return slices.Clone(r.slots) }
 // newSink builds an instance of a sink, counting into the slot's counters. It is not
 // started (begin starts it): its status is starting, or error when its plugin cannot be
 // found.
+//
+// A file without offset_commit whose built-in runs with one mode only runs with that mode
+// ([SinkCommitMode]), which one INFO line says.
 func (r *Runtime) newSink(cfg *config.Sink, counters *Counters) *sinkRunner {
+	cfg, builtinMode := effectiveSink(r.builtins, cfg)
+	if builtinMode {
+		r.log.Info(fmt.Sprintf("sink runs with offset_commit = %q: its file sets no offset_commit, and %s runs only with that mode", cfg.OffsetCommit, cfg.Path),
+			"sink", cfg.Key, "file", cfg.File)
+	}
 	factory, err := sinkFactory(r.builtins, r.loadSink, cfg, r.pluginDirs)
 	if err != nil {
 		s := newSinkRunner(cfg, r.nextID.Add(1), nil, r.be, counters, r.log)
@@ -303,6 +312,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	r.lag.close()
 	r.life.Finish()
 	return nil
 }

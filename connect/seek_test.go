@@ -121,6 +121,9 @@ func TestRejectedMessagesAlone(t *testing.T) {
 		t.Run(string(policy), func(t *testing.T) {
 			env := newIggyEnv(t)
 			env.Topic("s", "t", 1)
+			if policy == config.FailureDeadLetter {
+				env.Topic("dlq", "dead", 1) // the runtime creates no topic (ferry run --create-topics does)
+			}
 			env.Fill("s", "t", 0, 50, nil)
 			sink := &rejectSink{recSink: newRecSink(), reject: []uint64{13, 17}, calls: map[uint64]int{}}
 			rt := env.start(testSinkConfig(config.CommitAfterConsuming, policy), sink)

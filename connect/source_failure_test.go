@@ -85,6 +85,10 @@ func TestSourceRejectedBatchPolicies(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/max_in_flight=%d", policy, c.n), func(t *testing.T) {
 			fastSourceBackoff(t)
 			env := newIggyEnv(t)
+			env.Topic("s", "t", 1)
+			if policy == config.FailureDeadLetter {
+				env.Topic("dlq", "dead", 1) // the runtime creates no topic (ferry run --create-topics does)
+			}
 			src := &jsonBatchSource{seqSource{t: t, batchSize: 5, total: 15, schema: sdk.SchemaRaw, maxUnacked: 4}}
 			cfg := sourceCfg("js", config.SourceStream{Stream: "s", Topic: "t", Schema: sdk.SchemaJSON, BatchLength: 100})
 			cfg.OnFailure, cfg.PluginConfig, cfg.MaxInFlight = policy, []byte("null"), c.n
@@ -176,6 +180,7 @@ func TestSourceRejectedBatchPolicies(t *testing.T) {
 func TestSourceTransforms(t *testing.T) {
 	fastSourceBackoff(t)
 	env := newIggyEnv(t)
+	env.Topic("s", "t", 1) // the runtime creates no topic (ferry run --create-topics does)
 	src := &jsonBatchSource{seqSource{t: t, batchSize: 5, total: 3, schema: sdk.SchemaJSON}}
 	cfg := sourceCfg("js", config.SourceStream{Stream: "s", Topic: "t", Schema: sdk.SchemaJSON, BatchLength: 100})
 	cfg.OnFailure, cfg.PluginConfig = config.FailureStop, []byte("null")

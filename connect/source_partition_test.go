@@ -11,7 +11,7 @@ import (
 
 // TestProducerHonoursPartitionAndOriginTimestamp: a source message's Partition sends it to
 // that partition of the real server (before its PartitionKey), its OriginTimestamp is the
-// one Iggy stores, and the tail names each partition's id (Tail.IndexOf).
+// one Iggy stores, and the tail finds each at its partition's index.
 func TestProducerHonoursPartitionAndOriginTimestamp(t *testing.T) {
 	e := newIggyEnv(t)
 	e.Topic("s", "t", 3)
@@ -22,9 +22,9 @@ func TestProducerHonoursPartitionAndOriginTimestamp(t *testing.T) {
 	}
 	defer func() { _ = p.close(bg(t)) }()
 	msgs := []sdk.ProducedMessage{
-		{ID: sdk.MessageIDFromUint64(1), Payload: []byte("a"), Partition: sdk.PartitionID(2), OriginTimestamp: 1_000_001},
-		{ID: sdk.MessageIDFromUint64(2), Payload: []byte("b"), Partition: sdk.PartitionID(2), PartitionKey: []byte("k"), OriginTimestamp: 1_000_002},
-		{ID: sdk.MessageIDFromUint64(3), Payload: []byte("c"), Partition: sdk.PartitionID(1), OriginTimestamp: 1_000_003},
+		{ID: sdk.MessageIDFromUint64(1), Payload: []byte("a"), Partition: sdk.PartitionAt(2), OriginTimestamp: 1_000_001},
+		{ID: sdk.MessageIDFromUint64(2), Payload: []byte("b"), Partition: sdk.PartitionAt(2), PartitionKey: []byte("k"), OriginTimestamp: 1_000_002},
+		{ID: sdk.MessageIDFromUint64(3), Payload: []byte("c"), Partition: sdk.PartitionAt(1), OriginTimestamp: 1_000_003},
 	}
 	if err := p.send(bg(t), msgs); err != nil {
 		t.Fatal(err)
@@ -59,11 +59,8 @@ func TestProducerHonoursPartitionAndOriginTimestamp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if i := tail.IndexOf(2); i < 0 || tail.Last[i] == nil || tail.Last[i].ID != sdk.MessageIDFromUint64(2) {
-		t.Fatalf("tail of partition 2 (index %d) = %+v, want message 2", i, tail.Last)
-	}
-	if i := tail.IndexOf(3); i != -1 {
-		t.Fatalf("IndexOf(3) = %d, want -1", i)
+	if tail.Last[2] == nil || tail.Last[2].ID != sdk.MessageIDFromUint64(2) {
+		t.Fatalf("tail of partition 2 = %+v, want message 2", tail.Last)
 	}
 	if out := notStored(msgs, tail); len(out) != 0 {
 		t.Fatalf("notStored after the send = %d messages, want 0", len(out))

@@ -47,7 +47,8 @@ func DefaultText(f sdk.ConfigField) string {
 	return string(b)
 }
 
-// WriteText prints every connector of reg with its fields, types, defaults and docs.
+// WriteText prints every connector of reg with its fields, types, defaults and docs, and
+// each sink's commit facts (the line of [CommitModes], [UnsetCommitMode], [CommitsText]).
 func WriteText(w io.Writer, reg *sdk.Registry) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for i, c := range List(reg) {
@@ -55,6 +56,10 @@ func WriteText(w io.Writer, reg *sdk.Registry) error {
 			fmt.Fprintln(tw)
 		}
 		fmt.Fprintf(tw, "%s builtin:%s\n", c.Kind, c.Name)
+		if c.Kind == "sink" {
+			fmt.Fprintf(tw, "  offset_commit: %s; when not set: %s; under sink_controlled: %s\n",
+				strings.Join(CommitModes(c.Spec), ", "), UnsetCommitMode(c.Spec), CommitsText(c.Spec.Commits))
+		}
 		if c.Spec.AnyFields {
 			fmt.Fprintln(tw, "  (ignores plugin_config)")
 		}
@@ -150,4 +155,60 @@ func mdDefault(f sdk.ConfigField) string {
 		return d
 	}
 	return "`" + d + "`"
+}
+
+// allCommitModes are the offset_commit values, in the order they are printed.
+var allCommitModes = []string{"after_polling", "after_consuming", "sink_controlled"}
+
+// CommitModes lists the offset_commit modes a sink of spec runs with: its CommitModes, or
+// every mode when it lists none, less sink_controlled for a sink that never commits.
+func CommitModes(spec sdk.ConfigSpec) []string {
+	var out []string
+	for _, m := range allCommitModes {
+		if spec.CheckCommitMode(m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// UnsetCommitMode says what a sink of spec runs with when its file sets no offset_commit:
+// its one mode, the runtime's after_polling, or a refusal when it does not take that.
+func UnsetCommitMode(spec sdk.ConfigSpec) string {
+	if m, ok := spec.DefaultCommitMode(); ok {
+		return m + " (its only mode)"
+	}
+	if spec.CheckCommitMode("after_polling") == nil {
+		return "after_polling"
+	}
+	return "refused (after_polling is not one of its modes)"
+}
+
+// CommitsText says in words what a sink's declaration c means under sink_controlled.
+func CommitsText(c sdk.SinkCommits) string {
+	switch c {
+	case sdk.CommitsNever:
+		return "never commits (the mode is refused)"
+	case sdk.CommitsEachBatch:
+		return "commits each batch once written, inside Consume"
+	case sdk.CommitsWhenDurable:
+		return "commits once its target holds the data durably (may be after Consume returned)"
+	case sdk.CommitsUndeclared:
+		return "not declared"
+	}
+	return string(c)
+}
+
+// WriteCommitsMarkdown prints docs/connectors.md's table of the sinks' commit facts.
+func WriteCommitsMarkdown(w io.Writer, reg *sdk.Registry) error {
+	var b strings.Builder
+	b.WriteString("| sink | `offset_commit` it takes | when not set | under `sink_controlled` |\n|---|---|---|---|\n")
+	for _, c := range List(reg) {
+		if c.Kind != "sink" {
+			continue
+		}
+		fmt.Fprintf(&b, "| `builtin:%s` | %s | %s | %s |\n", c.Name, strings.Join(CommitModes(c.Spec), ", "), UnsetCommitMode(c.Spec), CommitsText(c.Spec.Commits))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

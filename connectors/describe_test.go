@@ -2,38 +2,90 @@ package connectors
 
 import (
 	"bytes"
+	"io"
 	"os"
-	"reflect"
-	"sort"
 	"strings"
 	"testing"
 
-	"github.com/ferryio/ferry/connectors/file"
-	"github.com/ferryio/ferry/connectors/postgres"
-	"github.com/ferryio/ferry/connectors/random"
-	"github.com/ferryio/ferry/connectors/stdout"
 	"github.com/ferryio/ferry/sdk"
 )
 
-// docs/connectors.md's connector table is `ferry connectors --markdown`; regenerate it with
-// `go run ./cmd/ferry connectors --markdown` when this fails.
+// docs/connectors.md's two tables are `ferry connectors --markdown` (the fields, then the
+// sinks' commit facts); regenerate them with `go run ./cmd/ferry connectors --markdown`
+// when this fails; FERRY_UPDATE_DOCS=1 rewrites them.
 func TestREADMEConnectorTableIsCurrent(t *testing.T) {
 	readme, err := os.ReadFile("../docs/connectors.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "<!-- connectors:begin -->\n", "<!-- connectors:end -->"
-	s := string(readme)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	if i < 0 || j < i {
-		t.Fatalf("docs/connectors.md has no %q … %q block", begin, end)
+	for _, tc := range []struct {
+		block string
+		write func(io.Writer, *sdk.Registry) error
+	}{{"connectors", WriteMarkdown}, {"commits", WriteCommitsMarkdown}} {
+		begin, end := "<!-- "+tc.block+":begin -->\n", "<!-- "+tc.block+":end -->"
+		s := string(readme)
+		i, j := strings.Index(s, begin), strings.Index(s, end)
+		if i < 0 || j < i {
+			t.Fatalf("docs/connectors.md has no %q … %q block", begin, end)
+		}
+		var want bytes.Buffer
+		if err := tc.write(&want, Registry()); err != nil {
+			t.Fatal(err)
+		}
+		if got := s[i+len(begin) : j]; got != want.String() {
+			if os.Getenv("FERRY_UPDATE_DOCS") != "" {
+				readme = []byte(s[:i+len(begin)] + want.String() + s[j:])
+				if err := os.WriteFile("../docs/connectors.md", readme, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			t.Fatalf("docs/connectors.md %s table is out of date; want:\n%s\ngot:\n%s", tc.block, want.String(), got)
+		}
 	}
-	var want bytes.Buffer
-	if err := WriteMarkdown(&want, Registry()); err != nil {
+}
+
+// Every built-in sink declares when it commits (sdk.ConfigSpec.Commits), so `ferry
+// check` can refuse sink_controlled for one that never would and `ferry connectors`
+// can say when each one's offsets advance.
+func TestEveryBuiltinSinkDeclaresItsCommits(t *testing.T) {
+	reg := Registry()
+	want := map[string]sdk.SinkCommits{"file": sdk.CommitsWhenDurable, "null": sdk.CommitsEachBatch,
+		"postgres": sdk.CommitsWhenDurable, "http": sdk.CommitsEachBatch, "mqtt": sdk.CommitsEachBatch, "kafka": sdk.CommitsEachBatch, "redis": sdk.CommitsEachBatch, "s3": sdk.CommitsWhenDurable, "stdout": sdk.CommitsEachBatch}
+	for _, n := range reg.SinkNames() {
+		spec, _ := reg.SinkSpec(n)
+		if spec.Commits != want[n] || spec.Commits == sdk.CommitsUndeclared {
+			t.Errorf("sink %s declares Commits %q, want %q", n, spec.Commits, want[n])
+		}
+	}
+}
+
+// A sink's commit facts in `ferry connectors`: the modes it takes, the one it runs with
+// when the file sets none, and what it does under sink_controlled.
+func TestWriteTextGivesCommitFacts(t *testing.T) {
+	reg := sdk.NewRegistry().
+		AddSink("any", nil, sdk.ConfigSpec{AnyFields: true}).
+		AddSink("never", nil, sdk.ConfigSpec{AnyFields: true, Commits: sdk.CommitsNever}).
+		AddSink("only", nil, sdk.ConfigSpec{AnyFields: true, CommitModes: []string{"sink_controlled"}, Commits: sdk.CommitsWhenDurable}).
+		AddSink("two", nil, sdk.ConfigSpec{AnyFields: true, CommitModes: []string{"after_consuming", "sink_controlled"}, Commits: sdk.CommitsEachBatch})
+	var b bytes.Buffer
+	if err := WriteText(&b, reg); err != nil {
 		t.Fatal(err)
 	}
-	if got := s[i+len(begin) : j]; got != want.String() {
-		t.Fatalf("docs/connectors.md connector table is out of date; want:\n%s\ngot:\n%s", want.String(), got)
+	want := "sink builtin:any\n" +
+		"  offset_commit: after_polling, after_consuming, sink_controlled; when not set: after_polling; under sink_controlled: not declared\n" +
+		"  (ignores plugin_config)\n\n" +
+		"sink builtin:never\n" +
+		"  offset_commit: after_polling, after_consuming; when not set: after_polling; under sink_controlled: never commits (the mode is refused)\n" +
+		"  (ignores plugin_config)\n\n" +
+		"sink builtin:only\n" +
+		"  offset_commit: sink_controlled; when not set: sink_controlled (its only mode); under sink_controlled: commits once its target holds the data durably (may be after Consume returned)\n" +
+		"  (ignores plugin_config)\n\n" +
+		"sink builtin:two\n" +
+		"  offset_commit: after_consuming, sink_controlled; when not set: refused (after_polling is not one of its modes); under sink_controlled: commits each batch once written, inside Consume\n" +
+		"  (ignores plugin_config)\n"
+	if b.String() != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
 
@@ -51,33 +103,20 @@ func TestEveryBuiltinHasASpec(t *testing.T) {
 	}
 }
 
-// A spec and the config struct its connector decodes into name the same keys, so the
-// spec cannot drift from what the connector reads.
-func TestSpecsMatchConfigStructs(t *testing.T) {
-	cases := map[string]struct {
-		spec sdk.ConfigSpec
-		cfg  any
-	}{
-		"file":     {file.Spec, file.Config{}},
-		"postgres": {postgres.Spec, postgres.Config{}},
-		"random":   {random.Spec, random.Config{}},
-		"stdout":   {stdout.Spec, stdout.Config{}},
+// TestDefaultsAsWritten: every built-in field's default prints as a connector file writes
+// it: a string once quoted ("iggy_messages"), never its quotes quoted again.
+func TestDefaultsAsWritten(t *testing.T) {
+	var walk func(c Connector, prefix string, fields []sdk.ConfigField)
+	walk = func(c Connector, prefix string, fields []sdk.ConfigField) {
+		for _, f := range fields {
+			if d := DefaultText(f); strings.Contains(d, `\"`) {
+				t.Errorf("%s builtin:%s: plugin_config.%s%s prints its default as %s", c.Kind, c.Name, prefix, f.Name, d)
+			}
+			walk(c, prefix+f.Name+"[].", f.Fields)
+		}
 	}
-	for name, c := range cases {
-		var tags, fields []string
-		rt := reflect.TypeOf(c.cfg)
-		for i := range rt.NumField() {
-			tag, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
-			tags = append(tags, tag)
-		}
-		for _, f := range c.spec.Fields {
-			fields = append(fields, f.Name)
-		}
-		sort.Strings(tags)
-		sort.Strings(fields)
-		if !reflect.DeepEqual(tags, fields) {
-			t.Errorf("%s: spec fields %v, config struct keys %v", name, fields, tags)
-		}
+	for _, c := range List(Registry()) {
+		walk(c, "", c.Spec.Fields)
 	}
 }
 
@@ -90,7 +129,8 @@ func TestWriteTextListsFieldsAndDefaults(t *testing.T) {
 	if err := WriteText(&b, reg); err != nil {
 		t.Fatal(err)
 	}
-	want := "sink builtin:x\n  path   output path  required  where\n  every  duration     \"1s\"      how often\n\nsource builtin:y\n"
+	want := "sink builtin:x\n  offset_commit: after_polling, after_consuming, sink_controlled; when not set: after_polling; under sink_controlled: not declared\n" +
+		"  path   output path  required  where\n  every  duration     \"1s\"      how often\n\nsource builtin:y\n"
 	if b.String() != want {
 		t.Fatalf("got:\n%q\nwant:\n%q", b.String(), want)
 	}

@@ -95,7 +95,11 @@ func checkWith(w io.Writer, o startOptions, connectCheck bool) error {
 		bad += report(w, "source", &s.Common, detail, err)
 	}
 	for _, s := range conns.Sinks {
-		detail := fmt.Sprintf("offset_commit=%s on_failure=%s", s.OffsetCommit, s.OnFailure)
+		mode, builtinMode := connect.SinkCommitMode(opts, s)
+		detail := fmt.Sprintf("offset_commit=%s on_failure=%s", mode, s.OnFailure)
+		if builtinMode {
+			detail = fmt.Sprintf("offset_commit=%s (not set: the only mode of %s) on_failure=%s", mode, s.Path, s.OnFailure)
+		}
 		for _, st := range s.Streams {
 			detail += fmt.Sprintf(" ← %s/%v", st.Stream, st.Topics)
 		}

@@ -43,10 +43,17 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
 // `ferry check` validates and `ferry connectors` prints; sdk.ConfigSpec{AnyFields: true}
 // for a sink that reads none). It returns an error, and registers nothing, when name is
 // not lower-case letters, digits, '_', '.' or '-' (starting with a letter or digit), when f
-// is nil, or when a sink of that name exists (wrapping [ErrDuplicate]).
+// is nil, when a sink of that name exists (wrapping [ErrDuplicate]), or when spec
+// contradicts itself (sdk.ConfigSpec.CheckSinkSpec: a sink that declares
+// sdk.CommitsNever but lists "sink_controlled" among its CommitModes). spec.Commits says
+// when the sink commits under sink_controlled; leave it unset and `ferry connectors` says
+// "not declared".
 func (c *CLI) AddSink(name string, f sdk.SinkFactory, spec sdk.ConfigSpec) error {
 	if err := c.checkNew("sink", name, f == nil, c.reg.SinkNames()); err != nil {
 		return err
+	}
+	if err := spec.CheckSinkSpec(); err != nil {
+		return fmt.Errorf("ferrycli: sink %q: %w", name, err)
 	}
 	c.reg.AddSink(name, f, spec)
 	return nil

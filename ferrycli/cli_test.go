@@ -68,6 +68,9 @@ func TestAddRefuses(t *testing.T) {
 			`ferrycli: sink name "builtin:x": want lower-case letters, digits, '_', '.' or '-', starting with a letter or digit`, false},
 		{"nil sink factory", func() error { return c.AddSink("other", nil, testSpec) }, `ferrycli: sink "other": nil factory`, false},
 		{"nil source factory", func() error { return c.AddSource("other", nil, testSpec) }, `ferrycli: source "other": nil factory`, false},
+		{"a sink that never commits but takes sink_controlled", func() error {
+			return c.AddSink("other", newTestSink, sdk.ConfigSpec{AnyFields: true, CommitModes: []string{"sink_controlled"}, Commits: sdk.CommitsNever})
+		}, `ferrycli: sink "other": CommitModes lists "sink_controlled" but Commits is CommitsNever`, false},
 	}
 	for _, tc := range cases {
 		err := tc.add()
@@ -78,10 +81,10 @@ func TestAddRefuses(t *testing.T) {
 			t.Errorf("%s: errors.Is(err, ErrDuplicate) = %v, want %v", tc.name, !tc.dup, tc.dup)
 		}
 	}
-	if got, want := strings.Join(c.reg.SinkNames(), ","), "file,mine,null,postgres,s3,stdout"; got != want {
+	if got, want := strings.Join(c.reg.SinkNames(), ","), "file,http,kafka,mine,mqtt,null,postgres,s3,stdout"; got != want {
 		t.Errorf("sinks %s, want %s", got, want)
 	}
-	if got, want := strings.Join(c.reg.SourceNames(), ","), "mine,postgres,random"; got != want {
+	if got, want := strings.Join(c.reg.SourceNames(), ","), "kafka,mine,mqtt,postgres,random"; got != want {
 		t.Errorf("sources %s, want %s", got, want)
 	}
 	if _, ok := New().reg.Sink("mine"); ok {
@@ -116,10 +119,12 @@ func TestConnectorsLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `sink builtin:mine
+  offset_commit: after_polling, after_consuming, sink_controlled; when not set: after_polling; under sink_controlled: not declared
   target  string    required  where it writes
   size    unsigned  10        how much
 
 sink builtin:null
+  offset_commit: after_polling, after_consuming, sink_controlled; when not set: after_polling; under sink_controlled: commits each batch once written, inside Consume
   (ignores plugin_config)
 
 source builtin:mine
@@ -145,7 +150,7 @@ source builtin:mine
 		t.Errorf("connectors --markdown mine:\n%s", md)
 	}
 	_, err = execute(t, c, "connectors", "nope")
-	if err == nil || !strings.Contains(err.Error(), `connectors: no connector named "nope" (sinks: [file mine null postgres s3 stdout], sources: [mine postgres random])`) {
+	if err == nil || !strings.Contains(err.Error(), `connectors: no connector named "nope" (sinks: [file http kafka mine mqtt null postgres s3 stdout], sources: [kafka mine mqtt postgres random])`) {
 		t.Errorf("connectors nope: %v", err)
 	}
 }

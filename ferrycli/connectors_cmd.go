@@ -19,20 +19,28 @@ func newConnectorsCmd(reg *sdk.Registry) *cobra.Command {
 built-ins, and in a custom build those its main added) with each plugin_config field: its
 name, type, default ("required" when it has none and must be given) and meaning. These
 are the specs the connectors decode their config with and ferry check validates against.
-With NAMEs, only the sinks and sources of those names are printed (an unknown name is an
-error). --markdown prints the table of docs/connectors.md.`,
+Each sink's first line gives its commit facts: the offset_commit modes it runs with, the
+mode it runs with when its file sets none, and when it commits under sink_controlled
+(each batch, once its target is durable, never: then the mode is refused, or not
+declared). With NAMEs, only the sinks and sources of those names are printed (an unknown
+name is an error). --markdown prints the two tables of docs/connectors.md (the fields,
+then the sinks' commit facts).`,
 		RunE: func(cmd *cobra.Command, names []string) error {
 			sel, err := selectConnectors(reg, names)
 			if err != nil {
 				return err
 			}
 			if markdown {
-				return connectors.WriteMarkdown(cmd.OutOrStdout(), sel)
+				if err := connectors.WriteMarkdown(cmd.OutOrStdout(), sel); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout())
+				return connectors.WriteCommitsMarkdown(cmd.OutOrStdout(), sel)
 			}
 			return connectors.WriteText(cmd.OutOrStdout(), sel)
 		},
 	}
-	cmd.Flags().BoolVar(&markdown, "markdown", false, "print a Markdown table (docs/connectors.md's)")
+	cmd.Flags().BoolVar(&markdown, "markdown", false, "print the Markdown tables of docs/connectors.md")
 	return cmd
 }
 

@@ -13,7 +13,7 @@ import (
 
 // linesSpec is the plugin_config of the lines sink: `ferry check` validates connector
 // files with it and `ferry connectors` prints it.
-var linesSpec = sdk.ConfigSpec{CommitModes: []string{"sink_controlled"}, Fields: []sdk.ConfigField{
+var linesSpec = sdk.ConfigSpec{CommitModes: []string{"sink_controlled"}, Commits: sdk.CommitsEachBatch, Fields: []sdk.ConfigField{
 	{Name: "path", Type: sdk.TypeOutputPath, Required: true, Doc: "the file payloads are appended to"},
 }}
 
@@ -71,6 +71,7 @@ func Example() {
 	fmt.Println("exit code", code)
 	// Output:
 	// sink builtin:lines
+	//   offset_commit: sink_controlled; when not set: sink_controlled (its only mode); under sink_controlled: commits each batch once written, inside Consume
 	//   path  output path  required  the file payloads are appended to
 	// exit code 0
 }

@@ -73,7 +73,7 @@ FERRY_DATA, FERRY_PROGRESS, FERRY_PARTITIONS, FERRY_LOG_LEVEL).`,
 	fl.DurationVar(&f.duration, "duration", 0, "stop gracefully after this long; 0 = run until a signal")
 	fl.DurationVar(&f.exitIdle, "exit-when-idle", 0, "stop gracefully once no counter moved for this long (sources ended or idle, sinks drained) and no connector waits for a restart; 0 = never")
 	fl.Uint32Var(&f.partitions, "partitions", uint32(envUint(envPartitions, 1)), "partitions of topics created by --embedded or --create-topics [FERRY_PARTITIONS]")
-	fl.BoolVar(&f.createTopics, "create-topics", false, "before starting, create every stream and topic an enabled connector names and lacks: sinks' topics, sources' target topics and dead-letter topics (with --partitions partitions; always on with --embedded)")
+	fl.BoolVar(&f.createTopics, "create-topics", false, "before starting, create every stream and topic an enabled connector names and lacks: sinks' topics, sources' target topics and dead-letter topics (with --partitions partitions, each logged at INFO; always on with --embedded). Without it nothing is created: a connector whose stream or topic is missing fails its start")
 	fl.StringVar(&f.logLevel, "log-level", envString(envLogLevel, "info"), "debug, info, warn or error [FERRY_LOG_LEVEL]")
 	fl.DurationVar(&f.stopTimeout, "stop-timeout", 30*time.Second, "bound on the graceful stop; then in-flight work is abandoned (and redelivered later)")
 	fl.DurationVar(&f.dialTimeout, "connect-timeout", 30*time.Second, "bound on connecting to Iggy at startup")
@@ -183,7 +183,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 
 	if srv != nil || f.createTopics {
 		ectx, cancel := context.WithTimeout(ctx, f.dialTimeout)
-		err := ensureTopics(ectx, client, conns, f.partitions)
+		err := ensureTopics(ectx, client, conns, f.partitions, log)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("create topics: %w", err)

@@ -17,6 +17,7 @@ import (
 func newServerCmd() *cobra.Command {
 	var (
 		addr, data, fsync, user, pass, logLevel string
+		diskReserve                             string
 		fsyncInterval                           time.Duration
 		limits                                  server.Config
 		initDir                                 bool
@@ -54,6 +55,10 @@ that already has a root user replace that user's username and password.`,
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("server: --log-level: %w", err)
 			}
+			reserve, err := parseDiskReserve(diskReserve)
+			if err != nil {
+				return fmt.Errorf("server: --disk-reserve: %w", err)
+			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			return runServer(cmd.Context(), server.Config{
 				Addr: addr, DataDir: data, Fsync: fsync, FsyncInterval: fsyncInterval,
@@ -62,8 +67,8 @@ that already has a root user replace that user's username and password.`,
 				LoginTimeout: limits.LoginTimeout, FrameReadTimeout: limits.FrameReadTimeout,
 				MaxPendingBytes: limits.MaxPendingBytes, MaxConcurrentLogins: limits.MaxConcurrentLogins,
 				MaxReplyBytes: limits.MaxReplyBytes, MaxPartitionsPerTopic: limits.MaxPartitionsPerTopic,
-				MaxPartitions: limits.MaxPartitions,
-				InitDataDir:   initDir,
+				MaxPartitions: limits.MaxPartitions, MaxLoginsPerIP: limits.MaxLoginsPerIP,
+				DiskReserve: reserve, InitDataDir: initDir,
 			})
 		},
 	}
@@ -82,7 +87,9 @@ that already has a root user replace that user's username and password.`,
 	f.Int64Var(&limits.MaxReplyBytes, "max-reply-bytes", server.DefaultMaxReplyBytes, "bytes held at most, over all connections, by poll replies being built or written; polls wait beyond it")
 	f.IntVar(&limits.MaxPartitionsPerTopic, "max-partitions-per-topic", server.DefaultMaxPartitionsPerTopic, "partitions one topic may have (more is refused with 2015 TooManyPartitions)")
 	f.IntVar(&limits.MaxPartitions, "max-partitions", server.DefaultMaxPartitions, "partitions all topics together may have (more is refused with 2015 TooManyPartitions)")
-	f.IntVar(&limits.MaxConcurrentLogins, "max-concurrent-logins", 0, "password checks run at once (0: half the CPUs, at least 1)")
+	f.IntVar(&limits.MaxConcurrentLogins, "max-concurrent-logins", 0, "password checks run at once (0: half the CPUs, at least 1); client addresses take turns")
+	f.IntVar(&limits.MaxLoginsPerIP, "max-logins-per-ip", server.DefaultMaxLoginsPerIP, "password checks of one client IP address running or waiting at once; more are refused at once")
+	f.StringVar(&diskReserve, "disk-reserve", "64MiB", "space kept free in the data dir (FERRY.RESERVE) and given up on a full disk, so writes are refused (4006) instead of failing midway; 0 turns it off (see docs/security.md)")
 	f.BoolVar(&initDir, "init", false, "start with an empty data dir even where a server stored data before (the dir is missing)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug|info|warn|error")
 	return cmd

@@ -192,13 +192,20 @@ func clientOptions(c config.Iggy, log *slog.Logger) ([]iggy.Opt, error) {
 	return opts, nil
 }
 
-// applyEmbeddedLimits copies the [embedded] connection limits into cfg (0 or ""
-// keeps the server's default).
+// applyEmbeddedLimits copies the [embedded] connection limits and disk reserve into cfg
+// (0 or "" keeps the server's default; disk_reserve "0" turns the reserve off).
 func applyEmbeddedLimits(e config.Embedded, cfg *server.Config) error {
 	if e.MaxConnections < 0 || e.MaxConnectionsPerIP < 0 {
 		return errors.New("embedded.max_connections and embedded.max_connections_per_ip must not be negative")
 	}
 	cfg.MaxConnections, cfg.MaxConnectionsPerIP = e.MaxConnections, e.MaxConnectionsPerIP
+	if e.DiskReserve != "" {
+		v, err := parseDiskReserve(e.DiskReserve)
+		if err != nil {
+			return fmt.Errorf("embedded.disk_reserve: %w", err)
+		}
+		cfg.DiskReserve = v
+	}
 	for _, d := range []struct {
 		key, text string
 		dst       *time.Duration
@@ -219,8 +226,9 @@ func applyEmbeddedLimits(e config.Embedded, cfg *server.Config) error {
 }
 
 // ensureTopics creates the streams and topics the enabled connectors name when missing
-// (embedded mode), each new topic with partitions partitions.
-func ensureTopics(ctx context.Context, c *iggy.Client, conns *config.Connectors, partitions uint32) error {
+// (--create-topics, --embedded), each new topic with partitions partitions, and logs each
+// creation at INFO with that count: the connectors themselves create nothing.
+func ensureTopics(ctx context.Context, c *iggy.Client, conns *config.Connectors, partitions uint32, log *slog.Logger) error {
 	type st struct{ s, t string }
 	var want []st
 	for _, src := range conns.Sources {
@@ -246,8 +254,17 @@ func ensureTopics(ctx context.Context, c *iggy.Client, conns *config.Connectors,
 		}
 	}
 	for _, w := range want {
-		if err := c.EnsureTopic(ctx, w.s, w.t, partitions); err != nil {
+		made, err := c.EnsureTopicCreated(ctx, w.s, w.t, partitions)
+		if err != nil {
 			return err
+		}
+		switch {
+		case made.Stream && made.Topic:
+			log.Info("created stream and topic (--create-topics)", "stream", w.s, "topic", w.t, "partitions", partitions)
+		case made.Topic:
+			log.Info("created topic (--create-topics)", "stream", w.s, "topic", w.t, "partitions", partitions)
+		case made.Stream: // a concurrent creator made the topic first
+			log.Info("created stream (--create-topics)", "stream", w.s)
 		}
 	}
 	return nil
@@ -266,4 +283,25 @@ func absDir(dir string) string {
 func displayConfig() bool {
 	v, ok := os.LookupEnv("IGGY_DISPLAY_CONFIG")
 	return !ok || strings.EqualFold(v, "1") || strings.EqualFold(v, "true")
+}
+
+// parseDiskReserve reads a disk reserve size ("64MiB", "512 KiB", "1GB", "0") into
+// server.Config.DiskReserve: bytes, with 0 turning the reserve off (the server's -1).
+func parseDiskReserve(text string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(text))
+	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	num, unit := t, ""
+	if i >= 0 {
+		num, unit = t[:i], strings.TrimSpace(t[i:])
+	}
+	units := map[string]float64{"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 1e3, "m": 1 << 20, "mib": 1 << 20, "mb": 1e6, "g": 1 << 30, "gib": 1 << 30, "gb": 1e9}
+	mult, okUnit := units[unit]
+	n, err := strconv.ParseFloat(num, 64)
+	if err != nil || !okUnit || n < 0 || n*mult > 1<<50 {
+		return 0, fmt.Errorf("%q: want a size such as \"64MiB\", \"512KiB\" or \"0\" (no reserve)", text)
+	}
+	if v := int64(n * mult); v > 0 {
+		return v, nil
+	}
+	return -1, nil
 }

@@ -4,26 +4,28 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
-	"github.com/ferryio/ferry/server"
+	"github.com/ferryio/ferry/internal/syncbuf"
+	"github.com/ferryio/ferry/server/servertest"
 )
 
 // ensureTopics (--create-topics, --embedded) creates what every enabled connector names:
 // sinks' topics and dead-letter topics, sources' target and dead-letter topics; nothing for
-// a disabled one.
+// a disabled one. Each creation is one INFO line with the partition count used (the
+// connectors themselves create nothing); a second run, with everything there, logs none.
 func TestEnsureTopicsCoversSinksAndSources(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := server.Start(ctx, server.Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close(context.Background())
-	c, err := iggy.Dial(ctx, srv.Addr(), iggy.WithCredentials("iggy", "iggy"))
+	// servertest's cheap password hashing: with the default 600,000 PBKDF2 iterations the
+	// login alone took 9-14 s under -race on a loaded machine, past the server's 10 s
+	// login timeout, which then closed the connection.
+	srv := servertest.Start(t)
+	c, err := iggy.Dial(ctx, srv.Addr(), iggy.WithCredentials(servertest.Username, servertest.Password))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +39,30 @@ func TestEnsureTopicsCoversSinksAndSources(t *testing.T) {
 		Streams:    []config.SourceStream{{Stream: "ignored", Topic: "x"}, {Stream: "out", Topic: "c"}}}
 	off := &config.Source{Common: config.Common{Key: "off"}, Streams: []config.SourceStream{{Stream: "off", Topic: "z"}}}
 	conns := &config.Connectors{Sinks: []*config.Sink{sink}, Sources: []*config.Source{src, off}}
-	if err := ensureTopics(ctx, c, conns, 3); err != nil {
+	var logs syncbuf.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}))
+	if err := ensureTopics(ctx, c, conns, 3, log); err != nil {
 		t.Fatal(err)
+	}
+	want := `{"level":"INFO","msg":"created stream and topic (--create-topics)","stream":"out","topic":"c","partitions":3}
+{"level":"INFO","msg":"created stream and topic (--create-topics)","stream":"dlq","topic":"source_dead","partitions":3}
+{"level":"INFO","msg":"created stream and topic (--create-topics)","stream":"in","topic":"a","partitions":3}
+{"level":"INFO","msg":"created topic (--create-topics)","stream":"in","topic":"b","partitions":3}
+{"level":"INFO","msg":"created topic (--create-topics)","stream":"dlq","topic":"sink_dead","partitions":3}
+`
+	if logs.String() != want {
+		t.Fatalf("logged:\n%s\nwant:\n%s", logs.String(), want)
+	}
+	if err := ensureTopics(ctx, c, conns, 3, log); err != nil {
+		t.Fatal(err)
+	}
+	if logs.String() != want {
+		t.Fatalf("a second run, with everything there, logged:\n%s", strings.TrimPrefix(logs.String(), want))
 	}
 	for _, st := range [][2]string{{"in", "a"}, {"in", "b"}, {"dlq", "sink_dead"}, {"dlq", "source_dead"}, {"out", "c"}} {
 		td, err := c.GetTopic(ctx, iggy.Name(st[0]), iggy.Name(st[1]))

@@ -243,19 +243,34 @@ func (c *Client) PersonalAccessTokens(ctx context.Context) ([]wire.PATInfo, erro
 // stream or topic; a server that refuses the create (permissions, limits) is reported
 // as such.
 func (c *Client) EnsureTopic(ctx context.Context, stream, topic string, partitions uint32) error {
+	_, err := c.EnsureTopicCreated(ctx, stream, topic, partitions)
+	return err
+}
+
+// Created says what [Client.EnsureTopicCreated] created itself.
+type Created struct{ Stream, Topic bool }
+
+// EnsureTopicCreated is [Client.EnsureTopic], and says what this call created: a stream or
+// topic that existed, or that a concurrent creator made first, is not counted.
+func (c *Client) EnsureTopicCreated(ctx context.Context, stream, topic string, partitions uint32) (Created, error) {
+	var made Created
 	if _, err := c.GetStream(ctx, Name(stream)); errors.Is(err, wire.ErrNotFound) {
-		if _, err := c.CreateStream(ctx, stream); err != nil && !errors.Is(err, wire.ErrAlreadyExists) {
-			return fmt.Errorf("ensure topic: %w", err)
+		_, err := c.CreateStream(ctx, stream)
+		if err != nil && !errors.Is(err, wire.ErrAlreadyExists) {
+			return made, fmt.Errorf("ensure topic: %w", err)
 		}
+		made.Stream = err == nil
 	} else if err != nil {
-		return fmt.Errorf("ensure topic: %w", err)
+		return made, fmt.Errorf("ensure topic: %w", err)
 	}
 	if _, err := c.GetTopic(ctx, Name(stream), Name(topic)); errors.Is(err, wire.ErrNotFound) {
-		if _, err := c.CreateTopic(ctx, Name(stream), topic, partitions); err != nil && !errors.Is(err, wire.ErrAlreadyExists) {
-			return fmt.Errorf("ensure topic: %w", err)
+		_, err := c.CreateTopic(ctx, Name(stream), topic, partitions)
+		if err != nil && !errors.Is(err, wire.ErrAlreadyExists) {
+			return made, fmt.Errorf("ensure topic: %w", err)
 		}
+		made.Topic = err == nil
 	} else if err != nil {
-		return fmt.Errorf("ensure topic: %w", err)
+		return made, fmt.Errorf("ensure topic: %w", err)
 	}
-	return nil
+	return made, nil
 }

@@ -25,9 +25,9 @@ type Message struct {
 	// (XXH32(Key) % partitions, client-side), before KeyFunc and Partitioning. It is not
 	// sent.
 	Key []byte
-	// Partition, when not nil, is the id of the partition a Producer sends the message to,
-	// before Key, KeyFunc and Partitioning (a partition the topic does not have is
-	// wire.ErrPartitionNotFound, before anything is sent). It is not sent.
+	// Partition, when not nil, picks the partition a Producer sends the message to by its
+	// index in Producer.Partitions (modulo their count), before Key, KeyFunc and
+	// Partitioning. It is not sent.
 	Partition *uint32
 }
 

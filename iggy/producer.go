@@ -160,14 +160,9 @@ func (p *Producer) sendByKey(ctx context.Context, msgs []Message) error {
 	idx := make([]uint32, len(msgs))
 	start := make([]int, n+1)
 	for i := range msgs {
-		if id := msgs[i].Partition; id != nil {
-			j, ok := p.indexOf(*id)
-			if !ok {
-				return opErr("send", res(&p.cfg.Stream, &p.cfg.Topic, int64(*id)),
-					fmt.Errorf("message %d names partition %d of %d: %w", i, *id, n, wire.ErrPartitionNotFound))
-			}
-			idx[i] = j
-			start[j+1]++
+		if to := msgs[i].Partition; to != nil {
+			idx[i] = *to % n
+			start[idx[i]+1]++
 			continue
 		}
 		key := msgs[i].Key
@@ -243,16 +238,6 @@ func hasKeys(msgs []Message) bool {
 		}
 	}
 	return false
-}
-
-// indexOf returns the index of partition id among the topic's partitions.
-func (p *Producer) indexOf(id uint32) (uint32, bool) {
-	for j, pid := range p.parts {
-		if pid == id {
-			return uint32(j), true
-		}
-	}
-	return 0, false
 }
 
 // Partitions returns the ids of the topic's partitions, in the order key partitioning

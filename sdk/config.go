@@ -24,6 +24,7 @@ const (
 	TypeNumber   FieldType = "number"   // any JSON number
 	TypeDuration FieldType = "duration" // a string ParseDuration accepts ("1s", "250ms")
 	TypeStrings  FieldType = "string list"
+	TypeInts     FieldType = "integer list"
 	TypeTables   FieldType = "table list" // an array of objects ([[plugin_config.x]])
 	// TypeOutputPath is a non-empty string naming a file the connector writes (creating
 	// missing directories). The sdk checks only its shape; `ferry check` also checks on
@@ -75,11 +76,81 @@ type ConfigSpec struct {
 	// typed is set by [Config.Spec]: it decodes raw into dst (the declaration's *T, or nil
 	// to only check), returning every problem.
 	typed func(raw []byte, dst any) []error
+
+	// Commits declares what a sink does with its Committer under offset_commit =
+	// "sink_controlled" ([SinkCommits]); `ferry connectors` prints it. A sink that declares
+	// [CommitsNever] is refused sink_controlled by `ferry check` and at start.
+	Commits SinkCommits
+}
+
+// SinkCommits is a sink's declaration of when it calls its [Committer] (the
+// [ConfigSpec.Commits] of its registration), so the runtime can refuse offset_commit =
+// "sink_controlled" for a sink that would never store an offset, and `ferry connectors`
+// can say when each sink's offsets advance.
+type SinkCommits string
+
+// The declarations a sink can make.
+const (
+	// CommitsUndeclared is the zero value: the spec does not say (a sink written before
+	// the declaration existed). sink_controlled is allowed, as it always was, and `ferry
+	// connectors` prints "not declared". Every built-in sink declares one of the others.
+	CommitsUndeclared SinkCommits = ""
+	// CommitsNever: the sink never calls its Committer. Under sink_controlled no offset of
+	// it would ever be stored and every start would deliver everything again, so `ferry
+	// check` and the runtime's start refuse that mode for it (see
+	// [ConfigSpec.CheckCommitMode]).
+	CommitsNever SinkCommits = "never"
+	// CommitsEachBatch: under sink_controlled the sink commits each batch's last offset
+	// inside Consume, once the batch is written (builtin:stdout, builtin:null).
+	CommitsEachBatch SinkCommits = "each batch"
+	// CommitsWhenDurable: under sink_controlled the sink commits an offset once its target
+	// holds everything up to it durably, which may be after Consume returned (on a flush
+	// interval, a transaction's commit, an object's upload; at the latest in Close).
+	CommitsWhenDurable SinkCommits = "when durable"
+)
+
+// valid reports whether c is one of the declarations above.
+func (c SinkCommits) valid() bool {
+	switch c {
+	case CommitsUndeclared, CommitsNever, CommitsEachBatch, CommitsWhenDurable:
+		return true
+	}
+	return false
+}
+
+// CheckSinkSpec returns an error when s cannot describe a sink: an unknown Commits, or
+// CommitModes taking "sink_controlled" from a sink that declares [CommitsNever] (no file
+// could run it in that mode). [Registry.AddSink] panics on it, since specs are written in
+// code.
+func (s ConfigSpec) CheckSinkSpec() error {
+	if !s.Commits.valid() {
+		return fmt.Errorf("unknown Commits %q (want one of the sdk.Commits… constants)", s.Commits)
+	}
+	if s.Commits == CommitsNever && slices.Contains(s.CommitModes, "sink_controlled") {
+		return errors.New(`CommitModes lists "sink_controlled" but Commits is CommitsNever`)
+	}
+	return nil
+}
+
+// DefaultCommitMode returns the offset_commit mode a sink of this spec uses when its file
+// sets none: the one mode CommitModes lists (ok true), as a sink that runs only with
+// "sink_controlled" takes a file copied from a runtime that knows no such key. With none
+// or several modes listed it returns ok false: the runtime's default applies.
+func (s ConfigSpec) DefaultCommitMode() (mode string, ok bool) {
+	if len(s.CommitModes) == 1 {
+		return s.CommitModes[0], true
+	}
+	return "", false
 }
 
 // CheckCommitMode returns nil when a sink of this spec runs with offset_commit mode, else
-// an error naming the key, the mode and the modes it takes.
+// an error naming the key, the mode and the fix: the modes it takes, or, for
+// "sink_controlled" of a sink that declares [CommitsNever], the mode to use instead.
 func (s ConfigSpec) CheckCommitMode(mode string) error {
+	if mode == "sink_controlled" && s.Commits == CommitsNever {
+		return errors.New(`offset_commit = "sink_controlled": the sink never commits its offsets, so none would be stored and every start would deliver everything again; ` +
+			`set offset_commit = "after_consuming" (each batch's offset is stored once the sink wrote it) or remove the key (after_polling)`)
+	}
 	if len(s.CommitModes) == 0 || slices.Contains(s.CommitModes, mode) {
 		return nil
 	}
@@ -260,6 +331,20 @@ func checkType(t FieldType, v json.RawMessage) string {
 		for i, e := range xs {
 			if _, ok := e.(string); !ok {
 				return fmt.Sprintf("element %d: want a string, got %s", i, describe(e))
+			}
+		}
+	case TypeInts:
+		xs, ok := x.([]any)
+		if !ok {
+			return want()
+		}
+		for i, e := range xs {
+			n, ok := e.(json.Number)
+			if !ok {
+				return fmt.Sprintf("element %d: want an integer, got %s", i, describe(e))
+			}
+			if _, err := strconv.ParseInt(n.String(), 10, 64); err != nil {
+				return fmt.Sprintf("element %d: want an integer, got %s", i, n)
 			}
 		}
 	case TypeTables:

@@ -126,3 +126,64 @@ func TestConfigSpecCheckCommitMode(t *testing.T) {
 		t.Fatalf("got %v, want %s", err, want)
 	}
 }
+
+// A sink that declares it never commits is refused sink_controlled, the error naming the
+// key and the fix; its other modes are not.
+func TestConfigSpecCheckCommitModeNeverCommits(t *testing.T) {
+	never := ConfigSpec{Commits: CommitsNever}
+	for _, m := range []string{"after_polling", "after_consuming"} {
+		if err := never.CheckCommitMode(m); err != nil {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+	err := never.CheckCommitMode("sink_controlled")
+	want := `offset_commit = "sink_controlled": the sink never commits its offsets, so none would be stored and every start would deliver everything again; ` +
+		`set offset_commit = "after_consuming" (each batch's offset is stored once the sink wrote it) or remove the key (after_polling)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+	for _, c := range []SinkCommits{CommitsUndeclared, CommitsEachBatch, CommitsWhenDurable} {
+		if err := (ConfigSpec{Commits: c}).CheckCommitMode("sink_controlled"); err != nil {
+			t.Errorf("Commits %q: %v", c, err)
+		}
+	}
+}
+
+func TestConfigSpecDefaultCommitMode(t *testing.T) {
+	for _, tc := range []struct {
+		modes []string
+		want  string
+		ok    bool
+	}{
+		{nil, "", false},
+		{[]string{"sink_controlled"}, "sink_controlled", true},
+		{[]string{"after_consuming", "sink_controlled"}, "", false},
+	} {
+		got, ok := ConfigSpec{CommitModes: tc.modes}.DefaultCommitMode()
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%v: (%q, %v), want (%q, %v)", tc.modes, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// A spec that contradicts itself cannot be registered: AddSink panics, naming the sink.
+func TestAddSinkRefusesContradictoryCommits(t *testing.T) {
+	for _, tc := range []struct {
+		spec ConfigSpec
+		want string
+	}{
+		{ConfigSpec{CommitModes: []string{"sink_controlled"}, Commits: CommitsNever},
+			`sdk: sink "x": CommitModes lists "sink_controlled" but Commits is CommitsNever`},
+		{ConfigSpec{Commits: "sometimes"}, `sdk: sink "x": unknown Commits "sometimes" (want one of the sdk.Commits… constants)`},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r != tc.want {
+					t.Errorf("panic %v, want %q", r, tc.want)
+				}
+			}()
+			NewRegistry().AddSink("x", nil, tc.spec)
+		}()
+	}
+	NewRegistry().AddSink("ok", nil, ConfigSpec{CommitModes: []string{"after_consuming"}, Commits: CommitsNever})
+}

@@ -124,15 +124,17 @@ type ProducedMessage struct {
 	// topic's partition count, as Iggy's messages-key partitioning does, so messages with
 	// one key keep their order. Empty: the runtime's default (round robin per batch).
 	PartitionKey []byte
-	// Partition, when not nil, is the id of the partition (0 … partitions−1) the message
-	// goes to, before PartitionKey: for a source that mirrors an origin's partitions (a
-	// remote Iggy topic, a Kafka topic). A partition the topic does not have fails the
-	// send. Read back with [Tail.IndexOf].
+	// Partition, when not nil, names the message's partition outright, by its index among
+	// the topic's partitions as [Tail] numbers them (0 is the first; an index past the
+	// last wraps around: index modulo the partition count), and wins over PartitionKey. A
+	// source that mirrors an origin partition by partition (Kafka partition n → Iggy
+	// partition n) sets it, so that each origin lane goes to one partition whatever its
+	// keys.
 	Partition *uint32
 	// OriginTimestamp is the producer's time in µs since the epoch that Iggy stores with
 	// the message (a replica keeps the original's); 0: the time of the send.
 	OriginTimestamp uint64
 }
 
-// PartitionID returns a [ProducedMessage.Partition] naming partition id.
-func PartitionID(id uint32) *uint32 { return &id }
+// PartitionAt returns a [ProducedMessage.Partition] naming the partition at index i.
+func PartitionAt(i uint32) *uint32 { return &i }

@@ -27,7 +27,6 @@ type Origins[P any] struct {
 	less        func(a, b P) bool
 	newest      map[originKey]P
 	partitionOf func(key []byte) int
-	indexOf     func(id uint32) int
 	partitions  int
 	read        bool
 }
@@ -62,7 +61,7 @@ func ReadBack[P any](ctx context.Context, env SourceEnv, window int, parse func(
 		return nil, fmt.Errorf("read back the topic's last messages: %w", err)
 	}
 	o.read, o.partitionOf = true, tail.PartitionOf
-	o.indexOf, o.partitions = Tail{Partitions: tail.Partitions, Last: tail.Last}.IndexOf, len(tail.Last)
+	o.partitions = len(tail.Last)
 	for i := range tail.Last {
 		msgs := []*SentMessage{tail.Last[i]}
 		if i < len(tail.Recent) && len(tail.Recent[i]) > 0 {
@@ -109,16 +108,6 @@ func (o *Origins[P]) HoldsKeyed(key []byte, lane string, pos P) bool {
 		return false
 	}
 	return o.Holds(o.partitionOf(key), lane, pos)
-}
-
-// HoldsIn is Holds for a message sent to the partition with id id
-// ([ProducedMessage.Partition]). False for a partition the topic does not have.
-func (o *Origins[P]) HoldsIn(id uint32, lane string, pos P) bool {
-	if o.indexOf == nil {
-		return false
-	}
-	i := o.indexOf(id)
-	return i >= 0 && o.Holds(i, lane, pos)
 }
 
 // Partitions returns how many partitions the topic had when it was read back (0 when it

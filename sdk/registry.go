@@ -27,11 +27,17 @@ func NewRegistry() *Registry {
 
 // AddSink registers a sink factory under name, with the spec of its plugin_config (at most
 // one; a connector registered without one has its plugin_config left unchecked by `ferry
-// check`). It panics on a duplicate name: registries are filled by code, and a duplicate is
-// a programming error.
+// check`). It panics on a duplicate name and on a spec that contradicts itself
+// ([ConfigSpec.CheckSinkSpec]): registries are filled by code, and either is a programming
+// error.
 func (r *Registry) AddSink(name string, f SinkFactory, spec ...ConfigSpec) *Registry {
 	if _, dup := r.sinks[name]; dup {
 		panic(fmt.Sprintf("sdk: sink %q registered twice", name))
+	}
+	for _, sp := range spec {
+		if err := sp.CheckSinkSpec(); err != nil {
+			panic(fmt.Sprintf("sdk: sink %q: %v", name, err))
+		}
 	}
 	r.sinks[name] = f
 	r.addSpec("sink/"+name, spec)

@@ -22,7 +22,10 @@ type SourceEnv struct {
 	// Tail reads what the source's topic holds at the end of each partition (see [Tail]).
 	// A source that must not send a message twice across a crash calls it in Open: the
 	// messages sent just before the crash may be in Iggy although their state was never
-	// saved. ctx bounds the reads. nil when the runtime cannot read its topic.
+	// saved. It may be called again at any time until Close (a source whose origin hands
+	// it lanes while it runs, a Kafka group's rebalance, reads back on each assignment);
+	// it reads what Iggy confirmed so far. ctx bounds the reads. nil when the runtime
+	// cannot read its topic.
 	Tail func(ctx context.Context) (Tail, error)
 	// TailN is Tail reading the last n messages of each partition (Tail.Recent), for a
 	// source whose origin lanes share partitions (see [ReadBack]). nil when Tail is.
@@ -40,26 +43,6 @@ type Tail struct {
 	// PartitionOf returns the index in Last of the partition a message with this
 	// [ProducedMessage.PartitionKey] goes to (keys of length 0 are not valid here).
 	PartitionOf func(key []byte) int
-	// Partitions holds the id of each partition, in Last's order (nil from a tail that
-	// predates it: then index i is partition i).
-	Partitions []uint32
-}
-
-// IndexOf returns the index in Last of the partition with id id (a
-// [ProducedMessage.Partition]), or -1 when the topic has no such partition.
-func (t Tail) IndexOf(id uint32) int {
-	if t.Partitions == nil {
-		if int(id) < len(t.Last) {
-			return int(id)
-		}
-		return -1
-	}
-	for i, p := range t.Partitions {
-		if p == id {
-			return i
-		}
-	}
-	return -1
 }
 
 // SentMessage is a message read back from the source's topic. Its slices are the

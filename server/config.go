@@ -60,6 +60,9 @@ const (
 	// DefaultLoginUserNamesPerIP is how many user names with failed logins one IP
 	// address may have on record before the address itself is delayed.
 	DefaultLoginUserNamesPerIP = 10
+	// DefaultMaxLoginsPerIP is how many password checks of one client IP address may
+	// run or wait at once.
+	DefaultMaxLoginsPerIP = 8
 
 	DefaultHeartbeatInterval  = 30 * time.Second
 	DefaultRebalancingTimeout = 30 * time.Second
@@ -156,8 +159,16 @@ type Config struct {
 	LoginUserNamesPerIP int
 	// MaxConcurrentLogins bounds the password hashes computed at once (each is a
 	// deliberate ~100 ms of CPU), so password guessing cannot starve served clients.
-	// Default max(1, GOMAXPROCS/2).
+	// Default max(1, GOMAXPROCS/2). Slots go to client IP addresses in turn (one hash
+	// each), so a flood from one address delays another address's login by at most one
+	// hash per slot; a login waiting for a slot gives up when its connection closes or
+	// its LoginTimeout passes. A password that matched before, a token and a throttle
+	// delay need no slot.
 	MaxConcurrentLogins int
+	// MaxLoginsPerIP caps the password checks of one client IP address running or
+	// waiting for a MaxConcurrentLogins slot; a login beyond it is refused at once,
+	// without a hash, with eviction 12 (SessionError). Default 8.
+	MaxLoginsPerIP int
 	// HeartbeatInterval is Iggy's [heartbeat] interval: a consumer-group member silent
 	// for more than 1.2 × this is evicted (Eviction 13). Default 30s.
 	HeartbeatInterval time.Duration
@@ -169,7 +180,13 @@ type Config struct {
 	PasswordIterations int
 	// DiskReserve is the size of the reserve file kept in the data directory and given
 	// up on a full disk, so the server turns to refusing writes (4006) instead of
-	// failing in the middle of one. Default 64 MiB; negative turns it off.
+	// failing in the middle of one. Default 64 MiB; negative turns it off, which saves
+	// the space but lets the first "no space left" hit Pebble in the middle of its own
+	// work (a log write, a flush), which it cannot continue from: writes then stay
+	// refused until a restart instead of resuming once room is back. Start refuses a
+	// data directory without a database whose volume has no room for the reserve (the
+	// error matches store.ErrNoRoomForReserve, says what is free and leaves nothing
+	// created); one with a database is opened read-only instead.
 	DiskReserve int64
 	// StorageProbeInterval is how often the data directory is checked to still exist
 	// and be writable. Default 1s; negative turns the probe off.
@@ -301,6 +318,9 @@ func (c *Config) setDefaults() {
 	if c.MaxConcurrentLogins == 0 {
 		c.MaxConcurrentLogins = max(1, runtime.GOMAXPROCS(0)/2)
 	}
+	if c.MaxLoginsPerIP == 0 {
+		c.MaxLoginsPerIP = DefaultMaxLoginsPerIP
+	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
 	}
@@ -353,8 +373,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: LoginTimeout, FrameReadTimeout and LoginMaxDelay must not be negative", ErrConfig)
 	case c.MaxUnauthenticatedFrame < wire.HeaderSize || c.UnauthenticatedBudget < int64(c.MaxUnauthenticatedFrame):
 		return fmt.Errorf("%w: MaxUnauthenticatedFrame must be at least %d and UnauthenticatedBudget at least MaxUnauthenticatedFrame", ErrConfig, wire.HeaderSize)
-	case c.MaxPendingBytes < 0 || c.MaxConcurrentLogins < 0 || c.LoginUserNamesPerIP < 0:
-		return fmt.Errorf("%w: MaxPendingBytes, MaxConcurrentLogins and LoginUserNamesPerIP must not be negative", ErrConfig)
+	case c.MaxPendingBytes < 0 || c.MaxConcurrentLogins < 0 || c.LoginUserNamesPerIP < 0 || c.MaxLoginsPerIP < 0:
+		return fmt.Errorf("%w: MaxPendingBytes, MaxConcurrentLogins, MaxLoginsPerIP and LoginUserNamesPerIP must not be negative", ErrConfig)
 	case c.MaxReplyBytes < 2*wire.HeaderSize:
 		return fmt.Errorf("%w: MaxReplyBytes %d is below %d", ErrConfig, c.MaxReplyBytes, 2*wire.HeaderSize)
 	case c.MaxPartitionsPerTopic < 0 || c.MaxPartitions < 0:

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,7 +24,10 @@ const writeTimeout = 30 * time.Second
 type conn struct {
 	s        *Server
 	nc       net.Conn
-	id       uint32 // server-chosen client id (GetMe's client_id)
+	br       *bufio.Reader // reads nc; the close watcher may peek a byte ahead (watchClose)
+	ctx      context.Context
+	cancel   context.CancelCauseFunc // ends ctx: the connection is closing or its login deadline passed
+	id       uint32                  // server-chosen client id (GetMe's client_id)
 	addr     string
 	ip       string       // remoteIP: the key of the per-IP limit and the login throttle
 	lastSeen atomic.Int64 // unix nanos of the last request frame
@@ -36,10 +41,61 @@ type conn struct {
 	wmu sync.Mutex
 }
 
+// connReadBuffer is the read buffer of a connection: small, since most of a frame is
+// read straight into its own buffer; it lets the close watcher hold a byte it read.
+const connReadBuffer = 64
+
+// Causes of a connection's context ending.
+var (
+	errConnClosed   = errors.New("server: connection closed")
+	errPeerClosed   = errors.New("server: client closed the connection")
+	errLoginTimeout = errors.New("server: no login within the login timeout")
+)
+
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, id: s.connIDs.Add(1), addr: nc.RemoteAddr().String()}
+	c := &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, connReadBuffer), id: s.connIDs.Add(1), addr: nc.RemoteAddr().String()}
+	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	c.lastSeen.Store(time.Now().UnixNano())
 	return c
+}
+
+// loginExpired closes the connection at its login deadline unless it logged in; a
+// login waiting for a password-hash slot is dropped with it.
+func (c *conn) loginExpired() {
+	if !c.loggedIn.Load() {
+		c.s.refusals.Info("no login within the login timeout, closing connection", "conn", c.id, "remote", c.addr, "timeout", c.s.cfg.LoginTimeout)
+		c.closeNow(errLoginTimeout)
+	}
+}
+
+// closeNow closes the connection from outside its serve goroutine: work it waits for
+// (a password-hash slot) is dropped and its socket closed.
+func (c *conn) closeNow(cause error) {
+	c.cancel(cause)
+	_ = c.nc.Close()
+}
+
+// watchClose watches, while the serve goroutine waits (for a password-hash slot), for
+// the client closing the connection, and then ends c.ctx, so that the wait is given up.
+// It peeks one byte through c.br: a byte that arrives (a pipelined request) stays
+// buffered for serve and ends the watch. stop ends the watch with a past read deadline
+// and returns once the watcher has let go of c.br. It must be called on the serve
+// goroutine, which must not read c.br until stop returned.
+func (c *conn) watchClose() (stop func()) {
+	done := make(chan struct{})
+	if !c.s.spawn(func() {
+		defer close(done)
+		if _, err := c.br.Peek(1); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			c.cancel(errPeerClosed)
+		}
+	}) {
+		return func() {}
+	}
+	return func() {
+		_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+		<-done
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
 }
 
 func (c *conn) session() *session {
@@ -53,7 +109,7 @@ func (c *conn) serve() {
 	log := c.s.log.With("conn", c.id, "remote", c.addr)
 	log.Debug("connection opened")
 	defer func() {
-		_ = c.nc.Close()
+		c.closeNow(errConnClosed)
 		c.s.removeConn(c)
 		c.releaseReply()
 		c.smu.Lock()
@@ -65,50 +121,45 @@ func (c *conn) serve() {
 		}
 		log.Debug("connection closed")
 	}()
-	loginTimer := time.AfterFunc(c.s.cfg.LoginTimeout, func() {
-		if !c.loggedIn.Load() {
-			log.Info("no login within the login timeout, closing connection", "timeout", c.s.cfg.LoginTimeout)
-			_ = c.nc.Close()
-		}
-	})
+	loginTimer := time.AfterFunc(c.s.cfg.LoginTimeout, c.loginExpired)
 	defer loginTimer.Stop()
 	hdr := make([]byte, wire.HeaderSize)
 	for {
 		// Waiting for a frame has no deadline (a logged-in client may idle; one that
 		// is not is closed by loginTimer); once it began, the whole frame must arrive
 		// within FrameReadTimeout.
-		if _, err := io.ReadFull(c.nc, hdr[:1]); err != nil {
+		if _, err := io.ReadFull(c.br, hdr[:1]); err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				log.Debug("read header", "err", err)
 			}
 			return
 		}
 		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.FrameReadTimeout))
-		if _, err := io.ReadFull(c.nc, hdr[1:]); err != nil {
+		if _, err := io.ReadFull(c.br, hdr[1:]); err != nil {
 			log.Debug("read header", "err", err)
 			return
 		}
 		c.lastSeen.Store(time.Now().UnixNano())
 		fi, err := wire.ReadFrameInfo(hdr, c.s.cfg.MaxFrameSize)
 		if err != nil {
-			log.Warn("bad frame, closing connection", "err", err)
+			c.s.refusals.Warn("bad frame, closing connection", "conn", c.id, "remote", c.addr, "err", err)
 			return
 		}
 		if !c.loggedIn.Load() {
 			c.preLogin += int64(fi.Size)
 			switch {
 			case fi.Size > c.s.cfg.MaxUnauthenticatedFrame:
-				log.Warn("frame too large before login, closing connection", "size", fi.Size, "limit", c.s.cfg.MaxUnauthenticatedFrame)
+				c.s.refusals.Warn("frame too large before login, closing connection", "conn", c.id, "remote", c.addr, "size", fi.Size, "limit", c.s.cfg.MaxUnauthenticatedFrame)
 				return
 			case c.preLogin > c.s.cfg.UnauthenticatedBudget:
-				log.Warn("too many bytes before login, closing connection", "limit", c.s.cfg.UnauthenticatedBudget)
+				c.s.refusals.Warn("too many bytes before login, closing connection", "conn", c.id, "remote", c.addr, "limit", c.s.cfg.UnauthenticatedBudget)
 				return
 			}
 		}
 		body, err := c.readBody(fi.BodyLen())
 		if err != nil {
 			if errors.Is(err, errPendingFull) {
-				log.Warn("closing connection", "err", err, "frame", fi.Size)
+				c.s.refusals.Warn("memory for incoming frames exhausted, closing connection", "conn", c.id, "remote", c.addr, "err", err, "frame", fi.Size)
 			} else {
 				log.Debug("read body", "err", err)
 			}
@@ -118,12 +169,12 @@ func (c *conn) serve() {
 		if fi.Command != wire.CommandRequest {
 			// A valid non-Request header on a client connection is ignored, as upstream.
 			// Answering would be better than silence, but there is no request to echo.
-			log.Warn("ignoring non-request frame", "command", fi.Command.String())
+			c.s.refusals.Warn("ignoring non-request frame", "conn", c.id, "remote", c.addr, "command", fi.Command.String())
 			continue
 		}
 		h, err := wire.DecodeRequestHeader(hdr)
 		if err != nil {
-			log.Warn("bad request header, closing connection", "err", err)
+			c.s.refusals.Warn("bad request header, closing connection", "conn", c.id, "remote", c.addr, "err", err)
 			return
 		}
 		if log.Enabled(context.Background(), slog.LevelDebug-1) {

@@ -8,17 +8,40 @@ import (
 
 // Hooks for the external tests (compiled into tests only).
 
-// HoldHashSlots takes every password-hash slot of s until release is called.
-func HoldHashSlots(s *Server) (release func()) {
-	for range cap(s.hashes.slots) {
-		s.hashes.slots <- struct{}{}
-	}
-	return func() {
-		for range cap(s.hashes.slots) {
-			<-s.hashes.slots
-		}
-	}
+// HoldHashSlots takes every free password-hash slot of s until release is called
+// (call it while no login is being checked). Released slots go to the waiting logins
+// in their addresses' turns; release may be called more than once.
+func HoldHashSlots(s *Server) (release func()) { return s.hashes.hold() }
+
+// HashCounts are the password-hash gate's counters.
+type HashCounts struct {
+	Computed  int64 // hashes run
+	Abandoned int64 // waits given up: connection closed, login deadline passed
+	Refused   int64 // logins refused by MaxLoginsPerIP
 }
+
+// Hashes returns s's password-hash counters.
+func Hashes(s *Server) HashCounts {
+	g := s.hashes
+	return HashCounts{Computed: g.computed.Load(), Abandoned: g.abandoned.Load(), Refused: g.refused.Load()}
+}
+
+// HashWaiting is the count of logins from ip waiting for a password-hash slot.
+func HashWaiting(s *Server, ip string) int { return s.hashes.waiting(ip) }
+
+// OnHashGranted makes s call fn with the client address of every password hash about
+// to run, in the order slots were granted; nil removes it.
+func OnHashGranted(s *Server, fn func(ip string)) {
+	if fn == nil {
+		s.hashes.onGrant.Store(nil)
+		return
+	}
+	s.hashes.onGrant.Store(&fn)
+}
+
+// FlushRefusalLog makes s write the counts of its rate-limited log lines whose interval
+// passed, as its maintenance loop does on every tick.
+func FlushRefusalLog(s *Server) { s.refusals.flush() }
 
 // HashPeak is the most password hashes s ever ran at once.
 func HashPeak(s *Server) int64 { return s.hashes.peak.Load() }
@@ -65,3 +88,15 @@ func SetBeforeReply(s *Server, fn func(code wire.Code)) {
 // ReplyBudget is s's reply budget: bytes reserved, the most ever reserved at once and
 // the polls waiting for it.
 func ReplyBudget(s *Server) (used, peak int64, waiting int) { return s.replies.state() }
+
+// ExpireLoginDeadline makes the connection of s from remote (ip:port) reach its login
+// deadline now, as its LoginTimeout timer does.
+func ExpireLoginDeadline(s *Server, remote string) bool {
+	for _, c := range s.connList() {
+		if c.addr == remote {
+			c.loginExpired()
+			return true
+		}
+	}
+	return false
+}

@@ -4,40 +4,14 @@ import (
 	"errors"
 	"io"
 	"net"
-	"sync/atomic"
 	"time"
 )
 
 // This file holds the server's defences of shared resources against clients that do
-// not (yet) authenticate: the bound on concurrent password hashes and the budget of
-// memory buffered for frames still arriving (the login throttle is in throttle.go). docs/architecture.md
-// ("Embedded server: limits") describes them.
-
-// hashGate bounds the password hashes computed at once.
-type hashGate struct {
-	slots          chan struct{}
-	inFlight, peak atomic.Int64 // for tests: the most hashes ever run at once
-}
-
-func newHashGate(n int) *hashGate { return &hashGate{slots: make(chan struct{}, n)} }
-
-// run runs fn holding a slot; it gives up (ok false) if quit closes first.
-func (g *hashGate) run(quit <-chan struct{}, fn func()) (ok bool) {
-	select {
-	case g.slots <- struct{}{}:
-	case <-quit:
-		return false
-	}
-	n := g.inFlight.Add(1)
-	for p := g.peak.Load(); n > p && !g.peak.CompareAndSwap(p, n); p = g.peak.Load() {
-	}
-	defer func() {
-		g.inFlight.Add(-1)
-		<-g.slots
-	}()
-	fn()
-	return true
-}
+// not (yet) authenticate: the budget of memory buffered for frames still arriving (the
+// login throttle is in throttle.go, the bound on password hashes in hashgate.go, the
+// rate of the log lines they cause in lograte.go). docs/architecture.md ("Embedded
+// server: limits") describes them.
 
 // errPendingFull closes a connection whose frame would exceed Config.MaxPendingBytes.
 var errPendingFull = errors.New("server: memory for incoming frames exhausted (MaxPendingBytes)")
@@ -61,7 +35,7 @@ func (c *conn) readBody(n int) ([]byte, error) {
 	s := c.s
 	if n <= int(s.cfg.MaxUnauthenticatedFrame) {
 		buf := make([]byte, n)
-		_, err := io.ReadFull(c.nc, buf)
+		_, err := io.ReadFull(c.br, buf)
 		return buf, err
 	}
 	var reserved int64
@@ -76,7 +50,7 @@ func (c *conn) readBody(n int) ([]byte, error) {
 		}
 		reserved += int64(size)
 		p := make([]byte, size)
-		if _, err := io.ReadFull(c.nc, p); err != nil {
+		if _, err := io.ReadFull(c.br, p); err != nil {
 			return nil, err
 		}
 		pieces = append(pieces, p)

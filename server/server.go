@@ -43,6 +43,7 @@ type Server struct {
 	pending  atomic.Int64 // bytes buffered for frames still arriving (Config.MaxPendingBytes)
 	throttle *loginThrottle
 	hashes   *hashGate
+	refusals *rateLog     // the log lines clients can cause at will, at a bounded rate
 	replies  *replyBudget // poll replies being built or written (Config.MaxReplyBytes)
 
 	// beforeReply, set only by tests, is called on the connection's goroutine with
@@ -84,7 +85,8 @@ func New(cfg Config) (*Server, error) {
 		rr:    make(map[[2]uint32]uint32),
 	}
 	s.throttle = newLoginThrottle(cfg.LoginFailureDelay, cfg.LoginMaxDelay, cfg.LoginUserNamesPerIP, cfg.Now)
-	s.hashes = newHashGate(cfg.MaxConcurrentLogins)
+	s.hashes = newHashGate(cfg.MaxConcurrentLogins, cfg.MaxLoginsPerIP)
+	s.refusals = newRateLog(cfg.Logger, refusalLogInterval, cfg.Now)
 	s.replies = newReplyBudget(cfg.MaxReplyBytes)
 	s.groups = newGroups(s)
 	return s, nil
@@ -148,6 +150,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		ProbeInterval:      s.cfg.StorageProbeInterval,
 		WriteFault:         s.cfg.WriteFault,
 	})
+	if re := (*store.ReserveError)(nil); errors.As(err, &re) {
+		return fmt.Errorf("server: data dir %s: %w; free space there, or start with a smaller reserve: --disk-reserve of ferry server, [embedded] disk_reserve of ferry run (0 turns the reserve off)", s.cfg.DataDir, re)
+	}
 	if err != nil {
 		return fmt.Errorf("server: open data dir %s: %w", s.cfg.DataDir, err)
 	}
@@ -359,7 +364,7 @@ func (s *Server) Close(ctx context.Context) error {
 			}
 		}
 		for _, c := range conns {
-			_ = c.nc.Close()
+			c.closeNow(ErrClosed)
 		}
 		s.wg.Wait()
 		s.mu.Lock()
@@ -428,7 +433,7 @@ func (s *Server) acceptLoop() {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			s.log.Warn("accept failed", "err", err)
+			s.refusals.Warn("accept failed", "err", err)
 			select {
 			case <-time.After(backoff):
 			case <-s.quit:
@@ -440,7 +445,7 @@ func (s *Server) acceptLoop() {
 		backoff = 5 * time.Millisecond
 		c, err := s.addConn(nc)
 		if err != nil {
-			s.log.Warn("connection refused", "remote", nc.RemoteAddr().String(), "err", err)
+			s.refusals.Warn("connection refused", "remote", nc.RemoteAddr().String(), "err", err)
 			_ = nc.Close()
 			continue
 		}
@@ -480,7 +485,7 @@ func (s *Server) addConn(nc net.Conn) (*conn, error) {
 			return nil, errTooManyConnections
 		}
 		s.removeConnLocked(victim)
-		_ = victim.nc.Close()
+		victim.closeNow(errConnClosed)
 		s.log.Debug("closed the oldest unauthenticated connection to make room", "conn", victim.id, "remote", victim.addr)
 	}
 	c := newConn(s, nc)
@@ -530,6 +535,7 @@ func (s *Server) maintenanceLoop() {
 		case now := <-t.C:
 			s.evictStale(now)
 			s.groups.expireRevocations(now)
+			s.refusals.flush()
 		}
 	}
 }

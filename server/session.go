@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -79,12 +81,14 @@ func (c *conn) login(h wire.RequestHeader, body []byte) []byte {
 	if la.HasPassword {
 		u, p := la.Password.Username, la.Password.Password
 		if len(u) >= 3 && len(u) <= 50 && len(p) >= 3 && len(p) <= 100 {
-			var got store.User
-			var err error
-			if !s.hashes.run(s.quit, func() { got, err = s.st.Authenticate(u, p) }) {
-				return c.eviction(h, wire.EvictionSessionError)
-			}
+			got, err := c.authenticate(u, p)
 			switch {
+			case errors.Is(err, errHashQueueFull):
+				s.refusals.Warn("login refused: too many logins of this address wait for a password check", "conn", c.id, "remote", c.addr, "limit", s.cfg.MaxLoginsPerIP)
+				return c.eviction(h, wire.EvictionSessionError)
+			case errors.Is(err, errHashGiveUp):
+				s.log.Debug("login dropped before its password check", "conn", c.id, "remote", c.addr, "cause", context.Cause(c.ctx))
+				return c.eviction(h, wire.EvictionSessionError)
 			case err == nil && got.Status == userActive:
 				user, ok = got, true
 			case err == nil || errors.Is(err, store.ErrInvalidCredentials):
@@ -112,7 +116,7 @@ func (c *conn) login(h wire.RequestHeader, body []byte) []byte {
 	}
 	if !ok {
 		if d := s.throttle.failed(c.ip, name); d > 0 {
-			s.log.Info("login failed; delaying the next attempt of this address and user name", "conn", c.id, "remote", c.addr, "delay", d)
+			s.refusals.Info("login failed; delaying the next attempt of this address and user name", "conn", c.id, "remote", c.addr, "delay", d)
 		}
 		if pwRejected {
 			return c.eviction(h, wire.EvictionInvalidCredentials)
@@ -135,6 +139,34 @@ func (c *conn) login(h wire.RequestHeader, body []byte) []byte {
 		ServerProtocolVersion: wire.ProtocolVersion,
 		ServerVersion:         wire.ServerVersion,
 	}.Append(nil))
+}
+
+// errHashGiveUp is authenticate's error when the connection went away (closed, its
+// login deadline passed, the server closing) before a password-hash slot was free.
+var errHashGiveUp = errors.New("server: login given up while waiting for a password check")
+
+// authenticate checks a password: a password that matched the user's stored hash
+// before at once (no slot), anything else with one hash under the hash gate, in the
+// turn of the connection's address, given up when the connection goes away first
+// (errHashGiveUp) or refused when the address is at its cap (errHashQueueFull). An
+// unknown user pays the hash too, so user names cannot be told apart by timing.
+func (c *conn) authenticate(username, password string) (store.User, error) {
+	s := c.s
+	if u, ok, err := s.st.AuthenticateRemembered(username, password); ok || err != nil {
+		return u, err
+	}
+	stop := c.watchClose()
+	var got store.User
+	var err error
+	gateErr := s.hashes.run(c.ctx, c.ip, func() { got, err = s.st.Authenticate(username, password) })
+	stop()
+	switch {
+	case errors.Is(gateErr, errHashQueueFull):
+		return store.User{}, gateErr
+	case gateErr != nil:
+		return store.User{}, fmt.Errorf("%w: %w", errHashGiveUp, gateErr)
+	}
+	return got, err
 }
 
 // throttleWait waits d, the login throttle's delay of an attempt; false if the server

@@ -234,6 +234,11 @@ type Sink struct {
 	// accepts it: a Go sink that is an sdk.ConcurrentSink, or a native plugin the user
 	// knows to be safe for it. 0 in a hand-built config means 1.
 	MaxInFlight uint32
+	// OffsetCommitUnset: the file has no offset_commit, so OffsetCommit is the default. A
+	// built-in that runs with one mode only (a spec listing only sink_controlled) then runs
+	// with that mode instead (connect's CheckSink and start). False in a hand-built config:
+	// its OffsetCommit counts as given.
+	OffsetCommitUnset bool
 }
 
 // SourceStream is one [[streams]] entry of a source. Upstream uses only the last entry.

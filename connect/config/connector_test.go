@@ -43,7 +43,7 @@ func TestSinkDefaults(t *testing.T) {
 		Retry:           Retry{MaxRetries: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
 		OnFailure:       FailureStop,
 		Commit:          CommitSettings{Interval: time.Second, Delay: 10 * time.Millisecond, MaxUncommitted: 100000},
-		ShutdownTimeout: 10 * time.Second, MaxInFlight: 1,
+		ShutdownTimeout: 10 * time.Second, MaxInFlight: 1, OffsetCommitUnset: true,
 	}
 	s.PluginKeys = nil // where plugin_config's keys are: TestPluginConfigErrorNamesTheLine
 	if !reflect.DeepEqual(s, want) {

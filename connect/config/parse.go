@@ -464,6 +464,7 @@ func (r *rawSink) build(loc *locator) (*Sink, error) {
 		s.Streams = append(s.Streams, st)
 	}
 	s.OffsetCommit = CommitMode(or(r.OffsetCommit, string(CommitAfterPolling)))
+	s.OffsetCommitUnset = r.OffsetCommit == nil
 	if s.OffsetCommit == "auto" {
 		s.OffsetCommit = CommitAfterPolling
 	}

@@ -117,21 +117,103 @@ func LoadablePluginPath(path string, allowed []string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("plugin path %q: %w", path, err)
 	}
-	for _, d := range allowed {
+	if inside(file, allowed) {
+		return file, nil
+	}
+	return "", fmt.Errorf("%w: plugin path %q is %s, outside the plugin directories (%s); add its directory to [plugins] directories of the runtime config to allow it",
+		ErrPluginNotAllowed, path, file, dirList(allowed))
+}
+
+// CheckPluginPlace refuses a connector's plugin path that points outside allowed, whether
+// the library exists yet or not, for a config that is being created (POST …/configs):
+// one that exists is judged by its real path, as [LoadablePluginPath] does; one that does
+// not by where it points ([pointsTo]: from the working directory, every existing part's
+// symlinks resolved, ".." applied in order), so that "plugins/../../evil" is refused
+// before a library is put there. The error wraps [ErrPluginNotAllowed]; nil for a path
+// inside allowed, or that is not a library path at all (a built-in, an empty path).
+func CheckPluginPlace(path string, allowed []string) error {
+	_, err := LoadablePluginPath(path, allowed)
+	if !errors.Is(err, ErrPluginNotFound) {
+		if errors.Is(err, ErrPluginNotAllowed) {
+			return err
+		}
+		return nil
+	}
+	p := path
+	switch filepath.Ext(p) {
+	case ".so", ".dylib", ".dll":
+	default:
+		p += osLibExt()
+	}
+	target, err := pointsTo(p)
+	if err != nil {
+		return fmt.Errorf("%w: plugin path %q: %w", ErrPluginNotAllowed, path, err)
+	}
+	if inside(target, allowed) {
+		return nil
+	}
+	return fmt.Errorf("%w: plugin path %q points to %s (which does not exist), outside the plugin directories (%s); add its directory to [plugins] directories of the runtime config to allow it",
+		ErrPluginNotAllowed, path, target, dirList(allowed))
+}
+
+// pointsTo is where p leads, as the system would resolve it once it exists: from the
+// working directory (p relative) or the root, each existing component replaced by its
+// real path (so a ".." after a symlinked directory leaves the link's target), and the
+// components from the first missing one on applied as text.
+func pointsTo(p string) (string, error) {
+	start := string(filepath.Separator)
+	if !filepath.IsAbs(p) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
+		p = wd + string(filepath.Separator) + p
+	}
+	cur, err := filepath.EvalSymlinks(start)
+	if err != nil {
+		return "", err
+	}
+	missing := false
+	for _, c := range strings.Split(filepath.ToSlash(p), "/") {
+		switch {
+		case c == "" || c == ".":
+		case c == "..":
+			cur = filepath.Dir(cur) // cur is real: its parent is the physical one
+		case missing:
+			cur = filepath.Join(cur, c)
+		default:
+			next := filepath.Join(cur, c)
+			if _, err := os.Lstat(next); err != nil {
+				missing, cur = true, next
+				continue
+			}
+			if cur, err = filepath.EvalSymlinks(next); err != nil {
+				return "", err
+			}
+		}
+	}
+	return cur, nil
+}
+
+// inside reports whether file (a real path) lies in one of dirs (resolved) or below it.
+func inside(file string, dirs []string) bool {
+	for _, d := range dirs {
 		rd, err := realPath(d)
 		if err != nil {
 			continue // a directory that does not exist holds nothing
 		}
 		if rel, err := filepath.Rel(rd, file); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return file, nil
+			return true
 		}
 	}
-	list := "none"
-	if len(allowed) > 0 {
-		list = strings.Join(allowed, ", ")
+	return false
+}
+
+func dirList(dirs []string) string {
+	if len(dirs) == 0 {
+		return "none"
 	}
-	return "", fmt.Errorf("%w: plugin path %q is %s, outside the plugin directories (%s); add its directory to [plugins] directories of the runtime config to allow it",
-		ErrPluginNotAllowed, path, file, list)
+	return strings.Join(dirs, ", ")
 }
 
 // realPath is the absolute path of p with every symlink and ".." resolved.

@@ -121,3 +121,69 @@ func TestPluginDirs(t *testing.T) {
 		t.Errorf("plugin dirs from the environment %q", got)
 	}
 }
+
+// TestCheckPluginPlace: a plugin path that does not exist yet is judged by where it
+// points: from the working directory, its existing parts' symlinks resolved before a ".."
+// is applied. "plugins/../../evil" and a missing file below a link that leaves the plugin
+// directory are refused with what they point to; a missing file below the plugin
+// directory (or below a link into it) is accepted. Before, any path that did not exist
+// passed (it was refused only at load, after the API had stored it).
+func TestCheckPluginPlace(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := filepath.Join(root, "app", "plugins")
+	outside := filepath.Join(root, "elsewhere", "deep")
+	for _, d := range []string{allowed, outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(allowed, "out") // a link in the plugin directory to a directory outside
+	in := filepath.Join(root, "in")      // a link outside to the plugin directory
+	for old, link := range map[string]string{outside: out, allowed: in} {
+		if err := os.Symlink(old, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(filepath.Join(root, "app"))
+	dirs := []string{allowed}
+	for _, tc := range []struct {
+		path, points string // points: "" when accepted
+	}{
+		{"plugins/../../evil", filepath.Join(root, "evil.so")},
+		{allowed + "/../../evil", filepath.Join(root, "evil.so")},
+		{allowed + "/../plugins-x/new.so", filepath.Join(root, "app", "plugins-x", "new.so")},
+		{out + "/new", filepath.Join(outside, "new.so")},
+		{out + "/../new.so", filepath.Join(root, "elsewhere", "new.so")}, // inside by its text, not in fact
+		{"plugins/out/missing/../../x", filepath.Join(root, "elsewhere", "x.so")},
+		{"plugins/new", ""},
+		{allowed + "/sub/dir/new.so", ""},
+		{in + "/new", ""},
+		{"../app/plugins/./new", ""},
+		{"builtin:null", ""},
+	} {
+		err := CheckPluginPlace(tc.path, dirs)
+		if tc.points == "" {
+			if err != nil {
+				t.Errorf("CheckPluginPlace(%q): %v, want accepted", tc.path, err)
+			}
+			continue
+		}
+		want := `plugin library not in an allowed directory: plugin path "` + tc.path + `" points to ` + tc.points +
+			` (which does not exist), outside the plugin directories (` + allowed + `); add its directory to [plugins] directories of the runtime config to allow it`
+		if !errors.Is(err, ErrPluginNotAllowed) || err == nil || err.Error() != want {
+			t.Errorf("CheckPluginPlace(%q) = %v\nwant %s", tc.path, err, want)
+		}
+	}
+	// A library that exists is judged by its real path, as LoadablePluginPath does.
+	evil := filepath.Join(outside, "evil.so")
+	if err := os.WriteFile(evil, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := `plugin library not in an allowed directory: plugin path "plugins/out/evil.so" is ` + evil + `, outside the plugin directories (` + allowed + `); add its directory to [plugins] directories of the runtime config to allow it`
+	if err := CheckPluginPlace("plugins/out/evil.so", dirs); err == nil || err.Error() != want {
+		t.Errorf("an existing library through a link: %v\nwant %s", err, want)
+	}
+}

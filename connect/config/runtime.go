@@ -203,6 +203,7 @@ type Embedded struct {
 	MaxConnectionsPerIP int    `toml:"max_connections_per_ip"` // per client IP address
 	LoginTimeout        string `toml:"login_timeout"`          // a new connection's time to log in, e.g. "10s"
 	FrameReadTimeout    string `toml:"frame_read_timeout"`     // time to finish a started frame, e.g. "30s"
+	DiskReserve         string `toml:"disk_reserve"`           // space kept for a full disk, e.g. "64MiB"; "0" = none
 }
 
 // DefaultRuntime returns the defaults of upstream's embedded config.toml (and Ferry's).

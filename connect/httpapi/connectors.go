@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
@@ -180,6 +181,7 @@ type offsetJSON struct {
 	// Only while the partition's offset stores fail (left out when they succeed).
 	StoreFailures  int            `json:"store_failures,omitempty"`
 	LastStoreError *lastErrorJSON `json:"last_store_error,omitempty"`
+	OffsetsAgeMs   *int64         `json:"offsets_age_ms,omitempty"`
 }
 
 func offsetOrNull(o int64) *int64 {
@@ -187,6 +189,17 @@ func offsetOrNull(o int64) *int64 {
 		return nil
 	}
 	return &o
+}
+
+// ageMs is how old, in milliseconds, a read of Iggy's offsets that began at is: the
+// runtime answers a kept read while it reads again (connect.Runtime.SinkPartitions).
+// nil when the figures are not Iggy's (at is zero).
+func ageMs(at time.Time) *int64 {
+	if at.IsZero() {
+		return nil
+	}
+	ms := max(time.Since(at).Milliseconds(), 0)
+	return &ms
 }
 
 // GET /sinks/{key}/offsets.
@@ -202,7 +215,7 @@ func (s *Server) getOffsets(w http.ResponseWriter, r *http.Request) {
 		out = append(out, offsetJSON{Stream: o.Stream, Topic: o.Topic, PartitionID: o.Partition,
 			CurrentOffset: offsetOrNull(o.Current), StoredOffset: offsetOrNull(o.Stored),
 			Lag: o.Lag, Uncommitted: o.Uncommitted, Owned: o.Owned,
-			StoreFailures: o.StoreFailures, LastStoreError: lastError(o.StoreError)})
+			StoreFailures: o.StoreFailures, LastStoreError: lastError(o.StoreError), OffsetsAgeMs: ageMs(o.ReadAt)})
 	}
 	s.writeJSON(w, http.StatusOK, out)
 }
@@ -349,6 +362,8 @@ type partitionJSON struct {
 	// Only while the partition's offset stores fail (left out when they succeed).
 	StoreFailures  int            `json:"store_failures,omitempty"`
 	LastStoreError *lastErrorJSON `json:"last_store_error,omitempty"`
+	// How old Iggy's figures are; left out when the partition's are the sink's alone.
+	OffsetsAgeMs *int64 `json:"offsets_age_ms,omitempty"`
 }
 
 // statusHead is what the status of both kinds starts with.
@@ -412,7 +427,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request, kind string) 
 		parts = append(parts, partitionJSON{Stream: p.Stream, Topic: p.Topic, PartitionID: p.Partition, State: p.State,
 			Polled: p.Polled, Delivered: p.Delivered, Done: p.Done, Stored: p.Stored, CurrentOffset: p.Current,
 			Lag: p.Lag, Pending: p.Pending, Uncommitted: p.Uncommitted, Paused: p.Paused,
-			StoreFailures: p.StoreFailures, LastStoreError: lastError(p.StoreError)})
+			StoreFailures: p.StoreFailures, LastStoreError: lastError(p.StoreError), OffsetsAgeMs: ageMs(p.ReadAt)})
 	}
 	s.writeJSON(w, http.StatusOK, struct {
 		statusHead

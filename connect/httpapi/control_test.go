@@ -83,8 +83,19 @@ func (a *api) offsets(key string) map[string]any {
 	if len(list) != 1 {
 		a.t.Fatalf("GET /sinks/%s/offsets = %v, want one partition", key, list)
 	}
-	wantKeys(a.t, "offsets", list[0], "stream", "topic", "partition_id", "current_offset", "stored_offset", "lag", "uncommitted", "owned")
-	return list[0]
+	wantKeys(a.t, "offsets", list[0], "stream", "topic", "partition_id", "current_offset", "stored_offset", "lag", "uncommitted", "owned", "offsets_age_ms")
+	return withoutAge(a.t, list[0])
+}
+
+// withoutAge checks that m's offsets_age_ms is a number of milliseconds and returns m
+// without it (its value depends on when the read of Iggy was).
+func withoutAge(t *testing.T, m map[string]any) map[string]any {
+	t.Helper()
+	if age, ok := m["offsets_age_ms"].(float64); !ok || age < 0 || age != float64(int64(age)) {
+		t.Fatalf("offsets_age_ms %v, want a whole number of milliseconds", m["offsets_age_ms"])
+	}
+	delete(m, "offsets_age_ms")
+	return m
 }
 
 // wantOffsets fails unless GET /sinks/{key}/offsets answers want now.

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -44,6 +45,7 @@ var (
 	resultLabels = []string{labelKey, labelResult}
 	keyLabel     = []string{labelKey}
 	partLabels   = []string{labelKey, labelPartition, labelStream, labelTopic}
+	topicLabels  = []string{labelKey, labelStream, labelTopic}
 	gaugeLabels  = []string{labelKey, labelType, labelName}
 )
 
@@ -102,6 +104,7 @@ const (
 	famStoresRefused
 	famStoreFailures
 	famConnGauge
+	famOffsetsAge
 	numFamilies
 )
 
@@ -152,6 +155,8 @@ var families = [numFamilies]family{
 		"Consecutive failed offset stores of the partition (0: the last one succeeded); meanwhile stores are retried with backoff and polling pauses at max_uncommitted.", kindGauge, partLabels, nil},
 	famConnGauge: {"ferry_connector_gauge",
 		"A connector's own figure, by name (the PostgreSQL CDC source: pg_slot_lag_bytes, pg_last_sent_lsn, pg_confirmed_flush_lsn).", kindGauge, gaugeLabels, nil},
+	famOffsetsAge: {"ferry_sink_offsets_age_seconds",
+		"Age of the read of Iggy behind a topic's ferry_sink_current_offset, ferry_sink_stored_offset and ferry_sink_lag (a scrape is answered from the last read while the next one runs).", kindGauge, topicLabels, nil},
 }
 
 func init() {
@@ -166,6 +171,7 @@ func init() {
 // labels, in its order.
 type emitter interface {
 	value(f int, v uint64, labels ...string)
+	seconds(f int, d time.Duration, labels ...string)
 	histogram(f int, h connect.Histogram, labels ...string)
 }
 
@@ -279,6 +285,15 @@ func collectConnector(e emitter, st *connect.Status) {
 		e.value(famPending, p.Pending, k, part, p.Stream, p.Topic)
 		e.value(famStoreFailures, uint64(max(p.StoreFailures, 0)), k, part, p.Stream, p.Topic)
 	}
+	// One age per topic: its partitions come from one read of Iggy (they are sorted by
+	// stream and topic).
+	now := time.Now()
+	for i, p := range st.Partitions {
+		if p.ReadAt.IsZero() || (i > 0 && st.Partitions[i-1].Stream == p.Stream && st.Partitions[i-1].Topic == p.Topic && !st.Partitions[i-1].ReadAt.IsZero()) {
+			continue
+		}
+		e.seconds(famOffsetsAge, max(now.Sub(p.ReadAt), 0), k, p.Stream, p.Topic)
+	}
 }
 
 // stageNames are Iggy's stages in label order (which is the order of the exposition).
@@ -321,6 +336,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 type metricEmitter chan<- prometheus.Metric
+
+func (ch metricEmitter) seconds(f int, d time.Duration, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(families[f].desc, prometheus.GaugeValue, d.Seconds(), labels...)
+}
 
 func (ch metricEmitter) value(f int, v uint64, labels ...string) {
 	t := prometheus.GaugeValue

@@ -78,6 +78,7 @@ schema = "text"
 // running sink and the disabled one; promtool finds nothing to say about the text format.
 func TestScrapeRealRuntime(t *testing.T) {
 	kit := iggykit.Start(t)
+	kit.Topic("metrics", "events", 1) // the runtime creates no topic (ferry run --create-topics does)
 	rt := runkit.StartFiles(t, kit.Dial(), runtimeFiles)
 	testkit.WaitFor(t, "the source to end and the sink to store every message", func() bool {
 		src, ok1 := rt.Connector(connect.KindSource, "gen")

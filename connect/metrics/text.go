@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ferryio/ferry/connect"
 )
@@ -38,6 +39,12 @@ func (e *textEmitter) reset() {
 func (e *textEmitter) value(f int, v uint64, labels ...string) {
 	b := appendSeries(e.bufs[f], families[f].name, "", families[f].labels, labels, "", "")
 	b = strconv.AppendUint(b, v, 10)
+	e.bufs[f] = append(b, '\n')
+}
+
+func (e *textEmitter) seconds(f int, d time.Duration, labels ...string) {
+	b := appendSeries(e.bufs[f], families[f].name, "", families[f].labels, labels, "", "")
+	b = appendFloat(b, d.Seconds())
 	e.bufs[f] = append(b, '\n')
 }
 

@@ -45,7 +45,8 @@ func FuzzCreateSinkBody(f *testing.F) {
 			t.Fatalf("own JSON form refused: %v\n%s", err, again)
 		}
 		want := *s
-		want.File, want.Version = back.File, back.Version
+		want.File, want.Version, want.PluginKeys = back.File, back.Version, back.PluginKeys
+		want.OffsetCommitUnset = false // the JSON form always names offset_commit
 		if redacted, _ := config.RedactJSON(s.PluginConfig); string(redacted) != string(s.PluginConfig) {
 			want.PluginConfig = back.PluginConfig
 		}

@@ -111,6 +111,9 @@ func shape(doc []byte) string {
 			return "an object"
 		}
 		keys := slices.Sorted(maps.Keys(m))
+		if len(keys) == 0 {
+			return "an empty object"
+		}
 		if len(keys) > 5 {
 			return fmt.Sprintf("an object with keys %s and %d more", strings.Join(keys[:5], ", "), len(keys)-5)
 		}

@@ -96,7 +96,11 @@ func NewHTTP(c config.Provider, o HTTPOptions) (*HTTP, error) {
 	if p.timeout <= 0 {
 		p.timeout = 10 * time.Second
 	}
-	p.client = &http.Client{Timeout: p.timeout}
+	// No redirect is followed: the request headers (secrets) must reach base_url's origin
+	// only, never another host nor http after https; a redirect is an error (redirectError).
+	p.client = &http.Client{Timeout: p.timeout, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p, nil
 }
@@ -124,10 +128,20 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // answer is one final response of the provider.
 type answer struct {
-	status int
-	body   []byte
-	url    string // as shown in errors
+	status   int
+	body     []byte
+	url      string   // as shown in errors
+	target   *url.URL // the URL asked
+	location string   // a redirect's Location, resolved against target ("" when none)
 }
+
+// maxAnswer bounds a provider's answer: a config answer is small, and a provider that
+// sends without end must not fill the memory.
+const maxAnswer = 16 << 20
+
+// errTooLarge is an answer past maxAnswer: final, not retried (the same API sends the
+// same answer again).
+var errTooLarge = fmt.Errorf("the response is too large: over the 16 MiB (%d bytes) a config answer may hold", maxAnswer)
 
 // do sends one operation, retrying transient failures (a transport error or timeout, 408,
 // 429 and 5xx) max_attempts times after the first, with exponential backoff; it returns the
@@ -148,6 +162,9 @@ func (p *HTTP) do(ctx context.Context, method, op string, vars map[string]string
 	for n := uint64(1); ; n++ {
 		a, err := p.once(ctx, method, target, body)
 		a.url = shown
+		if errors.Is(err, errTooLarge) {
+			return answer{}, fmt.Errorf("%w: %s %s: HTTP %d: %w", ErrProviderRequest, method, shown, a.status, err)
+		}
 		transient := err != nil || a.status == http.StatusRequestTimeout || a.status == http.StatusTooManyRequests || a.status >= 500
 		if !transient {
 			return a, nil
@@ -206,12 +223,45 @@ func (p *HTTP) once(ctx context.Context, method, target string, body []byte) (an
 		return answer{}, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	// A config answer is small: 16 MiB bounds a provider that sends without end.
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	a := answer{status: resp.StatusCode, target: req.URL}
+	if loc, err := resp.Location(); err == nil {
+		a.location = loc.String()
+	} else if raw := resp.Header.Get("Location"); raw != "" {
+		a.location = raw // does not parse: shown as given, cut
+	}
+	// One byte past the cap tells an answer of exactly maxAnswer from a larger one.
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil {
 		return answer{}, fmt.Errorf("read the response: %w", err)
 	}
-	return answer{status: resp.StatusCode, body: b}, nil
+	if len(b) > maxAnswer {
+		return a, errTooLarge
+	}
+	a.body = b
+	return a, nil
+}
+
+// redirectError is the error of a redirect (a 3xx answer with a Location), which the
+// provider never follows: Go's client would send request_headers (an API key, a token)
+// to wherever the Location points, another host or plain http after https, and turns
+// a POST or PUT answered 301, 302 or 303 into a GET, which would read as a success.
+// The error names the Location and why following it would be wrong.
+func (p *HTTP) redirectError(method string, a answer) error {
+	loc := a.location
+	why := ""
+	if u, err := url.Parse(loc); err == nil && u.IsAbs() {
+		loc = u.Redacted()
+		switch {
+		case a.target != nil && a.target.Scheme == "https" && u.Scheme != "https":
+			why = "it leads from https to " + u.Scheme + ", where the request headers would travel in clear text; "
+		case a.target != nil && (u.Scheme != a.target.Scheme || u.Host != a.target.Host):
+			why = "it leads to another origin (" + u.Scheme + "://" + u.Host + "), which would receive the request headers; "
+		}
+	} else {
+		loc = excerpt([]byte(loc))
+	}
+	return fmt.Errorf("%w: %s %s: HTTP %d: redirect to %s refused: %sthe config provider follows no redirect (set connectors.base_url, or the operation's url_templates, to where the API answers)",
+		ErrProviderRequest, method, a.url, a.status, loc, why)
 }
 
 // backoff is the wait after the n-th failed attempt: initial_backoff × multiplier^(n-1),
@@ -245,6 +295,11 @@ func (p *HTTP) statusError(method string, a answer) error {
 func (p *HTTP) call(ctx context.Context, method, op string, vars map[string]string, query url.Values, body []byte, what string) (json.RawMessage, error) {
 	a, err := p.do(ctx, method, op, vars, query, body)
 	if err != nil {
+		return nil, err
+	}
+	if a.status >= 300 && a.status <= 399 && a.location != "" {
+		err := p.redirectError(method, a)
+		p.log.Warn("config provider: redirect refused", "method", method, "url", a.url, "status", a.status, "error", err)
 		return nil, err
 	}
 	if a.status == http.StatusNotFound && what != "" {
@@ -300,8 +355,50 @@ func (p *HTTP) file(op string, typ config.ConnectorType, key string) string {
 
 // activeConfigs is the answer of get_active_configs.
 type activeConfigs struct {
-	Sinks   map[string]json.RawMessage `json:"sinks"`
-	Sources map[string]json.RawMessage `json:"sources"`
+	Sinks   map[string]json.RawMessage
+	Sources map[string]json.RawMessage
+}
+
+// activeShape reads the payload of get_active_configs, which must be an object with both
+// "sinks" and "sources", each an object of key → config ({} for none; other keys are
+// ignored). Anything else is refused whole: a reload applies the answer as the complete
+// list of connectors, so a maintenance page, a null or a missing key read as "no
+// connectors" would stop every one of them.
+func activeShape(raw json.RawMessage) (activeConfigs, error) {
+	const want = `{"sinks": {KEY: SinkConfig, …}, "sources": {KEY: SourceConfig, …}}`
+	var ac activeConfigs
+	if firstByte(raw) != '{' {
+		return ac, fmt.Errorf("the active configs are %s, not %s", shape(raw), want)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return ac, fmt.Errorf("the active configs are not %s: %w", want, err)
+	}
+	var missing []string
+	for _, k := range []string{"sinks", "sources"} {
+		if _, ok := top[k]; !ok {
+			missing = append(missing, `"`+k+`"`)
+		}
+	}
+	if len(missing) > 0 {
+		return ac, fmt.Errorf("the active configs lack %s (the answer is %s), want %s", strings.Join(missing, " and "), shape(raw), want)
+	}
+	for _, k := range []string{"sinks", "sources"} {
+		v := top[k]
+		if firstByte(v) != '{' {
+			return ac, fmt.Errorf("the active configs' %q is %s, not an object of key → config ({} for none)", k, shape(v))
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(v, &m); err != nil {
+			return ac, fmt.Errorf("the active configs' %q: %w", k, err)
+		}
+		if k == "sinks" {
+			ac.Sinks = m
+		} else {
+			ac.Sources = m
+		}
+	}
+	return ac, nil
 }
 
 // Load reads the active config of every connector (get_active_configs), as
@@ -347,9 +444,9 @@ func (p *HTTP) active(ctx context.Context) (*config.Connectors, []invalid, error
 	if err != nil {
 		return nil, nil, err
 	}
-	var ac activeConfigs
-	if err := json.Unmarshal(raw, &ac); err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: the active configs are not an object of sinks and sources: %w", ErrProviderRequest, p.String(), err)
+	ac, err := activeShape(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: GET %s: %w", ErrProviderRequest, p.shown+p.templates[config.OpGetActiveConfigs], err)
 	}
 	out := &config.Connectors{}
 	var bad []invalid
@@ -418,6 +515,9 @@ func list[C config.Sink | config.Source](p *HTTP, typ config.ConnectorType, op, 
 		return nil, err
 	}
 	var items []json.RawMessage
+	if firstByte(raw) != '[' {
+		return nil, fmt.Errorf("%w: %s: the configs of %s %q are %s, not an array", ErrProviderRequest, p.file(op, typ, key), typ, key, shape(raw))
+	}
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, fmt.Errorf("%w: %s: the configs of %s %q are not an array: %w", ErrProviderRequest, p.file(op, typ, key), typ, key, err)
 	}
@@ -510,8 +610,9 @@ func create[C config.Sink | config.Source](p *HTTP, typ config.ConnectorType, op
 	return out, nil
 }
 
-// checkPlugin refuses a new config whose native plugin lies outside dirs, so that no
-// provider stores a path the runtime would refuse to load.
+// checkPlugin refuses a new config whose native plugin lies outside dirs, or would once
+// it exists (config.CheckPluginPlace), so that no provider stores a path the runtime
+// would refuse to load.
 func checkPlugin(c any, dirs []string) error {
 	var common *config.Common
 	switch c := c.(type) {
@@ -525,7 +626,7 @@ func checkPlugin(c any, dirs []string) error {
 	if _, ok := common.Builtin(); ok {
 		return nil
 	}
-	if _, err := config.LoadablePluginPath(common.Path, dirs); errors.Is(err, config.ErrPluginNotAllowed) {
+	if err := config.CheckPluginPlace(common.Path, dirs); err != nil {
 		return &config.Error{File: configjson.BodyFile, Key: "path", Msg: err.Error(), Err: config.ErrInvalidConfig}
 	}
 	return nil

@@ -454,6 +454,12 @@ func TestHTTPProviderInvalidConfigs(t *testing.T) {
 	if !errors.Is(err, config.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Key != "path" {
 		t.Fatalf("plugin outside the plugin directories: %v", err)
 	}
+	later := p.pluginDirs[0] + "/../../evil" // not there yet, outside once it is
+	_, err = p.CreateSink("gen", []byte(`{"enabled": true, "name": "n", "path": "`+later+`", "streams": [{"stream": "s", "topics": ["t"], "schema": "json"}]}`))
+	if !errors.Is(err, config.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Key != "path" || !strings.Contains(err.Error(), `plugin path "`+later+`" points to `) ||
+		!strings.Contains(err.Error(), "evil.so (which does not exist), outside the plugin directories") {
+		t.Fatalf("a plugin path that will point outside: %v", err)
+	}
 	if n := len(srv.Requests()); n != before {
 		t.Fatalf("a refused body was sent (%d requests, want %d)", n, before)
 	}

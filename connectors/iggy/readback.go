@@ -115,7 +115,7 @@ func (h *heldBack) holds(lane string, key []byte, part uint32, offset uint64, p 
 	}
 	switch p {
 	case partitionSame:
-		return h.origins.HoldsIn(part, lane, offset)
+		return h.origins.Holds(int(part), lane, offset) // partition n goes to index n (Open checked there are enough)
 	case partitionKey:
 		return h.origins.HoldsKeyed(key, lane, offset)
 	}

@@ -211,7 +211,7 @@ func (s *Source) Read(ctx context.Context) (sdk.SourceBatch, sdk.AckFunc, error)
 		}
 		switch s.cfg.Partitioning {
 		case partitionSame:
-			pm.Partition = sdk.PartitionID(part)
+			pm.Partition = sdk.PartitionAt(part)
 		case partitionKey:
 			pm.PartitionKey = key
 		}

@@ -37,6 +37,7 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 	f.Bool("fields_from_json", &c.FieldsFromJSON).Default(false).Doc("a JSON object payload's top-level fields become the entry's fields")
 	f.Int64("maxlen", &c.MaxLen).Default(0).Min(0).Doc("approximate trimming (MAXLEN ~): 0 keeps every entry")
 	f.AtMostOne("field", "fields_from_json")
+	f.Commits(sdk.CommitsEachBatch) // once Redis acknowledged the batch's XADDs
 	f.Check(func() error {
 		if _, err := parseTemplate(c.StreamKey); err != nil {
 			return sdk.FieldErr("stream_key", "%v", err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"sync"
@@ -24,6 +25,7 @@ type store struct {
 	client *s3.Client
 	bucket string
 	trs    *transports // closed with the sink, so no idle connection outlives it
+	log    *slog.Logger
 }
 
 // transports remembers the HTTP transports the SDK built for the client (a custom CA
@@ -75,7 +77,7 @@ func newStore(ctx context.Context, s settings) (*store, error) {
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
-	return &store{client: client, bucket: s.Bucket, trs: trs}, nil
+	return &store{client: client, bucket: s.Bucket, trs: trs, log: slog.New(slog.DiscardHandler)}, nil
 }
 
 func (st *store) close() { st.trs.close() }
@@ -96,6 +98,9 @@ func (st *store) check(ctx context.Context) error {
 	return fmt.Errorf("bucket %q: %w", st.bucket, err)
 }
 
+// errVanished is verify's answer when a key refused as taken holds no object.
+var errVanished = errors.New("the key holds no object")
+
 // errExists is put's answer when the key already holds this very object: its identity
 // metadata names the range uploaded.
 var errExists = errors.New("object exists")
@@ -103,7 +108,21 @@ var errExists = errors.New("object exists")
 // put uploads body under key, id in its metadata, only if no object has that key
 // (If-None-Match: *). When one does, it returns errExists if that object is id's (the
 // range was written before: a retry, a crash, another owner), a *foreignError if not.
+//
+// A key refused as taken that then holds no object (vanished: deleted in between, or a
+// server that crashed while writing it left its metadata without its data, as versitygw's
+// POSIX backend does when killed mid-PUT) is written again without the condition: there
+// is nothing there to keep, and the same range always has the same content.
 func (st *store) put(ctx context.Context, key string, body []byte, contentType string, id identity) error {
+	err := st.putObject(ctx, key, body, contentType, id, true)
+	if errors.Is(err, errVanished) {
+		st.log.Warn("s3 sink: the key was refused as taken but holds no object; writing it without the condition", "key", key)
+		err = st.putObject(ctx, key, body, contentType, id, false)
+	}
+	return err
+}
+
+func (st *store) putObject(ctx context.Context, key string, body []byte, contentType string, id identity, onlyNew bool) error {
 	_, err := st.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(st.bucket),
 		Key:           aws.String(key),
@@ -111,7 +130,7 @@ func (st *store) put(ctx context.Context, key string, body []byte, contentType s
 		ContentLength: aws.Int64(int64(len(body))),
 		ContentType:   aws.String(contentType),
 		Metadata:      id.meta(),
-		IfNoneMatch:   aws.String("*"),
+		IfNoneMatch:   ifNoneMatch(onlyNew),
 	})
 	switch status(err) {
 	case http.StatusOK:
@@ -133,8 +152,8 @@ func (st *store) verify(ctx context.Context, key string, want identity) error {
 	switch {
 	case err != nil:
 		return err
-	case !found: // deleted since: the next attempt writes it
-		return fmt.Errorf("put s3://%s/%s: refused as existing, then not found", st.bucket, key)
+	case !found:
+		return fmt.Errorf("put s3://%s/%s: refused as existing, then not found: %w", st.bucket, key, errVanished)
 	case known && got.same(want):
 		return errExists
 	}
@@ -356,6 +375,19 @@ func (st *store) copy(ctx context.Context, src, dst, contentType string, sizes [
 		off += n
 	}
 	err = st.complete(ctx, dst, id, etags, true)
+	if errors.Is(err, errExists) {
+		if err = st.verify(ctx, dst, ident); errors.Is(err, errVanished) {
+			st.log.Warn("s3 sink: the key was refused as taken but holds no object; completing it without the condition", "key", dst)
+			err = st.complete(ctx, dst, id, etags, false)
+		}
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, errExists) {
+			_ = st.abort(context.WithoutCancel(ctx), dst, id)
+			return err
+		}
+	}
 	if err != nil {
 		_ = st.abort(context.WithoutCancel(ctx), dst, id)
 		if errors.Is(err, errNoUpload) { // our own upload of dst, just created: not src's absence

@@ -110,9 +110,11 @@ const (
 	RotationMessages = "messages"
 )
 
-// Spec declares plugin_config and the one commit mode the sink runs with; Open decodes
-// with it and `ferry check` validates with it.
-var Spec = sdk.ConfigSpec{CommitModes: []string{"sink_controlled"}, Fields: []sdk.ConfigField{
+// Spec declares plugin_config and the one commit mode the sink runs with (also when a
+// file sets no offset_commit, as upstream's s3_sink files do), committing a partition's
+// offsets once their object is in the bucket; Open decodes with it and `ferry check`
+// validates with it.
+var Spec = sdk.ConfigSpec{CommitModes: []string{"sink_controlled"}, Commits: sdk.CommitsWhenDurable, Fields: []sdk.ConfigField{
 	{Name: FieldBucket, Type: sdk.TypeString, Required: true, Doc: "the bucket objects go to"},
 	{Name: FieldRegion, Type: sdk.TypeString, Required: true, Doc: "the bucket's region (us-east-1; auto for R2)"},
 	{Name: FieldPrefix, Type: sdk.TypeString, Doc: "prepended to every object key"},

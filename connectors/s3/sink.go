@@ -137,6 +137,7 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 	if s.st, err = newStore(ctx, cfg); err != nil {
 		return fmt.Errorf("s3 sink: %w", err)
 	}
+	s.st.log = s.log
 	if err := s.st.check(ctx); err != nil {
 		s.st.close()
 		return fmt.Errorf("s3 sink: %w", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -575,5 +577,46 @@ func TestParquetEncodeFailureRetried(t *testing.T) {
 	}
 	if last, _ := c.of(0); last != 199 {
 		t.Fatalf("committed %d, want 199", last)
+	}
+}
+
+// TestHalfWrittenKeyIsWrittenAgain: versitygw killed in the middle of a PUT (the soak's S3
+// outage) leaves the object's metadata without its data: a conditional PUT is then refused
+// as existing while a HEAD finds nothing. The sink retried that forever (the soak timed out
+// "waiting for run 2 writing"); it now writes the key without the condition, once, and the
+// object is there with its identity.
+func TestHalfWrittenKeyIsWrittenAgain(t *testing.T) {
+	srv := s3test.Connect(t)
+	dir := os.Getenv("FERRY_S3_DIR")
+	if dir == "" {
+		t.Fatal("FERRY_S3_DIR is not set (scripts/s3.sh start exports it with the endpoint)")
+	}
+	bucket := srv.Bucket(t)
+	s := open(t, config(srv, bucket, ""), &commits{})
+	ctx := context.Background()
+	id := identity{stream: "s", topic: "t", partition: 0, first: 0, last: 9, lastTS: 42}
+	key := "p/00000-00000000000000000000-00000000000000000009.jsonl"
+	if err := s.st.put(ctx, key, []byte("before the crash"), "text/plain", id); err != nil {
+		t.Fatal(err)
+	}
+	// What the server's crash left: the sidecar metadata, no data.
+	if err := os.Remove(filepath.Join(dir, "data", bucket, key)); err != nil {
+		t.Fatal(err)
+	}
+	if _, known, found, err := s.st.identity(ctx, key); err != nil || found || known {
+		t.Fatalf("head of the half-written key: found %v, known %v, %v", found, known, err)
+	}
+	if err := s.st.put(ctx, key, []byte("written again"), "text/plain", id); err != nil {
+		t.Fatalf("put over the half-written key: %v", err)
+	}
+	if got := string(srv.Get(t, bucket, key)); got != "written again" {
+		t.Fatalf("object holds %q", got)
+	}
+	if got, known, found, err := s.st.identity(ctx, key); err != nil || !found || !known || got != id {
+		t.Fatalf("identity %+v known %v found %v, %v", got, known, found, err)
+	}
+	// A key that now holds the object is refused as written, as before.
+	if err := s.st.put(ctx, key, []byte("again"), "text/plain", id); !errors.Is(err, errExists) {
+		t.Fatalf("third put: %v, want errExists", err)
 	}
 }

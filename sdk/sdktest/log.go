@@ -9,8 +9,10 @@ import (
 
 // Log stands in for a source's Iggy topic: partitions of appended messages, numbered
 // from offset 0. A message with a partition key goes to the partition its key hashes to
-// (the same for every message of one key, as Iggy's key partitioning), one with a
-// Partition to that partition; one without either goes round robin, one partition per batch. Safe for concurrent use.
+// (the same for every message of one key, as Iggy's key partitioning); one without goes
+// round robin, one partition per batch; one that names its partition
+// ([sdk.ProducedMessage.Partition]) goes there (its index modulo the partitions). Safe for
+// concurrent use.
 type Log struct {
 	mu    sync.Mutex
 	parts [][]Stored
@@ -37,13 +39,13 @@ func (l *Log) Append(msgs []sdk.ProducedMessage) {
 		i := rr
 		switch {
 		case m.Partition != nil:
-			i = int(*m.Partition) // out of range panics: the runtime's send would fail
+			i = int(*m.Partition % uint32(len(l.parts)))
 		case len(m.PartitionKey) > 0:
 			i = l.partitionOf(m.PartitionKey)
 		}
 		cp := sdk.ProducedMessage{ID: m.ID, Payload: append([]byte(nil), m.Payload...),
-			PartitionKey: append([]byte(nil), m.PartitionKey...), Headers: copyHeaders(m.Headers),
-			Partition: m.Partition, OriginTimestamp: m.OriginTimestamp}
+			PartitionKey: append([]byte(nil), m.PartitionKey...), Headers: copyHeaders(m.Headers), Partition: m.Partition,
+			OriginTimestamp: m.OriginTimestamp}
 		l.parts[i] = append(l.parts[i], Stored{Partition: uint32(i), Offset: uint64(len(l.parts[i])), Message: cp})
 	}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -73,6 +74,7 @@ func (s *Store) load() error {
 	}
 	for _, st := range s.streams {
 		for _, t := range st.topics {
+			t.indexParts()
 			for _, p := range t.parts {
 				if p.stats, err = s.readState(p.key); err != nil {
 					return err
@@ -164,12 +166,18 @@ func decodeTopic(sid, tid uint32, v []byte) (*topicState, error) {
 func (t *topicState) export() Topic {
 	out := Topic{StreamID: t.streamID, ID: t.id, CreatedAt: t.createdAt, TopicConfig: t.cfg}
 	out.Options = slices.Clone(t.cfg.Options)
-	out.Partitions = make([]Partition, 0, len(t.parts))
-	for _, p := range t.parts {
-		out.Partitions = append(out.Partitions, Partition{ID: p.key.Partition, CreatedAt: p.createdAt})
-	}
-	slices.SortFunc(out.Partitions, func(a, b Partition) int { return int(a.ID) - int(b.ID) })
+	out.Partitions = t.byID[:len(t.byID):len(t.byID)] // shared: indexParts never writes into it
 	return out
+}
+
+// indexParts rebuilds t.byID from t.parts; the caller holds the store's write lock (or
+// t is not published yet).
+func (t *topicState) indexParts() {
+	t.byID = make([]Partition, 0, len(t.parts))
+	for _, p := range t.parts {
+		t.byID = append(t.byID, Partition{ID: p.key.Partition, CreatedAt: p.createdAt})
+	}
+	slices.SortFunc(t.byID, func(a, b Partition) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 func checkName(name string) error {

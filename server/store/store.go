@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -61,7 +60,9 @@ type Options struct {
 	// deleted on the first ENOSPC, so the write in flight and Pebble's own work
 	// still find room while the store turns to refusing writes (fault.go). Default
 	// DefaultDiskReserve with the operating system's file system, none with
-	// Options.FS; negative turns it off.
+	// Options.FS; negative turns it off. When it does not fit, Open fails with a
+	// *ReserveError (ErrNoRoomForReserve) on a directory without a database, and opens
+	// an existing database read-only.
 	DiskReserve int64
 	// ProbeInterval is how often the data directory is checked to still exist and
 	// be writable. Default DefaultProbeInterval with the operating system's file
@@ -155,6 +156,7 @@ func Open(opts Options) (*Store, error) {
 		s.wo = pebble.NoSync
 	}
 	fs, probe := opts.FS, opts.ProbeInterval
+	var created createdPaths // what an Open that fails early removes again
 	s.reserve = opts.DiskReserve
 	if fs == nil {
 		if s.reserve == 0 {
@@ -166,11 +168,15 @@ func Open(opts Options) (*Store, error) {
 		// Pebble's own LOCK uses fcntl locks, which do not exclude a second
 		// open from the same process under another spelling of the path;
 		// flock on a file of our own does.
+		lockPath := filepath.Join(opts.Dir, lockName)
+		created = recordCreated(opts.Dir, lockPath)
 		if err := makePrivate(opts.Dir); err != nil {
+			created.undo()
 			return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
 		}
-		l, err := lockDir(filepath.Join(opts.Dir, "FERRY.LOCK"))
+		l, err := lockDir(lockPath)
 		if err != nil {
+			created.undo()
 			return nil, fmt.Errorf("store: open %s: %w (%w)", opts.Dir, ErrLocked, err)
 		}
 		s.dirLock = l
@@ -185,11 +191,21 @@ func Open(opts Options) (*Store, error) {
 		}
 	}}
 	if err := s.ensureBallast(); err != nil {
-		// No room for the reserve: the disk is full (or read-only). Open read-only,
-		// so the data can still be read; writes are refused until a restart with room.
-		s.log.Error("no room for the disk reserve; opening read-only", "err", err, "reserve", s.reserve)
+		re := &ReserveError{Dir: opts.Dir, Need: s.reserve, Err: err}
+		re.Free, re.FreeKnown = freeBytes(opts.Dir)
+		if desc, perr := pebble.Peek(opts.Dir, s.baseFS); perr != nil || !desc.Exists {
+			// Nothing to serve read-only: fail, and leave nothing behind, so that the
+			// next start is a first boot again.
+			s.unlockDir()
+			created.undo()
+			return nil, fmt.Errorf("store: open %s: %w", opts.Dir, re)
+		}
+		// No room for the reserve under existing data: the disk is full (or
+		// read-only). Open read-only, so the data can still be read; writes are
+		// refused until a restart with room.
+		s.log.Error("no room for the disk reserve; opening read-only", "err", re, "reserve", s.reserve)
 		po.ReadOnly, s.readOnly = true, true
-		s.setFault(fmt.Errorf("no room for the %d-byte disk reserve at start: %w", s.reserve, err), false)
+		s.setFault(fmt.Errorf("disk reserve at start: %w", re), false)
 	}
 	db, err := pebble.Open(opts.Dir, po)
 	if err != nil {
@@ -210,9 +226,9 @@ func Open(opts Options) (*Store, error) {
 		go s.syncLoop(opts.FsyncInterval)
 	}
 	if probe > 0 {
-		if fi, err := os.Stat(opts.Dir); err == nil {
+		if base, err := s.newProbeBase(); err == nil {
 			s.wg.Add(1)
-			go s.probeLoop(probe, fi)
+			go s.probeLoop(probe, base)
 		}
 	}
 	return s, nil

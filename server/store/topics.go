@@ -39,6 +39,7 @@ func (s *Store) CreateTopic(streamID uint32, partitions uint32, cfg TopicConfig)
 	for pid := range partitions {
 		t.parts[pid] = newPartition(b, t, pid, t.createdAt)
 	}
+	t.indexParts()
 	if err := s.commit(b, "create topic"); err != nil {
 		return Topic{}, err
 	}
@@ -257,6 +258,7 @@ func (s *Store) CreatePartitions(streamID, topicID, n uint32) ([]Partition, erro
 		t.parts[p.key.Partition] = p
 		out = append(out, Partition{ID: p.key.Partition, CreatedAt: p.createdAt})
 	}
+	t.indexParts()
 	return out, nil
 }
 
@@ -290,6 +292,7 @@ func (s *Store) DeletePartitions(streamID, topicID, n uint32) error {
 	for _, pid := range gone {
 		delete(t.parts, pid)
 	}
+	t.indexParts()
 	return nil
 }
 

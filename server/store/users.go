@@ -108,18 +108,24 @@ func (v *verifiedPasswords) digest(password string) [sha256.Size]byte {
 	return d
 }
 
-// check is checkPassword, answered from the remembered matches when it can be.
-func (v *verifiedPasswords) check(encoded, password string) bool {
+// remembered reports whether password is the one that last matched encoded.
+func (v *verifiedPasswords) remembered(encoded, password string) bool {
 	d := v.digest(password)
 	v.mu.Lock()
 	known, ok := v.m[encoded]
 	v.mu.Unlock()
-	if ok && subtle.ConstantTimeCompare(known[:], d[:]) == 1 {
+	return ok && subtle.ConstantTimeCompare(known[:], d[:]) == 1
+}
+
+// check is checkPassword, answered from the remembered matches when it can be.
+func (v *verifiedPasswords) check(encoded, password string) bool {
+	if v.remembered(encoded, password) {
 		return true
 	}
 	if !checkPassword(encoded, password) {
 		return false
 	}
+	d := v.digest(password)
 	v.mu.Lock()
 	if len(v.m) >= maxVerified {
 		clear(v.m)
@@ -429,6 +435,30 @@ func (s *Store) Authenticate(username, password string) (User, error) {
 		return User{}, fmt.Errorf("user %q: %w", username, ErrInvalidCredentials)
 	}
 	return out, nil
+}
+
+// AuthenticateRemembered is Authenticate without a key derivation: ok is true when
+// password is the one that last matched the user's stored hash (one HMAC, see
+// verifiedPasswords), and false when only Authenticate can tell (an unknown user, a
+// wrong password, a right one not checked since the process started). The server
+// answers such logins without waiting for a password-hash slot. Errors: ErrClosed.
+func (s *Store) AuthenticateRemembered(username, password string) (User, bool, error) {
+	s.mu.RLock()
+	u, ok := s.userByName(username)
+	closed := s.closed
+	var hash string
+	var out User
+	if ok {
+		hash, out = u.passwordHash, u.export()
+	}
+	s.mu.RUnlock()
+	switch {
+	case closed:
+		return User{}, false, ErrClosed
+	case ok && s.verified.remembered(hash, password):
+		return out, true, nil
+	}
+	return User{}, false, nil
 }
 
 // CreateToken creates a personal access token for the user and returns the

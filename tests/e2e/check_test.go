@@ -55,9 +55,10 @@ func TestCheckPluginConfig(t *testing.T) {
 	if exitErr := (*exec.ExitError)(nil); !errors.As(err, &exitErr) {
 		t.Fatalf("check: err = %v, want a non-zero exit\n%s", err, got)
 	}
-	want := sinkFile + ": plugin_config.flush_intervall: unknown field (known: path, flush_interval, fsync_each_batch); " +
-		`plugin_config.fsync_each_batch: want a bool, got string "yes"; ` +
-		"plugin_config.path: " + blocker + " is not a directory (in the path of " + out + ")"
+	// Each problem names the file and the key's line.
+	want := sinkFile + ":24: plugin_config.flush_intervall: unknown field (known: path, flush_interval, fsync_each_batch); " +
+		sinkFile + `:23: plugin_config.fsync_each_batch: want a bool, got string "yes"; ` +
+		sinkFile + ":21: plugin_config.path: " + blocker + " is not a directory (in the path of " + out + ")"
 	if !strings.Contains(string(got), want) {
 		t.Fatalf("check output:\n%s\nwant it to contain:\n%s", got, want)
 	}

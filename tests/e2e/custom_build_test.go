@@ -78,7 +78,9 @@ func TestCustomBuild(t *testing.T) {
 	if err != nil {
 		t.Fatalf("connectors partfiles: %v\n%s", err, out)
 	}
-	want := "sink builtin:partfiles\n  dir  string  required  the directory of the partition files (created if missing)\n"
+	want := "sink builtin:partfiles\n" +
+		"  offset_commit: sink_controlled; when not set: sink_controlled (its only mode); under sink_controlled: commits each batch once written, inside Consume\n" +
+		"  dir  string  required  the directory of the partition files (created if missing)\n"
 	if out != want {
 		t.Fatalf("connectors partfiles:\n%s\nwant:\n%s", out, want)
 	}

@@ -336,7 +336,8 @@ func TestS3PoisonToDeadLetter(t *testing.T) {
 		`output_format = "parquet"`, `output_format = "json_lines"`, "max_messages_per_file = 700", "max_messages_per_file = 50").Replace(s3Sink(srv, bucket))
 	conns := filepath.Join(dir, "s3")
 	writeFile(t, filepath.Join(conns, "sink.toml"), sink)
-	args := []string{"run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0"}
+	// --create-topics: the dead-letter topic exists only if someone creates it.
+	args := []string{"run", "--config", remoteConfig(t, dir, addr, conns), "--create-topics", "--progress", "0"}
 	lines := func() []string {
 		var out []string
 		for _, k := range srv.Keys(t, bucket) {

@@ -204,8 +204,8 @@ interval = "200ms"
 	return cfg
 }
 
-// fiveMessages starts a server and sends five messages to partition 0 of s/t; it returns
-// the server's address. They are sent before ferry starts, so its first poll
+// fiveMessages starts a server, creates s/t and s/generated (the source's) and sends five
+// messages to partition 0 of s/t; it returns the server's address. They are sent before ferry starts, so its first poll
 // (batch_length 100) gets all five.
 func fiveMessages(t *testing.T, dir string) string {
 	t.Helper()
@@ -213,8 +213,11 @@ func fiveMessages(t *testing.T, dir string) string {
 	c := dial(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.EnsureTopic(ctx, "s", "t", 1); err != nil {
-		t.Fatal(err)
+	// The source's topic too: no connector creates its own (ferry run --create-topics does).
+	for _, topic := range []string{"t", "generated"} {
+		if err := c.EnsureTopic(ctx, "s", topic, 1); err != nil {
+			t.Fatal(err)
+		}
 	}
 	msgs := make([]iggy.Message, 5)
 	for i := range msgs {

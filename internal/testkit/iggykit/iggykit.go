@@ -66,11 +66,24 @@ func (e *Env) Dial(opts ...iggy.Opt) *iggy.Client {
 	return c
 }
 
-// Topic creates stream (if missing) and topic with partitions partitions.
+// Topic creates stream (if missing) and topic with partitions partitions (an existing
+// topic is left as it is); past the 1,000 one request may create, the rest are added a
+// thousand at a time.
 func (e *Env) Topic(stream, topic string, partitions uint32) {
 	e.T.Helper()
-	if err := e.Admin.EnsureTopic(e.Ctx(), stream, topic, partitions); err != nil {
+	if _, err := e.Admin.GetTopic(e.Ctx(), iggy.Name(stream), iggy.Name(topic)); err == nil {
+		return
+	}
+	first := min(partitions, wire.MaxPartitionsPerRequest)
+	if err := e.Admin.EnsureTopic(e.Ctx(), stream, topic, first); err != nil {
 		e.T.Fatalf("create %s/%s: %v", stream, topic, err)
+	}
+	for n := first; n < partitions; {
+		more := min(partitions-n, wire.MaxPartitionsPerRequest)
+		if err := e.Admin.CreatePartitions(e.Ctx(), iggy.Name(stream), iggy.Name(topic), more); err != nil {
+			e.T.Fatalf("add %d partitions to %s/%s: %v", more, stream, topic, err)
+		}
+		n += more
 	}
 }
 
