@@ -36,5 +36,6 @@ func Registry() *sdk.Registry {
 		AddSink(kafka.Name, func() sdk.Sink { return kafka.New() }, kafka.Spec).
 		AddSource(kafkasource.Name, func() sdk.Source { return kafkasource.New() }, kafkasource.Spec).
 		AddSink(redissink.Name, func() sdk.Sink { return redissink.New() }, redissink.Spec).
-		AddSource(iggysource.Name, func() sdk.Source { return iggysource.New() }, iggysource.Spec)
+		AddSource(iggysource.Name, func() sdk.Source { return iggysource.New() }, iggysource.Spec).
+		AddSource(redissink.Name, func() sdk.Source { return redissink.NewSource() }, redissink.SourceSpec)
 }
