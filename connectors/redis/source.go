@@ -47,7 +47,7 @@ type sourceConfig struct {
 // SourceConfig declares the source's plugin_config.
 var SourceConfig = sdk.NewConfig(func(c *sourceConfig, f *sdk.Fields) {
 	f.URL("url", &c.URL, "redis", "rediss").Required().Doc("redis://[user:password@]host:port/db (rediss:// for TLS); the password is never shown")
-	f.Strings("stream_keys", &c.StreamKeys).Required().NonEmpty().Doc("the streams read, each through the consumer group")
+	f.Strings("stream_keys", &c.StreamKeys).Required().Doc("the streams read, each through the consumer group")
 	f.String("group", &c.Group).Doc("the consumer group (default ferry-<key>), created at open where missing")
 	f.String("consumer", &c.Consumer).Doc("this reader's name in the group (default ferry-<key>); keep it stable: its pending entries are read again after a restart")
 	f.Duration("block", &c.Block).Default(time.Second).Min(time.Millisecond).Max(time.Minute).Doc("how long one XREADGROUP waits for new entries")
@@ -57,6 +57,9 @@ var SourceConfig = sdk.NewConfig(func(c *sourceConfig, f *sdk.Fields) {
 	sdk.Enum(f, "start_from", &c.StartFrom, sdk.Choice(startEarliest), sdk.Choice(startLatest)).Default(startEarliest).
 		Doc("where a group created at open begins: the stream's first entry or after its last")
 	f.Check(func() error {
+		if len(c.StreamKeys) == 0 {
+			return sdk.FieldErr("stream_keys", "no stream to read")
+		}
 		seen := map[string]bool{}
 		for _, k := range c.StreamKeys {
 			if k == "" {
@@ -105,8 +108,8 @@ func NewSource() *Source { return &Source{} }
 
 // Open parses the config, connects (PING, three attempts), creates the group on each
 // stream where it is missing (MKSTREAM) and reads back the topic's last messages
-// (sdk.ReadBack, batch_size per partition: the one batch a crash can leave in Iggy
-// unacknowledged). A config error and refused credentials are permanent.
+// (sdk.ReadBack, batch_size × streams per partition: the one batch a crash can leave in
+// Iggy unacknowledged). A config error and refused credentials are permanent.
 func (s *Source) Open(ctx context.Context, env sdk.SourceEnv) error {
 	cfg, err := SourceConfig.Parse(env.Config)
 	if err != nil {
@@ -162,7 +165,9 @@ func (s *Source) open(ctx context.Context, env sdk.SourceEnv) error {
 		}
 	}
 	held := map[entryKey]bool{}
-	_, err := sdk.ReadBack(ctx, env, s.cfg.BatchSize, func(m sdk.SentMessage) (sdk.Origin[string], bool) {
+	// One batch holds up to batch_size entries of each stream, any number of which may
+	// share a partition: the window covers a whole batch.
+	_, err := sdk.ReadBack(ctx, env, s.cfg.BatchSize*len(s.cfg.StreamKeys), func(m sdk.SentMessage) (sdk.Origin[string], bool) {
 		st, ok1 := sdk.Lookup(m.Headers, HeaderStream)
 		id, ok2 := sdk.Lookup(m.Headers, HeaderEntryID)
 		if !ok1 || !ok2 {
