@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -31,8 +32,11 @@ func redisWrite(url, prefix string, streams, first, last int) error {
 	cmd := exec.Command("redis-cli", "-u", url)
 	cmd.Stdin = strings.NewReader(b.String())
 	out, err := cmd.CombinedOutput()
-	if err != nil || strings.Contains(string(out), "ERR") {
-		return fmt.Errorf("redis-cli XADD %d..%d: %v: %s", first, last, err, tail(string(out), 3))
+	if err == nil && strings.Contains(string(out), "ERR") {
+		err = errors.New("an error reply")
+	}
+	if err != nil {
+		return fmt.Errorf("redis-cli XADD %d..%d: %w: %s", first, last, err, tail(string(out), 3))
 	}
 	return nil
 }
@@ -40,6 +44,13 @@ func redisWrite(url, prefix string, streams, first, last int) error {
 // readRedisTopic reads s/redis whole: per stream number, the entry indexes in partition
 // order.
 func readRedisTopic(t *testing.T, c *iggy.Client) map[int][]int {
+	t.Helper()
+	return readPairs(t, c, "redis", "%d:%d")
+}
+
+// readPairs reads the 3 partitions of s/<topic> whole, each payload two numbers k and i
+// (format, for fmt.Sscanf): per k, the i in the order of their partition.
+func readPairs(t *testing.T, c *iggy.Client, topic, format string) map[int][]int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -49,7 +60,7 @@ func readRedisTopic(t *testing.T, c *iggy.Client) map[int][]int {
 		for {
 			part := p
 			res, err := c.PollMessages(ctx, iggy.PollRequest{Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: iggy.ID(1)},
-				Stream: iggy.Name("s"), Topic: iggy.Name("redis"), Partition: &part, Strategy: wire.PollOffset(next), Count: 1000})
+				Stream: iggy.Name("s"), Topic: iggy.Name(topic), Partition: &part, Strategy: wire.PollOffset(next), Count: 1000})
 			if err != nil {
 				t.Fatalf("read partition %d at %d: %v", p, next, err)
 			}
@@ -59,7 +70,7 @@ func readRedisTopic(t *testing.T, c *iggy.Client) map[int][]int {
 			}
 			for _, m := range res.Messages {
 				var k, i int
-				if _, err := fmt.Sscanf(string(m.Payload), "%d:%d", &k, &i); err != nil {
+				if _, err := fmt.Sscanf(string(m.Payload), format, &k, &i); err != nil {
 					t.Fatalf("partition %d offset %d: payload %q", p, m.Offset, m.Payload)
 				}
 				out[k] = append(out[k], i)
