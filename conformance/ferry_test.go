@@ -81,8 +81,9 @@ func TestFerryConforms(t *testing.T) {
 		ServerCommand: []string{ferryBin, "server", "--addr", "{addr}", "--data", "{data}"}})
 	// Every scenario in every mode, but late-commit, commit-order, commit-after-stop,
 	// s3-soak and kafka-soak (sink_controlled only), storage-fault (the two at-least-once
-	// modes) and the seven source scenarios, postgres-cdc included (once each, mode "source").
-	if want := (len(conformance.Scenarios())-5-1-7)*len(conformance.AllModes) + 5 + 2 + 7; len(names) == 0 && len(res) != want {
+	// modes) and the eight source scenarios, postgres-cdc and iggy-replication included
+	// (once each, mode "source").
+	if want := (len(conformance.Scenarios())-5-1-8)*len(conformance.AllModes) + 5 + 2 + 8; len(names) == 0 && len(res) != want {
 		t.Fatalf("got %d results, want %d", len(res), want)
 	}
 	for _, r := range res {

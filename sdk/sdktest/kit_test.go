@@ -301,6 +301,39 @@ func TestReadBack(t *testing.T) {
 	}
 }
 
+// TestReadBackExplicitPartition: messages sent to a named partition (ProducedMessage.
+// Partition) land there in the Log and are found there by Holds; another partition
+// holds nothing of their lane.
+func TestReadBackExplicitPartition(t *testing.T) {
+	log := sdktest.NewLog(3)
+	m := func(lane string, pos uint64, part uint32) sdk.ProducedMessage {
+		p := produced(lane, pos, "")
+		p.Partition = sdk.PartitionAt(part)
+		return p
+	}
+	log.Append([]sdk.ProducedMessage{m("r2", 10, 2), m("r2", 11, 2), m("r0", 5, 0)})
+	if n := len(log.Partition(2)); n != 2 {
+		t.Fatalf("partition 2 holds %d messages, want 2", n)
+	}
+	o, err := sdk.ReadBack(context.Background(), sdktest.SourceEnv(t, nil, nil, log), 1, originOf, func(a, b uint64) bool { return a < b })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Partitions() != 3 {
+		t.Fatalf("Partitions() = %d, want 3", o.Partitions())
+	}
+	for _, c := range []struct {
+		part uint32
+		lane string
+		pos  uint64
+		want bool
+	}{{2, "r2", 11, true}, {2, "r2", 12, false}, {1, "r2", 11, false}, {0, "r0", 5, true}, {7, "r0", 5, false}} {
+		if got := o.Holds(int(c.part), c.lane, c.pos); got != c.want {
+			t.Errorf("Holds(%d, %s, %d) = %v, want %v", c.part, c.lane, c.pos, got, c.want)
+		}
+	}
+}
+
 // mapTarget is the target of the harness' own tests: a map the sinks below write to, kept
 // across instances as a database would be (this package's tests cannot run a real one).
 type mapTarget struct {
