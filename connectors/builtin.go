@@ -3,6 +3,7 @@ package connectors
 import (
 	"github.com/ferryio/ferry/connectors/file"
 	httpsink "github.com/ferryio/ferry/connectors/http"
+	"github.com/ferryio/ferry/connectors/iceberg"
 	"github.com/ferryio/ferry/connectors/kafka"
 	kafkasource "github.com/ferryio/ferry/connectors/kafka/source"
 	"github.com/ferryio/ferry/connectors/mqtt"
@@ -31,5 +32,6 @@ func Registry() *sdk.Registry {
 		AddSink(mqtt.Name, func() sdk.Sink { return mqtt.NewSink() }, mqtt.SinkSpec).
 		AddSource(mqtt.Name, func() sdk.Source { return mqtt.NewSource() }, mqtt.SourceSpec).
 		AddSink(kafka.Name, func() sdk.Sink { return kafka.New() }, kafka.Spec).
-		AddSource(kafkasource.Name, func() sdk.Source { return kafkasource.New() }, kafkasource.Spec)
+		AddSource(kafkasource.Name, func() sdk.Source { return kafkasource.New() }, kafkasource.Spec).
+		AddSink(iceberg.Name, func() sdk.Sink { return iceberg.New() }, iceberg.Spec)
 }
