@@ -59,7 +59,8 @@ var forbidden = map[string][]string{
 	"connectors/kafka":   {"iggy", "server", "connect", "cmd", "connectors"},
 	"internal/kafkatest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 	// The Iceberg sink sees the sdk, iceberg-go and the pgx driver only.
-	"connectors/iceberg": {"iggy", "server", "connect", "cmd", "connectors"},
+	"connectors/iceberg":   {"iggy", "server", "connect", "cmd", "connectors"},
+	"internal/icebergtest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 	// The test kit's waits and files know nothing of Ferry, so the lowest package's tests
 	// can use them; its server kit knows the client and the server, never the runtime, so
 	// connect's own tests can use it; its runtime kit may start anything but the command.
