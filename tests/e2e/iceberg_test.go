@@ -23,10 +23,13 @@ import (
 )
 
 // icebergScale is the size of the SIGKILL test: 3 partitions × 2000 messages and 4 kills
-// by default (CI); FERRY_ICEBERG_E2E_MESSAGES and FERRY_ICEBERG_E2E_KILLS raise it (the
-// issue's full run, scripts/soak.sh, is 30000 and 10).
+// by default (CI); FERRY_ICEBERG_SOAK=1 (scripts/soak.sh) is the full run, 30000 and 10;
+// FERRY_ICEBERG_E2E_MESSAGES and FERRY_ICEBERG_E2E_KILLS set either.
 func icebergScale(t *testing.T) (perPartition uint64, kills int) {
 	perPartition, kills = 2000, 4
+	if os.Getenv("FERRY_ICEBERG_SOAK") == "1" {
+		perPartition, kills = 30000, 10
+	}
 	if v := os.Getenv("FERRY_ICEBERG_E2E_MESSAGES"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil || n == 0 || n%100 != 0 {
