@@ -22,11 +22,17 @@ var catalogs atomic.Int64
 // of the test's own and a warehouse in a temporary directory; extra is appended.
 func testConfig(t *testing.T, extra string) (string, string) {
 	t.Helper()
+	return testConfigAt(t, t.TempDir(), extra)
+}
+
+// testConfigAt is testConfig with the warehouse given.
+func testConfigAt(t *testing.T, warehouse, extra string) (string, string) {
+	t.Helper()
 	_, url := pgtest.Connect(t)
 	name := fmt.Sprintf("t%d_%d", time.Now().UnixNano(), catalogs.Add(1))
 	return fmt.Sprintf(`{"catalog_type":"sql","uri":%q,"warehouse":%q,"catalog_name":%q,"tables":["ns.events"],
 "include_metadata":true,"flush_interval":"1h","schema":[{"name":"p","type":"long"},{"name":"o","type":"long"}]%s}`,
-		url, t.TempDir(), name, extra), name
+		url, warehouse, name, extra), name
 }
 
 // readTable scans ns.events with iceberg-go: each row's partition, offset and payload
