@@ -204,10 +204,10 @@ func TestIcebergExactlyOnceUnderSIGKILL(t *testing.T) {
 		return strings.Contains(run.out.String(), `msg="sink running"`)
 	})
 	// A graceful stop stores every committed offset in Iggy at once (the commit delay is 3s).
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	group := wire.Consumer{Kind: wire.ConsumerGroup, ID: iggy.Name("iggy-connect-sink-ice")}
 	stored := func(p uint32) (iggy.ConsumerOffset, bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		return c.GetOffset(ctx, group, iggy.Name("s"), iggy.Name("t"), p)
 	}
 	run.stop(30 * time.Second)
