@@ -42,10 +42,18 @@ type Sink struct {
 	parser   fastjson.Parser
 	row      []value
 	closed   bool
+	stats    stats
 
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
+}
+
+// stats count the flushes that committed something (the benchmark reports them).
+type stats struct {
+	commits int           // table commits
+	files   int           // data files they added
+	took    time.Duration // the flushes' time
 }
 
 // tableState is one table the sink writes.
@@ -360,6 +368,12 @@ func (s *Sink) flusher() {
 // flushLocked writes every buffered row as data files, commits each table once, and
 // then commits to Iggy each partition none of whose rows is still buffered.
 func (s *Sink) flushLocked(ctx context.Context) error {
+	start := time.Now()
+	defer func() {
+		if s.stats.commits > 0 {
+			s.stats.took += time.Since(start)
+		}
+	}()
 	var errs []error
 	for _, name := range s.cfg.Tables {
 		ts := s.tables[name]
@@ -467,6 +481,8 @@ func (s *Sink) commitTable(ctx context.Context, ts *tableState) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	ts.tbl = tbl
+	s.stats.commits++
+	s.stats.files += len(files)
 	for p, pb := range ts.parts {
 		ts.next[p] = pb.last + 1
 	}
