@@ -3,6 +3,7 @@ package connectors
 import (
 	"github.com/ferryio/ferry/connectors/file"
 	httpsink "github.com/ferryio/ferry/connectors/http"
+	"github.com/ferryio/ferry/connectors/iceberg"
 	iggysource "github.com/ferryio/ferry/connectors/iggy"
 	"github.com/ferryio/ferry/connectors/kafka"
 	kafkasource "github.com/ferryio/ferry/connectors/kafka/source"
@@ -18,7 +19,7 @@ import (
 )
 
 // Registry returns a new registry holding every built-in connector: sinks "stdout", "null",
-// "file", "postgres", "s3", "http", "mqtt", "kafka" and "redis", sources "random", "postgres"
+// "file", "postgres", "s3", "http", "mqtt", "kafka", "redis" and "iceberg", sources "random", "postgres"
 // (change data capture), "mqtt", "kafka", "iggy" (another Iggy server) and "redis". Each
 // call returns a fresh value the caller may extend.
 func Registry() *sdk.Registry {
@@ -37,5 +38,6 @@ func Registry() *sdk.Registry {
 		AddSource(kafkasource.Name, func() sdk.Source { return kafkasource.New() }, kafkasource.Spec).
 		AddSink(redissink.Name, func() sdk.Sink { return redissink.New() }, redissink.Spec).
 		AddSource(iggysource.Name, func() sdk.Source { return iggysource.New() }, iggysource.Spec).
-		AddSource(redissink.Name, func() sdk.Source { return redissink.NewSource() }, redissink.SourceSpec)
+		AddSource(redissink.Name, func() sdk.Source { return redissink.NewSource() }, redissink.SourceSpec).
+		AddSink(iceberg.Name, func() sdk.Sink { return iceberg.New() }, iceberg.Spec)
 }

@@ -66,6 +66,12 @@ out="${1:-bench.txt}"
   else
     echo "skipped: FERRY_KAFKA_BOOTSTRAP is not set (eval \"\$(bash scripts/kafka.sh start)\")"
   fi
+  echo "## Iceberg sink: rows/s (200-byte JSON, six typed columns) with commits every 10s and 1s beside iceberg-go's bare append loop, SQL catalog on PostgreSQL, local warehouse (needs FERRY_POSTGRES_URL)"
+  if [ -n "${FERRY_POSTGRES_URL:-}" ]; then
+    go test -v -run '^$' -bench SinkSideBySide -benchtime 1x ./connectors/iceberg/ | grep -E 'rows/s|FAIL'
+  else
+    echo "skipped: FERRY_POSTGRES_URL is not set (eval \"\$(bash scripts/postgres.sh start)\")"
+  fi
   echo "## end to end: ferry bench (random source -> discarding sink, fsync always)"
   go run ./cmd/ferry bench
 } 2>&1 | tee "$out"
