@@ -16,7 +16,6 @@ soaks=(
   # http needs no service (its receiver runs in the test): PATH stands for "always".
   "http|PATH|FERRY_HTTP_SOAK=1|TestHTTPSinkExactlyOnceAfterDedupUnderSIGKILL"
   "kafka|FERRY_KAFKA_BOOTSTRAP|FERRY_KAFKA_SOAK=1|TestKafkaRoundTripExactlyOnceUnderSIGKILL"
-  "mongodb|FERRY_MONGODB_URI|FERRY_MONGODB_SOAK=1|TestMongoDBExactlyOnceUnderSIGKILL"
   "iceberg|FERRY_PYICEBERG_PYTHON|FERRY_ICEBERG_SOAK=1|TestIcebergExactlyOnceUnderSIGKILL"
 )
 
