@@ -151,6 +151,10 @@ func (c *CLI) command() *cobra.Command {
 		newVersionCmd(version),
 		newStatusCmd(),
 		newConformanceCmd(),
+		newStreamCmd(),
+		newTopicCmd(),
+		newProduceCmd(),
+		newConsumeCmd(),
 	)
 	return root
 }
