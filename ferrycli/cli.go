@@ -156,5 +156,6 @@ func (c *CLI) command() *cobra.Command {
 		newProduceCmd(),
 		newConsumeCmd(),
 	)
+	root.AddCommand(newControlCmds()...)
 	return root
 }
