@@ -10,12 +10,22 @@ import (
 	"testing"
 
 	"github.com/ferryio/ferry/internal/testkit"
+	"github.com/ferryio/ferry/sdk"
 )
 
 // startRunWithSink runs `ferry run --embedded` on a config of one file sink "out" (stream
 // s, topic t, raw) with the API on a free port; it returns the config's path, the embedded
 // server's address and the sink's output file. The run stops when the test ends.
 func startRunWithSink(t *testing.T) (cfg, iggyAddr, out string) {
+	t.Helper()
+	cfg, iggyAddr, out, _ = startRunWith(t, nil, nil, func(logs string) bool { return strings.Contains(logs, "sink running") })
+	return cfg, iggyAddr, out
+}
+
+// startRunWith is startRunWithSink with more connector files (name → content), Go
+// connectors (nil: the built-ins) and the condition on the logs that says it started; it
+// also returns the API's URL.
+func startRunWith(t *testing.T, files map[string]string, builtins *sdk.Registry, ready func(logs string) bool) (cfg, iggyAddr, out, api string) {
 	t.Helper()
 	dir := t.TempDir()
 	out = filepath.Join(dir, "out.jsonl")
@@ -41,6 +51,11 @@ path = %q
 	if err := os.WriteFile(filepath.Join(dir, "connectors", "out.toml"), []byte(sink), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, "connectors", name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg = filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, `[iggy]
 address = "127.0.0.1:0"
@@ -65,7 +80,7 @@ address = "127.0.0.1:0"
 	}
 	logs := &lockedBuffer{}
 	f := runFlagsFor(cfg, true)
-	f.logLevel, f.logTo, f.progress, f.printStatus = "info", logs, 0, false
+	f.logLevel, f.logTo, f.progress, f.printStatus, f.builtins = "info", logs, 0, false, builtins
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- runRuntime(ctx, f) }()
@@ -78,9 +93,13 @@ address = "127.0.0.1:0"
 	addrRE := regexp.MustCompile(`msg="embedded Iggy server started" addr=(\S+)`)
 	testkit.WaitFor(t, "the run to start its server and its API", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "state", apiURLFile))
-		return addrRE.MatchString(logs.String()) && err == nil && strings.Contains(logs.String(), "sink running")
+		return addrRE.MatchString(logs.String()) && err == nil && ready(logs.String())
 	})
-	return cfg, addrRE.FindStringSubmatch(logs.String())[1], out
+	u, err := os.ReadFile(filepath.Join(dir, "state", apiURLFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, addrRE.FindStringSubmatch(logs.String())[1], out, strings.TrimSpace(string(u))
 }
 
 // control runs `ferry ACTION ARGS --config cfg` and returns its stdout and error.
