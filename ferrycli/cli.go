@@ -157,5 +157,6 @@ func (c *CLI) command() *cobra.Command {
 		newConsumeCmd(),
 	)
 	root.AddCommand(newControlCmds()...)
+	root.AddCommand(newHealthCmd())
 	return root
 }

@@ -168,3 +168,39 @@ func (c *apiClient) post(ctx context.Context, path string) error {
 	}
 	return &httpError{status: res.StatusCode, msg: msg}
 }
+
+// newHealthCmd builds ferry health: GET /health of a running runtime, exit 0 on 200. It is
+// the container image's HEALTHCHECK (the image has no curl).
+func newHealthCmd() *cobra.Command {
+	var f statusFlags
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "Exit 0 when a running runtime's GET /health answers 200, 1 otherwise",
+		Long: `Health asks the runtime's HTTP API, found as ferry status finds it, for GET /health and
+prints the answer. The exit status is 0 for 200 (every connector's first start has ended and,
+with --embedded, the server's storage is fine), 1 otherwise: the container image's
+HEALTHCHECK.`,
+		Example: "  ferry health --config /etc/ferry/config.toml",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, done, err := dialAPI(f)
+			if err != nil {
+				return err
+			}
+			defer done()
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			body, err := c.get(ctx, "/health")
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", strings.TrimSpace(string(body)))
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.url, "url", envString(envAPIURL, ""), "the runtime's HTTP API (default: as ferry status finds it) [FERRY_API_URL]")
+	fl.StringVar(&f.config, "config", envString(envConfig, ""), "the runtime config.toml whose state.path and [http] address find the API [FERRY_CONFIG]")
+	fl.DurationVar(&f.timeout, "timeout", 5*time.Second, "bound on the whole command")
+	return cmd
+}

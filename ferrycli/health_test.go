@@ -61,7 +61,7 @@ schema = "raw"
 			close(release)
 		}
 	}()
-	_, _, _, api := startRunWith(t, map[string]string{"zgated.toml": gated}, reg, func(string) bool {
+	cfgPath, _, _, api := startRunWith(t, map[string]string{"zgated.toml": gated}, reg, func(string) bool {
 		select {
 		case <-opening:
 			return true
@@ -86,12 +86,18 @@ schema = "raw"
 	if code, body := get("/sinks/zgated/status"); code != http.StatusOK || !strings.Contains(body, `"status":"starting"`) {
 		t.Errorf("the opening sink: %d %s", code, body)
 	}
+	if _, err := runControl(t, cfgPath, "health"); err == nil || err.Error() != `GET /health: 503 Service Unavailable: {"reason":"starting: the connectors' first start has not ended","status":"unhealthy"}` {
+		t.Errorf("ferry health while a sink opens: %v", err)
+	}
 	close(release)
 	released = true
 	testkit.WaitFor(t, "/health to answer 200", func() bool {
 		code, body := get("/health")
 		return code == http.StatusOK && body == `{"status":"healthy"}`
 	})
+	if out, err := runControl(t, cfgPath, "health"); err != nil || out != "{\"status\":\"healthy\"}\n" {
+		t.Errorf("ferry health once started: %q, %v", out, err)
+	}
 	for _, key := range []string{"out", "zgated"} {
 		if code, body := get("/sinks/" + key + "/status"); code != http.StatusOK || !strings.Contains(body, `"status":"running"`) {
 			t.Errorf("sink %s once /health answers: %d %s", key, code, body)
