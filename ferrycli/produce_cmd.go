@@ -52,7 +52,7 @@ stderr; on an error nothing after the first failed batch is sent.`,
 				if err != nil {
 					return err
 				}
-				defer fh.Close()
+				defer func() { _ = fh.Close() }() // read only: nothing to lose on close
 				in, name = fh, f.file
 			}
 			return produce(cmd.Context(), in, name, cmd.ErrOrStderr(), args[0], args[1], f)

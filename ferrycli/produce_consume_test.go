@@ -200,7 +200,9 @@ func TestConsumeFollow(t *testing.T) {
 	ctx, cancel := context.WithCancel(kit.Ctx())
 	var out, errOut lockedBuffer
 	done := make(chan error, 1)
-	go func() { done <- ferryCmdTo(ctx, kit, "", &out, &errOut, "consume", "f", "t", "-f", "--format", "raw", "--poll-interval", "10ms") }()
+	go func() {
+		done <- ferryCmdTo(ctx, kit, "", &out, &errOut, "consume", "f", "t", "-f", "--format", "raw", "--poll-interval", "10ms")
+	}()
 	testkit.WaitFor(t, "the message before", func() bool { return out.String() == "before\n" })
 	kit.Produce("f", "t", 1, "after")
 	testkit.WaitFor(t, "the message after", func() bool { return out.String() == "before\nafter\n" })
