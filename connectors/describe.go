@@ -27,14 +27,18 @@ func List(reg *sdk.Registry) []Connector {
 	var out []Connector
 	for _, n := range reg.SinkNames() {
 		s, _ := reg.SinkSpec(n)
-		f, _ := reg.Sink(n)
-		_, concurrent := f().(sdk.ConcurrentSink)
+		var concurrent bool
+		if f, ok := reg.Sink(n); ok && f != nil {
+			_, concurrent = f().(sdk.ConcurrentSink)
+		}
 		out = append(out, Connector{"sink", n, s, concurrent})
 	}
 	for _, n := range reg.SourceNames() {
 		s, _ := reg.SourceSpec(n)
-		f, _ := reg.Source(n)
-		_, concurrent := f().(sdk.PipelinedSource)
+		var concurrent bool
+		if f, ok := reg.Source(n); ok && f != nil {
+			_, concurrent = f().(sdk.PipelinedSource)
+		}
 		out = append(out, Connector{"source", n, s, concurrent})
 	}
 	return out
@@ -48,10 +52,11 @@ func inFlightCell(c Connector) string {
 	return "1"
 }
 
-// InFlightText says what max_in_flight is for c when its file leaves it unset.
+// InFlightText says what max_in_flight is for c when its file leaves it unset (the same
+// words on every machine: the number follows from the CPUs where it runs).
 func InFlightText(c Connector) string {
 	if c.Concurrent {
-		return fmt.Sprintf("%d (twice the CPUs, 2 to 8; at most what it accepts)", sdk.DefaultMaxInFlight())
+		return "the runtime's default (twice the CPUs, 2 to 8), at most what it accepts"
 	}
 	return "1 (one batch at a time)"
 }
@@ -84,7 +89,9 @@ func WriteText(w io.Writer, reg *sdk.Registry) error {
 			fmt.Fprintf(tw, "  offset_commit: %s; when not set: %s; under sink_controlled: %s\n",
 				strings.Join(CommitModes(c.Spec), ", "), UnsetCommitMode(c.Spec), CommitsText(c.Spec.Commits))
 		}
-		fmt.Fprintf(tw, "  max_in_flight when not set: %s\n", InFlightText(c))
+		if c.Concurrent {
+			fmt.Fprintf(tw, "  max_in_flight when not set: %s\n", InFlightText(c))
+		}
 		if c.Spec.AnyFields {
 			fmt.Fprintln(tw, "  (ignores plugin_config)")
 		}

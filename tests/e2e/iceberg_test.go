@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -114,7 +115,7 @@ func icebergRows(t *testing.T, url, catalogName string) uint64 {
 	defer func() { _ = conn.Close(ctx) }()
 	var loc string
 	err = conn.QueryRow(ctx, `SELECT metadata_location FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = 'lake' AND table_name = 'events'`, catalogName).Scan(&loc)
-	if err == pgx.ErrNoRows || err != nil && strings.Contains(err.Error(), "does not exist") {
+	if errors.Is(err, pgx.ErrNoRows) || err != nil && strings.Contains(err.Error(), "does not exist") {
 		return 0
 	}
 	if err != nil {
