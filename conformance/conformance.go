@@ -89,7 +89,7 @@ type Config struct {
 	Modes []string
 	// Scenarios restricts the run to these scenario names (default all of Scenarios()).
 	Scenarios []string
-	// Soak is the number of SIGKILLs of the soak, postgres-soak and s3-soak scenarios per mode; 0
+	// Soak is the number of SIGKILLs of the soak, postgres-soak, s3-soak and kafka-soak scenarios per mode; 0
 	// skips them.
 	Soak int
 	// Postgres is the URL of a PostgreSQL database for postgres-soak (the suite creates
@@ -109,6 +109,10 @@ type Config struct {
 	// S3 is the S3-compatible server of s3-soak (ParseS3Target; the suite creates a bucket
 	// per run there and removes it); nil makes that scenario "not supported".
 	S3 *S3Target
+	// Kafka is the bootstrap servers (host:port) of a Kafka cluster for kafka-soak (the
+	// suite creates a topic per run there and deletes it); empty makes that scenario "not
+	// supported".
+	Kafka []string
 	// Seed makes the chaos (proxy faults, soak kill moments) repeatable.
 	Seed int64
 	// WorkDir receives config files, records and runtime logs (default a temp dir,
@@ -186,7 +190,7 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 	}
 	defer r.close()
 	for _, sc := range selected {
-		if (sc.name == "soak" || sc.name == "postgres-soak" || sc.name == "postgres-cdc" || sc.name == "s3-soak") && cfg.Soak <= 0 {
+		if (sc.name == "soak" || sc.name == "postgres-soak" || sc.name == "postgres-cdc" || sc.name == "s3-soak" || sc.name == "kafka-soak") && cfg.Soak <= 0 {
 			continue
 		}
 		modes := cfg.Modes

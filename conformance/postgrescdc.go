@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/internal/cdccheck"
+	"github.com/ferryio/ferry/internal/pgtest"
 )
 
 // postgres-cdc runs the PostgreSQL CDC source (builtin:postgres as a source) on three
@@ -54,12 +55,7 @@ func runPostgresCDC(ctx context.Context, r *Runner, _ string) Result {
 		}
 		dctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		for dctx.Err() == nil {
-			if _, err := db.Exec(dctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", name); err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond) // a killed runtime's walsender releasing the slot
-		}
+		_ = pgtest.DropSlot(dctx, db, name) // a killed runtime's walsender releases the slot a moment later
 		_, _ = db.Exec(dctx, "DROP PUBLICATION IF EXISTS "+name+"_pub")
 		_, _ = db.Exec(dctx, "DROP TABLE IF EXISTS "+strings.Join(append(slices.Clone(tables), logTable), ", "))
 	}()

@@ -226,30 +226,9 @@ func runS3Soak(ctx context.Context, r *Runner, mode string) Result {
 	if err != nil {
 		return unsupported(expected, fmt.Errorf("%w; runtime log: %s", err, oneLine(p.tail(5))))
 	}
-	held, ahead, noStore := 0, 0, 0
-	for k := 0; k < kills; k++ {
-		if err := soakStream(ctx, f, rng); err != nil {
-			return fail(err)
-		}
-		if k%2 == 1 {
-			seen, past, err := killAtHeldStore(ctx, s.f, s, p, gate)
-			if err != nil {
-				return fail(fmt.Errorf("kill %d: %w", k+1, err))
-			}
-			if !seen {
-				noStore++
-			} else {
-				held++
-				if past {
-					ahead++
-				}
-			}
-		} else {
-			p.kill()
-		}
-		if p, err = startInstance(f); err != nil {
-			return fail(fmt.Errorf("restart after kill %d: %w", k+1, err))
-		}
+	var held, ahead, noStore int
+	if p, held, ahead, noStore, err = alternateKills(ctx, f, s, p, gate, rng, kills); err != nil {
+		return fail(err)
 	}
 	how := fmt.Sprintf("%d at held offset stores (%d with objects past the stored offset), %d at random moments", held, ahead, kills-held)
 	return soakFinish(ctx, expected, f, s, p, kills, noStore, how)

@@ -20,7 +20,9 @@ type scenario struct {
 // onlyMode names the scenarios that apply to one mode only; the others run in every mode.
 var onlyMode = map[string]string{"late-commit": SinkControlled, "commit-order": SinkControlled, "commit-after-stop": SinkControlled,
 	// The S3 sink commits its own offsets: it refuses the other modes.
-	"s3-soak": SinkControlled}
+	"s3-soak": SinkControlled,
+	// So does the Kafka sink: its offsets are in Kafka, written with the records.
+	"kafka-soak": SinkControlled}
 
 // atLeastOnceOnly names the scenarios about the runtime's offset stores, which
 // after_polling does not make (the server stores with the poll).
@@ -69,6 +71,7 @@ var scenarios = []scenario{
 	{"postgres-soak", "chaos: the PostgreSQL sink (--postgres) into a table of its own while the runtime is SIGKILLed --soak times, at held offset stores, blocked writes and random moments: exactly once", runPostgresSoak},
 	{"postgres-cdc", "chaos: the PostgreSQL CDC source (builtin:postgres as a source, --postgres with wal_level = logical) on three tables while a writer commits transactions and the runtime is SIGKILLed --soak times: every committed change in the topic once, in commit order", runPostgresCDC},
 	{"s3-soak", "chaos: the S3 sink (builtin:s3, --s3) into a bucket of its own while the runtime is SIGKILLed --soak times, at held offset stores and random moments: exactly once, judged from the objects", runS3Soak},
+	{"kafka-soak", "chaos: the Kafka sink (builtin:kafka, --kafka) into a topic of its own while the runtime is SIGKILLed --soak times, at held offset stores and random moments: exactly once, judged from the topic read read_committed", runKafkaSoak},
 	{"soak", "chaos: SIGKILL the runtime --soak times at random (seeded) moments while data flows", runSoak},
 }
 

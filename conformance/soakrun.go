@@ -93,3 +93,34 @@ func soakFinish(ctx context.Context, expected string, f *fixture, s soakTarget, 
 	}
 	return res
 }
+
+// alternateKills streams and kills kills times, alternating a random moment (even kills)
+// and a held offset store (odd ones), restarting the runtime after each; it returns the
+// instance running at the end and how the held-store kills went.
+func alternateKills(ctx context.Context, f *fixture, s soakTarget, p *proc, gate *storeGate, rng *mrand.Rand, kills int) (last *proc, held, ahead, noStore int, err error) {
+	for k := 0; k < kills; k++ {
+		if err := soakStream(ctx, f, rng); err != nil {
+			return p, held, ahead, noStore, err
+		}
+		if k%2 == 1 {
+			seen, past, err := killAtHeldStore(ctx, f, s, p, gate)
+			if err != nil {
+				return p, held, ahead, noStore, fmt.Errorf("kill %d: %w", k+1, err)
+			}
+			if !seen {
+				noStore++
+			} else {
+				held++
+				if past {
+					ahead++
+				}
+			}
+		} else {
+			p.kill()
+		}
+		if p, err = startInstance(f); err != nil {
+			return p, held, ahead, noStore, fmt.Errorf("restart after kill %d: %w", k+1, err)
+		}
+	}
+	return p, held, ahead, noStore, nil
+}

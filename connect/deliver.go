@@ -194,7 +194,7 @@ func (p *batchProcessor) consume(ctx context.Context, topic sdk.TopicMetadata, m
 			return nil
 		}
 		if rej = rejectedOf(err); rej != nil {
-			return nil // written except these: never retried, a retry would find the batch written
+			return nil //nolint:nilerr // written except these: never retried, a retry would find the batch written
 		}
 		if ctx.Err() == nil {
 			p.counters.ConsumeErrors.Add(1)

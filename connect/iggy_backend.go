@@ -299,7 +299,7 @@ func iggyMessages(msgs []sdk.ProducedMessage) []iggy.Message {
 				}
 			}
 		}
-		out[i] = iggy.Message{ID: m.ID, Headers: hs, Payload: m.Payload, Key: m.PartitionKey}
+		out[i] = iggy.Message{ID: m.ID, Headers: hs, Payload: m.Payload, Key: m.PartitionKey, Partition: m.Partition}
 	}
 	return out
 }

@@ -51,9 +51,19 @@ func policyFor(cfg *config.Sink) commitPolicy {
 // forKeeper is p for a sink that keeps its own positions (sdk.PositionKeeper): unless
 // the file sets commit.delay, a done offset waits config.DefaultKeeperCommitDelay (at most
 // commit.interval), since Iggy's stored offset only shows its progress.
+//
+// Under after_polling the runtime stores done offsets as under after_consuming instead of
+// letting the server store each poll: such a sink resumes a partition it has written where
+// its target says, but one it has not written yet (nothing of it in the target) where Iggy's
+// offset says, and an offset stored with the poll, before the write, would make a crash
+// skip that partition's first batches. Its exactly-once holds in every mode only if Iggy's
+// offset never runs ahead of the target.
 func (p commitPolicy) forKeeper(c config.CommitSettings) commitPolicy {
 	if !c.DelaySet {
 		p.storeDelay = min(config.DefaultKeeperCommitDelay, c.Interval)
+	}
+	if p.serverStores {
+		p.serverStores, p.resolveOnSuccess, p.maxUncommitted = false, true, c.MaxUncommitted
 	}
 	return p
 }

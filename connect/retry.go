@@ -46,8 +46,6 @@ func retry(ctx context.Context, b Backoff, op func(attempt int) error, onRetry f
 	return r.Do(ctx, func(_ context.Context, attempt int) error { return op(attempt) })
 }
 
-func stopped(ctxErr, last error) error { return sdk.Stopped(ctxErr, last) }
-
 // sleep waits d or until ctx ends; it reports whether the full wait elapsed.
 func sleep(ctx context.Context, d time.Duration) bool { return sdk.Sleep(ctx, d) }
 

@@ -86,9 +86,13 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 	if keeper, ok := s.sink.(sdk.PositionKeeper); ok {
 		var keeps bool
 		if err := callSafely(func() error { keeps = keeper.KeepsPositions(); return nil }); err == nil && keeps {
+			before := s.policy
 			s.policy = s.policy.forKeeper(s.cfg.Commit)
 			s.proc.commit = s.policy
 			s.log.Info("the sink keeps its own positions: offsets stored in Iggy show its progress", "store_delay", s.policy.storeDelay)
+			if before.serverStores && !s.policy.serverStores {
+				s.log.Info("offset_commit = after_polling: Iggy's offset is stored after each batch the sink wrote, not with the poll, so a partition not in its target yet is not skipped after a crash")
+			}
 		}
 	}
 	// Asked after Open: a sink's limit may come from its config (a pool's size).

@@ -314,7 +314,7 @@ func (s *sourceRunner) read(soft context.Context, batch *sdk.SourceBatch, ack *s
 		}
 		if errors.Is(err, sdk.ErrEndOfInput) || soft.Err() != nil {
 			end = err
-			return nil
+			return nil //nolint:nilerr // ends the retries; end carries the error out
 		}
 		s.status.fail(fmt.Errorf("read: %w", err))
 		return err
@@ -323,7 +323,7 @@ func (s *sourceRunner) read(soft context.Context, batch *sdk.SourceBatch, ack *s
 	case end != nil:
 		return end
 	case err == nil, soft.Err() != nil:
-		return nil // read, or the stop ended a wait: reading ends quietly
+		return nil //nolint:nilerr // read, or the stop ended a wait: reading ends quietly
 	}
 	return fmt.Errorf("read: %w", err)
 }
@@ -616,17 +616,15 @@ func (s *sourceRunner) sendAfter(msgs []sdk.ProducedMessage, failed bool) error 
 	})
 }
 
-// notStored returns msgs without the keyed messages already stored: per partition, those up
-// to and including the one whose id is the partition's last message. Ids are unique, so a
-// match can only be a message of this batch that an earlier attempt appended.
+// notStored returns msgs without the keyed messages (a partition key or an explicit
+// partition) already stored: per partition, those up to and including the one whose id is
+// the partition's last message. Ids are unique, so a match can only be a message of this
+// batch that an earlier attempt appended.
 func notStored(msgs []sdk.ProducedMessage, t sdk.Tail) []sdk.ProducedMessage {
 	upTo := make(map[int]int) // partition index -> index in msgs of its stored last message
-	for i, m := range msgs {
-		if len(m.PartitionKey) == 0 || t.PartitionOf == nil {
-			continue
-		}
-		p := t.PartitionOf(m.PartitionKey)
-		if p >= 0 && p < len(t.Last) && t.Last[p] != nil && t.Last[p].ID == m.ID {
+	for i := range msgs {
+		p, ok := tailIndex(&msgs[i], t)
+		if ok && t.Last[p] != nil && t.Last[p].ID == msgs[i].ID {
 			upTo[p] = i
 		}
 	}
@@ -634,15 +632,31 @@ func notStored(msgs []sdk.ProducedMessage, t sdk.Tail) []sdk.ProducedMessage {
 		return msgs
 	}
 	out := make([]sdk.ProducedMessage, 0, len(msgs))
-	for i, m := range msgs {
-		if len(m.PartitionKey) > 0 {
-			if last, ok := upTo[t.PartitionOf(m.PartitionKey)]; ok && i <= last {
+	for i := range msgs {
+		if p, ok := tailIndex(&msgs[i], t); ok {
+			if last, held := upTo[p]; held && i <= last {
 				continue
 			}
 		}
-		out = append(out, m)
+		out = append(out, msgs[i])
 	}
 	return out
+}
+
+// tailIndex returns the index in t.Last of the partition m goes to, when m names it (an
+// explicit partition or a partition key).
+func tailIndex(m *sdk.ProducedMessage, t sdk.Tail) (int, bool) {
+	if len(t.Last) == 0 {
+		return 0, false
+	}
+	switch {
+	case m.Partition != nil:
+		return int(*m.Partition % uint32(len(t.Last))), true
+	case len(m.PartitionKey) > 0 && t.PartitionOf != nil:
+		p := t.PartitionOf(m.PartitionKey)
+		return p, p >= 0 && p < len(t.Last)
+	}
+	return 0, false
 }
 
 // backoffStop ends a retry loop at once with its error.

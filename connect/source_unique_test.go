@@ -1,6 +1,7 @@
 package connect
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/ferryio/ferry/sdk"
@@ -51,5 +52,25 @@ func TestNotStored(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// TestNotStoredExplicitPartition: a message that names its partition is matched against
+// that partition's last message, as a keyed one is.
+func TestNotStoredExplicitPartition(t *testing.T) {
+	at := func(i uint32) *uint32 { return &i }
+	batch := []sdk.ProducedMessage{
+		{ID: sdk.MessageIDFromUint64(1), Partition: at(0)}, {ID: sdk.MessageIDFromUint64(2), Partition: at(1)},
+		{ID: sdk.MessageIDFromUint64(3), Partition: at(2)}, {ID: sdk.MessageIDFromUint64(4), Partition: at(1)},
+	}
+	tail := sdk.Tail{Last: []*sdk.SentMessage{nil, {ID: sdk.MessageIDFromUint64(2)}}}
+	var got []uint64
+	for _, m := range notStored(batch, tail) {
+		lo, _ := m.ID.Halves()
+		got = append(got, lo)
+	}
+	// Partition index 2 of a 2-partition tail wraps to 0; only message 2 of partition 1 is held.
+	if want := []uint64{1, 3, 4}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("notStored = %v, want %v", got, want)
 	}
 }

@@ -258,7 +258,7 @@ func TestSlowMemberDuringMembershipStorm(t *testing.T) {
 	}
 	close(sink.gate)
 
-	testkit.WaitFor(t, "A tracks exactly what it owns, nothing pending", func() bool {
+	if err := testkit.Eventually("A tracks exactly what it owns, nothing pending", func() bool {
 		_, owned := a.Assignment()
 		_, lastOwns := last.Assignment()
 		if len(owned) == 0 || len(owned)+len(lastOwns) != parts {
@@ -279,7 +279,10 @@ func TestSlowMemberDuringMembershipStorm(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}); err != nil {
+		_, lastOwns := last.Assignment()
+		t.Fatalf("%v; the last member owns %v; %s", err, lastOwns, stormState(env, rt, a, parts))
+	}
 	leave("the last member", last)
 	testkit.WaitFor(t, "every partition stored to 299", func() bool {
 		for p := uint32(0); p < parts; p++ {
@@ -388,14 +391,16 @@ func TestRebalanceStormSinkControlled(t *testing.T) {
 	if delivered >= parts*per {
 		t.Fatalf("everything was delivered before the storm ended (%d): the test proves nothing", delivered)
 	}
-	testkit.WaitFor(t, "every partition stored to its last message", func() bool {
+	if err := testkit.Eventually("every partition stored to its last message", func() bool {
 		for p := uint32(0); p < parts; p++ {
 			if o, ok := env.Stored("g", "s", "t", p); !ok || o != per-1 {
 				return false
 			}
 		}
 		return true
-	})
+	}); err != nil {
+		t.Fatalf("%v; %s", err, stormState(env, rt, a, parts))
+	}
 	testkit.WaitFor(t, "A tracks all 16, nothing pending", func() bool {
 		sts := rt.Status()[0].Partitions
 		if len(sts) != parts {
@@ -544,4 +549,23 @@ func TestFailingStoreDoesNotDelayOthers(t *testing.T) {
 	if _, ok := env.Stored("g", "s", "t", 1); ok {
 		t.Fatal("partition 1 stored")
 	}
+}
+
+// stormState is what a storm test's failed wait reports: the group's stored offset of every
+// partition, A's member (generation, partitions) and A's table, row by row, and its stats.
+func stormState(env *iggyEnv, rt *Runtime, a *iggy.Consumer, parts uint32) string {
+	var stored []string
+	for p := uint32(0); p < parts; p++ {
+		o, ok := env.Stored("g", "s", "t", p)
+		stored = append(stored, fmt.Sprintf("%d:%d(%v)", p, o, ok))
+	}
+	gen, assigned := a.Assignment()
+	st := rt.Status()[0]
+	var table []string
+	for _, ps := range st.Partitions {
+		table = append(table, fmt.Sprintf("%d:%s polled %d delivered %d done %d stored %d pending %d uncommitted %d paused %v store failures %d",
+			ps.Partition, ps.State, ps.Polled, ps.Delivered, ps.Done, ps.Stored, ps.Pending, ps.Uncommitted, ps.Paused, ps.StoreFailures))
+	}
+	return fmt.Sprintf("stored %s; A's member: generation %d, partitions %v; A's table: %s; stats %+v",
+		strings.Join(stored, " "), gen, assigned, strings.Join(table, "; "), st.Stats)
 }

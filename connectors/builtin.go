@@ -2,6 +2,10 @@ package connectors
 
 import (
 	"github.com/ferryio/ferry/connectors/file"
+	httpsink "github.com/ferryio/ferry/connectors/http"
+	"github.com/ferryio/ferry/connectors/kafka"
+	kafkasource "github.com/ferryio/ferry/connectors/kafka/source"
+	"github.com/ferryio/ferry/connectors/mqtt"
 	"github.com/ferryio/ferry/connectors/null"
 	"github.com/ferryio/ferry/connectors/postgres"
 	pgsource "github.com/ferryio/ferry/connectors/postgres/source"
@@ -12,7 +16,8 @@ import (
 )
 
 // Registry returns a new registry holding every built-in connector: sinks "stdout", "null",
-// "file", "postgres" and "s3", sources "random" and "postgres" (change data capture). Each call returns a fresh value the caller may extend.
+// "file", "postgres", "s3", "http", "mqtt" and "kafka", sources "random", "postgres" (change
+// data capture), "mqtt" and "kafka". Each call returns a fresh value the caller may extend.
 func Registry() *sdk.Registry {
 	return sdk.NewRegistry().
 		AddSink(stdout.Name, func() sdk.Sink { return stdout.New() }, stdout.Spec).
@@ -21,5 +26,10 @@ func Registry() *sdk.Registry {
 		AddSink(postgres.Name, func() sdk.Sink { return postgres.New() }, postgres.Spec).
 		AddSink(s3.Name, func() sdk.Sink { return s3.New() }, s3.Spec).
 		AddSource(random.Name, func() sdk.Source { return random.New() }, random.Spec).
-		AddSource(pgsource.Name, func() sdk.Source { return pgsource.New() }, pgsource.Spec)
+		AddSource(pgsource.Name, func() sdk.Source { return pgsource.New() }, pgsource.Spec).
+		AddSink(httpsink.Name, func() sdk.Sink { return httpsink.New() }, httpsink.Spec).
+		AddSink(mqtt.Name, func() sdk.Sink { return mqtt.NewSink() }, mqtt.SinkSpec).
+		AddSource(mqtt.Name, func() sdk.Source { return mqtt.NewSource() }, mqtt.SourceSpec).
+		AddSink(kafka.Name, func() sdk.Sink { return kafka.New() }, kafka.Spec).
+		AddSource(kafkasource.Name, func() sdk.Source { return kafkasource.New() }, kafkasource.Spec)
 }

@@ -26,6 +26,7 @@ type conformanceFlags struct {
 	postgres   string
 	pgPlugin   string
 	s3         string
+	kafka      []string
 	seed       int64
 	timeout    time.Duration
 	workDir    string
@@ -55,7 +56,9 @@ scenario · mode · expected · observed · verdict per line, and exits 1 when a
 supported". postgres-soak (with --soak N and --postgres URL) runs a PostgreSQL sink
 (--postgres-plugin, default builtin:postgres) into a table of its own and judges from the
 table: every message exactly once. s3-soak (with --soak N and --s3 URL, sink_controlled
-only) runs Ferry's S3 sink into a bucket of its own and judges from the objects.
+only) runs Ferry's S3 sink into a bucket of its own and judges from the objects. kafka-soak
+(with --soak N and --kafka HOST:PORT, sink_controlled only) runs Ferry's Kafka sink into a
+topic of its own and judges from the topic, read read_committed.
 
 Scenarios:
 ` + list.String(),
@@ -77,6 +80,7 @@ Scenarios:
 	fl.StringVar(&f.postgres, "postgres", "", "PostgreSQL URL for the postgres-soak scenario (a table of its own per run, dropped at the end; without it the scenario is \"not supported\")")
 	fl.StringVar(&f.pgPlugin, "postgres-plugin", "builtin:postgres", "path of the PostgreSQL sink plugin in the connector file of postgres-soak (another runtime: its PostgreSQL sink plugin, which takes the official sink's plugin_config keys)")
 	fl.StringVar(&f.s3, "s3", "", "S3-compatible server for the s3-soak scenario, http://ACCESS:SECRET@host:port[?region=R] (without ACCESS:SECRET, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; a bucket of its own per run, removed at the end; without it the scenario is \"not supported\")")
+	fl.StringSliceVar(&f.kafka, "kafka", nil, "Kafka bootstrap servers (HOST:PORT, comma separated) for the kafka-soak scenario (a topic of its own per run, deleted at the end; without it the scenario is \"not supported\")")
 	fl.Int64Var(&f.seed, "seed", 1, "seed of the random kill moments and proxy faults (the same seed repeats the same chaos)")
 	fl.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on each wait of a scenario (a runtime that stalls fails the scenario after it)")
 	fl.StringVar(&f.workDir, "work-dir", "", "keep config files, probe records and runtime logs in this directory (default: a temporary directory, removed)")
@@ -130,6 +134,9 @@ func runConformance(cmd *cobra.Command, f conformanceFlags) error {
 		}
 		s3 = &t
 	}
+	if len(f.kafka) > 0 && f.soak == 0 {
+		return errors.New("--kafka: kafka-soak needs --soak N (the number of SIGKILLs)")
+	}
 	if f.pgPlugin == "" {
 		return errors.New("--postgres-plugin: must name the PostgreSQL sink plugin (default builtin:postgres)")
 	}
@@ -140,7 +147,7 @@ func runConformance(cmd *cobra.Command, f conformanceFlags) error {
 	out := cmd.OutOrStdout()
 	results, err := conformance.Run(cmd.Context(), conformance.Config{
 		Runtime: runtime, RuntimeEnv: f.runtimeEnv, Server: f.server, ServerCommand: serverCommand(), Modes: f.modes, Scenarios: f.scenarios,
-		Soak: f.soak, Postgres: f.postgres, PostgresPlugin: f.pgPlugin, S3: s3, Seed: f.seed, Timeout: f.timeout, WorkDir: f.workDir, Keep: f.workDir != "", Logger: log,
+		Soak: f.soak, Postgres: f.postgres, PostgresPlugin: f.pgPlugin, S3: s3, Kafka: f.kafka, Seed: f.seed, Timeout: f.timeout, WorkDir: f.workDir, Keep: f.workDir != "", Logger: log,
 		OnResult: func(r conformance.Result) { fmt.Fprintln(out, conformance.Line(r)) },
 	})
 	if err != nil {

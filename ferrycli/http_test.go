@@ -21,7 +21,10 @@ import (
 	"github.com/ferryio/ferry/internal/testkit/runkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	embeddedPasswordIterations = 1000 // servertest's cost (see the variable)
+	goleak.VerifyTestMain(m)
+}
 
 // testRuntime is a real runtime without connectors over the embedded server.
 func testRuntime(t *testing.T) *connect.Runtime {

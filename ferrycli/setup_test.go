@@ -11,7 +11,7 @@ import (
 	"github.com/ferryio/ferry/connect/config"
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/internal/syncbuf"
-	"github.com/ferryio/ferry/server"
+	"github.com/ferryio/ferry/server/servertest"
 )
 
 // ensureTopics (--create-topics, --embedded) creates what every enabled connector names:
@@ -21,12 +21,11 @@ import (
 func TestEnsureTopicsCoversSinksAndSources(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := server.Start(ctx, server.Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close(context.Background())
-	c, err := iggy.Dial(ctx, srv.Addr(), iggy.WithCredentials("iggy", "iggy"))
+	// servertest's cheap password hashing: with the default 600,000 PBKDF2 iterations the
+	// login alone took 9-14 s under -race on a loaded machine, past the server's 10 s
+	// login timeout, which then closed the connection.
+	srv := servertest.Start(t)
+	c, err := iggy.Dial(ctx, srv.Addr(), iggy.WithCredentials(servertest.Username, servertest.Password))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,6 +96,13 @@ func prepareStart(o startOptions) (_ *startPlan, err error) {
 	return plan, nil
 }
 
+// embeddedPasswordIterations is the PBKDF2 cost of the embedded server's new password
+// hashes; 0, always outside tests, is the server's default. This package's tests lower it
+// (TestMain): under -race on a loaded machine one hash at the default cost took up to 14 s,
+// past the server's 10 s login timeout, so the runtime's login to its own embedded server
+// was cut.
+var embeddedPasswordIterations int
+
 // embeddedConfig is the embedded server's configuration for `run --embedded`: listening on
 // [embedded] address (default iggy.address, its first entry if it lists several), data in
 // dataDir (default [embedded] data_dir, else "ferry_data"), with the [iggy] credentials as
@@ -113,7 +120,8 @@ func embeddedConfig(rc *config.Runtime, dataDir string, initDir bool, log *slog.
 		dataDir = "ferry_data"
 	}
 	cfg := server.Config{Addr: addr, DataDir: dataDir, Logger: log.With("component", "server"),
-		RootUsername: rc.Iggy.Username, RootPassword: rc.Iggy.Password.Reveal(), InitDataDir: initDir}
+		RootUsername: rc.Iggy.Username, RootPassword: rc.Iggy.Password.Reveal(), InitDataDir: initDir,
+		PasswordIterations: embeddedPasswordIterations}
 	if rc.Iggy.DefaultPassword {
 		// The config layer's built-in "iggy" is no choice of the user's: leave it to
 		// the server, which allows it on a loopback address only.

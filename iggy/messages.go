@@ -25,6 +25,10 @@ type Message struct {
 	// (XXH32(Key) % partitions, client-side), before KeyFunc and Partitioning. It is not
 	// sent.
 	Key []byte
+	// Partition, when not nil, picks the partition a Producer sends the message to by its
+	// index in Producer.Partitions (modulo their count), before Key, KeyFunc and
+	// Partitioning. It is not sent.
+	Partition *uint32
 }
 
 // size is the message's encoded frame size.

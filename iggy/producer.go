@@ -160,6 +160,11 @@ func (p *Producer) sendByKey(ctx context.Context, msgs []Message) error {
 	idx := make([]uint32, len(msgs))
 	start := make([]int, n+1)
 	for i := range msgs {
+		if to := msgs[i].Partition; to != nil {
+			idx[i] = *to % n
+			start[idx[i]+1]++
+			continue
+		}
 		key := msgs[i].Key
 		if len(key) == 0 && p.cfg.KeyFunc != nil {
 			key = p.cfg.KeyFunc(msgs[i])
@@ -225,10 +230,10 @@ func (p *Producer) sendPartition(ctx context.Context, part uint32, g []Message) 
 	return nil
 }
 
-// hasKeys reports whether a message of msgs names its own partition key.
+// hasKeys reports whether a message of msgs names its own partition key or partition.
 func hasKeys(msgs []Message) bool {
 	for i := range msgs {
-		if len(msgs[i].Key) > 0 {
+		if len(msgs[i].Key) > 0 || msgs[i].Partition != nil {
 			return true
 		}
 	}

@@ -113,6 +113,36 @@ func TestProducerMessageKeys(t *testing.T) {
 	}
 }
 
+// TestProducerMessagePartition: a message's own Partition sends it to that partition index
+// (modulo the partition count), before its Key and the producer's partitioning.
+func TestProducerMessagePartition(t *testing.T) {
+	s := servertest.Start(t)
+	c := dial(t, s)
+	setup(t, c, 3)
+	p := newProducer(t, c, iggy.ProducerConfig{Stream: sID, Topic: tID, Partitioning: wire.ToPartition(0)})
+	at := func(i uint32) *uint32 { return &i }
+	msgs := []iggy.Message{
+		{Payload: []byte("to 2"), Partition: at(2)},
+		{Payload: []byte("to 1, keyed"), Partition: at(1), Key: []byte("key-0")},
+		{Payload: []byte("to 4 = 1"), Partition: at(4)},
+		{Payload: []byte("to 2 again"), Partition: at(2)},
+	}
+	if err := p.Send(testCtx(t), msgs); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := counts(t, c, 3), []uint64{0, 2, 2}; !slices.Equal(got, want) {
+		t.Fatalf("counts = %v, want %v", got, want)
+	}
+	r, err := c.PollMessages(testCtx(t), iggy.PollRequest{Consumer: single("c"), Stream: sID, Topic: tID, Partition: u32(2), Strategy: wire.PollFirst(), Count: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Messages) != 2 || string(r.Messages[0].Payload) != "to 2" || string(r.Messages[1].Payload) != "to 2 again" {
+		t.Fatalf("partition 2 holds %d messages, want \"to 2\", \"to 2 again\" in order", len(r.Messages))
+	}
+	r.Release()
+}
+
 func TestProducerProduceFlushLinger(t *testing.T) {
 	s := servertest.Start(t)
 	c := dial(t, s)

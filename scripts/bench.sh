@@ -44,6 +44,20 @@ out="${1:-bench.txt}"
   else
     echo "skipped: FERRY_S3_ENDPOINT is not set (eval \"\$(bash scripts/s3.sh start)\")"
   fi
+  echo "## MQTT source: 100,000 QoS 1 messages from a broker's queue into Iggy beside Paho's bare subscriber into a discarding handler, same broker, same run (needs FERRY_MQTT_URL); HTTP sink: 300,000 messages in ndjson batches of 1000 to a local receiver beside a bare POST loop"
+  if [ -n "${FERRY_MQTT_URL:-}" ]; then
+    FERRY_MQTT_BENCH=1 go test -count=1 -v -run '^TestMQTTThroughput$' -timeout 20m ./tests/e2e/ | grep -E 'msgs/s|FAIL'
+  else
+    echo "skipped: FERRY_MQTT_URL is not set (eval \"\$(bash scripts/mosquitto.sh start)\")"
+  fi
+  FERRY_HTTP_BENCH=1 go test -count=1 -v -run '^TestHTTPThroughput$' -timeout 20m ./tests/e2e/ | grep -E 'msgs/s|FAIL'
+  echo "## Kafka: the sink beside franz-go's transactional produce loop, the source beside franz-go's group consume loop, 200-byte records (needs FERRY_KAFKA_BOOTSTRAP)"
+  if [ -n "${FERRY_KAFKA_BOOTSTRAP:-}" ]; then
+    go test -run '^$' -bench SinkSideBySide -benchtime 1x ./connectors/kafka/
+    go test -run '^$' -bench SourceSideBySide -benchtime 1x ./connectors/kafka/source/
+  else
+    echo "skipped: FERRY_KAFKA_BOOTSTRAP is not set (eval \"\$(bash scripts/kafka.sh start)\")"
+  fi
   echo "## end to end: ferry bench (random source -> discarding sink, fsync always)"
   go run ./cmd/ferry bench
 } 2>&1 | tee "$out"

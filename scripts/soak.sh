@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
 # name|variable that must be set|env of the full size|test regexp
 soaks=(
   "cdc|FERRY_POSTGRES_URL|FERRY_CDC_SOAK=1|TestPostgresCDCExactlyOnceUnderSIGKILL"
+  "mqtt|FERRY_MQTT_URL|FERRY_MQTT_SOAK=1|TestMQTTSourceAtLeastOnceUnderSIGKILL"
+  # http needs no service (its receiver runs in the test): PATH stands for "always".
+  "http|PATH|FERRY_HTTP_SOAK=1|TestHTTPSinkExactlyOnceAfterDedupUnderSIGKILL"
+  "kafka|FERRY_KAFKA_BOOTSTRAP|FERRY_KAFKA_SOAK=1|TestKafkaRoundTripExactlyOnceUnderSIGKILL"
 )
 
 want=("$@")

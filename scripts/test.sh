@@ -27,6 +27,10 @@ fi
 if [ -n "${FERRY_S3_ENDPOINT:-}" ]; then
   pg_args+=(--s3 "${FERRY_S3_ENDPOINT%%://*}://$FERRY_S3_ACCESS_KEY:$FERRY_S3_SECRET_KEY@${FERRY_S3_ENDPOINT#*://}?region=${FERRY_S3_REGION:-us-east-1}")
 fi
+# kafka-soak likewise when FERRY_KAFKA_BOOTSTRAP is set (scripts/kafka.sh start).
+if [ -n "${FERRY_KAFKA_BOOTSTRAP:-}" ]; then
+  pg_args+=(--kafka "$FERRY_KAFKA_BOOTSTRAP")
+fi
 "$conf_bin/ferry" conformance --soak 20 --seed "${CONFORMANCE_SEED:-1}" "${pg_args[@]}"
 
 echo "--- fuzz smoke (each target ${FUZZTIME:-3s})"

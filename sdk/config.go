@@ -24,6 +24,7 @@ const (
 	TypeNumber   FieldType = "number"   // any JSON number
 	TypeDuration FieldType = "duration" // a string ParseDuration accepts ("1s", "250ms")
 	TypeStrings  FieldType = "string list"
+	TypeInts     FieldType = "integer list"
 	TypeTables   FieldType = "table list" // an array of objects ([[plugin_config.x]])
 	// TypeOutputPath is a non-empty string naming a file the connector writes (creating
 	// missing directories). The sdk checks only its shape; `ferry check` also checks on
@@ -330,6 +331,20 @@ func checkType(t FieldType, v json.RawMessage) string {
 		for i, e := range xs {
 			if _, ok := e.(string); !ok {
 				return fmt.Sprintf("element %d: want a string, got %s", i, describe(e))
+			}
+		}
+	case TypeInts:
+		xs, ok := x.([]any)
+		if !ok {
+			return want()
+		}
+		for i, e := range xs {
+			n, ok := e.(json.Number)
+			if !ok {
+				return fmt.Sprintf("element %d: want an integer, got %s", i, describe(e))
+			}
+			if _, err := strconv.ParseInt(n.String(), 10, 64); err != nil {
+				return fmt.Sprintf("element %d: want an integer, got %s", i, n)
 			}
 		}
 	case TypeTables:

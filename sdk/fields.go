@@ -288,27 +288,20 @@ func (fd *Field[V]) decode(raw json.RawMessage) []error {
 // Default sets the value used when the key is absent (what `ferry connectors` prints).
 // The default is not checked against Min, Max or Check: it is the connector's own.
 func (fd *Field[V]) Default(v V) *Field[V] {
-	fd.d.meta.Default = fd.show(v)
-	if _, isString := any(v).(string); !isString {
-		if raw, err := json.Marshal(v); err == nil && fd.isJSONScalar() {
-			var back any
-			if json.Unmarshal(raw, &back) == nil {
-				fd.d.meta.Default = back
-			}
-		}
-	}
+	fd.d.meta.Default = fileValue(fd.show(v))
 	fd.d.fallback = func() { *fd.dst = v; fd.d.shown = fd.show(v) }
 	return fd
 }
 
-// isJSONScalar reports whether the field's file form is a JSON number or bool (its
-// default is then printed as one), not a string.
-func (fd *Field[V]) isJSONScalar() bool {
-	switch fd.d.meta.Type {
-	case TypeBool, TypeInteger, TypeUnsigned, TypeNumber:
-		return true
+// fileValue is a value as a file writes it (shown) as ConfigField.Default holds it: the
+// JSON value it reads as (a number, a bool, a string without its quotes, a list), or,
+// when it reads as none (a duration: 10s), the text itself.
+func fileValue(shown string) any {
+	var v any
+	if json.Unmarshal([]byte(shown), &v) != nil {
+		return shown
 	}
-	return false
+	return v
 }
 
 // Required makes the key mandatory: a file without it is refused.
@@ -362,10 +355,14 @@ func (fd *Field[V]) ordered(what string) {
 // Check adds a test of the decoded value; its error becomes the key's.
 func (fd *Field[V]) Check(fn func(V) error) *Field[V] { fd.checks = append(fd.checks, fn); return fd }
 
-// NonEmpty refuses an empty (or all-space) string; only for string fields.
+// NonEmpty refuses an empty (or all-space) string or secret; only for those fields.
 func (fd *Field[V]) NonEmpty() *Field[V] {
 	return fd.Check(func(v V) error {
-		if s, ok := any(v).(string); ok && strings.TrimSpace(s) == "" {
+		s, ok := any(v).(string)
+		if secret, isSecret := any(v).(Secret); isSecret {
+			s, ok = secret.Reveal(), true
+		}
+		if ok && strings.TrimSpace(s) == "" {
 			return errors.New("must not be empty")
 		}
 		return nil

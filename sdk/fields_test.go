@@ -179,10 +179,14 @@ func TestConfigSpecDescribes(t *testing.T) {
 	if d := f("flush_interval"); d.Type != TypeDuration || d.Default != "10s" || d.Min != "1ms" || d.Max != "1h" || d.Doc != "idle flush" {
 		t.Errorf("flush_interval: %+v", d)
 	}
-	if d := f("max_file_size"); d.Type != TypeSize || d.Default != `"8MiB"` || d.Max != `"5GiB"` {
+	if d := f("max_file_size"); d.Type != TypeSize || d.Default != "8MiB" || d.Max != `"5GiB"` {
 		t.Errorf("max_file_size: %+v", d)
 	}
-	if d := f("output_format"); d.Type != TypeEnum || strings.Join(d.Enum, "|") != "json_lines (also jsonl, jsonlines)|json_array" {
+	// A default is the value a file writes, as a legacy spec's: a string without quotes.
+	if d := f("file_rotation"); d.Default != "size" {
+		t.Errorf("file_rotation: %#v", d.Default)
+	}
+	if d := f("output_format"); d.Type != TypeEnum || d.Default != "json_lines" || strings.Join(d.Enum, "|") != "json_lines (also jsonl, jsonlines)|json_array" {
 		t.Errorf("output_format: %+v", d)
 	}
 	if d := f("max_attempts"); d.Default != float64(3) || strings.Join(d.Aliases, ",") != "max_retries" {
@@ -226,6 +230,26 @@ func TestSecretNeverShown(t *testing.T) {
 	}
 }
 
+// TestNonEmpty: NonEmpty refuses an empty or all-space string and secret, naming the key
+// and never the secret's value.
+func TestNonEmpty(t *testing.T) {
+	type nonEmpty struct {
+		Name  string
+		Token Secret
+	}
+	decl := NewConfig(func(c *nonEmpty, f *Fields) {
+		f.String("name", &c.Name).NonEmpty()
+		f.Secret("token", &c.Token).NonEmpty()
+	})
+	_, err := decl.Parse([]byte(`{"name":" ","token":"  "}`))
+	if err == nil || err.Error() != "plugin_config.name: must not be empty\nplugin_config.token: must not be empty" {
+		t.Fatalf("Parse = %v", err)
+	}
+	if c, err := decl.Parse([]byte(`{"name":"n","token":"t"}`)); err != nil || c.Token.Reveal() != "t" {
+		t.Fatalf("Parse = %+v, %v", c, err)
+	}
+}
+
 func TestByteSize(t *testing.T) {
 	for in, want := range map[string]ByteSize{"8MiB": 8 << 20, "10MB": 10e6, "1.5 KiB": 1536, "42": 42, "1g": 1e9, "0": 0} {
 		if got, err := ParseByteSize(in); err != nil || got != want {
@@ -241,5 +265,33 @@ func TestByteSize(t *testing.T) {
 		if b.String() != want {
 			t.Errorf("%d.String() = %s, want %s", uint64(b), b.String(), want)
 		}
+	}
+}
+
+// TestFieldsInts: an integer list decodes, has its default, and a non-integer element is
+// named by its index.
+func TestFieldsInts(t *testing.T) {
+	type cfg struct{ Codes []int }
+	decl := NewConfig(func(c *cfg, f *Fields) {
+		f.Ints("codes", &c.Codes).Default([]int{200, 204}).Doc("status codes")
+	})
+	c, err := decl.Parse([]byte(`null`))
+	if err != nil || fmt.Sprint(c.Codes) != "[200 204]" {
+		t.Fatalf("default: %v %v", c.Codes, err)
+	}
+	if c, err = decl.Parse([]byte(`{"codes":[201,-1]}`)); err != nil || fmt.Sprint(c.Codes) != "[201 -1]" {
+		t.Fatalf("values: %v %v", c.Codes, err)
+	}
+	for raw, want := range map[string]string{
+		`{"codes":[200,"x"]}`: `plugin_config.codes: element 1: want an integer, got string "x"`,
+		`{"codes":[1.5]}`:     `plugin_config.codes: element 0: want an integer, got 1.5`,
+		`{"codes":200}`:       `plugin_config.codes: want an integer list, got number 200`,
+	} {
+		if _, err := decl.Parse([]byte(raw)); err == nil || err.Error() != want {
+			t.Errorf("%s: error %v, want %q", raw, err, want)
+		}
+	}
+	if spec := decl.Spec(); spec.Fields[0].Type != TypeInts || func() string { b, _ := json.Marshal(spec.Fields[0].Default); return string(b) }() != "[200,204]" {
+		t.Errorf("spec %+v", spec.Fields[0])
 	}
 }

@@ -221,6 +221,36 @@ func (f *Fields) Strings(name string, dst *[]string) *Field[[]string] {
 	})
 }
 
+// Ints declares a list of integers ([200, 201, 204]).
+func (f *Fields) Ints(name string, dst *[]int) *Field[[]int] {
+	return newField(f, name, TypeInts, dst, func(raw json.RawMessage) ([]int, error) {
+		x, err := jsonValue(raw)
+		if err != nil {
+			return nil, err
+		}
+		xs, ok := x.([]any)
+		if !ok {
+			return nil, wantErr(TypeInts, x)
+		}
+		out := make([]int, len(xs))
+		for i, e := range xs {
+			n, ok := e.(json.Number)
+			if !ok {
+				return nil, fmt.Errorf("element %d: want an integer, got %s", i, describe(e))
+			}
+			v, err := strconv.Atoi(n.String())
+			if err != nil {
+				return nil, fmt.Errorf("element %d: want an integer, got %s", i, n)
+			}
+			out[i] = v
+		}
+		return out, nil
+	}, func(v []int) string {
+		b, _ := json.Marshal(v)
+		return string(b)
+	})
+}
+
 // StringMap declares a table of string values ({ "X-Header" = "value" }).
 func (f *Fields) StringMap(name string, dst *map[string]string) *Field[map[string]string] {
 	return newField(f, name, TypeStringMap, dst, func(raw json.RawMessage) (map[string]string, error) {

@@ -124,4 +124,11 @@ type ProducedMessage struct {
 	// topic's partition count, as Iggy's messages-key partitioning does, so messages with
 	// one key keep their order. Empty: the runtime's default (round robin per batch).
 	PartitionKey []byte
+	// Partition, when not nil, names the message's partition outright, by its index among
+	// the topic's partitions as [Tail] numbers them (0 is the first; an index past the
+	// last wraps around: index modulo the partition count), and wins over PartitionKey. A
+	// source that mirrors an origin partition by partition (Kafka partition n → Iggy
+	// partition n) sets it, so that each origin lane goes to one partition whatever its
+	// keys.
+	Partition *uint32
 }

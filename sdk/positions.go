@@ -16,7 +16,19 @@ import (
 // target (exactly once) gives it a [LoadPositions] function and implements
 // [PartitionSeeker] by calling [Positions.Assigned]; one whose durability is a periodic
 // sync (a file's fsync) calls [Positions.Written] per batch and [Positions.Synced] after
-// each sync; one whose writes are durable at once calls [Positions.Durable].
+// each sync ([Positions.Mark] when writes go on during the sync); one whose writes are
+// durable at once calls [Positions.Durable].
+//
+// The offsets a partition's Written and Durable are given follow one of two rules. For a
+// partition whose batches pass through [Positions.Fresh] (or that Assigned sought), they
+// only go up: a call below an earlier one changes nothing. For a partition the sink never
+// cuts with Fresh (an at-least-once sink writes every batch it is given), they follow the
+// runtime's delivery order, one batch at a time: the last call says where the partition
+// is, even below an earlier one, and is committed. The runtime goes back only to deliver
+// again what it did not store (a commit then refused as stale, which is no error) or after
+// the partition's messages were purged and new ones took their offsets (then that commit
+// is the one the runtime needs: a sink that kept the highest offset would commit nothing
+// until the new messages passed the purged ones).
 //
 // A partition is forgotten when the runtime refuses a commit of it as not owned
 // ([ErrCommitUnknownPartition]: revoked, or the sink was replaced) and when it is
@@ -40,9 +52,9 @@ type LoadPositions func(ctx context.Context, topic TopicMetadata, parts []Partit
 // (offset + 1), so 0 means none.
 type position struct {
 	next    uint64 // the first offset not accepted yet; 0: nothing seen
-	seen    bool   // next is known (sought, or a message was accepted)
-	written uint64 // highest written + 1, durable or not
-	durable uint64 // highest durable + 1 that the runtime took (or knows done)
+	seen    bool   // next is known (sought, or a message was accepted): offsets only go up
+	written uint64 // highest (seen) or last (not seen) written + 1, durable or not
+	durable uint64 // likewise, durable + 1 that the runtime took (or knows done)
 	gone    bool   // the runtime said the partition is not ours
 }
 
@@ -138,6 +150,21 @@ func (k *Positions) Next(p Partition) (uint64, bool) {
 	return pos.next, true
 }
 
+// Done returns the offset after the last one of p known durable in this assignment
+// (recorded by [Positions.Durable] or [Positions.Synced], found by [Positions.Assigned],
+// or everything before the first batch [Positions.Fresh] accepted), and whether one is
+// known: where a sink's next write continues what it made durable (an optimistic write
+// guarded by the target, which skips a read of its position first).
+func (k *Positions) Done(p Partition) (next uint64, ok bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	pos, found := k.parts[p]
+	if !found || pos.gone || pos.durable == 0 {
+		return 0, false
+	}
+	return pos.durable, true
+}
+
 // Rewind makes p accept again from offset next (a buffer the sink dropped, to be
 // redelivered by the runtime's retry of its batch).
 func (k *Positions) Rewind(p Partition, next uint64) {
@@ -148,12 +175,27 @@ func (k *Positions) Rewind(p Partition, next uint64) {
 	}
 }
 
+// Seek makes p resume at next as its target says, outside an assignment: a sink that
+// settled a write whose outcome was unknown by reading its target again (a transaction
+// whose commit failed may have landed) accepts from next on, everything before it being
+// written and durable there. It may move p backwards (the write did not land: its
+// messages are accepted again) or forwards (it did, or another writer of the target got
+// further). What the runtime was told is kept; the next Durable commits past it.
+func (k *Positions) Seek(p Partition, next uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.parts[p] = &position{next: next, seen: true, written: next, durable: next}
+}
+
 // Written records that p's messages up to last are written, not yet durable: the next
-// [Positions.Synced] commits them.
+// [Positions.Synced] commits them. For a partition not cut with Fresh, last is the
+// partition's position whatever came before (see [Positions]), and a partition the runtime
+// refused as not owned starts its bookkeeping afresh (it delivers only what the sink owns).
 func (k *Positions) Written(p Partition, last uint64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if pos := k.entry(p); last+1 > pos.written {
+	pos := k.delivered(p)
+	if !pos.seen || last+1 > pos.written {
 		pos.written = last + 1
 	}
 }
@@ -161,14 +203,21 @@ func (k *Positions) Written(p Partition, last uint64) {
 // Durable records that p's messages up to last are durable in the target and commits
 // last. It returns [ErrCommitUnknownPartition] (wrapped) when the runtime says p is no
 // longer the sink's (the partition is forgotten: drop what is buffered for it), and any
-// refusal other than a stale commit; a stale commit (already done) is no error.
+// refusal other than a stale commit; a stale commit (already done) is no error. For a
+// partition not cut with Fresh, last is committed whenever it differs from the last
+// durable offset, and a partition refused as not owned starts afresh (see
+// [Positions.Written]).
 func (k *Positions) Durable(p Partition, last uint64) error {
 	k.mu.Lock()
-	pos := k.entry(p)
-	if last+1 > pos.written {
+	pos := k.delivered(p)
+	if !pos.seen || last+1 > pos.written {
 		pos.written = last + 1
 	}
-	if pos.gone || last+1 <= pos.durable {
+	done := last+1 <= pos.durable
+	if !pos.seen {
+		done = last+1 == pos.durable
+	}
+	if pos.gone || done {
 		gone := pos.gone
 		k.mu.Unlock()
 		if gone {
@@ -181,20 +230,40 @@ func (k *Positions) Durable(p Partition, last uint64) error {
 }
 
 // Synced records that everything written so far is durable (an fsync returned) and
-// commits each partition's highest written offset. It returns the refusals other than
-// "not owned any more" and "stale", which only forget or skip.
-func (k *Positions) Synced() error {
+// commits each partition's last written offset. It returns the refusals other than "not
+// owned any more" and "stale", which only forget or skip. A sink whose writes go on while
+// it syncs takes a [Positions.Mark] before the sync instead, so that what was written
+// during it is not committed.
+func (k *Positions) Synced() error { return k.Mark().Synced() }
+
+// SyncMark is what a sink had written, and not yet made durable, when it began a sync
+// ([Positions.Mark]).
+type SyncMark struct {
+	k   *Positions
+	due map[Partition]uint64 // each partition's last written offset
+}
+
+// Mark records what is written now, before a sync begins: after the sync returned,
+// [SyncMark.Synced] commits that and nothing written since. Take it where the writes are
+// ordered with the sync (under the lock a write and its Written hold), so that everything
+// it holds is in what the sync makes durable.
+func (k *Positions) Mark() SyncMark {
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	due := map[Partition]uint64{}
 	for p, pos := range k.parts {
-		if !pos.gone && pos.written > pos.durable {
+		if !pos.gone && pos.written != pos.durable && pos.written > 0 {
 			due[p] = pos.written - 1
 		}
 	}
-	k.mu.Unlock()
+	return SyncMark{k: k, due: due}
+}
+
+// Synced records that what m holds is durable and commits it (see [Positions.Synced]).
+func (m SyncMark) Synced() error {
 	var errs []error
-	for p, last := range due {
-		if err := k.commit(p, last); err != nil && !errors.Is(err, ErrCommitUnknownPartition) {
+	for p, last := range m.due {
+		if err := m.k.commit(p, last); err != nil && !errors.Is(err, ErrCommitUnknownPartition) {
 			errs = append(errs, err)
 		}
 	}
@@ -267,30 +336,54 @@ func (k *Positions) Partitions() []Partition {
 
 // commit hands last to the Committer and records the outcome.
 func (k *Positions) commit(p Partition, last uint64) error {
-	if k.committer == nil {
-		k.mu.Lock()
-		if pos := k.entry(p); last+1 > pos.durable {
-			pos.durable = last + 1
-		}
-		k.mu.Unlock()
-		return nil
+	var err error
+	if k.committer != nil {
+		err = k.committer.Commit(p, last)
 	}
-	err := k.committer.Commit(p, last)
 	switch {
 	case err == nil, errors.Is(err, ErrCommitStale):
 		k.mu.Lock()
-		if pos := k.entry(p); last+1 > pos.durable {
-			pos.durable = last + 1
-		}
+		k.entry(p).done(last)
 		k.mu.Unlock()
 		return nil
 	case errors.Is(err, ErrCommitUnknownPartition):
 		k.forget(p)
 		k.log.Info("positions: partition no longer ours; its bookkeeping is dropped", "partition", p.PartitionID, "offset", last)
 		return fmt.Errorf("partition %d offset %d: %w", p.PartitionID, last, err)
+	case errors.Is(err, ErrCommitOutOfRange):
+		// A partition not cut with Fresh follows the runtime's delivery, which went back
+		// under this offset (a purge noticed before the sync): its next batch says where it
+		// is; asking again at every sync would only be refused again.
+		k.mu.Lock()
+		if pos := k.entry(p); !pos.seen {
+			pos.done(last)
+		}
+		k.mu.Unlock()
+		return fmt.Errorf("partition %d offset %d: %w", p.PartitionID, last, err)
 	default:
 		return fmt.Errorf("partition %d offset %d: %w", p.PartitionID, last, err)
 	}
+}
+
+// done records that the runtime has last (it took the commit, or has it already): offsets
+// only go up, except for a partition not cut with Fresh, which is where its last commit
+// says.
+func (pos *position) done(last uint64) {
+	if !pos.seen || last+1 > pos.durable {
+		pos.durable = last + 1
+	}
+}
+
+// delivered returns p's position for a batch the runtime delivered: a partition not cut
+// with Fresh that the runtime refused as not owned was assigned again (as in Fresh).
+// k.mu must be held.
+func (k *Positions) delivered(p Partition) *position {
+	pos := k.entry(p)
+	if pos.gone && !pos.seen {
+		pos = &position{}
+		k.parts[p] = pos
+	}
+	return pos
 }
 
 // forget marks p gone (until it is assigned again).

@@ -11,8 +11,8 @@ import (
 
 // Retry is the one retry loop of Ferry, for connectors and the runtime alike: capped
 // exponential backoff, optionally jittered, steered by the errors of this package.
-// Attempts count from 1; the wait after the n-th counted failure is Initial·2^(n−1), at
-// most Max, less a random part of at most Jitter of it. The operation's error steers what
+// Attempts count from 1; the wait after the n-th counted failure is Initial·Multiplier^(n−1)
+// (Multiplier 2 unless set), at most Max, less a random part of at most Jitter of it. The operation's error steers what
 // comes next:
 //
 //   - nil: Do returns nil;
@@ -32,6 +32,9 @@ type Retry struct {
 	Initial, Max time.Duration
 	// Attempts bounds the counted failures (0: retry until ctx ends).
 	Attempts int
+	// Multiplier is how much each wait grows on the one before (0: 2, doubling; 1:
+	// every wait is Initial; below 1: 2).
+	Multiplier float64
 	// Jitter, from 0 to 1, shortens each wait by a random fraction of at most this much of
 	// it, so that many clients failing together do not retry together. 0: exact waits.
 	Jitter float64
@@ -112,11 +115,15 @@ func (r Retry) Delay(n int) time.Duration {
 		d = time.Millisecond
 	}
 	limit := max(r.Max, d)
+	m := r.Multiplier
+	if m < 1 {
+		m = 2
+	}
 	for i := 1; i < n; i++ {
-		if d >= limit/2 {
+		if float64(d) >= float64(limit)/m {
 			return limit
 		}
-		d *= 2
+		d = time.Duration(float64(d) * m)
 	}
 	return min(d, limit)
 }

@@ -180,3 +180,26 @@ level=WARN msg="upload failed; retrying" attempt=3 key=k1 of=3 backoff=2ms error
 		t.Fatalf("log:\n%s\nwant:\n%s", buf.String(), want)
 	}
 }
+
+// TestRetryMultiplier: the waits grow by Multiplier (3: 10, 30, 90 ms, capped at 100),
+// 1 keeps them at Initial, and 0 doubles as before.
+func TestRetryMultiplier(t *testing.T) {
+	ms := time.Millisecond
+	cases := []struct {
+		m    float64
+		want []time.Duration
+	}{
+		{0, []time.Duration{10 * ms, 20 * ms, 40 * ms, 80 * ms, 100 * ms}},
+		{3, []time.Duration{10 * ms, 30 * ms, 90 * ms, 100 * ms, 100 * ms}},
+		{1, []time.Duration{10 * ms, 10 * ms, 10 * ms, 10 * ms, 10 * ms}},
+		{0.5, []time.Duration{10 * ms, 20 * ms, 40 * ms, 80 * ms, 100 * ms}},
+	}
+	for _, c := range cases {
+		r := Retry{Initial: 10 * ms, Max: 100 * ms, Multiplier: c.m}
+		for n, want := range c.want {
+			if got := r.Delay(n + 1); got != want {
+				t.Errorf("multiplier %v: Delay(%d) = %v, want %v", c.m, n+1, got, want)
+			}
+		}
+	}
+}

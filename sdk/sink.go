@@ -49,7 +49,8 @@ type SinkEnv struct {
 	Key string
 	// Config is the connector's plugin_config, as compact JSON ("null" when absent, as Iggy).
 	Config []byte
-	// Logger carries the connector's key; use it instead of the global logger.
+	// Logger carries the connector's key; use it instead of the global logger. The runtime
+	// always sets it, and so does sdktest.SinkEnv: a sink needs no fallback of its own.
 	Logger *slog.Logger
 	// Committer is non-nil only when the connector runs with offset_commit = "sink_controlled".
 	Committer Committer

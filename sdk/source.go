@@ -22,7 +22,10 @@ type SourceEnv struct {
 	// Tail reads what the source's topic holds at the end of each partition (see [Tail]).
 	// A source that must not send a message twice across a crash calls it in Open: the
 	// messages sent just before the crash may be in Iggy although their state was never
-	// saved. ctx bounds the reads. nil when the runtime cannot read its topic.
+	// saved. It may be called again at any time until Close (a source whose origin hands
+	// it lanes while it runs, a Kafka group's rebalance, reads back on each assignment);
+	// it reads what Iggy confirmed so far. ctx bounds the reads. nil when the runtime
+	// cannot read its topic.
 	Tail func(ctx context.Context) (Tail, error)
 	// TailN is Tail reading the last n messages of each partition (Tail.Recent), for a
 	// source whose origin lanes share partitions (see [ReadBack]). nil when Tail is.

@@ -21,38 +21,34 @@ import (
 // Name is the registry name: path = "builtin:file".
 const Name = "file"
 
-// plugin_config fields.
-const (
-	// FieldPath: the file to append to (created with mode 0644 if missing, with its
-	// directories). Required.
-	FieldPath = "path"
-	// FieldFlushInterval: how often the file is fsynced (and, in sink_controlled mode,
-	// offsets committed), Go duration syntax ("1s", "250ms"); default "1s".
-	FieldFlushInterval = "flush_interval"
-	// FieldFsyncEachBatch: bool, default false; fsync before each Consume returns.
-	FieldFsyncEachBatch = "fsync_each_batch"
-)
+// config is the sink's plugin_config.
+type config struct {
+	Path           string
+	FlushInterval  time.Duration
+	FsyncEachBatch bool
+}
 
-// DefaultFlushInterval is flush_interval when unset.
-const DefaultFlushInterval = time.Second
+// Config declares plugin_config: Open parses with it, `ferry check` validates with it and
+// `ferry connectors` prints it. Under sink_controlled the sink commits what an fsync made
+// durable (every flush_interval, and in Close).
+var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
+	f.Commits(sdk.CommitsWhenDurable)
+	f.OutputPath("path", &c.Path).Required().
+		Doc("the file to append JSON lines to (created with mode 0644 if missing, with its directories)")
+	f.Duration("flush_interval", &c.FlushInterval).Default(time.Second).Check(positive).
+		Doc("how often the file is fsynced (and, with sink_controlled, offsets committed)")
+	f.Bool("fsync_each_batch", &c.FsyncEachBatch).Default(false).
+		Doc("fsync before each batch is acknowledged")
+})
 
-// Spec declares plugin_config; Open decodes with it and `ferry check` validates with it.
-// Under sink_controlled the sink commits what an fsync made durable (every flush_interval,
-// and in Close).
-var Spec = sdk.ConfigSpec{Commits: sdk.CommitsWhenDurable, Fields: []sdk.ConfigField{
-	{Name: FieldPath, Type: sdk.TypeOutputPath, Required: true,
-		Doc: "the file to append JSON lines to (created with mode 0644 if missing, with its directories)"},
-	{Name: FieldFlushInterval, Type: sdk.TypeDuration, Default: sdk.FormatDuration(DefaultFlushInterval),
-		Doc: "how often the file is fsynced (and, with sink_controlled, offsets committed)"},
-	{Name: FieldFsyncEachBatch, Type: sdk.TypeBool, Default: false,
-		Doc: "fsync before each batch is acknowledged"},
-}}
+// Spec is Config's spec, for the registry.
+var Spec = Config.Spec()
 
-// Config is the sink's plugin_config.
-type Config struct {
-	Path           string `json:"path"`
-	FlushInterval  string `json:"flush_interval"`
-	FsyncEachBatch bool   `json:"fsync_each_batch"`
+func positive(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("want a positive duration like \"1s\", got %s", sdk.FormatDuration(d))
+	}
+	return nil
 }
 
 // Record is the JSON object written for one message, in this field order.
@@ -78,15 +74,13 @@ type Header struct {
 
 // Sink appends JSON lines to a file. Consume and Close are safe for concurrent use.
 type Sink struct {
-	cfg       Config
-	interval  time.Duration
-	committer sdk.Committer
-	log       *slog.Logger
+	cfg config
+	log *slog.Logger
+	pos *sdk.Positions // what is written per partition, committed after each fsync
 
-	mu      sync.Mutex // guards f, pending, closed, broken, enc/buf
-	f       *os.File
-	pending map[sdk.Partition]uint64 // highest offset written since the last fsync snapshot
-	closed  bool
+	mu     sync.Mutex // guards f, closed, broken, enc/buf; orders each write with its pos.Written
+	f      *os.File
+	closed bool
 	// broken is set by a failed fsync (the kernel may have dropped the data, so never
 	// commit again) and by a failed write that could not be truncated away (never
 	// append after a partial record).
@@ -105,24 +99,17 @@ func New() *Sink { return &Sink{} }
 
 // Open reads plugin_config, opens the file for appending and starts the fsync goroutine.
 func (s *Sink) Open(_ context.Context, env sdk.SinkEnv) error {
-	if err := Spec.Decode(env.Config, &s.cfg); err != nil {
-		return fmt.Errorf("file sink: %w", err)
+	cfg, err := Config.Parse(env.Config)
+	if err != nil {
+		return sdk.Permanent(fmt.Errorf("file sink: %w", err))
 	}
-	d, err := sdk.ParseDuration(s.cfg.FlushInterval)
-	if err != nil || d <= 0 {
-		return fmt.Errorf("file sink: plugin_config.flush_interval %q: want a positive duration like \"1s\"", s.cfg.FlushInterval)
-	}
-	s.interval = d
+	s.cfg, s.log = cfg, env.Logger
 	if err := os.MkdirAll(filepath.Dir(s.cfg.Path), 0o755); err != nil {
 		return fmt.Errorf("file sink: create the directory of %s: %w", s.cfg.Path, err)
 	}
 	f, err := os.OpenFile(s.cfg.Path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("file sink: open: %w", err)
-	}
-	s.log = env.Logger
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
 	}
 	if err := s.dropPartialTail(f); err != nil {
 		_ = f.Close()
@@ -131,8 +118,7 @@ func (s *Sink) Open(_ context.Context, env sdk.SinkEnv) error {
 	s.f = f
 	s.enc = json.NewEncoder(&s.buf)
 	s.enc.SetEscapeHTML(false)
-	s.pending = map[sdk.Partition]uint64{}
-	s.committer = env.Committer
+	s.pos = sdk.NewPositions(env, nil)
 	s.stop, s.done = make(chan struct{}), make(chan struct{})
 	go s.loop()
 	return nil
@@ -140,7 +126,7 @@ func (s *Sink) Open(_ context.Context, env sdk.SinkEnv) error {
 
 func (s *Sink) loop() {
 	defer close(s.done)
-	t := time.NewTicker(s.interval)
+	t := time.NewTicker(s.cfg.FlushInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -177,10 +163,11 @@ func (s *Sink) Consume(_ context.Context, topic sdk.TopicMetadata, meta sdk.Mess
 	}
 	err := s.appendLocked()
 	if err == nil && len(msgs) > 0 {
-		// A partition's batches come in order, so its last batch is what the next flush
-		// commits: not the highest offset seen, which after the partition went back (a
-		// purge) would be one of the purged messages, above what was written since.
-		s.pending[meta.Partition] = msgs[len(msgs)-1].Offset
+		// Every batch is written (no Fresh): Positions follows the partition's batches in
+		// their order, so the next flush commits this batch's last offset, even below an
+		// earlier one: after the partition went back (a purge) the highest offset seen
+		// would be a purged message's, above what was written since.
+		s.pos.Written(meta.Partition, msgs[len(msgs)-1].Offset)
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -314,10 +301,11 @@ func kindName(k sdk.HeaderKind) string {
 	return fmt.Sprintf("kind%d", k)
 }
 
-// Sync fsyncs the file, then, in sink_controlled mode, commits per partition the highest
-// offset that was written before the fsync. After a failed fsync nothing is ever committed
-// again and Consume and Sync return that error (the sink must be restarted, which
-// redelivers from the last commit). Safe to call concurrently.
+// Sync fsyncs the file, then, in sink_controlled mode, commits per partition the last
+// offset written before the fsync. After a failed fsync nothing is ever committed again
+// and Consume and Sync return that error (the sink must be restarted, which redelivers
+// from the last commit). A commit the runtime refuses is logged, not returned. Safe to
+// call concurrently.
 func (s *Sink) Sync() error {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
@@ -330,8 +318,7 @@ func (s *Sink) Sync() error {
 		s.mu.Unlock()
 		return s.broken
 	}
-	snap := s.pending
-	s.pending = map[sdk.Partition]uint64{}
+	written := s.pos.Mark() // what the fsync below makes durable
 	f := s.f
 	s.mu.Unlock()
 	if err := f.Sync(); err != nil {
@@ -343,12 +330,8 @@ func (s *Sink) Sync() error {
 		s.mu.Unlock()
 		return err
 	}
-	if s.committer != nil {
-		for p, o := range snap {
-			if cerr := s.committer.Commit(p, o); cerr != nil && !errors.Is(cerr, sdk.ErrCommitStale) {
-				s.log.Warn("file sink: commit refused", "partition", p.PartitionID, "offset", o, "err", cerr)
-			}
-		}
+	if err := written.Synced(); err != nil {
+		s.log.Warn("file sink: commit refused", "path", s.cfg.Path, "err", err)
 	}
 	return nil
 }

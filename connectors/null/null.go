@@ -19,10 +19,10 @@ var Spec = sdk.ConfigSpec{AnyFields: true, Commits: sdk.CommitsEachBatch}
 
 // Sink discards messages. Safe for concurrent use.
 type Sink struct {
-	messages  atomic.Uint64
-	batches   atomic.Uint64
-	committer sdk.Committer // sink_controlled only
-	log       *slog.Logger
+	messages atomic.Uint64
+	batches  atomic.Uint64
+	pos      *sdk.Positions // commits each batch (sink_controlled)
+	log      *slog.Logger
 }
 
 // New returns an unopened null sink.
@@ -30,21 +30,18 @@ func New() *Sink { return &Sink{} }
 
 // Open accepts any config.
 func (s *Sink) Open(_ context.Context, env sdk.SinkEnv) error {
-	s.committer, s.log = env.Committer, env.Logger
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
+	s.pos, s.log = sdk.NewPositions(env, nil), env.Logger
 	return nil
 }
 
 // Consume counts the batch and returns nil; under sink_controlled it first commits the
 // batch's last offset.
 func (s *Sink) Consume(_ context.Context, _ sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
-	if s.committer != nil && len(msgs) > 0 {
+	if len(msgs) > 0 {
 		last := msgs[len(msgs)-1].Offset
 		// Nothing is kept either way: a refused commit (the partition moved to another
 		// member, or the offset is already stored) only means the batch may come again.
-		if err := s.committer.Commit(meta.Partition, last); err != nil && !errors.Is(err, sdk.ErrCommitStale) {
+		if err := s.pos.Durable(meta.Partition, last); err != nil && !errors.Is(err, sdk.ErrCommitUnknownPartition) {
 			s.log.Warn("null sink: commit refused", "partition", meta.Partition.PartitionID, "offset", last, "error", err)
 		}
 	}

@@ -19,7 +19,7 @@ import (
 func BenchmarkSink(b *testing.B) {
 	const batch = 1000
 	pad := strings.Repeat("x", 200-len(`{"n":"000000000","pad":""}`))
-	for _, mode := range []string{ModeCopy, ModeInsert} {
+	for _, mode := range []writeMode{modeCopy, modeInsert} {
 		for _, eo := range []bool{true, false} {
 			b.Run(fmt.Sprintf("%s/exactly_once=%t", mode, eo), func(b *testing.B) {
 				db, url := testDB(b)
@@ -63,7 +63,7 @@ func BenchmarkSink(b *testing.B) {
 // JSON, every optional column). No database: the sink's own CPU per row (ns/op is per
 // row) and its allocations per batch.
 func BenchmarkEncodeRows(b *testing.B) {
-	cfg, err := parseConfig([]byte(`{"connection_string":"x","payload_format":"json"}`))
+	cfg, err := Config.Parse([]byte(`{"connection_string":"x","payload_format":"json"}`))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -82,8 +82,8 @@ func BenchmarkEncodeRows(b *testing.B) {
 	for i := range idx {
 		idx[i] = i
 	}
-	for _, format := range []string{CopyText, CopyBinary} {
-		b.Run(format, func(b *testing.B) {
+	for _, format := range []copyFormat{copyText, copyBinary} {
+		b.Run(string(format), func(b *testing.B) {
 			var buf []byte
 			b.ReportAllocs()
 			for b.Loop() {
@@ -95,7 +95,7 @@ func BenchmarkEncodeRows(b *testing.B) {
 				for i := range msgs {
 					rows[i] = s.appendRow(backing[i*width:i*width:(i+1)*width], &vals[i], nm, 1, &msgs[i])
 				}
-				if format == CopyText {
+				if format == copyText {
 					buf, err = appendCopyTextRows(buf[:0], m, oids, rows, idx)
 				} else {
 					buf, err = appendCopyRows(buf[:0], m, oids, rows, idx)

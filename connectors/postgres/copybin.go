@@ -100,7 +100,7 @@ func (s *Sink) copyOwnAround(ctx context.Context, conn *pgx.Conn, before, after 
 		return false, pgconn.CommandTag{}, err
 	}
 	encode, option := appendCopyTextRows, ""
-	if s.cfg.CopyFormat == CopyBinary {
+	if s.cfg.CopyFormat == copyBinary {
 		encode, option = appendCopyRows, " (FORMAT binary)"
 	}
 	bp := copyBufs.Get().(*[]byte)

@@ -57,8 +57,8 @@ func pow10(n int) *big.Int {
 // the last case is random payloads full of what COPY's text format must escape.
 func TestCopyEncodersWriteWhatPgxWrote(t *testing.T) {
 	db, url := testDB(t)
-	payloads := map[string][]string{
-		FormatJSON: {
+	payloads := map[payloadFormat][]string{
+		formatJSON: {
 			`{"n":1,"s":"plain","f":1.5,"b":true,"at":"2024-02-29T12:34:56.789012Z","obj":{"k":[1,2,{"z":null}]},"big":123456789012345678901234567890}`,
 			`[1, "two", {"three": 3}, [], {}]`,
 			`"a string with unicode é 漢字 🚀 and escapes \" \\ \n \t \u00e9 \ud83d\ude80"`,
@@ -66,31 +66,31 @@ func TestCopyEncodersWriteWhatPgxWrote(t *testing.T) {
 			`{"n":-2147483648,"s":"","f":-0.0,"b":false,"at":"1999-12-31T23:59:59.999999+02:00","obj":"not an object"}`,
 			`{"n":null,"s":null,"obj":{"deep":{"deeper":"x"}}}`,
 		},
-		FormatText:  {"plain", "", "unicode é 漢字 🚀", `{"looks":"like json"}`, "tab\tnewline\nbackslash\\ quote'\"", "\u0001 control"},
-		FormatBytea: {"", "\x00\x01\x02\xff\xfe", "binary \x00 zero", `{"n":1}`, strings.Repeat("\xab", 70_000), "\\.\n\\N\t\r\\x"},
+		formatText:  {"plain", "", "unicode é 漢字 🚀", `{"looks":"like json"}`, "tab\tnewline\nbackslash\\ quote'\"", "\u0001 control"},
+		formatBytea: {"", "\x00\x01\x02\xff\xfe", "binary \x00 zero", `{"n":1}`, strings.Repeat("\xab", 70_000), "\\.\n\\N\t\r\\x"},
 	}
 	r := rand.New(rand.NewPCG(3, 4))
 	for range 200 {
-		payloads[FormatText] = append(payloads[FormatText], trickyText(r))
-		payloads[FormatJSON] = append(payloads[FormatJSON], trickyJSON(r))
+		payloads[formatText] = append(payloads[formatText], trickyText(r))
+		payloads[formatJSON] = append(payloads[formatJSON], trickyJSON(r))
 		b := make([]byte, r.IntN(40))
 		for i := range b {
 			b[i] = byte(r.IntN(256))
 		}
-		payloads[FormatBytea] = append(payloads[FormatBytea], string(b))
+		payloads[formatBytea] = append(payloads[formatBytea], string(b))
 	}
 	columns := `,"columns":[{"name":"c_int","type":"integer","path":"n"},{"name":"c_big","type":"bigint","path":"n"},
 {"name":"c_num","type":"numeric","path":"big"},{"name":"c_f","type":"double precision","path":"f"},{"name":"c_b","type":"boolean","path":"b"},
 {"name":"c_at","type":"timestamptz","path":"at"},{"name":"c_obj","type":"jsonb","path":"obj"},{"name":"c_s","type":"text","path":"s"},
 {"name":"c_deep","type":"text","path":"obj.deep.deeper"}]`
-	for _, format := range []string{FormatJSON, FormatText, FormatBytea} {
-		t.Run(format, func(t *testing.T) {
+	for _, format := range []payloadFormat{formatJSON, formatText, formatBytea} {
+		t.Run(string(format), func(t *testing.T) {
 			mine, text, theirs := fresh(t, db, "mine"), fresh(t, db, "text"), fresh(t, db, "pgx")
-			cfg := func(tbl, copyFormat string) string {
+			cfg := func(tbl string, copyFormat copyFormat) string {
 				return fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"auto_create_table":true,"payload_format":%q,"copy_format":%q,
 "include_metadata":true,"include_checksum":true,"include_origin_timestamp":true,"exactly_once":false%s}`, url, tbl, format, copyFormat, columns)
 			}
-			sm, st, sp := open(t, cfg(mine, CopyBinary), "stop", nil), open(t, cfg(text, CopyText), "stop", nil), open(t, cfg(theirs, CopyBinary), "stop", nil)
+			sm, st, sp := open(t, cfg(mine, copyBinary), "stop", nil), open(t, cfg(text, copyText), "stop", nil), open(t, cfg(theirs, copyBinary), "stop", nil)
 			ids := []msgID{{0, 0}, {0, 9999}, {0, 10000}, {0, ^uint64(0)}, {1, 0}, {^uint64(0), ^uint64(0)}, {12345, 678}}
 			for range 20 {
 				ids = append(ids, msgID{r.Uint64() >> r.IntN(64), r.Uint64() << 8})
@@ -106,7 +106,7 @@ func TestCopyEncodersWriteWhatPgxWrote(t *testing.T) {
 				if i%2 == 0 { // the other half NULL timestamps (0 is unset)
 					m.Timestamp, m.OriginTimestamp = 1_700_000_000_123_456+uint64(i), 946_684_800_000_000-1
 				}
-				if p == "" && format == FormatBytea {
+				if p == "" && format == formatBytea {
 					m.Payload = nil
 				}
 				ms = append(ms, m)
@@ -256,11 +256,11 @@ func TestTimestamptzText(t *testing.T) {
 // mapped timestamp in year 500) reaches the table through pgx's conversions.
 func TestCopyFormats(t *testing.T) {
 	db, url := testDB(t)
-	if _, err := parseConfig([]byte(`{"connection_string":"x","copy_format":"csv"}`)); err == nil || !strings.Contains(err.Error(), `copy_format "csv"`) {
+	if _, err := Config.Parse([]byte(`{"connection_string":"x","copy_format":"csv"}`)); err == nil || !strings.Contains(err.Error(), `plugin_config.copy_format: unknown value "csv" (want text or binary)`) {
 		t.Fatalf("copy_format csv: %v; want an error naming it", err)
 	}
-	for _, format := range []string{CopyText, CopyBinary} {
-		t.Run(format, func(t *testing.T) {
+	for _, format := range []copyFormat{copyText, copyBinary} {
+		t.Run(string(format), func(t *testing.T) {
 			tbl := fresh(t, db, "rows")
 			s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"payload_format":"json",
 "copy_format":%q,"columns":[{"name":"at","type":"timestamptz","path":"at"}]}`, url, tbl, fresh(t, db, "offs"), format), "stop", nil)

@@ -15,7 +15,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(`{"connection_string":"x","batch_size":0,"payload_format":"jsonb","retry_delay":"1s"}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		c, err := parseConfig(raw)
+		c, err := Config.Parse(raw)
 		if err != nil {
 			if !strings.Contains(err.Error(), "plugin_config") {
 				t.Fatalf("error %q does not name plugin_config", err)
@@ -27,8 +27,8 @@ func FuzzParseConfig(f *testing.F) {
 				t.Fatalf("column name %q accepted", col.Name)
 			}
 		}
-		if c.ConnectionString == "" || *c.BatchSize < 1 || c.MaxConnections < 1 || !validTable(c.TargetTable) ||
-			!validTable(c.OffsetsTable) || c.ExactlyOnce == nil || c.IncludeMetadata == nil {
+		if c.ConnectionString.IsZero() || c.BatchSize < 1 || c.MaxConnections < 1 || c.MaxRowsPerTransaction < 1 || tableName(c.TargetTable) != nil ||
+			tableName(c.OffsetsTable) != nil || c.RetryDelay <= 0 || c.PayloadFormat == "" || c.WriteMode == "" || c.CopyFormat == "" || c.OnOffsetsMismatch == "" {
 			t.Fatalf("incomplete config %+v", c)
 		}
 	})
@@ -40,7 +40,7 @@ func FuzzRow(f *testing.F) {
 	f.Add([]byte(`{"n":1,"user":{"name":"a","age":3.5},"ok":true,"at":"2026-01-02T03:04:05Z"}`))
 	f.Add([]byte(`{"n":"x"}`))
 	f.Add([]byte("\xff"))
-	c, err := parseConfig([]byte(`{"connection_string":"x","payload_format":"text","columns":[
+	c, err := Config.Parse([]byte(`{"connection_string":"x","payload_format":"text","columns":[
 		{"name":"n","type":"bigint","path":"n"},{"name":"age","type":"numeric(10,2)","path":"user.age"},
 		{"name":"f","type":"double precision","path":"user.age"},{"name":"ok","type":"boolean","path":"ok"},
 		{"name":"at","type":"timestamptz","path":"at"},{"name":"u","type":"jsonb","path":"user"},{"name":"name","path":"user.name"}]}`))

@@ -149,19 +149,19 @@ func (s *Sink) consumeGrouped(ctx context.Context, topic sdk.TopicMetadata, p sd
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.pending {
-		if err := s.writeAgain(ctx, g); err != nil {
+		if err := s.writeAgain(ctx, once, g); err != nil {
 			return err
 		}
 	}
 	if g.conn == nil {
-		if err := s.retryTransient(ctx, "begin transaction", func(ctx context.Context) error { return s.begin(ctx, g) }); err != nil {
+		if err := s.begin(ctx, g); err != nil {
 			return fmt.Errorf("postgres sink: partition %d: %w", p.PartitionID, err)
 		}
 	}
 	last := int64(msgs[len(msgs)-1].Offset)
 	from := after(msgs, g.top)
 	idx := unrefused(from, len(msgs), refused)
-	insert := s.cfg.WriteMode != ModeCopy
+	insert := s.cfg.WriteMode != modeCopy
 	for {
 		bad, err := s.writeSavepoint(ctx, g, rows, idx, insert)
 		if err == nil {
@@ -171,7 +171,7 @@ func (s *Sink) consumeGrouped(ctx context.Context, topic sdk.TopicMetadata, p sd
 		case bad == locateRow: // COPY refused some row: find which, one INSERT each
 			insert = true
 			continue
-		case bad >= 0 && s.stop:
+		case bad >= 0 && !s.passRejected:
 			return fmt.Errorf("postgres sink: partition %d offset %d rejected (nothing of the batch written): %w",
 				p.PartitionID, msgs[bad].Offset, err)
 		case bad >= 0:
@@ -192,10 +192,10 @@ func (s *Sink) consumeGrouped(ctx context.Context, topic sdk.TopicMetadata, p sd
 		if !transient(err) {
 			return fmt.Errorf("postgres sink: partition %d: %w", p.PartitionID, err)
 		}
-		if err := s.writeAgain(ctx, g); err != nil {
+		if err := s.writeAgain(ctx, once, g); err != nil {
 			return err
 		}
-		if err := s.retryTransient(ctx, "begin transaction", func(ctx context.Context) error { return s.begin(ctx, g) }); err != nil {
+		if err := s.begin(ctx, g); err != nil {
 			return fmt.Errorf("postgres sink: partition %d: %w", p.PartitionID, err)
 		}
 		from = after(msgs, g.top)
@@ -205,7 +205,7 @@ func (s *Sink) consumeGrouped(ctx context.Context, topic sdk.TopicMetadata, p sd
 	g.add(msgs[from:], rows[from:], refused, from, last, msgs[len(msgs)-1].Timestamp)
 	g.batches++
 	if len(g.msgs) >= s.cfg.MaxRowsPerTransaction || g.batches >= maxGroupBatches || caughtUp {
-		if err := s.commitGroup(ctx, g); err != nil {
+		if err := s.commitGroup(ctx, once, g); err != nil {
 			if g.pending { // this batch fails: what is kept to write again is what came before it
 				g.undo(before)
 			}
@@ -263,7 +263,7 @@ func (s *Sink) begin(ctx context.Context, g *group) error {
 		return err
 	}
 	lastDB := int64(-1)
-	if *s.cfg.ExactlyOnce {
+	if s.cfg.ExactlyOnce {
 		lastDB, err = s.beginLocked(ctx, conn.Conn(), g.topic, g.part.PartitionID)
 	} else if _, err = conn.Exec(ctx, "BEGIN"); err != nil {
 		err = fmt.Errorf("begin: %w", err)
@@ -301,10 +301,10 @@ func (s *Sink) writeSavepoint(ctx context.Context, g *group, rows [][]any, idx [
 
 // commitGroup commits g (its offsets row set to the highest offset it covers), then hands
 // that offset to the Committer and empties g. A lost or unknown commit is written again
-// in a new transaction (writeAgain).
-func (s *Sink) commitGroup(ctx context.Context, g *group) error {
+// in a new transaction (writeAgain, retried by r).
+func (s *Sink) commitGroup(ctx context.Context, r sdk.Retry, g *group) error {
 	if g.pending {
-		return s.writeAgain(ctx, g)
+		return s.writeAgain(ctx, r, g)
 	}
 	if g.conn == nil {
 		return nil
@@ -321,7 +321,7 @@ func (s *Sink) commitGroup(ctx context.Context, g *group) error {
 			return fmt.Errorf("postgres sink: partition %d: commit: %w", g.part.PartitionID, err)
 		}
 		s.log.Warn("postgres commit failed; writing the partition's group again", "partition", g.part.PartitionID, "error", err)
-		return s.writeAgain(ctx, g)
+		return s.writeAgain(ctx, r, g)
 	}
 	g.conn.Release()
 	g.conn, g.sp = nil, false
@@ -329,14 +329,14 @@ func (s *Sink) commitGroup(ctx context.Context, g *group) error {
 	return nil
 }
 
-// writeAgain writes a group whose transaction was lost in one new transaction, retrying
-// transient errors until ctx ends (writeBatch skips what the table already holds). A row
+// writeAgain writes a group whose transaction was lost in one new transaction, retried by
+// r (writeBatch skips what the table already holds). A row
 // refused now, though its savepoint had taken it, cannot reach on_failure any more (its
 // Consume returned): under on_failure = stop the group stays pending and the error
 // stops the sink; otherwise it is left out and logged as an error.
-func (s *Sink) writeAgain(ctx context.Context, g *group) error {
+func (s *Sink) writeAgain(ctx context.Context, r sdk.Retry, g *group) error {
 	if len(g.msgs) > 0 {
-		refused, _, err := s.writeBatch(ctx, g.topic, g.part.PartitionID, g.msgs, g.rows, g.refused, nil)
+		refused, _, err := s.writeBatch(ctx, r, g.topic, g.part.PartitionID, g.msgs, g.rows, g.refused, nil)
 		if err != nil {
 			return err
 		}
@@ -395,7 +395,7 @@ func (s *Sink) arm(g *group) {
 			return
 		}
 		g.timer = nil
-		if err := s.commitGroup(s.groups.bg, g); err != nil {
+		if err := s.commitGroup(s.groups.bg, s.retrying("group commit"), g); err != nil {
 			s.log.Error("group commit failed; retried at the partition's next batch, next flush or the stop",
 				"partition", g.part.PartitionID, "error", err)
 			s.arm(g)
@@ -415,7 +415,7 @@ func (s *Sink) flushPartitions(ctx context.Context, parts []sdk.Partition) error
 			continue
 		}
 		g.mu.Lock()
-		err := s.commitGroup(ctx, g)
+		err := s.commitGroup(ctx, s.retrying("group commit"), g)
 		g.mu.Unlock()
 		if err != nil {
 			return err
@@ -440,7 +440,7 @@ func (s *Sink) closeGroups(ctx context.Context) error {
 		wg.Go(func() {
 			g.mu.Lock()
 			defer g.mu.Unlock()
-			if err := s.commitGroup(ctx, g); err != nil {
+			if err := s.commitGroup(ctx, s.retrying("group commit"), g); err != nil {
 				emu.Lock()
 				errs = append(errs, err)
 				emu.Unlock()

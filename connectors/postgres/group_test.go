@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/sdk"
+	"github.com/ferryio/ferry/sdk/sdktest"
 )
 
 // groupCfg is the plugin_config of a group-commit sink into tbl/off.
@@ -51,7 +52,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestGroupSpansBatchesUntilMaxRows(t *testing.T) {
 	db, url := testDB(t)
 	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
-	c := &commits{}
+	c := sdktest.NewCommitter()
 	s := open(t, groupCfg(url, tbl, off, "1h", 250), "stop", c)
 	for i, first := range []uint64{0, 100} {
 		if err := consume(t, s, 0, msgs(first, 100, jsonPayload)); err != nil {
@@ -60,7 +61,7 @@ func TestGroupSpansBatchesUntilMaxRows(t *testing.T) {
 		if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 0 {
 			t.Fatalf("after batch %d: %d rows visible, want 0 (the group is open)", i, n)
 		}
-		if _, ok := c.last(part(0)); ok {
+		if _, ok := c.Committed(part(0)); ok {
 			t.Fatalf("after batch %d: committed to Iggy before the transaction committed", i)
 		}
 	}
@@ -73,7 +74,7 @@ func TestGroupSpansBatchesUntilMaxRows(t *testing.T) {
 	if n := count(t, db, "SELECT last_offset FROM "+off); n != 299 {
 		t.Fatalf("offsets row = %d, want 299", n)
 	}
-	if off, _ := c.last(part(0)); off != 299 {
+	if off, _ := c.Committed(part(0)); off != 299 {
 		t.Fatalf("commit = %d, want 299", off)
 	}
 	if err := consume(t, s, 0, msgs(300, 50, jsonPayload)); err != nil {
@@ -88,7 +89,7 @@ func TestGroupSpansBatchesUntilMaxRows(t *testing.T) {
 	if n := count(t, db, "SELECT last_offset FROM "+off); n != 349 {
 		t.Fatalf("offsets row after Close = %d, want 349", n)
 	}
-	if off, _ := c.last(part(0)); off != 349 {
+	if off, _ := c.Committed(part(0)); off != 349 {
 		t.Fatalf("commit after Close = %d, want 349", off)
 	}
 }
@@ -97,7 +98,7 @@ func TestGroupSpansBatchesUntilMaxRows(t *testing.T) {
 func TestGroupCommitsAtFlushInterval(t *testing.T) {
 	db, url := testDB(t)
 	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
-	c := &commits{}
+	c := sdktest.NewCommitter()
 	s := open(t, groupCfg(url, tbl, off, "50ms", 10000), "stop", c)
 	for p := range uint32(3) {
 		if err := consume(t, s, p, msgs(0, 100, jsonPayload)); err != nil {
@@ -106,7 +107,7 @@ func TestGroupCommitsAtFlushInterval(t *testing.T) {
 	}
 	waitUntil(t, "the three groups committed by their timers", func() bool {
 		for p := range uint32(3) {
-			if off, ok := c.last(part(p)); !ok || off != 99 {
+			if off, ok := c.Committed(part(p)); !ok || off != 99 {
 				return false
 			}
 		}
@@ -134,7 +135,7 @@ func TestGroupRejectedRowInItsOwnBatch(t *testing.T) {
 	t.Run("dead_letter", func(t *testing.T) {
 		db, url := testDB(t)
 		tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
-		c := &commits{}
+		c := sdktest.NewCommitter()
 		s := open(t, groupCfg(url, tbl, off, "1h", 10000), "dead_letter", c)
 		if err := consume(t, s, 0, msgs(0, 10, jsonPayload)); err != nil {
 			t.Fatal(err)
@@ -159,14 +160,14 @@ func TestGroupRejectedRowInItsOwnBatch(t *testing.T) {
 		if n := count(t, db, "SELECT last_offset FROM "+off); n != 29 {
 			t.Fatalf("offsets row = %d, want 29", n)
 		}
-		if off, _ := c.last(part(0)); off != 29 {
+		if off, _ := c.Committed(part(0)); off != 29 {
 			t.Fatalf("commit = %d, want 29", off)
 		}
 	})
 	t.Run("stop", func(t *testing.T) {
 		db, url := testDB(t)
 		tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
-		c := &commits{}
+		c := sdktest.NewCommitter()
 		s := open(t, groupCfg(url, tbl, off, "1h", 10000), "stop", c)
 		if err := consume(t, s, 0, msgs(0, 10, jsonPayload)); err != nil {
 			t.Fatal(err)
@@ -188,7 +189,7 @@ func TestGroupRejectedRowInItsOwnBatch(t *testing.T) {
 		if n := count(t, db, "SELECT last_offset FROM "+off); n != 9 {
 			t.Fatalf("offsets row = %d, want 9", n)
 		}
-		if off, _ := c.last(part(0)); off != 9 {
+		if off, _ := c.Committed(part(0)); off != 9 {
 			t.Fatalf("commit = %d, want 9", off)
 		}
 	})
@@ -200,7 +201,7 @@ func TestGroupRejectedRowInItsOwnBatch(t *testing.T) {
 func TestGroupAssignedAgainCommitsFirst(t *testing.T) {
 	db, url := testDB(t)
 	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
-	s := open(t, groupCfg(url, tbl, off, "1h", 10000), "stop", &commits{})
+	s := open(t, groupCfg(url, tbl, off, "1h", 10000), "stop", sdktest.NewCommitter())
 	if err := consume(t, s, 0, msgs(0, 100, jsonPayload)); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func TestGroupAssignedAgainCommitsFirst(t *testing.T) {
 func TestGroupTransactionLost(t *testing.T) {
 	db, url := testDB(t)
 	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
-	c := &commits{}
+	c := sdktest.NewCommitter()
 	// The packages' tests share one database: the sink's connections carry a name of
 	// their own, so the backend terminated is the group's and no other test's.
 	app := "ferry_group_lost_" + strconv.Itoa(os.Getpid())
@@ -252,7 +253,7 @@ WHERE application_name = $1 AND state = 'idle in transaction' AND backend_xid IS
 	if err := consume(t, s, 0, msgs(200, 100, jsonPayload)); err != nil {
 		t.Fatal(err)
 	}
-	if off, _ := c.last(part(0)); off != 199 {
+	if off, _ := c.Committed(part(0)); off != 199 {
 		t.Fatalf("commit = %d, want 199 (the lost group written again at once)", off)
 	}
 	if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 200 {
@@ -261,7 +262,7 @@ WHERE application_name = $1 AND state = 'idle in transaction' AND backend_xid IS
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if off, _ := c.last(part(0)); off != 299 {
+	if off, _ := c.Committed(part(0)); off != 299 {
 		t.Fatalf("commit after Close = %d, want 299", off)
 	}
 	if n := count(t, db, "SELECT count(DISTINCT iggy_offset) FROM "+tbl+" WHERE payload->>'n' = iggy_offset::text"); n != 300 {
@@ -278,15 +279,15 @@ WHERE application_name = $1 AND state = 'idle in transaction' AND backend_xid IS
 func TestGroupConfig(t *testing.T) {
 	for _, tc := range []struct{ cfg, want string }{
 		{`{"connection_string":"x","flush_interval":"soon"}`, `flush_interval`},
-		{`{"connection_string":"x","flush_interval":"1s","max_rows_per_transaction":-1}`, `max_rows_per_transaction -1: want a positive number`},
+		{`{"connection_string":"x","flush_interval":"1s","max_rows_per_transaction":-1}`, `plugin_config.max_rows_per_transaction: -1 is below the minimum 0`},
 	} {
-		if _, err := parseConfig([]byte(tc.cfg)); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("parseConfig(%s) = %v; want an error containing %q", tc.cfg, err, tc.want)
+		if _, err := Config.Parse([]byte(tc.cfg)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Config.Parse(%s) = %v; want an error containing %q", tc.cfg, err, tc.want)
 		}
 	}
-	c, err := parseConfig([]byte(`{"connection_string":"x","flush_interval":"250ms"}`))
-	if err != nil || c.FlushInterval != "250ms" || c.MaxRowsPerTransaction != DefaultMaxRowsPerTransaction {
-		t.Fatalf("parseConfig = %+v, %v; want flush_interval 250ms, max_rows_per_transaction %d", c, err, DefaultMaxRowsPerTransaction)
+	c, err := Config.Parse([]byte(`{"connection_string":"x","flush_interval":"250ms"}`))
+	if err != nil || c.FlushInterval != 250*time.Millisecond || c.MaxRowsPerTransaction != defaultMaxRowsPerTransaction {
+		t.Fatalf("parseConfig = %+v, %v; want flush_interval 250ms, max_rows_per_transaction %d", c, err, defaultMaxRowsPerTransaction)
 	}
 }
 
@@ -297,7 +298,7 @@ func TestGroupCommitsWhenCaughtUp(t *testing.T) {
 	t.Run("default", func(t *testing.T) {
 		db, url := testDB(t)
 		tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
-		c := &commits{}
+		c := sdktest.NewCommitter()
 		s := open(t, groupCfg(url, tbl, off, "1h", 10000), "stop", c)
 		if err := consume(t, s, 0, msgs(0, 100, jsonPayload)); err != nil {
 			t.Fatal(err)
@@ -305,7 +306,7 @@ func TestGroupCommitsWhenCaughtUp(t *testing.T) {
 		if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 0 {
 			t.Fatalf("%d rows visible with more waiting, want 0 (the group is open)", n)
 		}
-		if _, ok := c.last(part(0)); ok {
+		if _, ok := c.Committed(part(0)); ok {
 			t.Fatal("committed to Iggy with the group open")
 		}
 		if err := consumeAtEnd(t, s, 0, msgs(100, 50, jsonPayload)); err != nil {
@@ -317,7 +318,7 @@ func TestGroupCommitsWhenCaughtUp(t *testing.T) {
 		if n := count(t, db, "SELECT last_offset FROM "+off); n != 149 {
 			t.Fatalf("offsets row = %d, want 149", n)
 		}
-		if o, _ := c.last(part(0)); o != 149 {
+		if o, _ := c.Committed(part(0)); o != 149 {
 			t.Fatalf("commit = %d, want 149", o)
 		}
 		if err := s.Close(context.Background()); err != nil {
@@ -327,7 +328,7 @@ func TestGroupCommitsWhenCaughtUp(t *testing.T) {
 	t.Run("off", func(t *testing.T) {
 		db, url := testDB(t)
 		tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
-		c := &commits{}
+		c := sdktest.NewCommitter()
 		cfg := strings.TrimSuffix(groupCfg(url, tbl, off, "1h", 10000), "}") + `,"commit_when_caught_up":false}`
 		s := open(t, cfg, "stop", c)
 		if err := consumeAtEnd(t, s, 0, msgs(0, 100, jsonPayload)); err != nil {
@@ -342,7 +343,7 @@ func TestGroupCommitsWhenCaughtUp(t *testing.T) {
 		if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 100 {
 			t.Fatalf("rows after Close = %d, want 100", n)
 		}
-		if o, _ := c.last(part(0)); o != 99 {
+		if o, _ := c.Committed(part(0)); o != 99 {
 			t.Fatalf("commit after Close = %d, want 99", o)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ferryio/ferry/sdk"
+	"github.com/ferryio/ferry/sdk/sdktest"
 )
 
 // deepJSON is an array nested n deep. PostgreSQL 15 with the default max_stack_depth (2MB)
@@ -38,15 +39,16 @@ func wideText(n int) string {
 // offsets 4 and 14 refused.
 func TestProgramLimitRowAlone(t *testing.T) {
 	limits := []struct {
-		name, code, format string
-		index              bool   // an index on payload
-		sameRow            string // the row holds its message's payload
-		bad, good          func(o uint64) string
+		name, code string
+		format     payloadFormat
+		index      bool   // an index on payload
+		sameRow    string // the row holds its message's payload
+		bad, good  func(o uint64) string
 	}{
-		{name: "stack_depth", code: "54001", format: FormatJSON,
+		{name: "stack_depth", code: "54001", format: formatJSON,
 			sameRow: "(payload->>'n')::bigint = iggy_offset",
 			bad:     func(uint64) string { return deepJSON(100_000) }, good: jsonPayload},
-		{name: "index_row", code: "54000", format: FormatText, index: true, sameRow: "payload = 'row ' || iggy_offset",
+		{name: "index_row", code: "54000", format: formatText, index: true, sameRow: "payload = 'row ' || iggy_offset",
 			bad: func(uint64) string { return wideText(4000) }, good: func(o uint64) string { return fmt.Sprintf("row %d", o) }},
 	}
 	paths := []struct {
@@ -66,7 +68,7 @@ func TestProgramLimitRowAlone(t *testing.T) {
 			t.Run(l.name+"/"+p.name, func(t *testing.T) {
 				db, url := testDB(t)
 				tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
-				c := &commits{}
+				c := sdktest.NewCommitter()
 				s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"payload_format":%q,%s}`,
 					url, tbl, off, l.format, p.cfg), "skip", c)
 				if l.index {
@@ -112,7 +114,7 @@ func TestProgramLimitRowAlone(t *testing.T) {
 					if n := count(t, db, "SELECT last_offset FROM "+off+" WHERE partition_id = $1", part); n != 19 {
 						t.Fatalf("partition %d: offsets row %d, want 19", part, n)
 					}
-					if o, ok := c.last(sdk.Partition{StreamID: 1, TopicID: 2, PartitionID: uint32(part)}); !ok || o != 19 {
+					if o, ok := c.Committed(sdk.Partition{StreamID: 1, TopicID: 2, PartitionID: uint32(part)}); !ok || o != 19 {
 						t.Fatalf("partition %d: commit %d (%t), want 19", part, o, ok)
 					}
 				}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferryio/ferry/sdk"
+	"github.com/ferryio/ferry/sdk/sdktest"
 )
 
 // TestWriteAheadNamesAsLiterals: a batch that goes ahead carries the offsets row's
@@ -24,13 +25,14 @@ func TestWriteAheadNamesAsLiterals(t *testing.T) {
 			if !conforming {
 				url += "&standard_conforming_strings=off"
 			}
-			c := &commits{}
+			c := sdktest.NewCommitter()
 			s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true}`, url, tbl, off), "stop", c)
 			for b := range uint64(3) {
 				m := msgs(b*10, 10, jsonPayload)
 				for i := range m {
 					m[i].ID = sdk.MessageIDFromUint64(1000 + m[i].Offset)
 				}
+				c.Deliver(part(0), m)
 				if err := s.Consume(context.Background(), hostile, sdk.MessagesMetadata{Partition: part(0), CurrentOffset: 1000}, m); err != nil {
 					t.Fatalf("batch %d: %v", b, err)
 				}
@@ -54,7 +56,7 @@ func TestWriteAheadNamesAsLiterals(t *testing.T) {
 			if n := count(t, db, "SELECT count(*) FROM "+victim); n != 0 { // still there to count
 				t.Fatalf("victim rows = %d", n)
 			}
-			if last, _ := c.last(part(0)); last != 29 {
+			if last, _ := c.Committed(part(0)); last != 29 {
 				t.Fatalf("last commit %d, want 29", last)
 			}
 		})

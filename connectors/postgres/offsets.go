@@ -16,13 +16,6 @@ import (
 // existed get them added, empty (a row that names no table yet); Open claims such rows
 // for the sink's target once the target agrees with them.
 
-// Offsets-mismatch policies (on_offsets_mismatch).
-const (
-	MismatchError   = "error"
-	MismatchResume  = "resume"
-	MismatchRestart = "restart"
-)
-
 // tableRef is a table's full name: database, schema and table.
 type tableRef struct{ database, schema, table string }
 
@@ -149,11 +142,11 @@ FROM `+s.offsets+` WHERE connector = $1 ORDER BY stream, topic, partition_id`, s
 	if len(bad) > 0 {
 		msg := fmt.Sprintf("%s (connector %q) does not match the target table %s: %s", s.cfg.OffsetsTable, s.key, ref, summarize(why))
 		switch s.cfg.OnOffsetsMismatch {
-		case MismatchResume, MismatchRestart:
+		case mismatchResume, mismatchRestart:
 			// resume keeps the offsets, restart starts again at 0 (-1 + 1); either way
 			// the table as it is now holds none of these partitions' rows.
 			set, what := "last_offset", "resuming after those offsets"
-			if s.cfg.OnOffsetsMismatch == MismatchRestart {
+			if s.cfg.OnOffsetsMismatch == mismatchRestart {
 				set, what = "-1, last_timestamp = NULL", "those partitions start again at offset 0"
 			}
 			s.log.Warn(fmt.Sprintf("%s; %s (on_offsets_mismatch = %s)", msg, what, s.cfg.OnOffsetsMismatch), "table", ref.String())
@@ -165,7 +158,7 @@ WHERE connector = $1 AND stream = $2 AND topic = $3 AND partition_id = $4`, s.ke
 			}
 		default:
 			return fmt.Errorf("%s; set plugin_config.%s = %q to write after those offsets anyway, or %q to write those partitions again from offset 0",
-				msg, FieldOnOffsetsMismatch, MismatchResume, MismatchRestart)
+				msg, "on_offsets_mismatch", mismatchResume, mismatchRestart)
 		}
 	}
 	if _, err := s.pool.Exec(ctx, `UPDATE `+s.offsets+` SET target_database = $2, target_schema = $3, target_table = $4

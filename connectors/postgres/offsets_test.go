@@ -13,6 +13,7 @@ import (
 
 	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
+	"github.com/ferryio/ferry/sdk/sdktest"
 )
 
 // openErr opens a sink with key "k-<test>" and returns Open's error (the sink is closed
@@ -47,7 +48,7 @@ func offsetRows(t *testing.T, db *pgxpool.Pool, off string) string {
 	return strings.Join(out, "; ")
 }
 
-func assigned(t *testing.T, s *Sink) map[sdk.Partition]uint64 {
+func assigned(t *testing.T, s *testSink) map[sdk.Partition]uint64 {
 	t.Helper()
 	got, err := s.Assigned(context.Background(), topic, []sdk.Partition{part(0), part(1)})
 	if err != nil {
@@ -142,7 +143,7 @@ func TestOffsetsOfRejectedRowsOnly(t *testing.T) {
 	db, url := testDB(t)
 	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
 	cfg := fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"payload_format":"json"}`, url, tbl, off)
-	s := New()
+	s := &testSink{Sink: New()}
 	if err := s.Open(context.Background(), sdk.SinkEnv{Key: "k-" + t.Name(), Config: []byte(cfg), OnFailure: "skip"}); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestOpenBesideAnOpenTransaction(t *testing.T) {
 	db, url := testDB(t)
 	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
 	cfg := fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"payload_format":"json"}`, url, tbl, off)
-	first := open(t, cfg, "stop", &commits{})
+	first := open(t, cfg, "stop", sdktest.NewCommitter())
 	if err := consume(t, first, 0, msgs(0, 10, jsonPayload)); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestOpenBesideAnOpenTransaction(t *testing.T) {
 	opened := make(chan error, 1)
 	go func() {
 		s := New()
-		err := s.Open(ctx, sdk.SinkEnv{Key: "k-" + t.Name(), Config: []byte(cfg), OnFailure: "stop", Committer: &commits{}})
+		err := s.Open(ctx, sdk.SinkEnv{Key: "k-" + t.Name(), Config: []byte(cfg), OnFailure: "stop", Committer: sdktest.NewCommitter()})
 		if err == nil {
 			err = s.Close(ctx)
 		}

@@ -46,15 +46,15 @@ func (s *Sink) appendRow(r []any, v *rowValues, names topicNames, part uint32, m
 	lo, hi := m.ID.Halves()
 	v.id = msgID{hi: hi, lo: lo}
 	r = append(r, &v.id)
-	if *s.cfg.IncludeMetadata {
+	if s.cfg.IncludeMetadata {
 		v.offset = int64(m.Offset)
 		r = append(r, &v.offset, micros(&v.ts, m.Timestamp), names.stream, names.topic, int32(part))
 	}
-	if *s.cfg.IncludeChecksum {
+	if s.cfg.IncludeChecksum {
 		v.checksum = int64(m.Checksum) // bit pattern kept, as the official sink
 		r = append(r, &v.checksum)
 	}
-	if *s.cfg.IncludeOriginTimestamp {
+	if s.cfg.IncludeOriginTimestamp {
 		r = append(r, micros(&v.origin, m.OriginTimestamp))
 	}
 	// A message always has a payload: an empty one (nil, as a conversion may hand on) is
@@ -64,10 +64,10 @@ func (s *Sink) appendRow(r []any, v *rowValues, names topicNames, part uint32, m
 		payload = []byte{}
 	}
 	switch s.cfg.PayloadFormat {
-	case FormatJSON:
+	case formatJSON:
 		v.json = payload
 		r = append(r, &v.json)
-	case FormatText:
+	case formatText:
 		v.text = string(payload)
 		r = append(r, &v.text)
 	default:

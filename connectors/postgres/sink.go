@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,19 +20,20 @@ import (
 // Sink writes messages to a PostgreSQL table. Consume is safe for concurrent use (one
 // caller per topic, as the runtime calls it); each call is one transaction.
 type Sink struct {
-	cfg        Config
-	key        string
-	stop       bool // on_failure = stop: never commit past a rejected row
-	committer  sdk.Committer
-	log        *slog.Logger
-	pool       *pgxpool.Pool
-	cols       []string // target columns, in row order
-	payloadCol int      // the payload's index in cols
-	offsets    string   // quoted offsets table
-	target     pgx.Identifier
-	ref        tableRef // the target's full name, recorded in the offsets rows
-	// Retry pacing for transient database errors (connection lost, server restarting).
-	backoffInitial, backoffMax time.Duration
+	cfg          config
+	key          string
+	passRejected bool // on_failure allows committing past a rejected row (not stop)
+	log          *slog.Logger
+	pool         *pgxpool.Pool
+	cols         []string // target columns, in row order
+	payloadCol   int      // the payload's index in cols
+	offsets      string   // quoted offsets table
+	target       pgx.Identifier
+	ref          tableRef // the target's full name, recorded in the offsets rows
+	// retry retries transient database errors where no runtime retry is around the call
+	// (Open, a flush timer's commit, Close); Consume steers them to the runtime instead
+	// (steer).
+	retry sdk.Retry
 	// Group commit (flush_interval > 0): one open transaction per partition (group.go).
 	flushEvery     time.Duration
 	commitCaughtUp bool // commit_when_caught_up
@@ -41,45 +41,48 @@ type Sink struct {
 	// The target's column types for the binary COPY encoder (copybin.go), read once.
 	oidsMu sync.Mutex
 	oids   []uint32
-	// written is the last offset this sink committed for each partition (exactly_once,
-	// one transaction per batch), dropped on any failure: a batch that continues it is
-	// written without locking first (write.go, writeAhead).
-	written written
-	ahead   atomic.Uint64 // batches writeAhead committed (tests read it)
-	inOne   atomic.Uint64 // of them, those sent as one simple query (tests read it)
+	// pos keeps, per partition, the last offset this sink made durable (its transaction
+	// committed) and commits it (sink_controlled). With exactly_once, a batch that
+	// continues it is written without locking first (write.go, writeAhead).
+	pos   *sdk.Positions
+	ahead atomic.Uint64 // batches writeAhead committed (tests read it)
+	inOne atomic.Uint64 // of them, those sent as one simple query (tests read it)
 }
 
 // New returns an unopened PostgreSQL sink.
-func New() *Sink { return &Sink{backoffInitial: 50 * time.Millisecond, backoffMax: 2 * time.Second} }
+func New() *Sink { return &Sink{} }
 
 var (
 	_ sdk.Sink           = (*Sink)(nil)
 	_ sdk.PositionKeeper = (*Sink)(nil)
+	_ sdk.RewindSeeker   = (*Sink)(nil)
+	_ sdk.Reconnector    = (*Sink)(nil)
 )
+
+// maxBackoff caps the waits of Sink.retry.
+const maxBackoff = 2 * time.Second
 
 // Open parses plugin_config, connects (retrying transient failures until ctx ends) and
 // creates the offsets table and, with auto_create_table, the target table.
 func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
-	cfg, err := parseConfig(env.Config)
+	cfg, err := Config.Parse(env.Config)
 	if err != nil {
-		return fmt.Errorf("postgres sink: %w", err)
+		return sdk.Permanent(fmt.Errorf("postgres sink: %w", err))
 	}
-	s.cfg, s.key, s.committer, s.log = cfg, env.Key, env.Committer, env.Logger
-	s.stop = env.OnFailure == "" || env.OnFailure == "stop"
+	s.cfg, s.key, s.log = cfg, env.Key, env.Logger
+	s.passRejected = env.OnFailure.MayPassRejected()
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.RetryDelay != "" {
-		d, _ := sdk.ParseDuration(cfg.RetryDelay) // checked by parseConfig
-		s.backoffInitial = min(d, s.backoffMax)
-	}
-	pc, err := pgxpool.ParseConfig(cfg.ConnectionString)
+	s.retry = sdk.Retry{Initial: min(cfg.RetryDelay, maxBackoff), Max: maxBackoff, Transient: transient, Log: s.log}
+	s.pos = sdk.NewPositions(env, nil)
+	pc, err := pgxpool.ParseConfig(cfg.ConnectionString.Reveal())
 	if err != nil {
 		// pgx's parse errors redact the password; still, say no more than the field.
-		return errors.New("postgres sink: plugin_config: connection_string: cannot be parsed (not logged)")
+		return sdk.Permanent(errors.New("postgres sink: plugin_config: connection_string: cannot be parsed (not logged)"))
 	}
 	pc.MaxConns = int32(cfg.MaxConnections)
-	if cfg.WarmBackends == nil || *cfg.WarmBackends {
+	if cfg.WarmBackends {
 		pc.AfterConnect = WarmBackend
 	}
 	s.pool, err = pgxpool.NewWithConfig(ctx, pc)
@@ -89,29 +92,38 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 	s.target = pgx.Identifier{cfg.TargetTable}
 	s.offsets = pgx.Identifier{cfg.OffsetsTable}.Sanitize()
 	s.cols = s.columns()
-	s.flushEvery, _ = sdk.ParseDuration(cmp.Or(cfg.FlushInterval, "0s")) // checked by parseConfig
-	s.commitCaughtUp = cfg.CommitWhenCaughtUp == nil || *cfg.CommitWhenCaughtUp
+	s.flushEvery, s.commitCaughtUp = cfg.FlushInterval, cfg.CommitWhenCaughtUp
 	s.groups.init()
-	err = s.retryTransient(ctx, "prepare tables", func(ctx context.Context) error { return s.prepare(ctx) })
-	if err != nil {
+	if err := s.retrying("prepare tables").Do(ctx, func(ctx context.Context, _ int) error { return s.prepare(ctx) }); err != nil {
 		s.pool.Close()
 		return fmt.Errorf("postgres sink: %w", err)
 	}
 	s.log.Info("postgres sink open", "host", pc.ConnConfig.Host, "port", pc.ConnConfig.Port, "database", pc.ConnConfig.Database,
-		"table", cfg.TargetTable, "write_mode", cfg.WriteMode, "exactly_once", *cfg.ExactlyOnce, "offsets_table", cfg.OffsetsTable)
+		"table", cfg.TargetTable, "write_mode", cfg.WriteMode, "exactly_once", cfg.ExactlyOnce, "offsets_table", cfg.OffsetsTable)
 	return nil
 }
+
+// retrying is s.retry naming what it retries in its log lines.
+func (s *Sink) retrying(what string) sdk.Retry {
+	r := s.retry
+	r.What = "postgres sink: " + what
+	return r
+}
+
+// once calls an operation once: on Consume's path, where the runtime retries what fails
+// (steered by steer).
+var once = sdk.Retry{Attempts: 1}
 
 // columns lists the target's columns this configuration writes, in the official order.
 func (s *Sink) columns() []string {
 	cols := []string{"id"}
-	if *s.cfg.IncludeMetadata {
+	if s.cfg.IncludeMetadata {
 		cols = append(cols, "iggy_offset", "iggy_timestamp", "iggy_stream", "iggy_topic", "iggy_partition_id")
 	}
-	if *s.cfg.IncludeChecksum {
+	if s.cfg.IncludeChecksum {
 		cols = append(cols, "iggy_checksum")
 	}
-	if *s.cfg.IncludeOriginTimestamp {
+	if s.cfg.IncludeOriginTimestamp {
 		cols = append(cols, "iggy_origin_timestamp")
 	}
 	cols = append(cols, "payload")
@@ -123,7 +135,7 @@ func (s *Sink) columns() []string {
 }
 
 func (s *Sink) prepare(ctx context.Context) (err error) {
-	if *s.cfg.ExactlyOnce {
+	if s.cfg.ExactlyOnce {
 		if err := s.ensureOffsetsTable(ctx); err != nil {
 			return fmt.Errorf("create offsets table %s: %w", s.cfg.OffsetsTable, err)
 		}
@@ -137,22 +149,22 @@ func (s *Sink) prepare(ctx context.Context) (err error) {
 	if !s.cfg.AutoCreateTable {
 		return nil
 	}
-	payload := map[string]string{FormatBytea: "bytea", FormatJSON: "jsonb", FormatText: "text"}[s.cfg.PayloadFormat]
+	payload := map[payloadFormat]string{formatBytea: "bytea", formatJSON: "jsonb", formatText: "text"}[s.cfg.PayloadFormat]
 	var b strings.Builder
 	b.WriteString("CREATE TABLE IF NOT EXISTS " + s.target.Sanitize() + " (\n\tid numeric(39,0) PRIMARY KEY")
-	if *s.cfg.IncludeMetadata {
+	if s.cfg.IncludeMetadata {
 		b.WriteString(",\n\tiggy_offset bigint, iggy_timestamp timestamptz, iggy_stream text, iggy_topic text, iggy_partition_id integer")
 	}
-	if *s.cfg.IncludeChecksum {
+	if s.cfg.IncludeChecksum {
 		b.WriteString(",\n\tiggy_checksum bigint")
 	}
-	if *s.cfg.IncludeOriginTimestamp {
+	if s.cfg.IncludeOriginTimestamp {
 		b.WriteString(",\n\tiggy_origin_timestamp timestamptz")
 	}
 	b.WriteString(",\n\tpayload " + payload)
 	for _, c := range s.cfg.Columns {
 		b.WriteString(",\n\t" + pgx.Identifier{c.Name}.Sanitize() + " " + c.Type)
-		if s.cfg.WriteMode == ModeUpsert && c.Name == s.cfg.UpsertKey {
+		if s.cfg.WriteMode == modeUpsert && c.Name == s.cfg.UpsertKey {
 			b.WriteString(" UNIQUE")
 		}
 	}
@@ -165,7 +177,7 @@ func (s *Sink) prepare(ctx context.Context) (err error) {
 
 // KeepsPositions implements sdk.PositionKeeper: with exactly_once every partition this
 // sink has written resumes from the offsets table, not from Iggy's stored offset.
-func (s *Sink) KeepsPositions() bool { return *s.cfg.ExactlyOnce }
+func (s *Sink) KeepsPositions() bool { return s.cfg.ExactlyOnce }
 
 // Assigned implements sdk.PartitionSeeker: Positions without the timestamps.
 func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]uint64, error) {
@@ -185,12 +197,16 @@ func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sd
 // to -1), checked against the timestamp of the message written there (a row written
 // before the offsets table had last_timestamp is not checked); the others at the group's
 // offset in Iggy. A partition assigned again while its group (flush_interval) is open
-// commits that group first, so it starts after it.
+// commits that group first, so it starts after it; what the sink knew of the partitions
+// before is dropped (s.pos).
 func (s *Sink) Positions(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]sdk.Position, error) {
 	if err := s.flushPartitions(ctx, parts); err != nil {
 		return nil, fmt.Errorf("postgres sink: %w", err)
 	}
-	if !*s.cfg.ExactlyOnce {
+	if _, err := s.pos.Assigned(ctx, topic, parts); err != nil { // no load function: cannot fail
+		return nil, err
+	}
+	if !s.cfg.ExactlyOnce {
 		return nil, nil
 	}
 	rows, err := s.pool.Query(ctx, `SELECT partition_id, last_offset, COALESCE(last_timestamp, 0) FROM `+s.offsets+
@@ -221,9 +237,9 @@ func (s *Sink) Rewound(ctx context.Context, topic sdk.TopicMetadata, parts []sdk
 		return fmt.Errorf("postgres sink: %w", err)
 	}
 	for _, p := range parts {
-		s.written.drop(writtenKey{topic.Stream, topic.Topic, p.PartitionID})
+		s.pos.Forget(p)
 	}
-	if !*s.cfg.ExactlyOnce {
+	if !s.cfg.ExactlyOnce {
 		return nil
 	}
 	if _, err := s.pool.Exec(ctx, `UPDATE `+s.offsets+` SET last_offset = -1, last_timestamp = NULL, updated_at = now()
@@ -245,13 +261,18 @@ func partitionIDs(parts []sdk.Partition) []int32 {
 }
 
 // Consume writes one batch: one transaction holding the rows and, with exactly_once, the
-// partition's new last offset. Transient database errors are retried here with backoff
-// until ctx ends (so a restart of PostgreSQL never reaches on_failure); a row the database
-// refuses is handed back as sdk.RejectedMessages (or, under on_failure = stop, an error,
-// with nothing of the batch committed). After the commit the offset goes to the Committer.
-// With flush_interval the batch joins its partition's open transaction instead
-// (group.go), and the offset goes to the Committer when that commits.
+// partition's new last offset. A transient database error is steered to the runtime,
+// which retries the batch without counting it (steer), so a restart of PostgreSQL never
+// reaches on_failure; a row the database refuses is handed back as
+// sdk.RejectedMessages (or, under on_failure = stop, an error, with nothing of the batch
+// committed). After the commit the offset goes to the Committer. With flush_interval the
+// batch joins its partition's open transaction instead (group.go), and the offset goes
+// to the Committer when that commits.
 func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
+	return steer(s.consume(ctx, topic, meta, msgs))
+}
+
+func (s *Sink) consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -269,7 +290,7 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 	var refused []int // indices into msgs, ascending
 	for i := range rows {
 		if err, ok := rows[i][len(rows[i])-1].(convError); ok {
-			if s.stop {
+			if !s.passRejected {
 				return fmt.Errorf("postgres sink: partition %d offset %d rejected (nothing of the batch written): %w",
 					meta.Partition.PartitionID, msgs[i].Offset, err)
 			}
@@ -284,7 +305,7 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 		caughtUp := s.commitCaughtUp && meta.CurrentOffset <= msgs[len(msgs)-1].Offset
 		return s.consumeGrouped(ctx, topic, meta.Partition, msgs, rows, refused, rejErr, caughtUp)
 	}
-	refused, rejErr, err := s.writeBatch(ctx, topic, meta.Partition.PartitionID, msgs, rows, refused, rejErr)
+	refused, rejErr, err := s.writeBatch(ctx, once, topic, meta.Partition.PartitionID, msgs, rows, refused, rejErr)
 	if err != nil {
 		return err
 	}
@@ -295,14 +316,14 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 	return rejected(msgs, refused, rejErr)
 }
 
-// writeBatch writes msgs but refused in one transaction (writeTx), retrying transient
-// errors until ctx ends; rows the database refuses join refused (rejErr is the first
-// refusal), or, under on_failure = stop, fail the batch with nothing of it written.
-func (s *Sink) writeBatch(ctx context.Context, topic sdk.TopicMetadata, part uint32, msgs []sdk.ConsumedMessage, rows [][]any, refused []int, rejErr error) ([]int, error, error) {
-	insert := s.cfg.WriteMode != ModeCopy
+// writeBatch writes msgs but refused in one transaction (writeTx), retried by r; rows the
+// database refuses join refused (rejErr is the first refusal), or, under on_failure =
+// stop, fail the batch with nothing of it written.
+func (s *Sink) writeBatch(ctx context.Context, r sdk.Retry, topic sdk.TopicMetadata, part uint32, msgs []sdk.ConsumedMessage, rows [][]any, refused []int, rejErr error) ([]int, error, error) {
+	insert := s.cfg.WriteMode != modeCopy
 	for {
 		bad := noRow
-		err := s.retryTransient(ctx, "write batch", func(ctx context.Context) error {
+		err := r.Do(ctx, func(ctx context.Context, _ int) error {
 			var err error
 			bad, err = s.writeTx(ctx, topic, part, msgs, rows, refused, insert)
 			return err
@@ -316,7 +337,7 @@ func (s *Sink) writeBatch(ctx context.Context, topic sdk.TopicMetadata, part uin
 			continue
 		case bad == noRow:
 			return nil, nil, fmt.Errorf("postgres sink: %w", err)
-		case s.stop:
+		case !s.passRejected:
 			return nil, nil, fmt.Errorf("postgres sink: partition %d offset %d rejected (nothing of the batch written): %w",
 				part, msgs[bad].Offset, err)
 		}
@@ -337,12 +358,10 @@ func (s *Sink) batchLevel() slog.Level {
 	return slog.LevelDebug
 }
 
-// commit hands the partition's last written offset to the Committer (sink_controlled).
+// commit records the partition's last written offset as durable, which commits it
+// (sink_controlled).
 func (s *Sink) commit(p sdk.Partition, last uint64) {
-	if s.committer == nil {
-		return
-	}
-	if err := s.committer.Commit(p, last); err != nil && !errors.Is(err, sdk.ErrCommitStale) {
+	if err := s.pos.Durable(p, last); err != nil {
 		// Written and recorded in the database: the next owner starts after it anyway.
 		s.log.Debug("offset commit refused after the database commit", "partition", p.PartitionID, "offset", last, "error", err)
 	}

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,6 +14,7 @@ import (
 	"github.com/ferryio/ferry/internal/pgtest"
 	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
+	"github.com/ferryio/ferry/sdk/sdktest"
 )
 
 // testDB connects to FERRY_POSTGRES_URL (pgtest.Connect, which holds off the e2e tests'
@@ -48,30 +49,6 @@ func count(t *testing.T, db *pgxpool.Pool, q string, args ...any) int64 {
 	return n
 }
 
-// commits records the last commit per partition; safe for the group flush timers.
-type commits struct {
-	mu  sync.Mutex
-	got map[sdk.Partition]uint64
-}
-
-func (c *commits) Commit(p sdk.Partition, off uint64) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.got == nil {
-		c.got = map[sdk.Partition]uint64{}
-	}
-	c.got[p] = off
-	return nil
-}
-
-// last returns p's last commit, and whether there was one.
-func (c *commits) last(p sdk.Partition) (uint64, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	off, ok := c.got[p]
-	return off, ok
-}
-
 var topic = sdk.TopicMetadata{Stream: "s", Topic: "t", StreamID: 1, TopicID: 2}
 
 func part(id uint32) sdk.Partition { return sdk.Partition{StreamID: 1, TopicID: 2, PartitionID: id} }
@@ -88,43 +65,72 @@ func msgs(first, n uint64, payload func(o uint64) string) []sdk.ConsumedMessage 
 
 func jsonPayload(o uint64) string { return fmt.Sprintf(`{"n":%d,"user":{"name":"u%d"}}`, o, o%3) }
 
-func open(t *testing.T, cfg, onFailure string, c sdk.Committer) *Sink {
+// testSink is a sink opened by open, with the Committer it was opened with (nil: not
+// sink_controlled), which consume tells what it delivers, as the runtime does.
+type testSink struct {
+	*Sink
+	c *sdktest.Committer
+}
+
+func open(t *testing.T, cfg, onFailure string, c *sdktest.Committer) *testSink {
 	t.Helper()
 	s := New()
-	env := sdk.SinkEnv{Key: "k-" + t.Name(), Config: []byte(cfg), OnFailure: sdk.OnFailure(onFailure), Committer: c}
+	env := sdktest.SinkEnv(t, cfg, c)
+	env.Key, env.OnFailure = "k-"+t.Name(), sdk.OnFailure(onFailure)
 	if err := s.Open(context.Background(), env); err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
-	return s
+	t.Cleanup(func() {
+		_ = s.Close(context.Background())
+		if c != nil {
+			if bad := c.OutOfRange(); len(bad) > 0 {
+				t.Errorf("the sink committed offsets it was never given: %v", bad)
+			}
+		}
+	})
+	return &testSink{s, c}
 }
 
-func consume(t *testing.T, s *Sink, p uint32, m []sdk.ConsumedMessage) error {
+func consume(t *testing.T, s *testSink, p uint32, m []sdk.ConsumedMessage) error {
 	t.Helper()
 	for i := range m { // ids unique across partitions
 		m[i].ID = sdk.MessageIDFromUint64(uint64(p)<<32 | (1000 + m[i].Offset))
 	}
 	// The poll saw more waiting than the batch holds, as under a backlog (a group stays
 	// open; consumeAtEnd delivers a batch that reaches the partition's end).
-	return s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(p), CurrentOffset: m[len(m)-1].Offset + 1000}, m)
+	return s.deliver(p, m, m[len(m)-1].Offset+1000)
 }
 
 // consumeAtEnd is consume of a batch whose last message is the partition's last as the
 // poll saw it.
-func consumeAtEnd(t *testing.T, s *Sink, p uint32, m []sdk.ConsumedMessage) error {
+func consumeAtEnd(t *testing.T, s *testSink, p uint32, m []sdk.ConsumedMessage) error {
 	t.Helper()
 	for i := range m {
 		m[i].ID = sdk.MessageIDFromUint64(uint64(p)<<32 | (1000 + m[i].Offset))
 	}
-	return s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(p), CurrentOffset: m[len(m)-1].Offset}, m)
+	return s.deliver(p, m, m[len(m)-1].Offset)
+}
+
+// deliver records m as delivered to the Committer, then consumes it.
+func (s *testSink) deliver(p uint32, m []sdk.ConsumedMessage, current uint64) error {
+	if s.c != nil {
+		s.c.Deliver(part(p), m)
+	}
+	return s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(p), CurrentOffset: current}, m)
+}
+
+// committed returns the last offset s committed for partition p (0 when none).
+func (s *testSink) committed(p uint32) uint64 {
+	off, _ := s.c.Committed(part(p))
+	return off
 }
 
 func TestExactlyOnceRedeliveryWritesOnce(t *testing.T) {
-	for _, mode := range []string{ModeCopy, ModeInsert} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []writeMode{modeCopy, modeInsert} {
+		t.Run(string(mode), func(t *testing.T) {
 			db, url := testDB(t)
 			tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
-			c := &commits{}
+			c := sdktest.NewCommitter()
 			s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"payload_format":"json","write_mode":%q}`,
 				url, tbl, off, mode), "stop", c)
 			if got, err := s.Assigned(context.Background(), topic, []sdk.Partition{part(0), part(1)}); err != nil || len(got) != 0 {
@@ -155,16 +161,16 @@ func TestExactlyOnceRedeliveryWritesOnce(t *testing.T) {
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("Assigned = %v, want %v", got, want)
 			}
-			if c.got[part(0)] != 119 || c.got[part(1)] != 9 {
-				t.Fatalf("commits = %v, want p0 119, p1 9", c.got)
+			if got := [2]uint64{s.committed(0), s.committed(1)}; got != [2]uint64{119, 9} {
+				t.Fatalf("commits = %v, want p0 119, p1 9", got)
 			}
 		})
 	}
 }
 
 func TestRejectedRowAloneUnderSkip(t *testing.T) {
-	for _, mode := range []string{ModeCopy, ModeInsert} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []writeMode{modeCopy, modeInsert} {
+		t.Run(string(mode), func(t *testing.T) {
 			db, url := testDB(t)
 			tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
 			s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"payload_format":"json","write_mode":%q}`,
@@ -269,17 +275,23 @@ func TestContinuesOfficialLayout(t *testing.T) {
 func TestConfigErrorsNameTheField(t *testing.T) {
 	for cfg, want := range map[string]string{
 		`{}`: "plugin_config.connection_string: required field is missing",
-		`{"connection_string":"x","payload_format":"xml"}`:                           "payload_format",
-		`{"connection_string":"x","write_mode":"merge"}`:                             "write_mode",
-		`{"connection_string":"x","target_table":"` + strings.Repeat("t", 64) + `"}`: "target_table",
-		`{"connection_string":"x","offsets_table":"a\u0000b"}`:                       "offsets_table",
-		`{"connection_string":"x","columns":[{"name":"a.b","path":"a"}]}`:            "columns[0]",
-		`{"connection_string":"x","columns":[{"name":"a"}]}`:                         "columns[0] (a): path is required",
-		`{"connection_string":"x","write_mode":"upsert","upsert_key":"zz"}`:          "upsert_key",
-		`{"connection_string":"x","batch_size":-1}`:                                  "batch_size",
-		`{"connection_string":"x","unknown":1}`:                                      "unknown",
+		`{"connection_string":"x","payload_format":"xml"}`:                                      "payload_format",
+		`{"connection_string":"x","write_mode":"merge"}`:                                        "write_mode",
+		`{"connection_string":"x","target_table":"` + strings.Repeat("t", 64) + `"}`:            "target_table",
+		`{"connection_string":"x","offsets_table":"a\u0000b"}`:                                  "offsets_table",
+		`{"connection_string":"x","columns":[{"name":"a.b","path":"a"}]}`:                       "columns[0]",
+		`{"connection_string":"x","columns":[{"name":"a"}]}`:                                    "plugin_config.columns[0].path: required field is missing",
+		`{"connection_string":"x","write_mode":"upsert","upsert_key":"zz"}`:                     "upsert_key",
+		`{"connection_string":"x","batch_size":-1}`:                                             "batch_size",
+		`{"connection_string":"x","unknown":1}`:                                                 "unknown",
+		`{"connection_string":""}`:                                                              "plugin_config.connection_string: must not be empty",
+		`{"connection_string":"x","retry_delay":"0s"}`:                                          "plugin_config.retry_delay: 0s is below the minimum 1ns",
+		`{"connection_string":"x","max_connections":-1}`:                                        "plugin_config.max_connections: -1 is below the minimum 0",
+		`{"connection_string":"x","on_offsets_mismatch":"ignore"}`:                              `plugin_config.on_offsets_mismatch: unknown value "ignore" (want error, resume or restart)`,
+		`{"connection_string":"x","columns":[{"name":"a","path":"a"},{"name":"a","path":"b"}]}`: `plugin_config.columns[1].name: "a" appears twice`,
+		`{"connection_string":"x","columns":[{"name":"a","path":"a","type":"int; drop"}]}`:      `plugin_config.columns[0].type: "int; drop": want an SQL type name`,
 	} {
-		if _, err := parseConfig([]byte(cfg)); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := Config.Parse([]byte(cfg)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want one naming %q", cfg, err, want)
 		}
 	}
@@ -292,22 +304,25 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 // TestOfficialConfigAccepted: a plugin_config written for the official sink, every key of
 // it, is accepted as is, with the official defaults.
 func TestOfficialConfigAccepted(t *testing.T) {
-	c, err := parseConfig([]byte(`{"connection_string":"postgres://u@h/db","target_table":"events","batch_size":0,
+	c, err := Config.Parse([]byte(`{"connection_string":"postgres://u@h/db","target_table":"events","batch_size":0,
 		"max_connections":4,"auto_create_table":true,"include_metadata":true,"include_checksum":false,
 		"include_origin_timestamp":true,"payload_format":"jsonb","verbose_logging":true,"max_retries":3,"retry_delay":"1s"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *c.BatchSize != 1 || c.MaxConnections != 4 || c.PayloadFormat != FormatJSON || *c.IncludeChecksum || !*c.ExactlyOnce ||
-		c.WriteMode != ModeCopy || c.OffsetsTable != DefaultOffsetsTable {
+	if c.BatchSize != 1 || c.MaxConnections != 4 || c.PayloadFormat != formatJSON || c.IncludeChecksum || !c.ExactlyOnce || c.RetryDelay != time.Second ||
+		c.WriteMode != modeCopy || c.OffsetsTable != "ferry_offsets" {
 		t.Fatalf("config %+v", c)
 	}
-	d, err := parseConfig([]byte(`{"connection_string":"x"}`))
+	d, err := Config.Parse([]byte(`{"connection_string":"x"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.TargetTable != "iggy_messages" || *d.BatchSize != 100 || d.MaxConnections != 10 || d.AutoCreateTable ||
-		!*d.IncludeMetadata || !*d.IncludeChecksum || !*d.IncludeOriginTimestamp || d.PayloadFormat != FormatBytea {
+	if d.TargetTable != "iggy_messages" || d.BatchSize != 100 || d.MaxConnections != 10 || d.AutoCreateTable ||
+		!d.IncludeMetadata || !d.IncludeChecksum || !d.IncludeOriginTimestamp || d.PayloadFormat != formatBytea ||
+		d.RetryDelay != 50*time.Millisecond || !d.ExactlyOnce || d.OffsetsTable != "ferry_offsets" || d.OnOffsetsMismatch != mismatchError ||
+		d.WriteMode != modeCopy || d.UpsertKey != "id" || d.FlushInterval != 0 || d.MaxRowsPerTransaction != 10000 ||
+		!d.CommitWhenCaughtUp || d.CopyFormat != copyBinary || !d.WarmBackends {
 		t.Fatalf("defaults %+v", d)
 	}
 }
@@ -407,7 +422,7 @@ func TestFailedOffsetRecordRollsBack(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			db, url := testDB(t)
 			tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
-			c := &commits{}
+			c := sdktest.NewCommitter()
 			cfg := fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true}`, url, tbl, off)
 			if tc.group {
 				cfg = groupCfg(url, tbl, off, "1h", 10000)
@@ -433,7 +448,7 @@ func TestFailedOffsetRecordRollsBack(t *testing.T) {
 			if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 10 {
 				t.Fatalf("rows = %d after the failed batch, want the first batch's 10", n)
 			}
-			if last, _ := c.last(part(0)); last != 9 {
+			if last, _ := c.Committed(part(0)); last != 9 {
 				t.Fatalf("last commit %d, want 9 (the failed batch never committed)", last)
 			}
 			for _, pc := range s.pool.AcquireAllIdle(context.Background()) {
@@ -459,7 +474,7 @@ func TestFailedOffsetRecordRollsBack(t *testing.T) {
 			if n := count(t, db, "SELECT last_offset FROM "+off); n != 29 {
 				t.Fatalf("offsets row at %d, want 29", n)
 			}
-			if last, _ := c.last(part(0)); last != 29 {
+			if last, _ := c.Committed(part(0)); last != 29 {
 				t.Fatalf("last commit %d, want 29", last)
 			}
 		})
@@ -476,7 +491,7 @@ func TestFailedOffsetRecordRollsBack(t *testing.T) {
 func TestWriteAheadGuardedByTheOffsetsRow(t *testing.T) {
 	db, url := testDB(t)
 	tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
-	c := &commits{}
+	c := sdktest.NewCommitter()
 	s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true}`, url, tbl, off), "stop", c)
 	if err := consume(t, s, 0, msgs(0, 10, jsonPayload)); err != nil {
 		t.Fatal(err)
@@ -518,7 +533,7 @@ func TestWriteAheadGuardedByTheOffsetsRow(t *testing.T) {
 	if n := count(t, db, "SELECT last_offset FROM "+off); n != 149 {
 		t.Fatalf("offsets row = %d, want 149", n)
 	}
-	if last, _ := c.last(part(0)); last != 149 {
+	if last, _ := c.Committed(part(0)); last != 149 {
 		t.Fatalf("last commit %d, want 149", last)
 	}
 }
@@ -577,7 +592,7 @@ func TestWriteAheadMeetsANewOwner(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			db, url := testDB(t)
 			tbl, off := fresh(t, db, "rows"), fresh(t, db, "offs")
-			c := &commits{}
+			c := sdktest.NewCommitter()
 			s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true}`, url, tbl, off), "stop", c)
 			if err := consume(t, s, 0, msgs(0, 10, jsonPayload)); err != nil {
 				t.Fatal(err)
@@ -648,7 +663,7 @@ func TestWriteAheadMeetsANewOwner(t *testing.T) {
 			if n := count(t, db, "SELECT last_offset FROM "+off); n != 19 {
 				t.Fatalf("offsets row = %d, want 19", n)
 			}
-			if last, _ := c.last(part(0)); last != 19 {
+			if last, _ := c.Committed(part(0)); last != 19 {
 				t.Fatalf("last commit %d, want 19", last)
 			}
 		})

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ferryio/ferry/sdk/sdktest"
 )
 
 // TestWarmBackendsOnEveryConnection: with warm_backends (the default) every connection the
@@ -23,12 +25,22 @@ func TestWarmBackendsOnEveryConnection(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tbl := fresh(t, db, "rows")
 			s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"max_connections":3%s}`,
-				url, tbl, fresh(t, db, "offs"), tc.setting), "stop", &commits{})
-			// Every connection the pool opens from here on is new.
-			s.pool.Reset()
+				url, tbl, fresh(t, db, "offs"), tc.setting), "stop", sdktest.NewCommitter())
+			// A pool of the sink's own configuration, its AfterConnect included, whose
+			// connections are all new; it never pings. pgxpool pings a connection acquired
+			// more than a second after it began to be made, a new one too, and under load
+			// connecting took that long: its "-- ping" then replaced the statement read
+			// below. The ping is pgxpool's, not the sink's.
+			pc := s.pool.Config()
+			pc.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+			pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pool.Close()
 			var conns []*pgxpool.Conn
 			for range 3 {
-				c, err := s.pool.Acquire(context.Background())
+				c, err := pool.Acquire(context.Background())
 				if err != nil {
 					t.Fatal(err)
 				}

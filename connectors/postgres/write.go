@@ -9,9 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -43,12 +41,11 @@ func (s *Sink) writeTx(ctx context.Context, topic sdk.TopicMetadata, part uint32
 	}
 	defer release(ctx, pc)
 	conn := pc.Conn()
-	key := writtenKey{topic.Stream, topic.Topic, part}
+	p := sdk.Partition{StreamID: topic.StreamID, TopicID: topic.TopicID, PartitionID: part}
 	last, ts := int64(msgs[len(msgs)-1].Offset), stamp(msgs[len(msgs)-1].Timestamp)
-	if prev, ok := s.written.get(key); ok && *s.cfg.ExactlyOnce && !insert && prev+1 == int64(msgs[0].Offset) {
-		err := s.writeAhead(ctx, conn, topic, part, rows, unrefused(0, len(msgs), refused), prev, last, ts)
+	if next, ok := s.pos.Done(p); ok && s.cfg.ExactlyOnce && !insert && next == msgs[0].Offset {
+		err := s.writeAhead(ctx, conn, topic, part, rows, unrefused(0, len(msgs), refused), int64(next)-1, last, ts)
 		if err == nil {
-			s.written.set(key, last)
 			s.ahead.Add(1)
 			return noRow, nil
 		}
@@ -62,9 +59,8 @@ func (s *Sink) writeTx(ctx context.Context, topic sdk.TopicMetadata, part uint32
 		}
 		s.log.Debug("batch written again, after locking the offsets row", "partition", part, "first_offset", msgs[0].Offset, "error", err)
 	}
-	s.written.drop(key) // known again only once this transaction commits
 	from := 0
-	if *s.cfg.ExactlyOnce {
+	if s.cfg.ExactlyOnce {
 		lastDB, err := s.beginLocked(ctx, conn, topic, part)
 		if err != nil {
 			return noRow, err
@@ -82,9 +78,6 @@ func (s *Sink) writeTx(ctx context.Context, topic sdk.TopicMetadata, part uint32
 	}
 	if err := s.recordAndCommit(ctx, conn, topic, part, last, ts, len(idx) > 0); err != nil {
 		return noRow, err
-	}
-	if *s.cfg.ExactlyOnce {
-		s.written.set(key, last)
 	}
 	return noRow, nil
 }
@@ -178,41 +171,6 @@ func stringLiteral(v string) (string, bool) {
 // or a comment's dashes before it.
 func intLiteral(n int64) string { return "(" + strconv.FormatInt(n, 10) + ")" }
 
-// writtenKey names a partition of a topic.
-type writtenKey struct {
-	stream, topic string
-	part          uint32
-}
-
-// written is Sink.written: the last offset committed per partition, safe for the
-// concurrent Consume calls of different partitions.
-type written struct {
-	mu   sync.Mutex
-	last map[writtenKey]int64
-}
-
-func (w *written) get(k writtenKey) (int64, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	v, ok := w.last[k]
-	return v, ok
-}
-
-func (w *written) set(k writtenKey, v int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.last == nil {
-		w.last = map[writtenKey]int64{}
-	}
-	w.last[k] = v
-}
-
-func (w *written) drop(k writtenKey) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.last, k)
-}
-
 // release returns a connection to the pool, rolling back a transaction still open on it
 // (the pool would close a connection left inside one).
 func release(ctx context.Context, pc *pgxpool.Conn) {
@@ -270,7 +228,7 @@ func (s *Sink) beginLocked(ctx context.Context, conn *pgx.Conn, topic sdk.TopicM
 // the transaction conn is in, in one round trip (the UPDATE and COMMIT pipelined: if the
 // UPDATE fails the server skips the COMMIT, and the transaction is left to roll back).
 func (s *Sink) recordAndCommit(ctx context.Context, conn *pgx.Conn, topic sdk.TopicMetadata, part uint32, last int64, ts *int64, wrote bool) error {
-	if *s.cfg.ExactlyOnce {
+	if s.cfg.ExactlyOnce {
 		return commitWith(ctx, conn, "update "+s.cfg.OffsetsTable, s.recordSQL(),
 			s.key, topic.Stream, topic.Topic, int32(part), last, wrote, ts)
 	}
@@ -368,8 +326,8 @@ func (s *Sink) writeRows(ctx context.Context, conn *pgx.Conn, before string, row
 // batch_size per pipelined round trip; on a row error it returns that row's index.
 func (s *Sink) insertRows(ctx context.Context, conn *pgx.Conn, rows [][]any, idx []int) (int, error) {
 	q := s.insertSQL()
-	for start := 0; start < len(idx); start += *s.cfg.BatchSize {
-		chunk := idx[start:min(start+*s.cfg.BatchSize, len(idx))]
+	for start := 0; start < len(idx); start += s.cfg.BatchSize {
+		chunk := idx[start:min(start+s.cfg.BatchSize, len(idx))]
 		b := &pgx.Batch{}
 		for _, i := range chunk {
 			r := rows[i]
@@ -400,7 +358,7 @@ func (s *Sink) insertSQL() string {
 		params[i] = fmt.Sprintf("$%d", i+1)
 	}
 	q := "INSERT INTO " + s.target.Sanitize() + " (" + strings.Join(quoted, ", ") + ") VALUES (" + strings.Join(params, ", ") + ")"
-	if s.cfg.WriteMode == ModeUpsert {
+	if s.cfg.WriteMode == modeUpsert {
 		var set []string
 		for i, c := range s.cols {
 			if c != s.cfg.UpsertKey {
@@ -450,23 +408,42 @@ func transient(err error) bool {
 		strings.Contains(err.Error(), "conn busy")
 }
 
-// retryTransient runs fn until it succeeds, fails for a reason other than a transient
-// one, or ctx ends; waits double from backoffInitial up to backoffMax.
-func (s *Sink) retryTransient(ctx context.Context, what string, fn func(context.Context) error) error {
-	wait := s.backoffInitial
-	for attempt := 1; ; attempt++ {
-		err := fn(ctx)
-		if err == nil || ctx.Err() != nil || !transient(err) {
-			return err
-		}
-		s.log.Warn("postgres unavailable; retrying", "op", what, "attempt", attempt, "backoff", wait, "error", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		wait = min(wait*2, s.backoffMax)
+// steer makes a transient database error one the runtime retries without counting it
+// toward max_retries: a lost connection asks for a reconnect (sdk.ErrNotConnected,
+// answered by Reconnect), anything else transient (a serialization failure, a server
+// short of resources) for a wait (sdk.BackOff with the runtime's backoff). Other errors
+// are returned as they are.
+func steer(err error) error {
+	switch {
+	case err == nil || !transient(err):
+		return err
+	case connectionLost(err):
+		return fmt.Errorf("%w: %w", sdk.ErrNotConnected, err)
 	}
+	return sdk.BackOff(0, err)
+}
+
+// connectionLost reports whether err is the connection failing, no new one to be had, or
+// the server going away (SQLSTATE class 08, or 57P01–57P03: shut down, crashed, not
+// accepting connections yet).
+func connectionLost(err error) bool {
+	var ce *pgconn.ConnectError
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &ce):
+		return true
+	case errors.As(err, &pe):
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	return true // not the server's answer: the connection failed
+}
+
+// Reconnect implements sdk.Reconnector: the runtime calls it, with its backoff, after
+// Consume lost its connection, until PostgreSQL answers again. The pool replaces broken
+// connections itself; this waits for a working one.
+func (s *Sink) Reconnect(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres sink: %w", err)
+	}
+	return nil
 }

@@ -85,10 +85,10 @@ func TestColumnsZeroIsNotNull(t *testing.T) {
 // payload that is not JSON, instead of a NULL nobody notices.
 func TestEmptyPayloadIsNotNull(t *testing.T) {
 	db, url := testDB(t)
-	for _, format := range []string{FormatBytea, FormatText, FormatJSON} {
+	for _, format := range []payloadFormat{formatBytea, formatText, formatJSON} {
 		for name, mode := range map[string]string{"copy_binary": `"write_mode":"copy","copy_format":"binary"`,
 			"copy_text": `"write_mode":"copy","copy_format":"text"`, "insert": `"write_mode":"insert"`} {
-			t.Run(format+"/"+name, func(t *testing.T) {
+			t.Run(string(format)+"/"+name, func(t *testing.T) {
 				tbl := fresh(t, db, "rows")
 				s := open(t, fmt.Sprintf(`{"connection_string":%q,"target_table":%q,"offsets_table":%q,"auto_create_table":true,"payload_format":%q,%s}`,
 					url, tbl, fresh(t, db, "offs"), format, mode), "skip", nil)
@@ -96,7 +96,7 @@ func TestEmptyPayloadIsNotNull(t *testing.T) {
 				ms[0].Payload, ms[1].Payload = nil, []byte{}
 				err := consume(t, s, 0, ms)
 				nulls := count(t, db, "SELECT count(*) FROM "+tbl+" WHERE payload IS NULL")
-				if format == FormatJSON {
+				if format == formatJSON {
 					var rej *sdk.RejectedMessages
 					if !errors.As(err, &rej) || fmt.Sprint(rej.Offsets) != "[0 1]" {
 						t.Fatalf("Consume = %v; want offsets [0 1] rejected", err)

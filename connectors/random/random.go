@@ -13,50 +13,38 @@ import (
 // Name is the registry name: path = "builtin:random".
 const Name = "random"
 
-// plugin_config fields.
-const (
-	// FieldMessagesPerSecond: float, default 0 = as fast as the runtime takes them.
-	FieldMessagesPerSecond = "messages_per_second"
-	// FieldCount: total messages over the source's whole life (state included); 0 = unlimited.
-	FieldCount = "count"
-	// FieldPayloadSize: payload bytes per message, default 64.
-	FieldPayloadSize = "payload_size"
-	// FieldBatchSize: messages per batch, default 100.
-	FieldBatchSize = "batch_size"
-	// FieldSeed: when set, message i's payload depends only on (seed, i): reproducible runs.
-	FieldSeed = "seed"
-)
-
-// Config is the source's plugin_config.
-type Config struct {
-	MessagesPerSecond float64 `json:"messages_per_second"`
-	Count             uint64  `json:"count"`
-	PayloadSize       int     `json:"payload_size"`
-	BatchSize         int     `json:"batch_size"`
-	Seed              *uint64 `json:"seed"`
+// config is the source's plugin_config.
+type config struct {
+	MessagesPerSecond float64
+	Count             uint64
+	PayloadSize       uint64
+	BatchSize         uint64
+	Seed              uint64
+	HasSeed           bool
 }
 
-// Defaults.
-const (
-	DefaultPayloadSize = 64
-	DefaultBatchSize   = 100
-)
+// Config declares plugin_config: Open parses with it, `ferry check` validates with it and
+// `ferry connectors` prints it.
+var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
+	f.Float("messages_per_second", &c.MessagesPerSecond).Default(0).Min(0).
+		Doc("rate limit; 0 = as fast as the runtime takes them")
+	f.Uint64("count", &c.Count).Default(0).
+		Doc("total messages over the source's whole life (state included); 0 = unlimited")
+	f.Uint64("payload_size", &c.PayloadSize).Default(64).Doc("payload bytes per message")
+	f.Uint64("batch_size", &c.BatchSize).Default(100).Min(1).Doc("messages per batch")
+	f.Uint64("seed", &c.Seed).Present(&c.HasSeed).
+		Doc("when set, message i's payload depends only on (seed, i): reproducible runs; default random")
+})
 
-// Spec declares plugin_config; Open decodes with it and `ferry check` validates with it.
-var Spec = sdk.ConfigSpec{Fields: []sdk.ConfigField{
-	{Name: FieldMessagesPerSecond, Type: sdk.TypeNumber, Default: 0, Doc: "rate limit; 0 = as fast as the runtime takes them"},
-	{Name: FieldCount, Type: sdk.TypeUnsigned, Default: 0, Doc: "total messages over the source's whole life (state included); 0 = unlimited"},
-	{Name: FieldPayloadSize, Type: sdk.TypeUnsigned, Default: DefaultPayloadSize, Doc: "payload bytes per message"},
-	{Name: FieldBatchSize, Type: sdk.TypeUnsigned, Default: DefaultBatchSize, Doc: "messages per batch (> 0)"},
-	{Name: FieldSeed, Type: sdk.TypeUnsigned, Doc: "when set, message i's payload depends only on (seed, i): reproducible runs; default random"},
-}}
+// Spec is Config's spec, for the registry.
+var Spec = Config.Spec()
 
 const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
 // Source produces random messages. Not safe for concurrent use (the runtime calls it from one
 // goroutine).
 type Source struct {
-	cfg      Config
+	cfg      config
 	produced uint64 // messages handed out, including the unacknowledged batch
 	started  time.Time
 	base     uint64 // produced at Open, for the rate schedule
@@ -68,13 +56,11 @@ func New() *Source { return &Source{} }
 
 // Open reads plugin_config and the state (8 bytes, little-endian message count).
 func (s *Source) Open(_ context.Context, env sdk.SourceEnv) error {
-	s.cfg = Config{}
-	if err := Spec.Decode(env.Config, &s.cfg); err != nil {
-		return fmt.Errorf("random source: %w", err)
+	cfg, err := Config.Parse(env.Config)
+	if err != nil {
+		return sdk.Permanent(fmt.Errorf("random source: %w", err))
 	}
-	if s.cfg.PayloadSize < 0 || s.cfg.BatchSize <= 0 || s.cfg.MessagesPerSecond < 0 {
-		return fmt.Errorf("random source: plugin_config: payload_size must be >= 0, batch_size > 0, messages_per_second >= 0")
-	}
+	s.cfg = cfg
 	switch len(env.State) {
 	case 0:
 		s.produced = 0
@@ -84,8 +70,8 @@ func (s *Source) Open(_ context.Context, env sdk.SourceEnv) error {
 		return fmt.Errorf("random source: state has %d bytes, want 8", len(env.State))
 	}
 	s.base, s.started = s.produced, time.Now()
-	if s.cfg.Seed != nil {
-		s.seed = *s.cfg.Seed
+	if s.cfg.HasSeed {
+		s.seed = s.cfg.Seed
 	} else {
 		s.seed = rand.Uint64()
 	}
@@ -103,7 +89,7 @@ func (s *Source) Read(ctx context.Context) (sdk.SourceBatch, sdk.AckFunc, error)
 	if err := ctx.Err(); err != nil {
 		return sdk.SourceBatch{}, nil, err
 	}
-	n := uint64(s.cfg.BatchSize)
+	n := s.cfg.BatchSize
 	if s.cfg.Count > 0 {
 		if s.produced >= s.cfg.Count {
 			return sdk.SourceBatch{}, nil, sdk.ErrEndOfInput

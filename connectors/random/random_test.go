@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/ferryio/ferry/sdk"
+	"github.com/ferryio/ferry/sdk/sdktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -17,7 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func openSrc(t *testing.T, cfg string, state []byte) *Source {
 	t.Helper()
 	s := New()
-	if err := s.Open(context.Background(), sdk.SourceEnv{Key: "r", Config: []byte(cfg), State: state}); err != nil {
+	if err := s.Open(context.Background(), sdktest.SourceEnv(t, cfg, state, nil)); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -118,10 +120,56 @@ func TestRateAndCancel(t *testing.T) {
 	}
 }
 
+// Every plugin_config problem is refused by `ferry check` (Spec.Validate) and by Open,
+// with the key and what is wrong; a bad state by Open only.
 func TestConfigErrors(t *testing.T) {
-	for _, tc := range []struct{ cfg, state string }{{`{"batch_size":0}`, ""}, {`{"bogus":1}`, ""}, {`null`, "abc"}} {
-		if err := New().Open(context.Background(), sdk.SourceEnv{Config: []byte(tc.cfg), State: []byte(tc.state)}); err == nil {
-			t.Errorf("Open(%s, %q) succeeded", tc.cfg, tc.state)
+	for _, tc := range []struct{ cfg, want string }{
+		{`{"batch_size":0}`, "plugin_config.batch_size: 0 is below the minimum 1"},
+		{`{"messages_per_second":-1}`, "plugin_config.messages_per_second: -1 is below the minimum 0"},
+		{`{"payload_size":-1}`, "plugin_config.payload_size: want an unsigned, got -1"},
+		{`{"seed":"x"}`, `plugin_config.seed: want an unsigned, got string "x"`},
+		{`{"bogus":1}`, "plugin_config.bogus: unknown field (known: messages_per_second, count, payload_size, batch_size, seed)"},
+	} {
+		if errs := Spec.Validate([]byte(tc.cfg)); len(errs) != 1 || errs[0].Error() != tc.want {
+			t.Errorf("check %s: %v, want %s", tc.cfg, errs, tc.want)
+		}
+		err := New().Open(context.Background(), sdktest.SourceEnv(t, tc.cfg, nil, nil))
+		if err == nil || err.Error() != "random source: "+tc.want || !errors.Is(err, sdk.ErrPermanent) {
+			t.Errorf("Open(%s) = %v, want the permanent error random source: %s", tc.cfg, err, tc.want)
 		}
 	}
+	if err := New().Open(context.Background(), sdktest.SourceEnv(t, nil, []byte("abc"), nil)); err == nil ||
+		err.Error() != "random source: state has 3 bytes, want 8" {
+		t.Errorf("Open with a 3-byte state: %v", err)
+	}
+}
+
+// The source states at least once into Iggy from its saved state: a crash at any step
+// (before the append, between the append and the saved state, before Close) leaves every
+// one of count messages in the topic, in order, each with its seeded payload; only the
+// crash between the append and the saved state repeats a batch.
+func TestAtLeastOnceCrashAtEveryStep(t *testing.T) {
+	const count = 250
+	ref := openSrc(t, `{"payload_size":8,"seed":3}`, nil) // the payloads the seed gives
+	sdktest.SourceHarness{
+		New:        func() sdk.Source { return New() },
+		Config:     fmt.Sprintf(`{"count":%d,"batch_size":100,"payload_size":8,"seed":3}`, count),
+		Partitions: 1,
+		Check: func(t *testing.T, log *sdktest.Log) {
+			next := uint64(1) // the first id not seen yet
+			for _, m := range log.Partition(0) {
+				id, _ := m.Message.ID.Halves()
+				if id > next || id == 0 {
+					t.Fatalf("offset %d holds id %d, want at most %d (a message skipped)", m.Offset, id, next)
+				}
+				if want := ref.payload(id - 1); string(m.Message.Payload) != string(want) {
+					t.Fatalf("id %d: payload %q, want %q", id, m.Message.Payload, want)
+				}
+				next = max(next, id+1)
+			}
+			if next != count+1 {
+				t.Fatalf("the topic holds ids up to %d, want %d", next-1, count)
+			}
+		},
+	}.CrashAtEveryStep(t)
 }

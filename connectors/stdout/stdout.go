@@ -18,35 +18,32 @@ import (
 // Name is the registry name: path = "builtin:stdout".
 const Name = "stdout"
 
-// plugin_config fields.
-const (
-	// FieldPrintPayload: bool, default false; also print each message's payload (as text for
-	// text and json schemas when it is valid UTF-8, else as "base64:<data>").
-	FieldPrintPayload = "print_payload"
-)
-
-// Spec declares plugin_config; Open decodes with it and `ferry check` validates with it.
-// Under offset_commit = "sink_controlled" the sink commits each batch once its lines are
-// written (sdk.CommitsEachBatch): the write returning is the only durability standard
-// output has, so the mode stores what after_consuming would.
-var Spec = sdk.ConfigSpec{Commits: sdk.CommitsEachBatch, Fields: []sdk.ConfigField{
-	{Name: FieldPrintPayload, Type: sdk.TypeBool, Default: false,
-		Doc: "also print each message's payload (text when valid UTF-8 of a text/json stream, else base64:…)"},
-}}
-
-// Config is the sink's plugin_config.
-type Config struct {
-	PrintPayload bool `json:"print_payload"`
+// config is the sink's plugin_config.
+type config struct {
+	PrintPayload bool
 }
+
+// Config declares plugin_config: Open parses with it, `ferry check` validates with it and
+// `ferry connectors` prints it. Under offset_commit = "sink_controlled" the sink commits
+// each batch once its lines are written (sdk.CommitsEachBatch): the write returning is the
+// only durability standard output has, so the mode stores what after_consuming would.
+var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
+	f.Commits(sdk.CommitsEachBatch)
+	f.Bool("print_payload", &c.PrintPayload).Default(false).
+		Doc("also print each message's payload (text when valid UTF-8 of a text/json stream, else base64:…)")
+})
+
+// Spec is Config's spec, for the registry.
+var Spec = Config.Spec()
 
 // Sink prints messages. Consume is safe for concurrent use (lines never interleave).
 type Sink struct {
-	mu        sync.Mutex
-	w         io.Writer
-	cfg       Config
-	buf       bytes.Buffer
-	committer sdk.Committer // sink_controlled only
-	log       *slog.Logger
+	mu  sync.Mutex
+	w   io.Writer
+	cfg config
+	buf bytes.Buffer
+	pos *sdk.Positions // commits each batch (sink_controlled)
+	log *slog.Logger
 }
 
 // New returns a sink printing to os.Stdout.
@@ -57,17 +54,11 @@ func NewWriter(w io.Writer) *Sink { return &Sink{w: w} }
 
 // Open reads plugin_config ("null" = defaults); unknown fields are an error.
 func (s *Sink) Open(_ context.Context, env sdk.SinkEnv) error {
-	s.committer, s.log = env.Committer, env.Logger
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
+	cfg, err := Config.Parse(env.Config)
+	if err != nil {
+		return sdk.Permanent(fmt.Errorf("stdout sink: %w", err))
 	}
-	return decodeConfig(env.Config, &s.cfg)
-}
-
-func decodeConfig(raw []byte, dst any) error {
-	if err := Spec.Decode(raw, dst); err != nil {
-		return fmt.Errorf("stdout sink: %w", err)
-	}
+	s.cfg, s.log, s.pos = cfg, env.Logger, sdk.NewPositions(env, nil)
 	return nil
 }
 
@@ -89,11 +80,11 @@ func (s *Sink) Consume(_ context.Context, topic sdk.TopicMetadata, meta sdk.Mess
 	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
 		return fmt.Errorf("stdout sink: write: %w", err)
 	}
-	if s.committer != nil && len(msgs) > 0 {
+	if len(msgs) > 0 {
 		last := msgs[len(msgs)-1].Offset
 		// The lines are out: a refused commit (the partition moved to another member, or
 		// the offset is already stored) only means they may be printed again.
-		if err := s.committer.Commit(meta.Partition, last); err != nil && !errors.Is(err, sdk.ErrCommitStale) {
+		if err := s.pos.Durable(meta.Partition, last); err != nil && !errors.Is(err, sdk.ErrCommitUnknownPartition) {
 			s.log.Warn("stdout sink: commit refused", "partition", meta.Partition.PartitionID, "offset", last, "error", err)
 		}
 	}

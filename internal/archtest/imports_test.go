@@ -48,8 +48,16 @@ var forbidden = map[string][]string{
 	// The S3 sink sees the sdk only, no other connector; its test helper the AWS SDK only.
 	"connectors/s3":   {"iggy", "server", "connect", "cmd", "connectors"},
 	"internal/s3test": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
+	// The MQTT source and sink see the sdk and the Paho client only.
+	"connectors/mqtt": {"iggy", "server", "connect", "cmd", "connectors"},
+	// The HTTP sink sees the sdk only; its tests' receiver knows nothing of Ferry.
+	"connectors/http":      {"iggy", "server", "connect", "cmd", "connectors"},
+	"internal/webhooktest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 	// The PostgreSQL CDC source sees the sdk only, not even the PostgreSQL sink beside it.
 	"connectors/postgres/source": {"iggy", "server", "connect", "cmd", "connectors"},
+	// The Kafka source and sink see the sdk and their shared client package only.
+	"connectors/kafka":   {"iggy", "server", "connect", "cmd", "connectors"},
+	"internal/kafkatest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 	// The test kit's waits and files know nothing of Ferry, so the lowest package's tests
 	// can use them; its server kit knows the client and the server, never the runtime, so
 	// connect's own tests can use it; its runtime kit may start anything but the command.

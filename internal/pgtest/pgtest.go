@@ -1,4 +1,7 @@
-// Package pgtest connects tests to the throwaway PostgreSQL cluster of scripts/postgres.sh.
+// Package pgtest connects tests to the throwaway PostgreSQL cluster of scripts/postgres.sh
+// and holds the fixtures their PostgreSQL tests share (DropSlot). It does not import
+// package testing (its TB is the part of TB it uses), so the conformance suite,
+// which ships in the ferry binary, can use its fixtures too.
 package pgtest
 
 import (
@@ -6,18 +9,25 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// TB is the part of TB this package uses.
+type TB interface {
+	Helper()
+	Skip(args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
 
 // Connect returns a pool on FERRY_POSTGRES_URL and the URL, closed when the test ends. The
 // test is skipped when the variable is unset (`eval "$(bash scripts/postgres.sh start)"`
 // sets it; CI does) and fails when it is set but PostgreSQL does not answer. The test holds
 // off restarts of the cluster (HoldRestarts) before it connects: `go test ./...` runs the
 // packages at the same time, and tests/e2e restarts the cluster.
-func Connect(t testing.TB) (*pgxpool.Pool, string) {
+func Connect(t TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	if os.Getenv("FERRY_POSTGRES_URL") != "" {
 		HoldRestarts(t)
@@ -27,7 +37,7 @@ func Connect(t testing.TB) (*pgxpool.Pool, string) {
 
 // ConnectRestarting is Connect for the package whose tests restart the cluster
 // (tests/e2e): it takes no lock, as its restarts take the lock exclusively.
-func ConnectRestarting(t testing.TB) (*pgxpool.Pool, string) {
+func ConnectRestarting(t TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	url := os.Getenv("FERRY_POSTGRES_URL")
 	if url == "" {
@@ -49,7 +59,7 @@ func ConnectRestarting(t testing.TB) (*pgxpool.Pool, string) {
 // HoldRestarts keeps the cluster of scripts/postgres.sh (FERRY_POSTGRES_DIR) from being
 // restarted until the test ends: it holds the restart lock shared; a restart (LockRestarts)
 // takes it exclusively. Without FERRY_POSTGRES_DIR there is nothing to hold.
-func HoldRestarts(t testing.TB) {
+func HoldRestarts(t TB) {
 	t.Helper()
 	f := openRestartLock(t)
 	if f == nil {
@@ -63,7 +73,7 @@ func HoldRestarts(t testing.TB) {
 
 // LockRestarts waits until no other test holds off restarts and returns the function that
 // ends the exclusive hold, to call once the cluster answers again.
-func LockRestarts(t testing.TB) (unlock func()) {
+func LockRestarts(t TB) (unlock func()) {
 	t.Helper()
 	f := openRestartLock(t)
 	if f == nil {
@@ -75,7 +85,7 @@ func LockRestarts(t testing.TB) (unlock func()) {
 	return func() { _ = f.Close() }
 }
 
-func openRestartLock(t testing.TB) *os.File {
+func openRestartLock(t TB) *os.File {
 	dir := os.Getenv("FERRY_POSTGRES_DIR")
 	if dir == "" {
 		return nil

@@ -161,6 +161,44 @@ func TestPositionsSyncedPartition(t *testing.T) {
 	}
 }
 
+// TestPositionsSeek: a write whose outcome was unknown is settled by the target: landed,
+// the batch is cut off and the next one commits past it; not landed, it is accepted again.
+func TestPositionsSeek(t *testing.T) {
+	c := sdktest.NewCommitter()
+	k := sdk.NewPositions(sdktest.SinkEnv(t, nil, c), nil)
+	p := sdktest.Part(0)
+	c.Assign(p, 0)
+	b := sdktest.Messages(0, 0, 5, nil)
+	c.Deliver(p, b)
+	if fresh := k.Fresh(p, b); len(fresh) != 5 {
+		t.Fatalf("fresh %v", offsets(fresh))
+	}
+	// The write failed and did not land: the retry is accepted whole.
+	k.Seek(p, 0)
+	if fresh := k.Fresh(p, b); len(fresh) != 5 {
+		t.Fatalf("after a seek back: %v", offsets(fresh))
+	}
+	// It failed again but landed: the retry is cut off, the next batch commits past it.
+	k.Seek(p, 5)
+	if fresh := k.Fresh(p, b); fresh != nil {
+		t.Fatalf("after a seek forward: %v", offsets(fresh))
+	}
+	if next, ok := k.Next(p); !ok || next != 5 {
+		t.Fatalf("next %d %v", next, ok)
+	}
+	b2 := sdktest.Messages(0, 5, 3, nil)
+	c.Deliver(p, b2)
+	if fresh := k.Fresh(p, b2); len(fresh) != 3 {
+		t.Fatalf("next batch: %v", offsets(fresh))
+	}
+	if err := k.Durable(p, 7); err != nil {
+		t.Fatal(err)
+	}
+	if off, _ := c.Committed(p); off != 7 {
+		t.Fatalf("committed %d, want 7", off)
+	}
+}
+
 func TestPositionsWithoutCommitter(t *testing.T) {
 	k := sdk.NewPositions(sdk.SinkEnv{}, nil)
 	p := sdktest.Part(0)
@@ -247,6 +285,7 @@ type mapTarget struct {
 	mu      sync.Mutex
 	rows    []sdktest.Record
 	offsets map[sdk.Partition]uint64 // next, written with the rows (exactly once)
+	leased  bool                     // a leaseSink holds the target
 }
 
 func (m *mapTarget) reset(context.Context) error {
@@ -443,4 +482,167 @@ func TestSourceHarness(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "crash_at_step_04") || !strings.Contains(string(out), "a:0: 2 times") {
 		t.Fatalf("a source without read-back passed (err %v):\n%s", err, out)
 	}
+}
+
+// TestPositionsDone: Done says where a partition's next write continues what is durable:
+// unknown before anything is, the target's position once Assigned found it, the last
+// durable offset + 1 after Durable, unknown again once the runtime refused the partition
+// or the sink forgot it.
+func TestPositionsDone(t *testing.T) {
+	c := sdktest.NewCommitter()
+	k := sdk.NewPositions(sdktest.SinkEnv(t, nil, c), func(context.Context, sdk.TopicMetadata, []sdk.Partition) (map[sdk.Partition]uint64, error) {
+		return map[sdk.Partition]uint64{sdktest.Part(0): 5}, nil
+	})
+	p0, p1 := sdktest.Part(0), sdktest.Part(1)
+	if _, ok := k.Done(p0); ok {
+		t.Fatal("done before anything is known")
+	}
+	if _, err := k.Assigned(context.Background(), sdktest.Topic, []sdk.Partition{p0, p1}); err != nil {
+		t.Fatal(err)
+	}
+	c.Assign(p0, 5)
+	c.Assign(p1, 0)
+	if next, ok := k.Done(p0); !ok || next != 5 {
+		t.Fatalf("p0 done %d %v, want the target's 5", next, ok)
+	}
+	if _, ok := k.Done(p1); ok {
+		t.Fatal("p1 done with nothing durable")
+	}
+	c.Deliver(p1, sdktest.Messages(1, 0, 3, nil))
+	if err := k.Durable(p1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if next, ok := k.Done(p1); !ok || next != 3 {
+		t.Fatalf("p1 done %d %v, want 3", next, ok)
+	}
+	c.Revoke(p1)
+	if err := k.Durable(p1, 2); err != nil { // known durable: nothing asked of the runtime
+		t.Fatal(err)
+	}
+	if err := k.Durable(p1, 3); !errors.Is(err, sdk.ErrCommitUnknownPartition) {
+		t.Fatalf("durable on a revoked partition: %v", err)
+	}
+	if _, ok := k.Done(p1); ok {
+		t.Fatal("p1 done after the runtime refused it")
+	}
+	k.Forget(p0)
+	if _, ok := k.Done(p0); ok {
+		t.Fatal("p0 done after Forget")
+	}
+}
+
+// leaseSink is txSink holding its target's one lease from Open to Close, as a database
+// session holds a lock: an instance cannot open while a crashed one still holds it,
+// unless the harness' Crash lets go of it, as the death of its process would.
+type leaseSink struct {
+	txSink
+	held bool
+}
+
+func (s *leaseSink) Open(ctx context.Context, env sdk.SinkEnv) error {
+	s.target.mu.Lock()
+	if s.target.leased {
+		s.target.mu.Unlock()
+		return errors.New("the target is leased to another instance")
+	}
+	s.target.leased, s.held = true, true
+	s.target.mu.Unlock()
+	return s.txSink.Open(ctx, env)
+}
+
+func (s *leaseSink) release() {
+	s.target.mu.Lock()
+	defer s.target.mu.Unlock()
+	if s.held {
+		s.target.leased, s.held = false, false
+	}
+}
+
+func (s *leaseSink) Close(context.Context) error { s.release(); return nil }
+
+// TestSinkHarnessCrashHook: Crash is called once per crash, with the instance that
+// crashed (never opened again, never closed before it), so a sink whose target holds a
+// session's lease recovers; without it the recovery instance cannot open.
+func TestSinkHarnessCrashHook(t *testing.T) {
+	target := &mapTarget{}
+	if os.Getenv("SDKTEST_BROKEN") == "lease" {
+		harness(target, func() sdk.Sink { return &leaseSink{txSink: txSink{target: target}} }, sdktest.ExactlyOnce).CrashAtEveryStep(t)
+		return
+	}
+	h := harness(target, func() sdk.Sink { return &leaseSink{txSink: txSink{target: target}} }, sdktest.ExactlyOnce)
+	var mu sync.Mutex
+	crashed := map[sdk.Sink]bool{}
+	h.Crash = func(s sdk.Sink) {
+		mu.Lock()
+		defer mu.Unlock()
+		if crashed[s] {
+			t.Error("Crash called twice for one instance")
+		}
+		crashed[s] = true
+		s.(*leaseSink).release()
+	}
+	h.CrashAtEveryStep(t)
+	if len(crashed) != 17 {
+		t.Fatalf("Crash called for %d instances, want one per step (17)", len(crashed))
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSinkHarnessCrashHook$")
+	cmd.Env = append(os.Environ(), "SDKTEST_BROKEN=lease")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "open: the target is leased to another instance") {
+		t.Fatalf("the recovery instance opened beside a crashed one holding the lease (err %v):\n%s", err, out)
+	}
+}
+
+// TestSourceHarnessCrashHook: the same for a source: Crash gets each crashed instance
+// once, before the next one opens.
+func TestSourceHarnessCrashHook(t *testing.T) {
+	var mu sync.Mutex
+	open := 0 // instances opened and neither closed nor crashed
+	crashes := 0
+	h := sdktest.SourceHarness{Partitions: 2, Check: checkOnce(false),
+		New: func() sdk.Source {
+			return &countedSource{cursorSource: cursorSource{readBack: true, n: 10}, mu: &mu, open: &open}
+		}}
+	h.Crash = func(s sdk.Source) {
+		mu.Lock()
+		defer mu.Unlock()
+		crashes++
+		if cs := s.(*countedSource); cs.opened {
+			cs.opened = false
+			open--
+		}
+	}
+	h.CrashAtEveryStep(t)
+	if crashes != 15 {
+		t.Fatalf("Crash called %d times, want one per step (15)", crashes)
+	}
+}
+
+// countedSource is cursorSource counting the instances open at once: never two.
+type countedSource struct {
+	cursorSource
+	mu     *sync.Mutex
+	open   *int
+	opened bool
+}
+
+func (s *countedSource) Open(ctx context.Context, env sdk.SourceEnv) error {
+	s.mu.Lock()
+	if *s.open > 0 {
+		s.mu.Unlock()
+		return errors.New("another instance is open")
+	}
+	*s.open, s.opened = *s.open+1, true
+	s.mu.Unlock()
+	return s.cursorSource.Open(ctx, env)
+}
+
+func (s *countedSource) Close(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opened {
+		s.opened = false
+		*s.open--
+	}
+	return nil
 }

@@ -10,7 +10,9 @@ import (
 // Log stands in for a source's Iggy topic: partitions of appended messages, numbered
 // from offset 0. A message with a partition key goes to the partition its key hashes to
 // (the same for every message of one key, as Iggy's key partitioning); one without goes
-// round robin, one partition per batch. Safe for concurrent use.
+// round robin, one partition per batch; one that names its partition
+// ([sdk.ProducedMessage.Partition]) goes there (its index modulo the partitions). Safe for
+// concurrent use.
 type Log struct {
 	mu    sync.Mutex
 	parts [][]Stored
@@ -35,11 +37,14 @@ func (l *Log) Append(msgs []sdk.ProducedMessage) {
 	l.next++
 	for _, m := range msgs {
 		i := rr
-		if len(m.PartitionKey) > 0 {
+		switch {
+		case m.Partition != nil:
+			i = int(*m.Partition % uint32(len(l.parts)))
+		case len(m.PartitionKey) > 0:
 			i = l.partitionOf(m.PartitionKey)
 		}
 		cp := sdk.ProducedMessage{ID: m.ID, Payload: append([]byte(nil), m.Payload...),
-			PartitionKey: append([]byte(nil), m.PartitionKey...), Headers: copyHeaders(m.Headers)}
+			PartitionKey: append([]byte(nil), m.PartitionKey...), Headers: copyHeaders(m.Headers), Partition: m.Partition}
 		l.parts[i] = append(l.parts[i], Stored{Partition: uint32(i), Offset: uint64(len(l.parts[i])), Message: cp})
 	}
 }

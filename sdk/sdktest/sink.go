@@ -71,6 +71,13 @@ type SinkHarness struct {
 	Reset func(ctx context.Context) error
 	// Read returns what the target holds, for the check.
 	Read func(ctx context.Context) ([]Record, error)
+	// Crash, when set, is called once with each instance right after its crash, to do to
+	// the target what the death of its process would and an instance dropped in the
+	// test's process does not: end its connections without finishing anything (the
+	// server rolls back the open transaction, releases the locks, the lease) and stop its
+	// goroutines (a timer that would still commit). nil: the crashed instance is left as
+	// it is, beside the next one, until the test ends. See [SourceHarness.Crash].
+	Crash func(sdk.Sink)
 }
 
 func (h *SinkHarness) defaults() {
@@ -165,6 +172,9 @@ func (r *sinkRun) instance(ctx context.Context, mayCrash bool) (res instanceResu
 			res.crashed = true
 			if c != nil {
 				c.RevokeAll()
+			}
+			if h.Crash != nil {
+				h.Crash(sink)
 			}
 			// A dead process writes nothing more; this instance's goroutines are stopped
 			// only now that the test is over (Close under an ended context).

@@ -39,6 +39,14 @@ type SourceHarness struct {
 	// MaxReads bounds the reads of one instance (default 10,000): a source that never
 	// gets Done fails the test instead of hanging it.
 	MaxReads int
+	// Crash, when set, is called once with each instance right after its crash, to do to
+	// the origin what the death of its process would and an instance dropped in the
+	// test's process does not: end its connections without a goodbye (a live server then
+	// lets go of what the session held: a replication slot, a lock, a consumer-group
+	// membership; the next instance needs it) and stop its goroutines, acknowledging
+	// nothing. nil: the crashed instance is left as it is, beside the next one, until the
+	// test ends, which suits an origin the test process owns.
+	Crash func(sdk.Source)
 }
 
 // Run runs the sequence once without a crash, checks, and returns how many steps it has.
@@ -107,6 +115,9 @@ func (r *sourceRun) instance(ctx context.Context, mayCrash bool) (crash bool) {
 				panic(v)
 			}
 			crash = true
+			if h.Crash != nil {
+				h.Crash(src)
+			}
 			r.t.Cleanup(func() {
 				ended, cancel := context.WithCancel(context.Background())
 				cancel()

@@ -143,6 +143,10 @@ var errDiskFull = errors.New("no space left on device (the disk reserve was rele
 // ballastName is the disk reserve file of Options.DiskReserve.
 const ballastName = "FERRY.RESERVE"
 
+// lockName is the file the store holds a lock on from Open to Close (lockDir); the
+// probe also checks it is still there.
+const lockName = "FERRY.LOCK"
+
 // ensureBallast creates the disk reserve if missing, writing its bytes so they are
 // really allocated; an error means there is no room (or no write access).
 func (s *Store) ensureBallast() error {
@@ -181,8 +185,24 @@ func (s *Store) onDiskFull() {
 	s.setFault(errDiskFull, false)
 }
 
+// probeBase is what the probe compares the data directory with: the directory and
+// the store's lock file as they were at Open (lock is nil where there is none).
+type probeBase struct {
+	dir, lock os.FileInfo
+}
+
+// newProbeBase reads the probe's base; it fails when the directory cannot be read.
+func (s *Store) newProbeBase() (probeBase, error) {
+	dir, err := os.Stat(s.dir)
+	if err != nil {
+		return probeBase{}, err
+	}
+	lock, _ := os.Stat(filepath.Join(s.dir, lockName)) // none off unix
+	return probeBase{dir: dir, lock: lock}, nil
+}
+
 // probeLoop checks the data directory every d until Close.
-func (s *Store) probeLoop(d time.Duration, opened os.FileInfo) {
+func (s *Store) probeLoop(d time.Duration, opened probeBase) {
 	defer s.wg.Done()
 	t := time.NewTicker(d)
 	defer t.Stop()
@@ -202,15 +222,35 @@ func (s *Store) probeLoop(d time.Duration, opened os.FileInfo) {
 	}
 }
 
-// probe fails when the data directory is gone, replaced, or not writable.
-func (s *Store) probe(opened os.FileInfo) error {
+// probe fails when the data directory is gone, replaced, emptied, or not writable.
+// A directory whose files were deleted while it stayed (a "rm -rf" that lost the
+// race with the probe's own file below, or "rm dir/*") is found by the lock file,
+// which the store holds open from Open to Close: Pebble would go on creating files
+// by path in it, and acknowledge writes that the next start cannot find.
+//
+// The write comes first and the identity checks after it, so a write that failed
+// because the directory went away meanwhile is reported as the directory gone, not
+// as a directory that is "not writable".
+func (s *Store) probe(opened probeBase) error {
+	werr := s.probeWrite()
 	fi, err := os.Stat(s.dir)
 	switch {
 	case err != nil:
 		return fmt.Errorf("data directory: %w", err)
-	case !os.SameFile(fi, opened):
+	case !os.SameFile(fi, opened.dir):
 		return fmt.Errorf("data directory %s was replaced (deleted and created again)", s.dir)
 	}
+	if opened.lock != nil {
+		lock, err := os.Stat(filepath.Join(s.dir, lockName))
+		if err != nil || !os.SameFile(lock, opened.lock) {
+			return fmt.Errorf("data directory %s was emptied: its lock file %s is gone or replaced", s.dir, lockName)
+		}
+	}
+	return werr
+}
+
+// probeWrite creates, writes and deletes a file in the data directory.
+func (s *Store) probeWrite() error {
 	p := filepath.Join(s.dir, "FERRY.PROBE")
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {

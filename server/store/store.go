@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -169,7 +168,7 @@ func Open(opts Options) (*Store, error) {
 		// Pebble's own LOCK uses fcntl locks, which do not exclude a second
 		// open from the same process under another spelling of the path;
 		// flock on a file of our own does.
-		lockPath := filepath.Join(opts.Dir, "FERRY.LOCK")
+		lockPath := filepath.Join(opts.Dir, lockName)
 		created = recordCreated(opts.Dir, lockPath)
 		if err := makePrivate(opts.Dir); err != nil {
 			created.undo()
@@ -227,9 +226,9 @@ func Open(opts Options) (*Store, error) {
 		go s.syncLoop(opts.FsyncInterval)
 	}
 	if probe > 0 {
-		if fi, err := os.Stat(opts.Dir); err == nil {
+		if base, err := s.newProbeBase(); err == nil {
 			s.wg.Add(1)
-			go s.probeLoop(probe, fi)
+			go s.probeLoop(probe, base)
 		}
 	}
 	return s, nil

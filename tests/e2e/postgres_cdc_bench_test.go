@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/ferryio/ferry/internal/testkit"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/iggy/wire"
+	"github.com/ferryio/ferry/internal/pgtest"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // TestPostgresCDCThroughput measures, in one run, how fast a bulk insert of
@@ -53,12 +54,11 @@ func TestPostgresCDCThroughput(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
+		dctx, cancel := context.WithTimeout(ctx, testkit.Patience)
+		defer cancel()
 		for _, s := range []string{name, name + "_recv", name + "_recv2"} {
-			for range 100 {
-				if _, err := db.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", s); err == nil {
-					break
-				}
-				time.Sleep(100 * time.Millisecond) // the walsender releasing the slot
+			if err := pgtest.DropSlot(dctx, db, s); err != nil {
+				t.Log(err)
 			}
 		}
 		_, _ = db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+name+"_pub")
@@ -183,11 +183,10 @@ func TestPostgresCDCLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for range 100 {
-			if _, err := db.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", name); err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond) // the walsender releasing the slot
+		dctx, cancel := context.WithTimeout(ctx, testkit.Patience)
+		defer cancel()
+		if err := pgtest.DropSlot(dctx, db, name); err != nil {
+			t.Log(err)
 		}
 		_, _ = db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+name+"_pub")
 		_, _ = db.Exec(ctx, "DROP TABLE IF EXISTS "+name)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/internal/cdccheck"
+	"github.com/ferryio/ferry/internal/pgtest"
 	"github.com/ferryio/ferry/internal/testkit"
 )
 
@@ -60,11 +61,10 @@ func cdcExactlyOnce(t *testing.T, size cdcRun) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for range 100 {
-			if _, err := db.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot); err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond) // the killed walsender releasing the slot
+		dctx, cancel := context.WithTimeout(ctx, testkit.Patience)
+		defer cancel()
+		if err := pgtest.DropSlot(dctx, db, slot); err != nil {
+			t.Log(err)
 		}
 		_, _ = db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+slot+"_pub")
 		_, _ = db.Exec(ctx, "DROP TABLE IF EXISTS "+strings.Join(tables, ", ")+", "+tables[0]+"_log")
@@ -128,12 +128,21 @@ func cdcExactlyOnce(t *testing.T, size cdcRun) {
 		t.Fatal(writeErr)
 	}
 	want := uint64(len(w.Want()))
-	testkit.WaitFor(t, "every committed change in the topic", func() bool {
+	if err := testkit.Eventually("every committed change in the topic", func() bool {
 		if run.exited() {
 			t.Fatalf("last run exited: %v\n%s", run.err, tail(run.out.String(), 30))
 		}
 		return topicMessages(c, "cdc") >= want
-	})
+	}); err != nil {
+		// Say whether changes are missing for good or the source stalled, and where: a
+		// failure that is only "timed out" cannot be told from a slow machine.
+		ctxR, cancelR := context.WithTimeout(ctx, 60*time.Second)
+		got, rerr := cdccheck.ReadTopic(ctxR, c, "s", "cdc", cdcPartitions)
+		cancelR()
+		v := cdccheck.Judge(got, w.Want())
+		t.Fatalf("%v: %d of %d changes in the topic (read back: %v): lost %d, duplicated %d, out of order %d; first difference: %s",
+			err, len(got), want, rerr, v.Lost, v.Duplicated, v.Disorder, v.First)
+	}
 
 	// Idle: WAL written to a table outside the publication is confirmed too.
 	for i := range 3 {

@@ -78,17 +78,21 @@ func TestRunAPIPortZeroFromEnv(t *testing.T) {
 	env := []string{"IGGY_CONNECTORS_HTTP_ENABLED=true", "IGGY_CONNECTORS_HTTP_ADDRESS=127.0.0.1:0", "FERRY_API_URL="}
 	p := startFerry(t, "run", dir, env, "run", "--config", cfg, "--embedded", "--progress", "0")
 	urlFile := filepath.Join(dir, "state", "http.url")
+	started := regexp.MustCompile(`level=INFO msg="HTTP API started" address=(127\.0\.0\.1:(\d+)) `)
 	var url string
-	testkit.WaitFor(t, "http.url", func() bool {
+	var m []string
+	// Both: the file is written before the line is logged, and the line reaches the
+	// test's buffer through a pipe some time after that.
+	testkit.WaitFor(t, "http.url and the HTTP API started line", func() bool {
 		if p.exited() {
 			t.Fatalf("run exited: %v", p.err)
 		}
 		b, err := os.ReadFile(urlFile)
 		url = strings.TrimSpace(string(b))
-		return err == nil && url != ""
+		m = started.FindStringSubmatch(p.out.String())
+		return err == nil && url != "" && m != nil
 	})
-	m := regexp.MustCompile(`level=INFO msg="HTTP API started" address=(127\.0\.0\.1:(\d+)) `).FindStringSubmatch(p.out.String())
-	if m == nil || m[2] == "0" || url != "http://"+m[1] {
+	if m[2] == "0" || url != "http://"+m[1] {
 		t.Fatalf("http.url = %q, log line %q; want the bound address logged at INFO and written", url, m)
 	}
 	api := apiClient{t: t, base: url}

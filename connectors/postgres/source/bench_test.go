@@ -34,7 +34,7 @@ func BenchmarkCDCSource(b *testing.B) {
 // benchmark's row (id int, v int, note text) decoded from its pgoutput tuple and rendered
 // as the message sent to Iggy (payload, headers, id, key).
 func BenchmarkChangeMessage(b *testing.B) {
-	cfg, err := ParseConfig([]byte(`{"connection_string": "postgres://x", "mode": "cdc", "tables": ["public.t"], "replication_slot": "bench"}`))
+	cfg, err := Config.Parse([]byte(`{"connection_string": "postgres://x", "mode": "cdc", "tables": ["public.t"], "replication_slot": "bench"}`))
 	if err != nil {
 		b.Fatal(err)
 	}

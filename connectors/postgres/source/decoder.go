@@ -27,7 +27,7 @@ type relation struct {
 
 // decoder turns pgoutput messages into changes. It is used by the stream goroutine only.
 type decoder struct {
-	cfg   *Config
+	cfg   *config
 	types *pgtype.Map
 	pks   map[string][]string // "schema.table" -> primary key columns, read at Open
 	rels  map[uint32]*relation
@@ -42,7 +42,7 @@ type decoder struct {
 	next   uint64 // index of the next change in the transaction
 }
 
-func newDecoder(cfg *Config, pks map[string][]string) *decoder {
+func newDecoder(cfg *config, pks map[string][]string) *decoder {
 	return &decoder{cfg: cfg, types: pgtype.NewMap(), pks: pks, rels: map[uint32]*relation{}, slotID: slotHash(cfg.ReplicationSlot)}
 }
 
@@ -219,9 +219,9 @@ func (d *decoder) tuple(r *relation, t *pglogrepl.TupleData, keyOnly bool) (obj 
 // key is the change's partition key.
 func (d *decoder) key(r *relation, t *pglogrepl.TupleData) []byte {
 	switch d.cfg.PartitionBy {
-	case PartitionByNone:
+	case partitionByNone:
 		return []byte("*")
-	case PartitionByTable:
+	case partitionByTable:
 		return []byte(r.schema + "." + r.table)
 	}
 	if t == nil || len(r.keyCols) == 0 {

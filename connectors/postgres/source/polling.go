@@ -21,12 +21,11 @@ import (
 // upstream does, but the last values advance, and rows are deleted or marked processed,
 // only after Iggy acknowledged the batch: at least once, never a gap.
 type poller struct {
-	cfg      *Config
-	conn     *pgx.Conn
-	types    *pgtype.Map
-	offsets  map[string]string // table -> the last tracking value Iggy holds
-	interval time.Duration
-	first    bool // the first Read does not wait
+	cfg     *config
+	conn    *pgx.Conn
+	types   *pgtype.Map
+	offsets map[string]string // table -> the last tracking value Iggy holds
+	first   bool              // the first Read does not wait
 	// resume: rows are deleted or marked after the state is saved, so a crash between the
 	// two leaves finished-but-present rows at or below the saved offset. The first round
 	// after a restart reads them again (a duplicate, allowed by at least once) instead of
@@ -39,12 +38,8 @@ type pollState struct {
 	TrackingOffsets map[string]string `json:"tracking_offsets"`
 }
 
-func newPoller(cfg *Config, conn *pgx.Conn, state []byte) (*poller, error) {
+func newPoller(cfg *config, conn *pgx.Conn, state []byte) (*poller, error) {
 	p := &poller{cfg: cfg, conn: conn, types: pgtype.NewMap(), offsets: map[string]string{}, first: true}
-	var err error
-	if p.interval, err = sdk.ParseDuration(cfg.PollInterval); err != nil || p.interval <= 0 {
-		return nil, &sdk.FieldError{Field: FieldPollInterval, Msg: fmt.Sprintf("%q: want a positive duration", cfg.PollInterval)}
-	}
 	if len(state) > 0 {
 		var st pollState
 		if err := json.Unmarshal(state, &st); err != nil {
@@ -104,7 +99,7 @@ func (p *poller) read(ctx context.Context) (sdk.SourceBatch, sdk.AckFunc, error)
 			select {
 			case <-ctx.Done():
 				return sdk.SourceBatch{}, nil, ctx.Err()
-			case <-time.After(p.interval):
+			case <-time.After(p.cfg.PollInterval):
 			}
 		}
 		p.first = false

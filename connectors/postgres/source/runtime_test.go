@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
@@ -111,8 +112,11 @@ func TestCDCOversizedRowSkippedAlone(t *testing.T) {
 	slot, tbl := "s_cdc_oversized", "s_cdc_oversized_rows"
 	cleanup := func() {
 		db, _ := pgtest.Connect(t)
-		ctx := context.Background()
-		_, _ = db.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", slot)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := pgtest.DropSlot(ctx, db, slot); err != nil {
+			t.Fatal(err)
+		}
 		_, _ = db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+slot+"_pub")
 		_, _ = db.Exec(ctx, "DROP TABLE IF EXISTS "+tbl)
 	}

@@ -16,7 +16,7 @@ import (
 func connectReplication(ctx context.Context, connString string) (*pgconn.PgConn, error) {
 	cfg, err := pgconn.ParseConfig(connString)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", FieldConnectionString, err)
+		return nil, fmt.Errorf("connection_string: %w", err)
 	}
 	cfg.RuntimeParams["replication"] = "database"
 	cfg.RuntimeParams["timezone"] = "UTC"
@@ -39,10 +39,10 @@ type SetupError struct {
 
 func (e *SetupError) Error() string { return e.Problem + "; fix: " + e.Fix }
 
-// Check verifies what CDC needs on the server: wal_level = logical, the REPLICATION
+// checkSetup verifies what CDC needs on the server: wal_level = logical, the REPLICATION
 // right (or superuser) and, for each table, that it exists and has a replica identity
 // that sends old keys. Every problem is returned, each with its fix.
-func Check(ctx context.Context, conn *pgx.Conn, cfg *Config) []error {
+func checkSetup(ctx context.Context, conn *pgx.Conn, cfg *config) []error {
 	var errs []error
 	var level string
 	if err := conn.QueryRow(ctx, "SHOW wal_level").Scan(&level); err != nil {
@@ -67,7 +67,7 @@ func Check(ctx context.Context, conn *pgx.Conn, cfg *Config) []error {
 		err := conn.QueryRow(ctx, `SELECT c.relreplident::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 			WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r','p')`, schema, name).Scan(&ident)
 		if errors.Is(err, pgx.ErrNoRows) {
-			errs = append(errs, &SetupError{Problem: fmt.Sprintf("%s: table %s.%s does not exist", FieldTables, schema, name),
+			errs = append(errs, &SetupError{Problem: fmt.Sprintf("tables: table %s.%s does not exist", schema, name),
 				Fix: "create it, or remove it from plugin_config.tables"})
 			continue
 		}
@@ -117,7 +117,7 @@ func primaryKeys(ctx context.Context, conn *pgx.Conn, tables []string) (map[stri
 
 // ensurePublication creates the publication for the tables when it does not exist; an
 // existing one is used as it is.
-func ensurePublication(ctx context.Context, conn *pgx.Conn, cfg *Config) (created bool, err error) {
+func ensurePublication(ctx context.Context, conn *pgx.Conn, cfg *config) (created bool, err error) {
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", cfg.Publication).Scan(&exists); err != nil {
 		return false, fmt.Errorf("look up publication %s: %w", cfg.Publication, err)
@@ -147,7 +147,7 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, cfg *Config) (create
 // ensureSlot creates the logical slot with pgoutput when it does not exist, and returns
 // its confirmed flush position. A slot of another plugin (upstream's test_decoding) is an
 // error naming the fix.
-func ensureSlot(ctx context.Context, conn *pgx.Conn, cfg *Config) (confirmed uint64, created bool, err error) {
+func ensureSlot(ctx context.Context, conn *pgx.Conn, cfg *config) (confirmed uint64, created bool, err error) {
 	var plugin, slotType string
 	var flush *string
 	err = conn.QueryRow(ctx, "SELECT plugin, slot_type, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
@@ -169,7 +169,7 @@ func ensureSlot(ctx context.Context, conn *pgx.Conn, cfg *Config) (confirmed uin
 	}
 	if slotType != "logical" || plugin != "pgoutput" {
 		return 0, false, &SetupError{
-			Problem: fmt.Sprintf("%s: slot %s exists with plugin %q (%s); this source reads pgoutput", FieldReplicationSlot, cfg.ReplicationSlot, plugin, slotType),
+			Problem: fmt.Sprintf("replication_slot: slot %s exists with plugin %q (%s); this source reads pgoutput", cfg.ReplicationSlot, plugin, slotType),
 			Fix:     fmt.Sprintf("SELECT pg_drop_replication_slot('%s'); or set replication_slot to another name", escapeLiteral(cfg.ReplicationSlot))}
 	}
 	if flush == nil {

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ferryio/ferry/sdk"
 )
@@ -20,7 +22,7 @@ import (
 // goroutine (the runtime's source runner); the replication stream runs on a goroutine of its
 // own; Gauges may be called from any.
 type Source struct {
-	cfg  Config
+	cfg  config
 	log  *slog.Logger
 	ctrl *pgx.Conn // setup, checks and the read-back at open; polling's queries
 	st   *stream
@@ -39,7 +41,7 @@ func New() *Source { return &Source{} }
 // UniqueIDs reports that, in CDC mode, every change has its own deterministic message id
 // (its position), so the runtime may drop what a failed send already stored. Polling mode's
 // ids are random.
-func (s *Source) UniqueIDs() bool { return s.cfg.Mode == ModeCDC }
+func (s *Source) UniqueIDs() bool { return s.cfg.Mode == modeCDC }
 
 // MaxUnacked is how many batches the runtime may hold read and not yet acknowledged
 // (sdk.PipelinedSource), asked after Open. In CDC mode any number: Read only takes changes
@@ -48,7 +50,7 @@ func (s *Source) UniqueIDs() bool { return s.cfg.Mode == ModeCDC }
 // replays from the slot. Polling mode takes one batch at a time: its delete or mark after
 // read follows each ack.
 func (s *Source) MaxUnacked() int {
-	if s.cfg.Mode == ModeCDC {
+	if s.cfg.Mode == modeCDC {
 		return sdk.MaxConcurrentUnlimited
 	}
 	return 1
@@ -59,7 +61,7 @@ func (s *Source) MaxUnacked() int {
 // (integers and numbers checked, strings escaped, json and jsonb compacted, which parses
 // them), so the runtime need not parse each one again. Polling mode's payload_column may
 // carry anything: checked.
-func (s *Source) CheckedPayloads() bool { return s.cfg.Mode == ModeCDC }
+func (s *Source) CheckedPayloads() bool { return s.cfg.Mode == modeCDC }
 
 // state is what the runtime saves after Iggy acknowledged a batch: the position of its
 // last change.
@@ -71,7 +73,7 @@ type state struct {
 // what Iggy already holds and starts streaming. ctx bounds the setup only. A missing
 // setting or right is a permanent error naming the SQL that fixes it.
 func (s *Source) Open(ctx context.Context, env sdk.SourceEnv) error {
-	cfg, err := ParseConfig(env.Config)
+	cfg, err := Config.Parse(env.Config)
 	if err != nil {
 		return sdk.Permanent(fmt.Errorf("postgres source %s: %w", env.Key, err))
 	}
@@ -82,14 +84,14 @@ func (s *Source) Open(ctx context.Context, env sdk.SourceEnv) error {
 	if s.ctrl, err = s.connect(ctx); err != nil {
 		return err
 	}
-	if s.cfg.Mode == ModePolling {
+	if s.cfg.Mode == modePolling {
 		if s.poll, err = newPoller(&s.cfg, s.ctrl, env.State); err != nil {
 			s.closeCtrl(ctx)
 			return sdk.Permanent(fmt.Errorf("postgres source %s: %w", env.Key, err))
 		}
 		return nil
 	}
-	if errs := Check(ctx, s.ctrl, &s.cfg); len(errs) > 0 {
+	if errs := checkSetup(ctx, s.ctrl, &s.cfg); len(errs) > 0 {
 		s.closeCtrl(ctx)
 		return sdk.Permanent(errors.Join(errs...))
 	}
@@ -140,70 +142,77 @@ func (s *Source) Open(ctx context.Context, env sdk.SourceEnv) error {
 	return nil
 }
 
-// connect opens the control connection, retrying transient failures max_retries times,
-// waiting retry_delay × attempt as upstream.
+// connect opens the control connection, retrying a failure max_retries times when it may
+// pass (the server is unreachable, starting or short of connections; not a login it
+// refused), waiting retry_delay, then twice that each time, up to 30s.
 func (s *Source) connect(ctx context.Context) (*pgx.Conn, error) {
-	var err error
-	for attempt := 1; ; attempt++ {
-		var c *pgx.Conn
-		if c, err = pgx.Connect(ctx, s.cfg.ConnectionString); err == nil {
-			return c, nil
-		}
-		if attempt > s.cfg.MaxRetries || ctx.Err() != nil {
-			return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("connect to PostgreSQL: %w", ctx.Err())
-		case <-time.After(s.cfg.retryDelay * time.Duration(attempt)):
-		}
+	var c *pgx.Conn
+	r := sdk.Retry{Initial: s.cfg.RetryDelay, Max: maxBackoff, Attempts: s.cfg.MaxRetries + 1, Transient: mayPass,
+		What: "postgres source: connect", Log: s.log}
+	err := r.Do(ctx, func(ctx context.Context, _ int) (err error) {
+		c, err = pgx.Connect(ctx, s.cfg.ConnectionString.Reveal())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
+	return c, nil
+}
+
+// maxBackoff caps the waits between connection attempts.
+const maxBackoff = 30 * time.Second
+
+// mayPass reports whether a failed connection may work when tried again: anything but
+// the server's refusal of this login (a password, a database, a right), which no retry
+// changes; a server starting, stopping or out of connections (classes 53, 57) may pass.
+func mayPass(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return true
+	}
+	return strings.HasPrefix(pe.Code, "53") || strings.HasPrefix(pe.Code, "57") || strings.HasPrefix(pe.Code, "08")
 }
 
 // alreadySent returns the test for changes Iggy already holds: at or below the saved
-// position, or at or below the last message of the partition the change goes to (sent
-// before a crash whose state save never happened).
+// position, or at or below the newest change of this slot that the partition the change
+// goes to holds (sent before a crash whose state save never happened). What Iggy holds is
+// read back once, here (sdk.ReadBack: each partition's last message; the slot is one
+// lane, and each partition holds its changes in commit order).
 func (s *Source) alreadySent(ctx context.Context, env sdk.SourceEnv, saved position) (func(*change) bool, error) {
+	upTo := func(c *change) bool { return !c.pos.after(saved) }
 	if env.Tail == nil {
-		return func(c *change) bool { return !c.pos.after(saved) }, nil
-	}
-	t, err := env.Tail(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read back the topic's last messages: %w", err)
+		return upTo, nil
 	}
 	var walEnd pglogrepl.LSN
 	if err := s.ctrl.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&walEnd); err != nil {
 		return nil, fmt.Errorf("read the server's WAL position: %w", err)
 	}
-	last := make([]*position, len(t.Last))
-	for i, m := range t.Last {
-		if m == nil {
-			continue
+	var foreign error // a change past this server's WAL end
+	held, err := sdk.ReadBack(ctx, env, 1, func(m sdk.SentMessage) (sdk.Origin[position], bool) {
+		p, ok := positionOf(m.Headers, s.cfg.ReplicationSlot)
+		if ok && p.LSN > uint64(walEnd) && foreign == nil {
+			// Skipping up to it would skip this server's changes until its WAL got there:
+			// the topic was written from another cluster (a restored or new database under
+			// the same slot name).
+			foreign = sdk.Permanent(fmt.Errorf("partition %d offset %d holds a change at %s, past this server's WAL end %s: the topic was written from another database; use a new topic or replication_slot",
+				m.Partition, m.Offset, p, walEnd))
 		}
-		if p, ok := positionOf(m.Headers, s.cfg.ReplicationSlot); ok {
-			if p.LSN > uint64(walEnd) {
-				// Skipping up to it would skip this server's changes until its WAL got
-				// there: the topic was written from another cluster (a restored or new
-				// database under the same slot name).
-				return nil, sdk.Permanent(fmt.Errorf("partition %d offset %d holds a change at %s, past this server's WAL end %s: the topic was written from another database; use a new topic or replication_slot",
-					m.Partition, m.Offset, p, walEnd))
-			}
-			last[i] = &p
-			if p.after(saved) {
-				s.log.Info("postgres source: Iggy holds changes past the saved state; skipping them",
-					"partition", m.Partition, "offset", m.Offset, "last", p.String(), "saved", saved.String())
-			}
-		}
+		return sdk.Origin[position]{Pos: p}, ok
+	}, func(a, b position) bool { return b.after(a) })
+	switch {
+	case err != nil:
+		return nil, err
+	case foreign != nil:
+		return nil, foreign
 	}
+	newest, ok := held.Newest("")
+	if !ok || !newest.after(saved) {
+		return upTo, nil
+	}
+	s.log.Info("postgres source: Iggy holds changes past the saved state; skipping them", "newest", newest.String(), "saved", saved.String())
 	return func(c *change) bool {
-		if !c.pos.after(saved) {
-			return true
-		}
-		if t.PartitionOf == nil || len(c.key) == 0 {
-			return false
-		}
-		i := t.PartitionOf(c.key)
-		return i >= 0 && i < len(last) && last[i] != nil && !c.pos.after(*last[i])
+		// Past the newest change any partition holds: not held (the bulk of a stream).
+		return upTo(c) || !c.pos.after(newest) && held.HoldsKeyed(c.key, "", c.pos)
 	}, nil
 }
 
@@ -336,19 +345,19 @@ func (s *Source) closeCtrl(ctx context.Context) {
 // REPLICATION right, each table's replica identity, and that an existing slot of that name
 // uses pgoutput. Each error carries the SQL that fixes it.
 func (s *Source) Preflight(ctx context.Context, config []byte) []error {
-	cfg, err := ParseConfig(config)
+	cfg, err := Config.Parse(config)
 	if err != nil {
 		return []error{err}
 	}
-	conn, err := pgx.Connect(ctx, cfg.ConnectionString)
+	conn, err := pgx.Connect(ctx, cfg.ConnectionString.Reveal())
 	if err != nil {
 		return []error{fmt.Errorf("connect to PostgreSQL: %w", err)}
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
-	if cfg.Mode == ModePolling {
+	if cfg.Mode == modePolling {
 		return nil
 	}
-	errs := Check(ctx, conn, &cfg)
+	errs := checkSetup(ctx, conn, &cfg)
 	var plugin string
 	err = conn.QueryRow(ctx, "SELECT coalesce(plugin, '') FROM pg_replication_slots WHERE slot_name = $1", cfg.ReplicationSlot).Scan(&plugin)
 	switch {
@@ -357,7 +366,7 @@ func (s *Source) Preflight(ctx context.Context, config []byte) []error {
 		errs = append(errs, fmt.Errorf("look up replication slot %s: %w", cfg.ReplicationSlot, err))
 	case plugin != "pgoutput":
 		errs = append(errs, &SetupError{
-			Problem: fmt.Sprintf("%s: slot %s exists with plugin %q; this source reads pgoutput", FieldReplicationSlot, cfg.ReplicationSlot, plugin),
+			Problem: fmt.Sprintf("replication_slot: slot %s exists with plugin %q; this source reads pgoutput", cfg.ReplicationSlot, plugin),
 			Fix:     fmt.Sprintf("SELECT pg_drop_replication_slot('%s'); or set replication_slot to another name", escapeLiteral(cfg.ReplicationSlot))})
 	}
 	return errs

@@ -42,15 +42,11 @@ func newFixture(t testing.TB, ddl map[string]string) *cdcFixture {
 func (f *cdcFixture) table(name string) string { return f.slot + "_" + name }
 
 func (f *cdcFixture) cleanup() {
-	ctx := context.Background()
-	// The slot may still be active for a moment after Close; wait until it is released.
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		_, err := f.db.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", f.slot)
-		if err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // polling the slot's release; no signal to wait on
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The slot may still be active for a moment after Close.
+	if err := pgtest.DropSlot(ctx, f.db, f.slot); err != nil {
+		f.t.Fatalf("%v", err)
 	}
 	_, _ = f.db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+f.slot+"_pub")
 	rows, _ := f.db.Query(ctx, "SELECT tablename FROM pg_tables WHERE tablename LIKE $1", f.slot+"\\_%")

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/ferryio/ferry/sdk"
 )
 
 // item is one entry of the stream's queue: a change, or the end of a transaction.
@@ -26,7 +28,7 @@ type item struct {
 // its own after a lost connection, replaying from the slot's confirmed position and
 // dropping what it already queued.
 type stream struct {
-	cfg  *Config
+	cfg  *config
 	log  *slog.Logger
 	dec  *decoder
 	out  chan item
@@ -62,25 +64,15 @@ func (s *stream) run(ctx context.Context) {
 			cancel()
 		}
 	}()
-	wait := s.cfg.retryDelay
-	for ctx.Err() == nil {
-		err := s.session(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		var fatal *fatalError
-		if errors.As(err, &fatal) {
-			s.err.Store(&fatal.err)
-			s.log.Error("postgres source: change stream stopped", "error", fatal.err)
-			return
-		}
-		s.log.Warn("postgres source: replication connection lost; reconnecting", "error", err, "backoff", wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(2*wait+time.Millisecond, 30*time.Second)
+	// A lost connection is reconnected until the source stops: nothing is lost meanwhile,
+	// PostgreSQL keeps the changes in the slot. A fatalError ends it (Permanent).
+	r := sdk.Retry{Initial: s.cfg.RetryDelay, Max: maxBackoff, What: "postgres source: replication connection", Log: s.log,
+		LogAttrs: []any{"slot", s.cfg.ReplicationSlot}}
+	err := r.Do(ctx, func(ctx context.Context, _ int) error { return s.session(ctx) })
+	var fatal *fatalError
+	if ctx.Err() == nil && errors.As(err, &fatal) {
+		s.err.Store(&fatal.err)
+		s.log.Error("postgres source: change stream stopped", "error", fatal.err)
 	}
 }
 
@@ -88,6 +80,9 @@ func (s *stream) run(ctx context.Context) {
 type fatalError struct{ err error }
 
 func (f *fatalError) Error() string { return f.err.Error() }
+
+// Unwrap makes a fatalError permanent to sdk.Retry.
+func (f *fatalError) Unwrap() []error { return []error{sdk.ErrPermanent, f.err} }
 
 // session connects, starts replication from the slot's confirmed position and streams
 // until an error.
@@ -98,7 +93,7 @@ func (s *stream) session(ctx context.Context) error {
 		cancel()
 		s.conn = nil
 	}
-	conn, err := connectReplication(ctx, s.cfg.ConnectionString)
+	conn, err := connectReplication(ctx, s.cfg.ConnectionString.Reveal())
 	if err != nil {
 		return err
 	}
@@ -121,7 +116,7 @@ func (s *stream) session(ctx context.Context) error {
 	// goroutine handoff per message, which halves the rate. The stop sets a past deadline.
 	stop := context.AfterFunc(ctx, func() { _ = conn.Conn().SetReadDeadline(time.Now()) })
 	defer stop()
-	next := time.Now().Add(s.cfg.statusEvery)
+	next := time.Now().Add(s.cfg.StatusInterval)
 	deadline := time.Time{}
 	for {
 		if time.Now().After(next) {
@@ -130,7 +125,7 @@ func (s *stream) session(ctx context.Context) error {
 			if err := s.status(ctx, s.idle()); err != nil {
 				return err
 			}
-			next = time.Now().Add(s.cfg.statusEvery)
+			next = time.Now().Add(s.cfg.StatusInterval)
 		}
 		if !deadline.Equal(next) {
 			if err := conn.Conn().SetReadDeadline(next); err != nil {
@@ -268,7 +263,7 @@ func (s *stream) push(ctx context.Context, it item) error {
 		return nil
 	default:
 	}
-	tick := time.NewTicker(s.cfg.statusEvery)
+	tick := time.NewTicker(s.cfg.StatusInterval)
 	defer tick.Stop()
 	for {
 		select {

@@ -2,10 +2,11 @@
 // partition's messages to a file of its own, one line per message, and commits a
 // partition's offset only once its file is fsynced (offset_commit = "sink_controlled").
 //
-// The file of stream S, topic T, partition P is DIR/S.T.P.log; each line is the message's
-// offset, a space and its payload as a Go-quoted string. A crash may leave an unfinished
-// last line: Open cuts it off before appending. Messages written but not yet committed when
-// the process dies are delivered again (at-least-once), so a line may repeat after a crash.
+// Its guarantee is at least once: messages written but not yet committed when the process
+// dies are delivered again, so a line may repeat after a crash. The file of stream S,
+// topic T, partition P is DIR/S.T.P.log; each line is the message's offset, a space and
+// its payload as a Go-quoted string. A crash may leave an unfinished last line: the file's
+// first use cuts it off before appending.
 package partfiles
 
 import (
@@ -25,28 +26,29 @@ import (
 // Name is the connector's name: path = "builtin:partfiles".
 const Name = "partfiles"
 
-// FieldDir is the plugin_config field naming the output directory.
-const FieldDir = "dir"
-
-// Spec declares plugin_config, that the sink runs only with offset_commit =
-// "sink_controlled" (a file without the key runs with it; one with another mode is refused
-// before Open) and that it commits each batch once fsynced: Open decodes with it, `ferry
-// check` and the start validate with it and `ferry connectors` prints it.
-var Spec = sdk.ConfigSpec{CommitModes: []string{"sink_controlled"}, Commits: sdk.CommitsEachBatch, Fields: []sdk.ConfigField{
-	{Name: FieldDir, Type: sdk.TypeString, Required: true,
-		Doc: "the directory of the partition files (created if missing)"},
-}}
-
-// Config is the sink's plugin_config.
-type Config struct {
-	Dir string `json:"dir"`
+// config is the sink's plugin_config.
+type config struct {
+	Dir string
 }
+
+// Config declares plugin_config, that the sink runs only with offset_commit =
+// "sink_controlled" (a file without the key runs with it; one with another mode is refused
+// before Open) and that it commits each batch once fsynced: Open parses with it, `ferry
+// check` and the start validate with it and `ferry connectors` prints it.
+var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
+	f.CommitModes("sink_controlled")
+	f.Commits(sdk.CommitsEachBatch)
+	f.String("dir", &c.Dir).Required().NonEmpty().Doc("the directory of the partition files (created if missing)")
+})
+
+// Spec is Config's spec, given to ferrycli.CLI.AddSink.
+var Spec = Config.Spec()
 
 // Sink writes partition files. Consume may be called concurrently for different topics;
 // each file has its own lock.
 type Sink struct {
-	dir       string
-	committer sdk.Committer
+	dir string
+	pos *sdk.Positions // commits each partition's batches once fsynced
 
 	mu    sync.Mutex // guards files
 	files map[sdk.Partition]*partFile
@@ -64,8 +66,8 @@ func New() sdk.Sink { return &Sink{} }
 // Open reads plugin_config. The sink decides when offsets advance, so it refuses to run
 // without a Committer: permanently, since no retry will give it one.
 func (s *Sink) Open(_ context.Context, env sdk.SinkEnv) error {
-	var cfg Config
-	if err := Spec.Decode(env.Config, &cfg); err != nil {
+	cfg, err := Config.Parse(env.Config)
+	if err != nil {
 		return sdk.Permanent(fmt.Errorf("partfiles: %w", err))
 	}
 	if env.Committer == nil {
@@ -74,7 +76,7 @@ func (s *Sink) Open(_ context.Context, env sdk.SinkEnv) error {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return fmt.Errorf("partfiles: create %s: %w", cfg.Dir, err)
 	}
-	s.dir, s.committer = cfg.Dir, env.Committer
+	s.dir, s.pos = cfg.Dir, sdk.NewPositions(env, nil)
 	s.files = map[sdk.Partition]*partFile{}
 	return nil
 }
@@ -115,11 +117,10 @@ func (s *Sink) Consume(_ context.Context, topic sdk.TopicMetadata, meta sdk.Mess
 		// this file holds; stop, and let the operator look.
 		return sdk.Permanent(fmt.Errorf("partfiles: fsync %s: %w", pf.f.Name(), err))
 	}
-	// Durable: the offset may advance. A stale or unknown-partition answer means the
-	// partition moved on without us (a rebalance); the lines stay, the next owner resumes
-	// from the stored offset.
-	if err := s.committer.Commit(meta.Partition, msgs[len(msgs)-1].Offset); err != nil &&
-		!errors.Is(err, sdk.ErrCommitStale) && !errors.Is(err, sdk.ErrCommitUnknownPartition) {
+	// Durable: the offset may advance (a redelivery's commit is stale: no error). A
+	// partition no longer ours (a rebalance) keeps its lines; its next owner resumes from
+	// the stored offset.
+	if err := s.pos.Durable(meta.Partition, msgs[len(msgs)-1].Offset); err != nil && !errors.Is(err, sdk.ErrCommitUnknownPartition) {
 		return fmt.Errorf("partfiles: commit: %w", err)
 	}
 	return nil
