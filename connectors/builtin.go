@@ -4,6 +4,7 @@ import (
 	"github.com/ferryio/ferry/connectors/file"
 	httpsink "github.com/ferryio/ferry/connectors/http"
 	"github.com/ferryio/ferry/connectors/kafka"
+	"github.com/ferryio/ferry/connectors/mongodb"
 	kafkasource "github.com/ferryio/ferry/connectors/kafka/source"
 	"github.com/ferryio/ferry/connectors/mqtt"
 	"github.com/ferryio/ferry/connectors/null"
@@ -16,7 +17,7 @@ import (
 )
 
 // Registry returns a new registry holding every built-in connector: sinks "stdout", "null",
-// "file", "postgres", "s3", "http", "mqtt" and "kafka", sources "random", "postgres" (change
+// "file", "postgres", "s3", "http", "mqtt", "kafka" and "mongodb", sources "random", "postgres" (change
 // data capture), "mqtt" and "kafka". Each call returns a fresh value the caller may extend.
 func Registry() *sdk.Registry {
 	return sdk.NewRegistry().
@@ -31,5 +32,6 @@ func Registry() *sdk.Registry {
 		AddSink(mqtt.Name, func() sdk.Sink { return mqtt.NewSink() }, mqtt.SinkSpec).
 		AddSource(mqtt.Name, func() sdk.Source { return mqtt.NewSource() }, mqtt.SourceSpec).
 		AddSink(kafka.Name, func() sdk.Sink { return kafka.New() }, kafka.Spec).
-		AddSource(kafkasource.Name, func() sdk.Source { return kafkasource.New() }, kafkasource.Spec)
+		AddSource(kafkasource.Name, func() sdk.Source { return kafkasource.New() }, kafkasource.Spec).
+		AddSink(mongodb.Name, func() sdk.Sink { return mongodb.New() }, mongodb.Spec)
 }

@@ -270,28 +270,6 @@ func (m SyncMark) Synced() error {
 	return errors.Join(errs...)
 }
 
-// SyncedPartition is [Positions.Synced] for p alone: what p has written is durable, and
-// its highest written offset is committed. A sink that wrote a batch but for messages it
-// returned in [RejectedMessages] records the batch [Positions.Written] and calls it at the
-// partition's next Consume or at Close: the runtime has handled the rejected messages by
-// then (sent them to the dead-letter topic), so the commit never passes a message that is
-// neither in the target nor handled. A refusal as "not owned any more" or "stale" is no
-// error.
-func (k *Positions) SyncedPartition(p Partition) error {
-	k.mu.Lock()
-	pos, ok := k.parts[p]
-	if !ok || pos.gone || pos.written <= pos.durable {
-		k.mu.Unlock()
-		return nil
-	}
-	last := pos.written - 1
-	k.mu.Unlock()
-	if err := k.commit(p, last); err != nil && !errors.Is(err, ErrCommitUnknownPartition) {
-		return err
-	}
-	return nil
-}
-
 // Owned asks the runtime whether p is still the sink's, by committing again the offset it
 // knows done (which changes nothing). False once the runtime refused p as not owned; true
 // when nothing is known done yet (nothing can be asked).

@@ -56,7 +56,7 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 	f.String("database", &c.Database).Required().NonEmpty().Doc("the database")
 	f.String("collection", &c.Collection).Required().NonEmpty().Doc("the collection")
 	f.Uint64("max_pool_size", &c.MaxPoolSize).Min(1).Doc("connections in the driver's pool (default: the driver's, 100)")
-	f.Bool("auto_create_collection", &c.AutoCreate).Default(false).Doc("create the collection at open when it does not exist (MongoDB creates it on the first insert anyway)")
+	f.Bool("auto_create_collection", &c.AutoCreate).Default(false).Doc("create the collection at open when it does not exist; off: a missing collection is refused at open (upstream lets the first insert create it)")
 	f.Int("batch_size", &c.BatchSize).Default(DefaultBatchSize).Min(1).Max(100000).Doc("documents per insertMany")
 	f.Bool("include_metadata", &c.Metadata).Default(true).Doc("write iggy_offset, iggy_timestamp, iggy_stream, iggy_topic, iggy_partition_id")
 	f.Bool("include_checksum", &c.Checksum).Default(true).Doc("write iggy_checksum")

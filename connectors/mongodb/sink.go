@@ -46,7 +46,8 @@ var (
 func New() *Sink { return &Sink{} }
 
 // Open reads plugin_config, connects, checks the server answers with the configured
-// credentials, and with auto_create_collection creates the collection when it is missing.
+// credentials and that the collection exists (created when it is missing and
+// auto_create_collection is on; refused when it is off).
 // A configuration or a credential the server refuses is sdk.Permanent; an unreachable
 // server is not (the runtime opens the sink again with backoff).
 func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
@@ -69,11 +70,9 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 	if err := s.connect(ctx); err != nil {
 		return err
 	}
-	if cfg.AutoCreate {
-		if err := s.ensureCollection(ctx); err != nil {
-			_ = s.client.Disconnect(context.WithoutCancel(ctx))
-			return err
-		}
+	if err := s.checkCollection(ctx, true); err != nil {
+		_ = s.client.Disconnect(context.WithoutCancel(ctx))
+		return err
 	}
 	s.log.Info("mongodb sink open", "hosts", s.hosts, "database", cfg.Database, "collection", cfg.Collection,
 		"payload_format", cfg.Format, "batch_size", cfg.BatchSize)
@@ -136,23 +135,36 @@ func (s *Sink) ping(ctx context.Context) error {
 	}
 }
 
-// ensureCollection creates the collection when the database does not list it.
-func (s *Sink) ensureCollection(ctx context.Context) error {
+// checkCollection makes sure the collection is there: listed by the database, or created
+// when auto_create_collection is on (create = false only reports it: the preflight
+// creates nothing). A missing collection with auto_create_collection off is refused, so
+// a misspelt name never fills a new collection. A user who may insert but not list the
+// collections is let through with a warning (the first insert would say more).
+func (s *Sink) checkCollection(ctx context.Context, create bool) error {
 	db := s.client.Database(s.cfg.Database)
+	where := fmt.Sprintf("%s.%s at %s", s.cfg.Database, s.cfg.Collection, s.hosts)
 	names, err := db.ListCollectionNames(ctx, bson.D{{Key: "name", Value: s.cfg.Collection}})
-	if err != nil {
+	var ce mongo.CommandError
+	switch {
+	case errors.As(err, &ce) && ce.Code == codeUnauthorized:
+		s.log.Warn("mongodb sink: the user may not list the collections: cannot check that the collection exists",
+			"database", s.cfg.Database, "collection", s.cfg.Collection)
+		return nil
+	case err != nil:
 		return fmt.Errorf("mongodb sink: list the collections of %s at %s: %s", s.cfg.Database, s.hosts, redact(err, s.cfg.URI.Reveal()))
-	}
-	if slices.Contains(names, s.cfg.Collection) {
+	case slices.Contains(names, s.cfg.Collection):
+		return nil
+	case !s.cfg.AutoCreate:
+		return sdk.Permanent(fmt.Errorf("mongodb sink: collection %s does not exist and plugin_config.auto_create_collection = false: create it, or set auto_create_collection = true", where))
+	case !create:
 		return nil
 	}
 	err = db.CreateCollection(ctx, s.cfg.Collection)
-	var ce mongo.CommandError
 	if errors.As(err, &ce) && ce.Code == codeNamespaceExists { // created meanwhile by another instance
 		err = nil
 	}
 	if err != nil {
-		return fmt.Errorf("mongodb sink: create collection %s.%s at %s: %s", s.cfg.Database, s.cfg.Collection, s.hosts, redact(err, s.cfg.URI.Reveal()))
+		return fmt.Errorf("mongodb sink: create collection %s: %s", where, redact(err, s.cfg.URI.Reveal()))
 	}
 	s.log.Info("mongodb sink: collection created", "database", s.cfg.Database, "collection", s.cfg.Collection)
 	return nil
@@ -165,16 +177,14 @@ func (s *Sink) MaxInFlight() int { return sdk.MaxConcurrentUnlimited }
 // Consume inserts the batch's documents, batch_size at a time, unordered, and commits the
 // batch's last offset once MongoDB acknowledged every document (a duplicate of a document
 // already written counts). Messages MongoDB refuses one by one are returned as
-// sdk.RejectedMessages: the offsets below the first of them are committed at once, the
-// rest at the partition's next batch or Close (under on_failure = stop, nothing at or
-// past it). A transient failure is retried max_retries times, then returned (a lost
-// connection wrapping sdk.ErrNotConnected: waited out, never counted).
+// sdk.RejectedMessages, and only the offsets below the first of them are committed: the
+// runtime marks the rest of the batch done itself once on_failure handled the rejected
+// messages (sent them to the dead-letter topic), so no commit passes a message that is
+// neither in the collection nor handled. A transient failure is retried max_retries
+// times, then returned (a lost connection wrapping sdk.ErrNotConnected: waited out, never
+// counted).
 func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.MessagesMetadata, msgs []sdk.ConsumedMessage) error {
 	p := meta.Partition
-	// The partition's previous batch rejected messages: the runtime has handled them.
-	if err := s.pos.SyncedPartition(p); err != nil {
-		s.log.Debug("mongodb sink: commit refused", "partition", p.PartitionID, "error", err)
-	}
 	fresh := s.pos.Fresh(p, msgs)
 	if len(fresh) == 0 {
 		return nil
@@ -193,9 +203,6 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 		return nil
 	case rej.offsets[0] > first:
 		s.commit(p, rej.offsets[0]-1)
-	}
-	if !s.stop {
-		s.pos.Written(p, last) // committed by SyncedPartition, once the runtime handled the rejected ones
 	}
 	s.refused.Add(uint64(len(rej.offsets)))
 	return &sdk.RejectedMessages{Offsets: rej.offsets, Err: rej.err}
@@ -354,9 +361,8 @@ func (s *Sink) present(ctx context.Context, docs []any, idx []int) (map[int]bool
 }
 
 // Preflight implements sdk.Preflighter (`ferry check --connect`): the server answers, the
-// credentials are accepted, the database's collections can be listed, and the collection
-// exists or auto_create_collection is on (MongoDB would create it at the first insert
-// otherwise: said, not refused). Nothing is created.
+// credentials are accepted, and the collection exists or auto_create_collection is on.
+// Nothing is created.
 func (s *Sink) Preflight(ctx context.Context, raw []byte) []error {
 	cfg, err := Config.Parse(raw)
 	if err != nil {
@@ -367,29 +373,22 @@ func (s *Sink) Preflight(ctx context.Context, raw []byte) []error {
 		return []error{err}
 	}
 	defer func() { _ = probe.client.Disconnect(context.WithoutCancel(ctx)) }()
-	names, err := probe.client.Database(cfg.Database).ListCollectionNames(ctx, bson.D{{Key: "name", Value: cfg.Collection}})
-	if err != nil {
-		return []error{fmt.Errorf("mongodb sink: list the collections of %s at %s (does the user may read it?): %s",
-			cfg.Database, probe.hosts, redact(err, cfg.URI.Reveal()))}
+	if err := probe.checkCollection(ctx, false); err != nil {
+		return []error{err}
 	}
-	_ = names // a missing collection is created by the first insert, as MongoDB does
 	return nil
 }
 
-// Close logs the sink's counts and commits what it deferred past rejected messages, then
-// disconnects; ctx bounds the goodbye.
+// Close logs the sink's counts and disconnects; ctx bounds the goodbye. Every commit was
+// made by Consume.
 func (s *Sink) Close(ctx context.Context) error {
 	if s.client == nil {
 		return nil
 	}
-	var err error
-	if !s.stop {
-		err = s.pos.Synced()
-	}
 	s.log.Info("mongodb sink closed", "inserted", s.written.Load(), "already_written", s.dups.Load(), "rejected", s.refused.Load())
-	derr := s.client.Disconnect(ctx)
+	err := s.client.Disconnect(ctx)
 	s.client = nil
-	return errors.Join(err, derr)
+	return err
 }
 
 // redact returns err's text with the URI's password, and the URI itself, hidden.

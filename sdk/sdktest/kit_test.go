@@ -125,42 +125,6 @@ func TestPositionsExactlyOnceBookkeeping(t *testing.T) {
 	}
 }
 
-// TestPositionsSyncedPartition: a batch written but for a rejected message commits below
-// it at once and the rest only when the partition is settled, one partition at a time.
-func TestPositionsSyncedPartition(t *testing.T) {
-	c := sdktest.NewCommitter()
-	k := sdk.NewPositions(sdktest.SinkEnv(t, nil, c), nil)
-	p0, p1 := sdktest.Part(0), sdktest.Part(1)
-	for _, p := range []sdk.Partition{p0, p1} {
-		b := sdktest.Messages(p.PartitionID, 0, 10, nil)
-		c.Deliver(p, b)
-		k.Fresh(p, b)
-		if err := k.Durable(p, 3); err != nil { // offset 4 rejected
-			t.Fatal(err)
-		}
-		k.Written(p, 9)
-	}
-	if err := k.SyncedPartition(p0); err != nil {
-		t.Fatal(err)
-	}
-	if off, _ := c.Committed(p0); off != 9 {
-		t.Fatalf("p0 committed %d, want 9", off)
-	}
-	if off, _ := c.Committed(p1); off != 3 {
-		t.Fatalf("p1 committed %d, want 3: only p0 was settled", off)
-	}
-	if err := k.SyncedPartition(p0); err != nil || len(c.Commits()) != 3 {
-		t.Fatalf("settled again: %v, commits %v", err, c.Commits())
-	}
-	c.Revoke(p1)
-	if err := k.SyncedPartition(p1); err != nil {
-		t.Fatalf("a partition no longer owned: %v", err)
-	}
-	if err := k.SyncedPartition(sdktest.Part(7)); err != nil {
-		t.Fatalf("a partition never seen: %v", err)
-	}
-}
-
 // TestPositionsSeek: a write whose outcome was unknown is settled by the target: landed,
 // the batch is cut off and the next one commits past it; not landed, it is accepted again.
 func TestPositionsSeek(t *testing.T) {
