@@ -7,7 +7,7 @@ import (
 
 func TestRegistry(t *testing.T) {
 	r := Registry()
-	if got := r.SinkNames(); !reflect.DeepEqual(got, []string{"file", "http", "kafka", "mqtt", "null", "postgres", "s3", "stdout"}) {
+	if got := r.SinkNames(); !reflect.DeepEqual(got, []string{"file", "http", "kafka", "mongodb", "mqtt", "null", "postgres", "s3", "stdout"}) {
 		t.Fatalf("sinks = %v", got)
 	}
 	if got := r.SourceNames(); !reflect.DeepEqual(got, []string{"kafka", "mqtt", "postgres", "random"}) {

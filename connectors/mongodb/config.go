@@ -72,7 +72,7 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 	f.Duration("connect_timeout", &c.ConnectTimeout).Default(10 * time.Second).Min(time.Millisecond).
 		Doc("how long open and each operation wait for a reachable server (serverSelectionTimeoutMS of the URI wins)")
 	f.CommitModes("sink_controlled")
-	f.Commits(sdk.CommitsWhenDurable)
+	f.Commits(sdk.CommitsEachBatch)
 })
 
 // Spec describes plugin_config for `ferry connectors` and `ferry check`.
