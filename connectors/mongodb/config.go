@@ -64,8 +64,8 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 	sdk.Enum(f, "payload_format", &c.Format, sdk.Choice(FormatBinary), sdk.Choice(FormatJSON), sdk.Choice(FormatString, "text")).
 		Default(FormatBinary).Doc("how payload is stored: BSON binary, an embedded document from JSON, or a string")
 	f.Bool("verbose_logging", &c.Verbose).Default(false).Doc("log every batch at info instead of debug")
-	f.Int("max_retries", &c.MaxRetries).Default(DefaultMaxRetries).Min(1).Max(1000).
-		Doc("attempts of an insertMany that failed transiently before the batch fails (the runtime's [retry] then applies; a lost connection is waited out)")
+	f.Int("max_retries", &c.MaxRetries).Default(DefaultMaxRetries).Min(0).Max(1000).
+		Doc("attempts of an insertMany that failed transiently before the batch fails, 0 meaning 1 as upstream (the runtime's [retry] then applies; a lost connection is waited out)")
 	f.Duration("retry_delay", &c.RetryDelay).Default(DefaultRetryDelay).Min(time.Millisecond).Doc("the first wait between attempts, doubling")
 	f.Duration("retry_max_delay", &c.RetryDelayMax).Default(30 * time.Second).Min(time.Millisecond).Doc("the longest wait between attempts")
 	f.Duration("write_timeout", &c.WriteTimeout).Default(30 * time.Second).Min(time.Millisecond).Doc("bounds one insertMany (and the write concern's wait)")

@@ -74,8 +74,12 @@ func isAuthError(err error) bool {
 }
 
 // duplicateOfID says whether a duplicate-key write error is about the _id index: MongoDB
-// names the key in keyPattern (FerretDB does not: then the _id is looked up).
-func duplicateOfID(raw bson.Raw) bool {
+// names the key in keyPattern, and the index in its message ("index: _id_"); FerretDB does
+// neither (then the sink looks the _id up).
+func duplicateOfID(raw bson.Raw, msg string) bool {
+	if strings.Contains(msg, " index: _id_ ") {
+		return true
+	}
 	kp, err := raw.LookupErr("keyPattern")
 	if err != nil {
 		return false

@@ -65,7 +65,7 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 	s.stop = !env.OnFailure.MayPassRejected()
 	s.build = newBuilder(cfg)
 	s.pos = sdk.NewPositions(env, nil)
-	s.retry = sdk.Retry{Initial: cfg.RetryDelay, Max: cfg.RetryDelayMax, Attempts: cfg.MaxRetries, Jitter: 0.2,
+	s.retry = sdk.Retry{Initial: cfg.RetryDelay, Max: cfg.RetryDelayMax, Attempts: max(cfg.MaxRetries, 1), Jitter: 0.2,
 		What: "mongodb insertMany", Log: s.log, Transient: transient}
 	if err := s.connect(ctx); err != nil {
 		return err
@@ -299,7 +299,7 @@ func (s *Sink) insert(ctx context.Context, docs []any) ([]refusal, error) {
 			switch {
 			case transientCode(we.Code):
 				return err // retried whole: what landed comes back as duplicates
-			case we.Code == codeDuplicateKey && duplicateOfID(we.Raw):
+			case we.Code == codeDuplicateKey && duplicateOfID(we.Raw, we.Message):
 				s.dups.Add(1)
 			default:
 				check = append(check, we.Index)
@@ -335,29 +335,23 @@ func (s *Sink) insert(ctx context.Context, docs []any) ([]refusal, error) {
 	return refused, nil
 }
 
-// present reports which of docs[idx] have their _id in the collection.
+// present reports which of docs[idx] have their _id in the collection: one lookup by _id
+// each, which every server answers from the _id index (FerretDB scans the collection for
+// an $in or $or of them: seconds per batch on a large collection).
 func (s *Sink) present(ctx context.Context, docs []any, idx []int) (map[int]bool, error) {
-	ids := make(bson.A, len(idx))
-	byID := make(map[string]int, len(idx))
-	for i, j := range idx {
-		id := docs[j].(bson.D)[0].Value.(string)
-		ids[i], byID[id] = id, j
-	}
-	cur, err := s.coll.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}},
-		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
 	out := map[int]bool{}
-	for cur.Next(ctx) {
-		if id, ok := cur.Current.Lookup("_id").StringValueOK(); ok {
-			if j, ok := byID[id]; ok {
-				out[j] = true
-			}
+	opts := options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})
+	for _, j := range idx {
+		id := docs[j].(bson.D)[0].Value
+		err := s.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}, opts).Err()
+		switch {
+		case err == nil:
+			out[j] = true
+		case !errors.Is(err, mongo.ErrNoDocuments):
+			return nil, err
 		}
 	}
-	return out, cur.Err()
+	return out, nil
 }
 
 // Preflight implements sdk.Preflighter (`ferry check --connect`): the server answers, the
