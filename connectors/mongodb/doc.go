@@ -11,10 +11,10 @@
 // refusal of one document (a validator, a unique index of the user's) hands that message
 // alone to on_failure (sdk.RejectedMessages). The sink commits a partition's offset
 // (sink_controlled, its only mode) once every document up to it was acknowledged with
-// the write concern of connection_uri (w=0 is refused), never before; past a rejected
-// message only at the partition's next batch or at Close, once the runtime handled it.
-// Iggy's stored offset may lag what the collection holds: what is delivered again is
-// taken as written.
+// the write concern of connection_uri (w=0 is refused), never before; of a batch with
+// rejected messages it commits only the offsets below the first, and the runtime marks
+// the rest done once on_failure handled them. Iggy's stored offset may lag what the
+// collection holds: what is delivered again is taken as written.
 //
 // It imports only the sdk and the MongoDB driver.
 package mongodb
