@@ -91,3 +91,13 @@ func duplicateOfID(raw bson.Raw, msg string) bool {
 	elems, err := doc.Elements()
 	return err == nil && len(elems) == 1 && elems[0].Key() == "_id"
 }
+
+// namesIndex says whether a duplicate-key write error says which index it broke (MongoDB
+// does, in keyPattern and in its message; FerretDB does not).
+func namesIndex(raw bson.Raw, msg string) bool {
+	if strings.Contains(msg, " index: ") {
+		return true
+	}
+	_, err := raw.LookupErr("keyPattern")
+	return err == nil
+}

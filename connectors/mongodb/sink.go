@@ -294,15 +294,31 @@ func (s *Sink) insert(ctx context.Context, docs []any) ([]refusal, error) {
 		if err == nil || !errors.As(err, &bwe) || bwe.WriteConcernError != nil {
 			return err // a write concern error: retried (what landed is found written again)
 		}
-		var check []int // duplicates and refusals whose _id may be there from an earlier attempt
+		var check []int   // duplicates and refusals whose _id may be there from an earlier attempt
+		var unnamed []int // duplicates of an index the server does not name (FerretDB)
 		for _, we := range bwe.WriteErrors {
 			switch {
 			case transientCode(we.Code):
 				return err // retried whole: what landed comes back as duplicates
 			case we.Code == codeDuplicateKey && duplicateOfID(we.Raw, we.Message):
 				s.dups.Add(1)
+			case we.Code == codeDuplicateKey && !namesIndex(we.Raw, we.Message):
+				unnamed = append(unnamed, we.Index)
 			default:
 				check = append(check, we.Index)
+			}
+		}
+		if len(unnamed) > 0 {
+			// With no unique index but _id's, a duplicate can only be of the _id: no
+			// lookups (which a server without an _id lookup, FerretDB, answers by a scan).
+			other, lerr := s.otherUniqueIndex(ctx)
+			if lerr != nil {
+				return lerr
+			}
+			if other {
+				check = append(check, unnamed...)
+			} else {
+				s.dups.Add(uint64(len(unnamed)))
 			}
 		}
 		if len(check) == 0 {
@@ -335,9 +351,26 @@ func (s *Sink) insert(ctx context.Context, docs []any) ([]refusal, error) {
 	return refused, nil
 }
 
+// otherUniqueIndex says whether the collection has a unique index besides _id's.
+func (s *Sink) otherUniqueIndex(ctx context.Context) (bool, error) {
+	cur, err := s.coll.Indexes().List(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
+	for cur.Next(ctx) {
+		unique, _ := cur.Current.Lookup("unique").BooleanOK()
+		name, _ := cur.Current.Lookup("name").StringValueOK()
+		if unique && name != "_id_" {
+			return true, nil
+		}
+	}
+	return false, cur.Err()
+}
+
 // present reports which of docs[idx] have their _id in the collection: one lookup by _id
-// each, which every server answers from the _id index (FerretDB scans the collection for
-// an $in or $or of them: seconds per batch on a large collection).
+// each (MongoDB answers each from the _id index; FerretDB on SQLite scans, and a scan for
+// an $in or $or of them costs as much as all of them).
 func (s *Sink) present(ctx context.Context, docs []any, idx []int) (map[int]bool, error) {
 	out := map[int]bool{}
 	opts := options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})
