@@ -36,6 +36,14 @@ out="${1:-bench.txt}"
   else
     echo "skipped: FERRY_POSTGRES_URL is not set (eval \"\$(bash scripts/postgres.sh start)\")"
   fi
+  echo "## Iggy source: Iggy → Iggy replication beside a bare poll+send+store loop of Ferry's client (two ferry servers of its own)"
+  FERRY_IGGY_BENCH=1 go test -count=1 -v -run 'TestIggyReplicationThroughput' -timeout 30m ./tests/e2e/ | grep -E 'msg/s'
+  echo "## Redis sink: XADD msgs/s beside go-redis's own pipelined XADD loop (needs FERRY_REDIS_URL)"
+  if [ -n "${FERRY_REDIS_URL:-}" ]; then
+    go test -run '^$' -bench SinkSideBySide -benchtime 200x -count 3 ./connectors/redis/
+  else
+    echo "skipped: FERRY_REDIS_URL is not set (eval \"\$(bash scripts/redis.sh start)\")"
+  fi
   echo "## S3 sink: rows/s into Parquet and JSON Lines beside the S3 server's own PUT loop (needs FERRY_S3_ENDPOINT)"
   if [ -n "${FERRY_S3_ENDPOINT:-}" ]; then
     go test -run '^$' -bench 'Sink$' -benchtime 3x ./connectors/s3/
