@@ -7,6 +7,7 @@ import (
 	iggysource "github.com/ferryio/ferry/connectors/iggy"
 	"github.com/ferryio/ferry/connectors/kafka"
 	kafkasource "github.com/ferryio/ferry/connectors/kafka/source"
+	"github.com/ferryio/ferry/connectors/mongodb"
 	"github.com/ferryio/ferry/connectors/mqtt"
 	"github.com/ferryio/ferry/connectors/null"
 	"github.com/ferryio/ferry/connectors/postgres"
@@ -19,9 +20,9 @@ import (
 )
 
 // Registry returns a new registry holding every built-in connector: sinks "stdout", "null",
-// "file", "postgres", "s3", "http", "mqtt", "kafka", "redis" and "iceberg", sources "random", "postgres"
-// (change data capture), "mqtt", "kafka", "iggy" (another Iggy server) and "redis". Each
-// call returns a fresh value the caller may extend.
+// "file", "postgres", "s3", "http", "mqtt", "kafka", "redis", "iceberg" and "mongodb",
+// sources "random", "postgres" (change data capture), "mqtt", "kafka", "iggy" (another Iggy
+// server) and "redis". Each call returns a fresh value the caller may extend.
 func Registry() *sdk.Registry {
 	return sdk.NewRegistry().
 		AddSink(stdout.Name, func() sdk.Sink { return stdout.New() }, stdout.Spec).
@@ -39,5 +40,6 @@ func Registry() *sdk.Registry {
 		AddSink(redissink.Name, func() sdk.Sink { return redissink.New() }, redissink.Spec).
 		AddSource(iggysource.Name, func() sdk.Source { return iggysource.New() }, iggysource.Spec).
 		AddSource(redissink.Name, func() sdk.Source { return redissink.NewSource() }, redissink.SourceSpec).
-		AddSink(iceberg.Name, func() sdk.Sink { return iceberg.New() }, iceberg.Spec)
+		AddSink(iceberg.Name, func() sdk.Sink { return iceberg.New() }, iceberg.Spec).
+		AddSink(mongodb.Name, func() sdk.Sink { return mongodb.New() }, mongodb.Spec)
 }

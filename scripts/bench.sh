@@ -72,6 +72,12 @@ out="${1:-bench.txt}"
   else
     echo "skipped: FERRY_POSTGRES_URL is not set (eval \"\$(bash scripts/postgres.sh start)\")"
   fi
+  echo "## MongoDB sink beside the Go driver's own InsertMany loop of the same documents, FerretDB on SQLite (needs FERRY_MONGODB_URI)"
+  if [ -n "${FERRY_MONGODB_URI:-}" ]; then
+    go test -run '^$' -bench SinkSideBySide -benchtime 1x ./connectors/mongodb/
+  else
+    echo "skipped: FERRY_MONGODB_URI is not set (eval \"\$(bash scripts/ferretdb.sh start)\")"
+  fi
   echo "## end to end: ferry bench (random source -> discarding sink, fsync always)"
   go run ./cmd/ferry bench
 } 2>&1 | tee "$out"
