@@ -20,7 +20,7 @@ import (
 //   - in every other string, the password of a URL ("postgres://u:pw@h/db") and the
 //     value of a password= / pwd= pair of a key-value DSN are [Redacted].
 var secretKeyWords = []string{"password", "passwd", "secret", "token", "credential", "api_key", "apikey", "private_key",
-	"connection_string", "connectionstring", "dsn", "auth"}
+	"connection_string", "connectionstring", "connection_uri", "connectionuri", "dsn", "auth"}
 
 var secretKeyParts = map[string]bool{"key": true, "apikey": true, "pwd": true}
 
