@@ -17,6 +17,7 @@ soaks=(
   "http|PATH|FERRY_HTTP_SOAK=1|TestHTTPSinkExactlyOnceAfterDedupUnderSIGKILL"
   "kafka|FERRY_KAFKA_BOOTSTRAP|FERRY_KAFKA_SOAK=1|TestKafkaRoundTripExactlyOnceUnderSIGKILL"
   "iceberg|FERRY_PYICEBERG_PYTHON|FERRY_ICEBERG_SOAK=1|TestIcebergExactlyOnceUnderSIGKILL"
+  "mongodb|FERRY_MONGODB_URI|FERRY_MONGODB_SOAK=1|TestMongoDBExactlyOnceUnderSIGKILL"
 )
 
 want=("$@")
