@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/ferryio/ferry/internal/kafkatest"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // preflight runs the sink's Preflight on cfg: its errors one per line, "" for none.
@@ -88,5 +91,38 @@ func TestSinkPreflightReach(t *testing.T) {
 	}
 	if got := preflight(t, map[string]any{"bootstrap_servers": []string{b.TLSBootstrap}, "tls_ca_file": b.CAFile, "topic": "{topic}"}); got != "" {
 		t.Errorf("TLS with the CA: %s", got)
+	}
+}
+
+// TestSinkPreflightRefused: a user denied DESCRIBE on the topic, CREATE of the offsets
+// topic and WRITE on the check's transactional ids gets one error for each, naming the
+// key (or the rights) and the ACL that fixes it.
+func TestSinkPreflightRefused(t *testing.T) {
+	b := kafkatest.Connect(t)
+	topic := b.Topic(t, 1)
+	offsets := kafkatest.Name(t, "offsets")
+	user := "User:" + b.Limited
+	// A resource with an ACL is closed to everyone but what its ACLs allow: the offsets
+	// topic denied CREATE stays open to DESCRIBE by an ALLOW.
+	b.ACLs(t, kadm.NewACLs().Deny(user).DenyHosts("*").Topics(topic).Operations(kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral))
+	b.ACLs(t, kadm.NewACLs().Deny(user).DenyHosts("*").Topics(offsets).Clusters().Operations(kadm.OpCreate).ResourcePatternType(kadm.ACLPatternLiteral))
+	b.ACLs(t, kadm.NewACLs().Allow(user).AllowHosts("*").Topics(offsets).Operations(kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral))
+	b.ACLs(t, kadm.NewACLs().Deny(user).DenyHosts("*").TransactionalIDs("ferry-check-").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternPrefixed))
+	cfg := map[string]any{"bootstrap_servers": []string{b.SASLBootstrap}, "sasl_mechanism": "SCRAM-SHA-512",
+		"sasl_username": b.Limited, "sasl_password": b.LimitedPassword, "topic": topic, "offsets_topic": offsets}
+	where := fmt.Sprintf(`bootstrap_servers %s (SASL SCRAM-SHA-512 user %q)`, b.SASLBootstrap, b.Limited)
+	want := strings.Join([]string{
+		fmt.Sprintf(`plugin_config.topic: user %q may not describe topic %q (TOPIC_AUTHORIZATION_FAILED: Not authorized to access topics: [Topic authorization failed.]): grant the user DESCRIBE and WRITE on it (kafka-acls.sh), or use another user`, b.Limited, topic),
+		fmt.Sprintf(`plugin_config.offsets_topic: %q does not exist on %s and user %q may not create it (TOPIC_AUTHORIZATION_FAILED: Not authorized to access topics: [Topic authorization failed.]): create it by hand (compacted, one partition), or grant the user CREATE on it`, offsets, where, b.Limited),
+		fmt.Sprintf(`user %q may not start a transactional producer on %s (unable to initialize a producer ID due to request failures: TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Transactional ID authorization failed.): grant the user WRITE and DESCRIBE on the transactional ids ferry-* (kafka-acls.sh --transactional-id ferry- --resource-pattern-type prefixed), or use another user`, b.Limited, where),
+	}, "\n")
+	var got string
+	// The broker applies new ACLs a moment after CreateACLs returns.
+	testkit.WaitFor(t, "the three refusals", func() bool {
+		got = preflight(t, cfg)
+		return strings.Count(got, "\n") == 2
+	})
+	if got != want {
+		t.Errorf("refused rights:\n got %s\nwant %s", got, want)
 	}
 }

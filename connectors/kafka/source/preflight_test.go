@@ -5,10 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/ferryio/ferry/internal/kafkatest"
+	"github.com/ferryio/ferry/internal/testkit"
 )
 
 // preflight runs the source's Preflight on cfg: its errors one per line, "" for none.
@@ -58,5 +63,40 @@ func TestSourcePreflight(t *testing.T) {
 	want = fmt.Sprintf(`plugin_config.topic_pattern: no topic the anonymous user may read matches "nothing-matches-[0-9]+" on bootstrap_servers %s: create one, or fix the pattern (the source would wait, reading nothing)`, b.Bootstrap)
 	if got != want {
 		t.Errorf("a pattern that matches nothing:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestSourcePreflightRefused: a user denied DESCRIBE on a topic and on the group gets an
+// error for each naming the key and the ACL; a pattern matching only topics the user may
+// not see matches nothing for it.
+func TestSourcePreflightRefused(t *testing.T) {
+	b := kafkatest.Connect(t)
+	topic := b.Topic(t, 1)
+	group := kafkatest.Name(t, "g")
+	user := "User:" + b.Limited
+	b.ACLs(t, kadm.NewACLs().Deny(user).DenyHosts("*").Topics(topic).Groups(group).Operations(kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral))
+	cfg := map[string]any{"bootstrap_servers": []string{b.SASLBootstrap}, "sasl_mechanism": "PLAIN",
+		"sasl_username": b.Limited, "sasl_password": b.LimitedPassword, "topics": []string{topic}, "consumer_group": group}
+	where := fmt.Sprintf(`bootstrap_servers %s (SASL PLAIN user %q)`, b.SASLBootstrap, b.Limited)
+	want := strings.Join([]string{
+		fmt.Sprintf(`plugin_config.topics: user %q may not describe topic %q (TOPIC_AUTHORIZATION_FAILED: Not authorized to access topics: [Topic authorization failed.]): grant the user DESCRIBE and READ on it (kafka-acls.sh), or use another user`, b.Limited, topic),
+		fmt.Sprintf(`plugin_config.consumer_group: user %q may not use group %q on %s (GROUP_AUTHORIZATION_FAILED: Not authorized to access group: Group authorization failed.): grant the user READ and DESCRIBE on it (kafka-acls.sh --group %s), or use another group or user`, b.Limited, group, where, group),
+	}, "\n")
+	var got string
+	// The broker applies new ACLs a moment after CreateACLs returns.
+	testkit.WaitFor(t, "both refusals", func() bool {
+		got = preflight(t, cfg)
+		return strings.Count(got, "\n") == 1
+	})
+	if got != want {
+		t.Errorf("refused rights:\n got %s\nwant %s", got, want)
+	}
+	delete(cfg, "topics")
+	delete(cfg, "consumer_group")
+	cfg["topic_pattern"] = regexp.QuoteMeta(topic)
+	want = fmt.Sprintf(`plugin_config.topic_pattern: no topic user %q may read matches %q on %s: create one, or fix the pattern (the source would wait, reading nothing)`,
+		b.Limited, regexp.QuoteMeta(topic), where)
+	if got := preflight(t, cfg); got != want {
+		t.Errorf("a pattern of a hidden topic:\n got %s\nwant %s", got, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -55,6 +56,9 @@ func (c *Conn) explain(err error) error {
 // may not describe is an error naming field.
 func (c *Conn) Topics(ctx context.Context, adm *kadm.Client, field string, names ...string) (missing []string, err error) {
 	md, err := adm.Metadata(ctx, names...)
+	if errors.Is(err, kerr.TopicAuthorizationFailed) {
+		return nil, c.mayNotDescribe(field, names, err)
+	}
 	if err != nil {
 		return nil, c.explain(fmt.Errorf("read the metadata of %q from %s: %w", names, c.Where(), err))
 	}
@@ -64,8 +68,7 @@ func (c *Conn) Topics(ctx context.Context, adm *kadm.Client, field string, names
 		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
 			missing = append(missing, t)
 		case errors.Is(d.Err, kerr.TopicAuthorizationFailed):
-			return nil, fmt.Errorf("plugin_config.%s: %s may not describe topic %q (%w): grant the user DESCRIBE and %s on it (kafka-acls.sh), or use another user",
-				field, c.Who(), t, d.Err, rightOf(field))
+			return nil, c.mayNotDescribe(field, []string{t}, d.Err)
 		case errors.Is(d.Err, kerr.InvalidTopicException):
 			return nil, fmt.Errorf("plugin_config.%s: %q is not a valid topic name (%w): use letters, digits, '.', '_' and '-', at most 249 of them",
 				field, t, d.Err)
@@ -74,6 +77,19 @@ func (c *Conn) Topics(ctx context.Context, adm *kadm.Client, field string, names
 		}
 	}
 	return missing, nil
+}
+
+func (c *Conn) mayNotDescribe(field string, topics []string, err error) error {
+	q := make([]string, len(topics))
+	for i, t := range topics {
+		q[i] = fmt.Sprintf("%q", t)
+	}
+	what := "topic " + q[0]
+	if len(q) > 1 {
+		what = "topics " + strings.Join(q, ", ")
+	}
+	return fmt.Errorf("plugin_config.%s: %s may not describe %s (%w): grant the user DESCRIBE and %s on it (kafka-acls.sh), or use another user",
+		field, c.Who(), what, err, rightOf(field))
 }
 
 func rightOf(field string) string {
