@@ -38,11 +38,11 @@ type Broker struct {
 	// Limited is a SCRAM user (on SASLBootstrap) who is not a super user: a test denies it
 	// a right with Deny.
 	Limited, LimitedPassword string
-	Dir                  string
-	Python               string // kafka-python's interpreter (scripts/kafka.sh python)
-	Admin                *kadm.Client
-	Client               *kgo.Client
-	lock                 *os.File // restart.lock, held shared while the test runs
+	Dir                      string
+	Python                   string // kafka-python's interpreter (scripts/kafka.sh python)
+	Admin                    *kadm.Client
+	Client                   *kgo.Client
+	lock                     *os.File // restart.lock, held shared while the test runs
 }
 
 // Connect returns the broker of FERRY_KAFKA_BOOTSTRAP. The test is skipped when the
