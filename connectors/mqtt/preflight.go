@@ -3,6 +3,8 @@ package mqtt
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -105,7 +107,15 @@ func (c *clientConfig) preflightConnect(ctx context.Context) (paho.Client, error
 	one.ConnectAttempts = 1
 	client := paho.NewClient(o)
 	if _, err := one.connect(ctx, client, "mqtt", log); err != nil {
-		if !errors.Is(err, sdk.ErrPermanent) {
+		var ve *tls.CertificateVerificationError
+		var ua x509.UnknownAuthorityError
+		var he x509.HostnameError
+		switch {
+		case errors.Is(err, sdk.ErrPermanent):
+		case errors.As(err, &ve), errors.As(err, &ua), errors.As(err, &he):
+			err = fmt.Errorf("plugin_config.%s: %w: name the CA that signed the broker's certificate (and %s when the certificate carries another name than the URL's host)",
+				FieldTLSCAFile, err, FieldTLSServerName)
+		default:
 			key := FieldBroker
 			if c.Broker == "" {
 				key = FieldBrokers

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"os"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,5 +99,20 @@ func TestSinkPreflight(t *testing.T) {
 	}
 	if _, err := os.Stat(missing); err == nil {
 		t.Fatal("the check made the CA file")
+	}
+}
+
+// TestPreflightTLS: a TLS listener whose certificate the client does not trust names
+// tls_ca_file.
+func TestPreflightTLS(t *testing.T) {
+	srv := httptest.NewUnstartedServer(nil) // a TLS listener: the handshake fails before MQTT
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	got := runPreflight(t, false, map[string]any{"broker": "ssl://" + addr, "topic": "x"})
+	want := fmt.Sprintf("plugin_config.tls_ca_file: mqtt: connect to ssl://%s: network Error : tls: failed to verify certificate: x509: certificate signed by unknown authority: name the CA that signed the broker's certificate (and tls_server_name when the certificate carries another name than the URL's host)", addr)
+	if got != want {
+		t.Errorf("an untrusted certificate:\n got %s\nwant %s", got, want)
 	}
 }

@@ -35,8 +35,8 @@ type Broker struct {
 	SASLBootstrap, User, Password string
 	// TLS: the SSL listener and the CA that signed its certificate.
 	TLSBootstrap, CAFile string
-	// Limited is a SCRAM user (on SASLBootstrap) who is not a super user: a test denies it
-	// a right with Deny.
+	// Limited is a user of SASLBootstrap (PLAIN and SCRAM) who is not a super user: a test
+	// denies it rights with ACLs.
 	Limited, LimitedPassword string
 	Dir                      string
 	Python                   string // kafka-python's interpreter (scripts/kafka.sh python)
