@@ -117,7 +117,7 @@ func preflightConnect(ctx context.Context, url string) (*goredis.Client, *prober
 		if isAuth(err) {
 			return nil, nil, fmt.Errorf("plugin_config.url: Redis at %s refused the login of user %q: %w: fix the user and password in url", p.where, p.user, err)
 		}
-		return nil, nil, fmt.Errorf("connect to Redis at %s (plugin_config.url): %w", p.where, err)
+		return nil, nil, fmt.Errorf("connect to Redis at %s (plugin_config.url): %w: check the host and port in url (rediss:// for a server that speaks TLS)", p.where, err)
 	}
 	return p.c, p, nil
 }

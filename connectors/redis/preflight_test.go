@@ -99,7 +99,7 @@ func TestRedisSinkPreflight(t *testing.T) {
 	dead := l.Addr().String()
 	_ = l.Close()
 	got = preflight(t, false, map[string]any{"url": "redis://" + dead + "/0"})
-	if want := fmt.Sprintf("connect to Redis at %s (plugin_config.url): dial tcp %s: connect: connection refused", dead, dead); got != want {
+	if want := fmt.Sprintf("connect to Redis at %s (plugin_config.url): dial tcp %s: connect: connection refused: check the host and port in url (rediss:// for a server that speaks TLS)", dead, dead); got != want {
 		t.Errorf("nothing listening:\n got %s\nwant %s", got, want)
 	}
 }
