@@ -24,7 +24,8 @@ user=ferry
 password=ferry-mqtt-secret
 limited_user=ferry-limited
 limited_password=ferry-mqtt-limited-secret
-dynsec=/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so
+# Debian's mosquitto ships the plugin under its multiarch directory.
+dynsec=$(ls /usr/lib/*/mosquitto_dynamic_security.so /usr/lib/mosquitto_dynamic_security.so 2>/dev/null | head -1 || true)
 # The broker's in-flight window per client (QoS 1 and 2 messages sent and not yet
 # acknowledged): the bound on what a consumer that crashes gets again. Queued messages of
 # an offline persistent session are never dropped (max_queued_messages 0).
@@ -88,7 +89,7 @@ start)
   echo "$port" >"$dir/port"
   echo "$auth" >"$dir/auth_port"
   echo "$acl" >"$dir/acl_port"
-  [ -f "$dynsec" ] || { echo "mosquitto.sh: $dynsec is missing (Debian's mosquitto ships it)" >&2; rm -rf "$dir"; exit 1; }
+  [ -n "$dynsec" ] || { echo "mosquitto.sh: mosquitto_dynamic_security.so is missing under /usr/lib (Debian's mosquitto ships it)" >&2; rm -rf "$dir"; exit 1; }
   admin_password=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
   mosquitto_ctrl dynsec init "$dir/dynsec.json" admin "$admin_password" >/dev/null
   : >"$dir/passwd"
