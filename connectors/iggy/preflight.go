@@ -38,7 +38,11 @@ func (s *Source) Preflight(ctx context.Context, raw []byte) []error {
 			if who != "user "+cfg.Username {
 				keys = "token"
 			}
-			return []error{fmt.Errorf("plugin_config.%s: the remote Iggy server at %s refused the login as %s: %w: fix them, or give that user access on the remote", keys, cfg.address(), who, err)}
+			fix := "fix them, or give that user access on the remote"
+			if keys == "token" {
+				fix = "make a new token on the remote and set token to it (the value, or file:<path>)"
+			}
+			return []error{fmt.Errorf("plugin_config.%s: the remote Iggy server at %s refused the login as %s: %w: %s", keys, cfg.address(), who, err, fix)}
 		}
 		return []error{fmt.Errorf("plugin_config.%s: cannot reach the remote Iggy server at %s: %w: check the address and that the server runs (with tls_enabled when it serves TLS)", addrKey, cfg.address(), err)}
 	}

@@ -54,6 +54,11 @@ func TestPreflight(t *testing.T) {
 	if got != want || strings.Contains(got, bad) {
 		t.Errorf("wrong password:\n got %s\nwant %s", got, want)
 	}
+	got = preflight(t, r, r.config(map[string]any{"token": "not-a-token-secret"}))
+	want = fmt.Sprintf(`plugin_config.token: the remote Iggy server at %[1]s refused the login as a personal access token: iggy: connect %[1]s: login as "<token>": iggy: evicted (InvalidToken): iggy: InvalidPersonalAccessToken (53): make a new token on the remote and set token to it (the value, or file:<path>)`, r.Addr)
+	if got != want {
+		t.Errorf("wrong token:\n got %s\nwant %s", got, want)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
