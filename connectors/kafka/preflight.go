@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -62,8 +63,11 @@ func (s *Sink) Preflight(ctx context.Context, raw []byte) []error {
 // creation would succeed.
 func checkOffsetsTopic(ctx context.Context, adm *kadm.Client, cfg *config) error {
 	missing, err := cfg.Topics(ctx, adm, "offsets_topic", cfg.OffsetsTopic)
-	if err != nil || len(missing) == 0 {
+	if err != nil {
 		return err
+	}
+	if len(missing) == 0 {
+		return checkCompacted(ctx, adm, cfg)
 	}
 	res, err := adm.ValidateCreateTopics(ctx, 1, -1, map[string]*string{"cleanup.policy": new("compact")}, cfg.OffsetsTopic)
 	if err == nil {
@@ -72,12 +76,31 @@ func checkOffsetsTopic(ctx context.Context, adm *kadm.Client, cfg *config) error
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, kerr.TopicAlreadyExists): // made since the metadata was read
+		return checkCompacted(ctx, adm, cfg)
 	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
 		return fmt.Errorf("plugin_config.offsets_topic: %q does not exist on %s and %s may not create it (%w): create it by hand (compacted, one partition), or grant the user CREATE on it",
 			cfg.OffsetsTopic, cfg.Where(), cfg.Who(), err)
 	}
 	return fmt.Errorf("plugin_config.offsets_topic: %q does not exist on %s and the brokers would refuse to create it: %w: create it by hand (compacted, one partition)",
 		cfg.OffsetsTopic, cfg.Where(), err)
+}
+
+// checkCompacted: an offsets topic made by hand must keep the newest record of each key
+// for ever (cleanup.policy compact): under delete, a partition not written for retention.ms
+// loses its position. A user who may not read the topic's configs is not refused for it.
+func checkCompacted(ctx context.Context, adm *kadm.Client, cfg *config) error {
+	var configs []kadm.Config
+	if rcs, err := adm.DescribeTopicConfigs(ctx, cfg.OffsetsTopic); err == nil && len(rcs) == 1 && rcs[0].Err == nil {
+		configs = rcs[0].Configs
+	}
+	for _, c := range configs {
+		if c.Key == "cleanup.policy" && !strings.Contains(c.MaybeValue(), "compact") {
+			return fmt.Errorf("plugin_config.offsets_topic: %q on %s has cleanup.policy=%s: its records, the sink's positions, expire after retention.ms; set cleanup.policy=compact on it (kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact)",
+				cfg.OffsetsTopic, cfg.Where(), c.MaybeValue(), cfg.OffsetsTopic)
+		}
+	}
+	return nil
 }
 
 // checkTransactions asks for a transactional producer id, as each partition's producer

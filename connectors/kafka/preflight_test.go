@@ -33,7 +33,8 @@ func preflight(t *testing.T, cfg map[string]any) string {
 
 // TestSinkPreflight: an existing topic and an offsets topic the brokers would create pass,
 // and nothing is created; a missing fixed topic names topic and the fix; a templated topic
-// is not looked up; an offsets topic of an invalid name names offsets_topic.
+// is not looked up; an offsets topic that is not compacted or of an invalid name names
+// offsets_topic.
 func TestSinkPreflight(t *testing.T) {
 	b := kafkatest.Connect(t)
 	topic := b.Topic(t, 2)
@@ -59,6 +60,21 @@ func TestSinkPreflight(t *testing.T) {
 	cfg["topic"] = missing + "-{topic}"
 	if got := preflight(t, cfg); got != "" {
 		t.Errorf("a templated topic: %s", got)
+	}
+	cfg["offsets_topic"] = topic // an existing topic, not compacted
+	want = fmt.Sprintf(`plugin_config.offsets_topic: %q on bootstrap_servers %s has cleanup.policy=delete: its records, the sink's positions, expire after retention.ms; set cleanup.policy=compact on it (kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact)`,
+		topic, b.Bootstrap, topic)
+	if got := preflight(t, cfg); got != want {
+		t.Errorf("an offsets topic that is not compacted:\n got %s\nwant %s", got, want)
+	}
+	compacted := kafkatest.Name(t, "compacted")
+	if _, err := b.Admin.CreateTopic(context.Background(), 1, -1, map[string]*string{"cleanup.policy": new("compact")}, compacted); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = b.Admin.DeleteTopics(context.Background(), compacted) })
+	cfg["offsets_topic"] = compacted
+	if got := preflight(t, cfg); got != "" {
+		t.Errorf("a compacted offsets topic: %s", got)
 	}
 	cfg["offsets_topic"] = "bad name!"
 	want = `plugin_config.offsets_topic: "bad name!" is not a valid topic name (INVALID_TOPIC_EXCEPTION: The request attempted to perform an operation on an invalid topic.): use letters, digits, '.', '_' and '-', at most 249 of them`
