@@ -58,6 +58,7 @@ type sourceConfig struct {
 	Retained     bool
 	BatchSize    int
 	PartitionBy  partitionBy
+	TopicMapping []mapping
 }
 
 // SourceConfig declares the source's plugin_config.
@@ -77,6 +78,9 @@ var SourceConfig = sdk.NewConfig(func(c *sourceConfig, f *sdk.Fields) {
 	f.Int(FieldBatchSize, &c.BatchSize).Default(1000).Min(1).Max(65535).Doc("most messages per batch sent to Iggy")
 	sdk.Enum(f, FieldPartitionBy, &c.PartitionBy, sdk.Choice(partitionByTopic), sdk.Choice(partitionByNone)).Default(partitionByTopic).
 		Doc("partition key: topic (one MQTT topic keeps its order in one partition) or none")
+	sdk.Tables(f, FieldTopicMapping, &c.TopicMapping, declareMapping).
+		Doc("[[plugin_config.topic_mapping]]: filter, stream, topic: the messages of matching MQTT topics go to that Iggy stream and topic (templates: {N} the N-th level); the first match wins, no match: the [[streams]] entry")
+	f.Check(func() error { return checkMappings(c.TopicMapping, c.Topics) })
 })
 
 // SourceSpec describes the source's plugin_config for the registry.
@@ -124,6 +128,8 @@ type Source struct {
 	acked      atomic.Uint64
 	duplicates atomic.Uint64
 	dropped    atomic.Uint64 // retained messages not delivered (retained = false)
+	unmapped   atomic.Uint64 // messages no topic_mapping table matched (sent to the [[streams]] entry)
+	emptyName  atomic.Uint64 // messages whose mapping rendered an empty name (sent to the [[streams]] entry)
 	connected  atomic.Bool
 }
 
@@ -274,6 +280,20 @@ func (s *Source) produced(m paho.Message) sdk.ProducedMessage {
 	if s.cfg.PartitionBy == partitionByTopic {
 		pm.PartitionKey = []byte(topic)
 	}
+	if len(s.cfg.TopicMapping) > 0 {
+		stream, iggyTopic, mapped, empty := route(s.cfg.TopicMapping, topic)
+		switch {
+		case !mapped:
+			s.unmapped.Add(1)
+		case empty:
+			// An Iggy name cannot be empty: the message is kept, in the entry's topic.
+			if s.emptyName.Add(1) == 1 {
+				s.log.Warn("a topic_mapping rendered an empty Iggy name (an empty MQTT topic level); such messages go to the [[streams]] entry (gauge mqtt_mapping_empty)", "mqtt_topic", topic)
+			}
+		default:
+			pm.Stream, pm.Topic = stream, iggyTopic
+		}
+	}
 	return pm
 }
 
@@ -315,6 +335,8 @@ func (s *Source) Gauges() []sdk.Gauge {
 		{Name: "mqtt_duplicates_received", Help: "messages the broker marked as sent again (DUP)", Value: s.duplicates.Load()},
 		{Name: "mqtt_retained_dropped", Help: "retained messages not delivered (retained = false)", Value: s.dropped.Load()},
 		{Name: "mqtt_connected", Help: "1 while connected to the broker", Value: connected},
+		{Name: "mqtt_unmapped", Help: "messages no topic_mapping table matched, sent to the [[streams]] entry", Value: s.unmapped.Load()},
+		{Name: "mqtt_mapping_empty", Help: "messages whose topic_mapping rendered an empty Iggy name, sent to the [[streams]] entry", Value: s.emptyName.Load()},
 	}
 }
 
