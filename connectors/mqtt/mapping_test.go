@@ -141,4 +141,3 @@ func TestTopicFilterMatch(t *testing.T) {
 		}
 	}
 }
-
