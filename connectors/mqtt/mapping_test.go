@@ -141,3 +141,25 @@ func TestTopicFilterMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceReadsUpstreamKeys: the keys Iggy's mqtt_source settled (broker_url,
+// subscriptions, clean_start) are read as broker, topics and clean_session.
+func TestSourceReadsUpstreamKeys(t *testing.T) {
+	cfg, err := SourceConfig.Parse(sdktest.Config(t, map[string]any{"broker_url": "mqtt://127.0.0.1:1883",
+		"subscriptions": []string{"devices/+/telemetry"}, "clean_start": true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Broker != "mqtt://127.0.0.1:1883" || len(cfg.Topics) != 1 || cfg.Topics[0] != "devices/+/telemetry" || !cfg.CleanSession {
+		t.Fatalf("parsed %+v", cfg)
+	}
+	_, err = SourceConfig.Parse(sdktest.Config(t, map[string]any{"broker_url": "mqtt://a:1883", "broker": "mqtt://b:1883", "topics": []string{"a"}}))
+	if err == nil || !strings.Contains(err.Error(), "broker") {
+		t.Fatalf("broker and broker_url both set: %v, want an error", err)
+	}
+	// An upstream key Ferry does not implement is refused, not ignored (MQTT 5 is not spoken).
+	_, err = SourceConfig.Parse(sdktest.Config(t, map[string]any{"broker_url": "mqtt://a:1883", "subscriptions": []string{"a"}, "protocol": "mqtt5"}))
+	if err == nil || !strings.Contains(err.Error(), "plugin_config.protocol") {
+		t.Fatalf("protocol = mqtt5: %v, want an error naming plugin_config.protocol", err)
+	}
+}

@@ -43,6 +43,14 @@ const (
 	HeaderMessageID = "mqtt_message_id" // uint16: the packet id (QoS 1 and 2; reused by the broker)
 )
 
+// Keys of Iggy's mqtt_source that Ferry reads as its own (the same meaning): broker_url is
+// broker's (client.go), subscriptions topics', clean_start clean_session's.
+const (
+	UpstreamBrokerURL     = "broker_url"
+	UpstreamSubscriptions = "subscriptions"
+	UpstreamCleanStart    = "clean_start"
+)
+
 type partitionBy string
 
 const (
@@ -63,8 +71,8 @@ type sourceConfig struct {
 
 // SourceConfig declares the source's plugin_config.
 var SourceConfig = sdk.NewConfig(func(c *sourceConfig, f *sdk.Fields) {
-	declareClient(&c.clientConfig, f)
-	f.Strings(FieldTopics, &c.Topics).Required().NonEmpty().Doc("topic filters subscribed to (+ and # wildcards)").Check(func(ts []string) error {
+	declareClient(&c.clientConfig, f).Alias(UpstreamBrokerURL)
+	f.Strings(FieldTopics, &c.Topics).Alias(UpstreamSubscriptions).Required().NonEmpty().Doc("topic filters subscribed to (+ and # wildcards)").Check(func(ts []string) error {
 		for _, t := range ts {
 			if err := checkFilter(t); err != nil {
 				return err
@@ -73,7 +81,7 @@ var SourceConfig = sdk.NewConfig(func(c *sourceConfig, f *sdk.Fields) {
 		return nil
 	})
 	f.Int(FieldQoS, &c.QoS).Default(1).Min(0).Max(2).Doc("the subscriptions' QoS: 1 or 2 for at least once; 0 is at most once")
-	f.Bool(FieldCleanSession, &c.CleanSession).Default(false).Doc("a new session at every connect (at most once across a restart); default a persistent session")
+	f.Bool(FieldCleanSession, &c.CleanSession).Alias(UpstreamCleanStart).Default(false).Doc("a new session at every connect (at most once across a restart); default a persistent session")
 	f.Bool(FieldRetained, &c.Retained).Default(true).Doc("deliver retained messages (the broker sends them at every subscribe)")
 	f.Int(FieldBatchSize, &c.BatchSize).Default(1000).Min(1).Max(65535).Doc("most messages per batch sent to Iggy")
 	sdk.Enum(f, FieldPartitionBy, &c.PartitionBy, sdk.Choice(partitionByTopic), sdk.Choice(partitionByNone)).Default(partitionByTopic).
