@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -43,14 +44,6 @@ const (
 	HeaderMessageID = "mqtt_message_id" // uint16: the packet id (QoS 1 and 2; reused by the broker)
 )
 
-// Keys of Iggy's mqtt_source that Ferry reads as its own (the same meaning): broker_url is
-// broker's (client.go), subscriptions topics', clean_start clean_session's.
-const (
-	UpstreamBrokerURL     = "broker_url"
-	UpstreamSubscriptions = "subscriptions"
-	UpstreamCleanStart    = "clean_start"
-)
-
 type partitionBy string
 
 const (
@@ -67,6 +60,10 @@ type sourceConfig struct {
 	BatchSize    int
 	PartitionBy  partitionBy
 	TopicMapping []mapping
+
+	SubscriptionQoSRaw json.RawMessage // upstream's subscription_qos, as written
+	TLSRaw             json.RawMessage // upstream's [tls] table, as written
+	subscriptionQoS    map[string]int
 }
 
 // SourceConfig declares the source's plugin_config.
@@ -89,6 +86,10 @@ var SourceConfig = sdk.NewConfig(func(c *sourceConfig, f *sdk.Fields) {
 	sdk.Tables(f, FieldTopicMapping, &c.TopicMapping, declareMapping).
 		Doc("[[plugin_config.topic_mapping]]: filter, stream, topic: the messages of matching MQTT topics go to that Iggy stream and topic (templates: {N} the N-th level); the first match wins, no match: the [[streams]] entry")
 	f.Check(func() error { return checkMappings(c.TopicMapping, c.Topics) })
+	f.JSON(UpstreamSubscriptionQoS, &c.SubscriptionQoSRaw).Doc("a QoS per filter of topics, over qos ({ \"a/#\" = 2 }; Iggy's mqtt_source key)")
+	f.Check(func() (err error) { c.subscriptionQoS, err = parseSubscriptionQoS(c.SubscriptionQoSRaw, c.Topics); return err })
+	f.JSON(UpstreamTLS, &c.TLSRaw).Doc("Iggy's mqtt_source [tls] table: ca_file, client_cert_file, client_key_file, server_name (= the tls_* keys)")
+	f.Check(func() error { return applyUpstreamTLS(c.TLSRaw, &c.clientConfig) })
 })
 
 // SourceSpec describes the source's plugin_config for the registry.
@@ -156,7 +157,7 @@ func (s *Source) Open(ctx context.Context, env sdk.SourceEnv) error {
 		cfg.ClientID = "ferry-source-" + env.Key
 		s.cfg.ClientID = cfg.ClientID
 	}
-	if cfg.QoS == 0 {
+	if cfg.lowestQoS() == 0 {
 		s.log.Warn("mqtt source subscribes at QoS 0: at most once (the broker never sends a QoS 0 message again)")
 	}
 	if cfg.CleanSession {
@@ -193,7 +194,7 @@ func (s *Source) Open(ctx context.Context, env sdk.SourceEnv) error {
 		return fmt.Errorf("%s: subscribe on %s: %w", what, strings.Join(cfg.brokers(), ", "), err)
 	}
 	s.log.Info("mqtt source subscribed", "brokers", strings.Join(cfg.brokers(), ", "), "client_id", cfg.ClientID,
-		"topics", strings.Join(cfg.Topics, ", "), "qos", cfg.QoS, "clean_session", cfg.CleanSession)
+		"topics", strings.Join(cfg.Topics, ", "), "qos", cfg.qosText(), "clean_session", cfg.CleanSession)
 	return nil
 }
 
@@ -202,7 +203,7 @@ func (s *Source) Open(ctx context.Context, env sdk.SourceEnv) error {
 func (s *Source) subscribe(c paho.Client) {
 	filters := make(map[string]byte, len(s.cfg.Topics))
 	for _, t := range s.cfg.Topics {
-		filters[t] = byte(s.cfg.QoS)
+		filters[t] = byte(s.cfg.qosOf(t))
 	}
 	tok := c.SubscribeMultiple(filters, nil)
 	err := waitToken(context.Background(), tok, s.cfg.ConnectTimeout+time.Second)
@@ -211,8 +212,8 @@ func (s *Source) subscribe(c paho.Client) {
 			for f, code := range st.Result() {
 				if code == 0x80 {
 					err = errors.Join(err, sdk.Permanent(fmt.Errorf("the broker refused the subscription to %q (plugin_config.%s)", f, FieldTopics)))
-				} else if int(code) < s.cfg.QoS {
-					s.log.Warn("the broker granted a lower QoS than asked", "filter", f, "qos", s.cfg.QoS, "granted", code)
+				} else if int(code) < s.cfg.qosOf(f) {
+					s.log.Warn("the broker granted a lower QoS than asked", "filter", f, "qos", s.cfg.qosOf(f), "granted", code)
 				}
 			}
 		}
