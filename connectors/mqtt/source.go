@@ -87,7 +87,10 @@ var SourceConfig = sdk.NewConfig(func(c *sourceConfig, f *sdk.Fields) {
 		Doc("[[plugin_config.topic_mapping]]: filter, stream, topic: the messages of matching MQTT topics go to that Iggy stream and topic (templates: {N} the N-th level); the first match wins, no match: the [[streams]] entry")
 	f.Check(func() error { return checkMappings(c.TopicMapping, c.Topics) })
 	f.JSON(UpstreamSubscriptionQoS, &c.SubscriptionQoSRaw).Doc("a QoS per filter of topics, over qos ({ \"a/#\" = 2 }; Iggy's mqtt_source key)")
-	f.Check(func() (err error) { c.subscriptionQoS, err = parseSubscriptionQoS(c.SubscriptionQoSRaw, c.Topics); return err })
+	f.Check(func() (err error) {
+		c.subscriptionQoS, err = parseSubscriptionQoS(c.SubscriptionQoSRaw, c.Topics)
+		return err
+	})
 	f.JSON(UpstreamTLS, &c.TLSRaw).Doc("Iggy's mqtt_source [tls] table: ca_file, client_cert_file, client_key_file, server_name (= the tls_* keys)")
 	f.Check(func() error { return applyUpstreamTLS(c.TLSRaw, &c.clientConfig) })
 })
