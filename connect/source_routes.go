@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/iggy"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -79,11 +80,22 @@ func (r *sourceRoutes) get(ctx context.Context, prods producers, t target, entry
 	if p, ok := r.prods[t]; ok {
 		return p, nil
 	}
-	p, err := prods.newProducer(ctx, producerConfig{Stream: t.stream, Topic: t.topic, BatchLength: entry.BatchLength, Linger: entry.LingerTime})
+	pc := producerConfig{Stream: t.stream, Topic: t.topic, BatchLength: entry.BatchLength, Linger: entry.LingerTime}
+	p, err := prods.newProducer(ctx, pc)
+	var missing *missingTopicError
+	if c, ok := prods.(routeCreator); ok && errors.As(err, &missing) {
+		made, partitions, on, cerr := c.createTopic(ctx, t.stream, t.topic)
+		switch {
+		case cerr != nil:
+			return nil, fmt.Errorf("create the routed target %s/%s: %w", t.stream, t.topic, cerr)
+		case on:
+			logCreated(log, t, made, partitions)
+			p, err = prods.newProducer(ctx, pc)
+		}
+	}
 	if err != nil {
-		var missing *missingTopicError
 		if errors.As(err, &missing) {
-			return nil, fmt.Errorf("a message routed to %s/%s: %w (--create-topics knows only the [[streams]] entry's: create a routed target beforehand)", t.stream, t.topic, err)
+			return nil, fmt.Errorf("a message routed to %s/%s: %w (ferry run --create-topics creates a routed target when its first message comes; without it create it beforehand)", t.stream, t.topic, err)
 		}
 		return nil, fmt.Errorf("producer %s/%s: %w", t.stream, t.topic, err)
 	}
@@ -93,6 +105,22 @@ func (r *sourceRoutes) get(ctx context.Context, prods producers, t target, entry
 	r.prods[t] = p
 	log.Info("source sends to a routed target", "stream", t.stream, "topic", t.topic)
 	return p, nil
+}
+
+// routeCreator is a backend that may create a missing routed target
+// (Options.CreateRoutedTopics); ok is false when it may not.
+type routeCreator interface {
+	createTopic(ctx context.Context, stream, topic string) (made iggy.Created, partitions uint32, ok bool, err error)
+}
+
+// logCreated logs a routed target's creation as --create-topics logs its own.
+func logCreated(log *slog.Logger, t target, made iggy.Created, partitions uint32) {
+	switch {
+	case made.Stream && made.Topic:
+		log.Info("created stream and topic of a routed target", "stream", t.stream, "topic", t.topic, "partitions", partitions)
+	case made.Topic:
+		log.Info("created topic of a routed target", "stream", t.stream, "topic", t.topic, "partitions", partitions)
+	}
 }
 
 // close closes every routed target's producer.

@@ -109,7 +109,7 @@ func TestSourceRoutedTargetMissing(t *testing.T) {
 	testkit.WaitFor(t, "source stopped with an error", func() bool { return rt.Status()[0].State == StateError })
 	stopRuntime(t, rt)
 	le := rt.Status()[0].LastError
-	for _, w := range []string{`a message routed to s/nope`, `topic "nope" of stream "s" does not exist`, `--create-topics knows only the [[streams]] entry's`} {
+	for _, w := range []string{`a message routed to s/nope`, `topic "nope" of stream "s" does not exist`, `ferry run --create-topics creates a routed target when its first message comes`} {
 		if le == nil || !strings.Contains(le.Message, w) {
 			t.Fatalf("last error %+v, want it to hold %q", le, w)
 		}
@@ -143,5 +143,40 @@ func TestSourceRoutedTargetMissing(t *testing.T) {
 	}
 	if st := rt.Status()[0].Stats; st.Skipped != 6 || st.FailedBatches != 1 {
 		t.Fatalf("stats %+v, want 6 skipped (m0 and the batch of m5..m9), 1 failed batch", st)
+	}
+}
+
+// TestSourceRoutedTargetCreated: with Options.CreateRoutedTopics (ferry run --create-topics,
+// --embedded) a missing routed target, a topic or a stream and its topic, is created with
+// that many partitions at its first message, and the messages land in it.
+func TestSourceRoutedTargetCreated(t *testing.T) {
+	fastSourceBackoff(t)
+	e := newIggyEnv(t)
+	e.Topic("s", "t", 1)
+	src := &seqSource{t: t, batchSize: 10, total: 30, schema: sdk.SchemaText, onBatch: route3}
+	cfg := sourceCfg("seq")
+	reg := sdk.NewRegistry().AddSource("seq", func() sdk.Source { return src })
+	rt := newRuntime(Options{Connectors: &config.Connectors{Sources: []*config.Source{cfg}}, Builtins: reg, Logger: quietLog},
+		&iggyBackend{c: e.Dial(), createRouted: 2}, t.TempDir())
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "source stopped at end of input", func() bool { return rt.Status()[0].State == StateStopped })
+	stopRuntime(t, rt)
+	for _, st := range []struct{ stream, topic string }{{"s", "u"}, {"s2", "v"}} {
+		td, err := e.Admin.GetTopic(bg(t), iggy.Name(st.stream), iggy.Name(st.topic))
+		if err != nil {
+			t.Fatalf("%s/%s: %v", st.stream, st.topic, err)
+		}
+		var n uint64
+		for _, p := range td.Partitions {
+			n += p.MessagesCount
+		}
+		if len(td.Partitions) != 2 || n != 10 {
+			t.Fatalf("%s/%s: %d partitions, %d messages; want 2 and 10", st.stream, st.topic, len(td.Partitions), n)
+		}
+	}
+	if got := readTopic(t, e, "s", "t"); len(got) != 10 {
+		t.Fatalf("s/t holds %d messages, want 10", len(got))
 	}
 }
