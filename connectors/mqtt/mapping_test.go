@@ -1,8 +1,11 @@
 package mqtt
 
 import (
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/pelletier/go-toml/v2"
 
 	"github.com/ferryio/ferry/sdk/sdktest"
 )
@@ -161,5 +164,39 @@ func TestSourceReadsUpstreamKeys(t *testing.T) {
 	_, err = SourceConfig.Parse(sdktest.Config(t, map[string]any{"broker_url": "mqtt://a:1883", "subscriptions": []string{"a"}, "protocol": "mqtt5"}))
 	if err == nil || !strings.Contains(err.Error(), "plugin_config.protocol") {
 		t.Fatalf("protocol = mqtt5: %v, want an error naming plugin_config.protocol", err)
+	}
+}
+
+// TestDocsMappingExampleParses: docs/mqtt.md's topic_mapping example is a valid source
+// config, and routes as its comments say.
+func TestDocsMappingExampleParses(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/mqtt.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(doc)
+	i := strings.Index(s, "### Topic mapping")
+	j := strings.Index(s[i:], "```toml\n")
+	k := strings.Index(s[i+j+8:], "```")
+	if i < 0 || j < 0 || k < 0 {
+		t.Fatal("docs/mqtt.md has no toml block under ### Topic mapping")
+	}
+	var file struct {
+		PluginConfig map[string]any `toml:"plugin_config"`
+	}
+	if err := toml.Unmarshal([]byte(s[i+j+8:i+j+8+k]), &file); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := SourceConfig.Parse(sdktest.Config(t, file.PluginConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ mqttTopic, stream, topic string }{
+		{"alerts/fire/3", "", "alerts"}, {"devices/d7/temp", "sensors", "temp-d7"}, {"devices/d7/hum", "", ""},
+	} {
+		stream, topic, _, _ := route(cfg.TopicMapping, c.mqttTopic)
+		if stream != c.stream || topic != c.topic {
+			t.Errorf("%s → %q/%q, want %q/%q", c.mqttTopic, stream, topic, c.stream, c.topic)
+		}
 	}
 }
