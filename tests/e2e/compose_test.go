@@ -47,6 +47,9 @@ type composeFile struct {
 	Volumes map[string]any `yaml:"volumes"`
 }
 
+// composeProduceArgs are the arguments of examples/compose/README.md's `ferry produce`.
+var composeProduceArgs = []string{"shop", "orders", "--format", "json", "--batch", "100"}
+
 // composeVarRE is a compose variable reference: ${NAME}, ${NAME:-default}, ${NAME:?error}.
 var composeVarRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([-?])([^}]*))?\}`)
 
@@ -114,7 +117,8 @@ func composeFerryEnv(t *testing.T, stateDir string) []string {
 // images, builds Ferry from the repository's Dockerfile, mounts files that exist and the
 // image's data volume, publishes the API on loopback only, starts Ferry after both
 // servers are healthy; every variable it reads is in .env.example or has a default, no
-// secret is written in it, and the Ferry config with the service's environment passes
+// secret is written in it (.env is ignored by Git), the README runs what
+// TestComposeExampleRun runs, and the Ferry config with the service's environment passes
 // `ferry check` (the mount points pointed at the example's files).
 func TestComposeExampleFiles(t *testing.T) {
 	c, raw, env := composeExample(t)
@@ -185,6 +189,18 @@ func TestComposeExampleFiles(t *testing.T) {
 		}
 	}
 
+	if !slices.Contains(strings.Split(string(readIfExists(t, filepath.Join(repoRoot, ".gitignore"))), "\n"), "/examples/compose/.env") {
+		t.Error(".gitignore does not keep examples/compose/.env (the example's secrets) out of Git")
+	}
+	// The README's commands are the ones TestComposeExampleRun runs.
+	readme := string(readIfExists(t, filepath.Join(repoRoot, "examples", "compose", "README.md")))
+	for _, want := range []string{"cp .env.example .env", "docker compose up -d --build",
+		"ferry produce " + strings.Join(composeProduceArgs, " ") + " --config /etc/ferry/config.toml"} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("examples/compose/README.md lacks %q", want)
+		}
+	}
+
 	cmd := exec.Command(ferryBin, "check", "--config", filepath.Join(repoRoot, "examples", "compose", "config.toml"))
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(), composeFerryEnv(t, t.TempDir())...)
@@ -230,7 +246,8 @@ func TestComposeExampleRun(t *testing.T) {
 		}
 		return strings.Contains(run.out.String(), `msg="created stream and topic (--create-topics)" stream=shop topic=orders partitions=3`)
 	})
-	produce := ferryCmd(dir, env, "produce", "shop", "orders", "--format", "json", "--batch", "100", "--config", filepath.Join(repoRoot, "examples", "compose", "config.toml"))
+	produce := ferryCmd(dir, env, slices.Concat([]string{"produce"}, composeProduceArgs,
+		[]string{"--config", filepath.Join(repoRoot, "examples", "compose", "config.toml")})...)
 	produce.Stdin = strings.NewReader(lines.String())
 	if out, err := produce.CombinedOutput(); err != nil || !strings.Contains(string(out), "ferry: sent 1000 messages to shop/orders") {
 		t.Fatalf("ferry produce: %v\n%s", err, out)
