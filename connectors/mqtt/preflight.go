@@ -24,7 +24,7 @@ var (
 
 // Preflight implements sdk.Preflighter (`ferry check --connect`): the broker answers, TLS
 // and the login are accepted, and the broker grants a subscription to every filter of
-// topics at qos. The check connects under a client id of its own with a clean session, so
+// topics at its QoS (subscription_qos, else qos). The check connects under a client id of its own with a clean session, so
 // a running source's persistent session is neither taken over nor changed; a shared
 // subscription ($share/GROUP/FILTER) is checked on its FILTER, so the check never joins
 // the group and takes none of its messages. The subscriptions end with the check.
@@ -40,7 +40,8 @@ func (s *Source) Preflight(ctx context.Context, raw []byte) []error {
 	defer client.Disconnect(0)
 	filters := make(map[string]byte, len(cfg.Topics))
 	for _, t := range cfg.Topics {
-		filters[unshared(t)] = byte(cfg.QoS)
+		f := unshared(t)
+		filters[f] = max(filters[f], byte(cfg.qosOf(t)))
 	}
 	tok := client.SubscribeMultiple(filters, func(paho.Client, paho.Message) {})
 	if err := waitToken(ctx, tok, cfg.ConnectTimeout+time.Second); err != nil {
@@ -59,9 +60,13 @@ func (s *Source) Preflight(ctx context.Context, raw []byte) []error {
 		case code == 0x80:
 			errs = append(errs, fmt.Errorf("plugin_config.%s: the broker refused user %s a subscription to %q: allow the user to subscribe to it in the broker's access rules, or change %s",
 				FieldTopics, cfg.user(), t, FieldTopics))
-		case int(code) < cfg.QoS:
-			errs = append(errs, fmt.Errorf("plugin_config.%s: the broker granted QoS %d on %q, below %d: set %s = %d or raise the broker's maximum QoS",
-				FieldQoS, code, t, cfg.QoS, FieldQoS, code))
+		case int(code) < cfg.qosOf(t):
+			field := FieldQoS
+			if _, own := cfg.subscriptionQoS[t]; own {
+				field = UpstreamSubscriptionQoS
+			}
+			errs = append(errs, fmt.Errorf("plugin_config.%s: the broker granted QoS %d on %q, below %d: ask for %d there, or raise the broker's maximum QoS",
+				field, code, t, cfg.qosOf(t), code))
 		}
 	}
 	unsub := client.Unsubscribe(keys(filters)...)
