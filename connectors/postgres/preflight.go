@@ -51,16 +51,16 @@ func (s *Sink) Preflight(ctx context.Context, raw []byte) []error {
 
 // preflightTarget checks the target table: its columns and types, or that it may be
 // created; and the rights to write it.
-func (p *Sink) preflightTarget(ctx context.Context, conn *pgx.Conn, schema *string) []error {
-	name := p.target.Sanitize()
+func (s *Sink) preflightTarget(ctx context.Context, conn *pgx.Conn, schema *string) []error {
+	name := s.target.Sanitize()
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT to_regclass($1::text) IS NOT NULL", name).Scan(&exists); err != nil {
-		return []error{fmt.Errorf("look up table %s: %w", p.cfg.TargetTable, err)}
+		return []error{fmt.Errorf("look up table %s: %w", s.cfg.TargetTable, err)}
 	}
 	if !exists {
-		if !p.cfg.AutoCreateTable {
+		if !s.cfg.AutoCreateTable {
 			return []error{sdk.FieldErr("target_table", "table %s does not exist and auto_create_table is false; fix: set auto_create_table = true, or run %s;",
-				name, strings.Replace(p.createTableSQL(), "\n\t", " ", -1))}
+				name, strings.ReplaceAll(s.createTableSQL(), "\n\t", " "))}
 		}
 		if err := mayCreate(ctx, conn, schema, "target_table", "table "+name); err != nil {
 			return []error{err}
@@ -78,7 +78,7 @@ func (p *Sink) preflightTarget(ctx context.Context, conn *pgx.Conn, schema *stri
 		return []error{fmt.Errorf("read the columns of %s: %w", name, err)}
 	}
 	var errs []error
-	for _, want := range p.wantedColumns(ctx, conn) {
+	for _, want := range s.wantedColumns(ctx, conn) {
 		got, ok := have[want.name]
 		ident := pgx.Identifier{want.name}.Sanitize()
 		switch {
@@ -91,10 +91,10 @@ func (p *Sink) preflightTarget(ctx context.Context, conn *pgx.Conn, schema *stri
 		}
 	}
 	rights := []string{"INSERT"}
-	if p.cfg.WriteMode == modeUpsert {
+	if s.cfg.WriteMode == modeUpsert {
 		rights = append(rights, "UPDATE")
 	}
-	if p.cfg.ExactlyOnce {
+	if s.cfg.ExactlyOnce {
 		rights = append(rights, "SELECT") // Open compares the offsets rows with the table's rows
 	}
 	if err := mayDo(ctx, conn, "target_table", name, rights); err != nil {
@@ -113,10 +113,10 @@ type wanted struct {
 
 // wantedColumns lists the target's columns this configuration writes. A mapped column's
 // type is its declared type as PostgreSQL names it (unresolvable: as written).
-func (p *Sink) wantedColumns(ctx context.Context, conn *pgx.Conn) []wanted {
+func (s *Sink) wantedColumns(ctx context.Context, conn *pgx.Conn) []wanted {
 	const meta = "include_metadata"
 	out := []wanted{{name: "id", key: "target_table", why: "the message id", types: []string{"numeric"}}}
-	if p.cfg.IncludeMetadata {
+	if s.cfg.IncludeMetadata {
 		off := " or set include_metadata = false"
 		out = append(out,
 			wanted{"iggy_offset", meta, "include_metadata", []string{"bigint", "numeric"}, off},
@@ -125,16 +125,16 @@ func (p *Sink) wantedColumns(ctx context.Context, conn *pgx.Conn) []wanted {
 			wanted{"iggy_topic", meta, "include_metadata", []string{"text", "character varying"}, off},
 			wanted{"iggy_partition_id", meta, "include_metadata", []string{"integer", "bigint"}, off})
 	}
-	if p.cfg.IncludeChecksum {
+	if s.cfg.IncludeChecksum {
 		out = append(out, wanted{"iggy_checksum", "include_checksum", "include_checksum", []string{"bigint", "numeric"}, " or set include_checksum = false"})
 	}
-	if p.cfg.IncludeOriginTimestamp {
+	if s.cfg.IncludeOriginTimestamp {
 		out = append(out, wanted{"iggy_origin_timestamp", "include_origin_timestamp", "include_origin_timestamp",
 			[]string{"timestamp with time zone", "timestamp without time zone"}, " or set include_origin_timestamp = false"})
 	}
-	payload := map[payloadFormat][]string{formatBytea: {"bytea"}, formatJSON: {"jsonb", "json"}, formatText: {"text", "character varying"}}[p.cfg.PayloadFormat]
-	out = append(out, wanted{"payload", "payload_format", "payload_format = " + string(p.cfg.PayloadFormat), payload, " or set payload_format to the column's type"})
-	for i, c := range p.cfg.Columns {
+	payload := map[payloadFormat][]string{formatBytea: {"bytea"}, formatJSON: {"jsonb", "json"}, formatText: {"text", "character varying"}}[s.cfg.PayloadFormat]
+	out = append(out, wanted{"payload", "payload_format", "payload_format = " + string(s.cfg.PayloadFormat), payload, " or set payload_format to the column's type"})
+	for i, c := range s.cfg.Columns {
 		typ := c.Type
 		var resolved string
 		if err := conn.QueryRow(ctx, "SELECT coalesce(to_regtype($1::text)::text, '')", c.Type).Scan(&resolved); err == nil && resolved != "" {
@@ -147,18 +147,18 @@ func (p *Sink) wantedColumns(ctx context.Context, conn *pgx.Conn) []wanted {
 
 // preflightOffsets checks the offsets table: the rights Open and each batch use on it, or
 // that it may be created.
-func (p *Sink) preflightOffsets(ctx context.Context, conn *pgx.Conn, schema *string) []error {
+func (s *Sink) preflightOffsets(ctx context.Context, conn *pgx.Conn, schema *string) []error {
 	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT to_regclass($1::text) IS NOT NULL", p.offsets).Scan(&exists); err != nil {
-		return []error{fmt.Errorf("look up table %s: %w", p.cfg.OffsetsTable, err)}
+	if err := conn.QueryRow(ctx, "SELECT to_regclass($1::text) IS NOT NULL", s.offsets).Scan(&exists); err != nil {
+		return []error{fmt.Errorf("look up table %s: %w", s.cfg.OffsetsTable, err)}
 	}
 	if !exists {
-		if err := mayCreate(ctx, conn, schema, "offsets_table", "the offsets table "+p.offsets); err != nil {
+		if err := mayCreate(ctx, conn, schema, "offsets_table", "the offsets table "+s.offsets); err != nil {
 			return []error{err}
 		}
 		return nil
 	}
-	if err := mayDo(ctx, conn, "offsets_table", p.offsets, []string{"SELECT", "INSERT", "UPDATE"}); err != nil {
+	if err := mayDo(ctx, conn, "offsets_table", s.offsets, []string{"SELECT", "INSERT", "UPDATE"}); err != nil {
 		return []error{err}
 	}
 	return nil
