@@ -105,7 +105,7 @@ func checkWith(w io.Writer, o startOptions, cc *connectCheck) error {
 	if cc != nil {
 		switch {
 		case plan.embedded != nil:
-			fmt.Fprintf(w, "iggy   embedded: not running during check; ferry run --embedded creates every missing stream and topic (with --partitions partitions)\n")
+			fmt.Fprintf(w, "iggy   embedded: not running during check; ferry run --embedded creates every missing stream and topic (--partitions: %d)\n", cc.partitions)
 		default:
 			client, err := dialIggyCheck(ctx, rc)
 			if err != nil {

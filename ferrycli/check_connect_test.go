@@ -126,7 +126,8 @@ func TestCheckConnectIggyTopics(t *testing.T) {
 
 // TestCheckConnectIggyUnreachable: check --connect with no Iggy server at [iggy] address
 // says so on its own line, naming the config file, the key and the fix, and fails; the
-// connectors are still checked (their built-ins' own checks run).
+// connectors are still checked (their built-ins' own checks run). With --embedded the
+// Iggy side is skipped, saying so.
 func TestCheckConnectIggyUnreachable(t *testing.T) {
 	cfg, _ := connectFixture(t, "127.0.0.1:1", map[string]string{"a.toml": nullSink("ok", "s", `"t"`, "")})
 	var out bytes.Buffer
@@ -142,5 +143,14 @@ func TestCheckConnectIggyUnreachable(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "sink   ok                       builtin:null                   offset_commit=after_polling on_failure=stop ← s/[t]  ok\n") {
 		t.Fatalf("check --connect output:\n%s\nwant the sink checked and ok", out.String())
+	}
+
+	// With --embedded no server runs during the check: the Iggy side is skipped, saying why.
+	out.Reset()
+	if err := checkWith(&out, startOptions{config: cfg, embedded: true, data: t.TempDir()}, &connectCheck{partitions: 2}); err != nil {
+		t.Fatalf("check --connect --embedded: %v\n%s", err, out.String())
+	}
+	if want := "iggy   embedded: not running during check; ferry run --embedded creates every missing stream and topic (--partitions: 2)\n"; !strings.Contains(out.String(), want) {
+		t.Fatalf("check --connect --embedded output:\n%s\nwant it to contain %q", out.String(), want)
 	}
 }
