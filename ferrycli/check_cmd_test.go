@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/internal/pgtest"
+	"github.com/ferryio/ferry/internal/testkit/iggykit"
 )
 
 // TestCheckRefusesPluginOutsideDirs: `ferry check` refuses a native plugin outside the
@@ -94,7 +95,9 @@ func TestCheckConnectPostgresCDC(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfg, []byte("[connectors]\nconfig_type = \"local\"\nconfig_dir = \""+conns+"\"\n"), 0o644); err != nil {
+	kit := iggykit.Start(t)
+	kit.Topic("s", "t", 1)
+	if err := os.WriteFile(cfg, []byte("[iggy]\naddress = \""+kit.Addr+"\"\n[connectors]\nconfig_type = \"local\"\nconfig_dir = \""+conns+"\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
@@ -102,8 +105,8 @@ func TestCheckConnectPostgresCDC(t *testing.T) {
 		t.Fatalf("check without --connect: %v\n%s", err, out.String())
 	}
 	out.Reset()
-	err := checkWith(&out, startOptions{config: cfg}, true)
-	want := `ERROR: setup (--connect): table "public"."` + table + `" has REPLICA IDENTITY NOTHING: its updates and deletes cannot be captured; fix: ALTER TABLE "public"."` + table + `" REPLICA IDENTITY DEFAULT;`
+	err := checkWith(&out, startOptions{config: cfg}, &connectCheck{partitions: 1})
+	want := `[iggy: s/t: 1 partition(s)]  ERROR: ` + filepath.Join(conns, "cdc.toml") + `:13: plugin_config: table "public"."` + table + `" has REPLICA IDENTITY NOTHING: its updates and deletes cannot be captured; fix: ALTER TABLE "public"."` + table + `" REPLICA IDENTITY DEFAULT;`
 	if err == nil || !strings.Contains(out.String(), want) {
 		t.Fatalf("check --connect: %v, output:\n%s\nwant it to contain %q", err, out.String(), want)
 	}

@@ -19,6 +19,7 @@ type totals struct {
 	committed              uint64 // sinks: offsets stored by the runtime
 	errors                 uint64 // send errors + consume errors + store errors
 	sourcesActive, failing int
+	sources, sinks         int    // connectors of each kind, whatever their state
 	restarting             int    // connectors waiting for a scheduled restart
 	restarts               uint64 // restarts so far, automatic and requested
 }
@@ -28,6 +29,7 @@ func sum(sts []connect.Status) totals {
 	for _, s := range sts {
 		switch s.Kind {
 		case "source":
+			t.sources++
 			t.produced += s.Stats.Produced
 			t.sent += s.Stats.Sent
 			t.errors += s.Stats.SendErrors
@@ -35,6 +37,7 @@ func sum(sts []connect.Status) totals {
 				t.sourcesActive++
 			}
 		default:
+			t.sinks++
 			t.polled += s.Stats.Polled
 			t.delivered += s.Stats.Delivered
 			t.committed += s.Stats.Committed
@@ -80,9 +83,15 @@ func (p *progress) print(t totals, now time.Time) {
 		}
 		return float64(cur-prev) / dt
 	}
-	line := fmt.Sprintf("ferry %6.1fs  produced %d (%.0f/s)  sent %d  delivered %d (%.0f/s)  committed %d",
-		now.Sub(p.start).Seconds(), t.produced, rate(t.produced, p.last.produced), t.sent,
-		t.delivered, rate(t.delivered, p.last.delivered), t.committed)
+	// A run of sources only says nothing of deliveries, one of sinks only nothing of
+	// production: a column of zeros there reads as something stuck.
+	line := fmt.Sprintf("ferry %6.1fs", now.Sub(p.start).Seconds())
+	if t.sources > 0 || t.sinks == 0 {
+		line += fmt.Sprintf("  produced %d (%.0f/s)  sent %d", t.produced, rate(t.produced, p.last.produced), t.sent)
+	}
+	if t.sinks > 0 || t.sources == 0 {
+		line += fmt.Sprintf("  delivered %d (%.0f/s)  committed %d", t.delivered, rate(t.delivered, p.last.delivered), t.committed)
+	}
 	if t.errors > 0 {
 		line += fmt.Sprintf("  errors %d", t.errors)
 	}
@@ -188,5 +197,41 @@ func caughtUp(sts []connect.Status, offsets sinkOffsets, apiURL string) (string,
 		}
 		line += fmt.Sprintf("; offsets: ferry offsets --stream %s --topic %s --group %s", first.Stream, first.Topic, group)
 	}
-	return line + ". Waiting for more; Ctrl-C stops.", true
+	return line + "." + waitingTail, true
+}
+
+// sourcesCaughtUp is caughtUp for a run without sinks: every source ended, or every one
+// still running has had Iggy acknowledge all it read and idle says nothing moved since the
+// last look (a CDC source waiting for changes). It returns the line that says so.
+func sourcesCaughtUp(sts []connect.Status, idle bool) (string, bool) {
+	var sent uint64
+	n := 0
+	for _, s := range sts {
+		switch s.Kind {
+		case connect.KindSink:
+			return "", false
+		case connect.KindSource:
+			n++
+			active := s.State == connect.StateStarting || s.State == connect.StateRunning || s.State == connect.StateStopping
+			if active && (!idle || s.State != connect.StateRunning || s.Stats.Sent != s.Stats.Produced) {
+				return "", false
+			}
+			sent += s.Stats.Sent
+		}
+	}
+	if n == 0 {
+		return "", false
+	}
+	return fmt.Sprintf("ferry: caught up: %d messages sent to Iggy by the sources and acknowledged. Waiting for more; Ctrl-C stops.", sent), true
+}
+
+// waitingTail is how a caught-up line ends; exitIdle replaces it when the run ends by itself.
+const waitingTail = " Waiting for more; Ctrl-C stops."
+
+// untilIdle ends a caught-up line with what a run with --exit-when-idle does next.
+func untilIdle(line string, exitIdle time.Duration) string {
+	if exitIdle <= 0 {
+		return line
+	}
+	return strings.TrimSuffix(line, waitingTail) + fmt.Sprintf(" Stopping once nothing moves for %s (--exit-when-idle).", exitIdle)
 }

@@ -2,7 +2,9 @@ package ferrycli
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferryio/ferry/connect"
 	"github.com/ferryio/ferry/connect/config"
@@ -63,5 +65,61 @@ func TestCaughtUp(t *testing.T) {
 		if got != tc.want || ok != (tc.want != "") {
 			t.Errorf("%s: caughtUp = %q, %t; want %q", tc.name, got, ok, tc.want)
 		}
+	}
+}
+
+// A run of sources only printed "delivered 0 (0/s)  committed 0", one of sinks only
+// "produced 0 (0/s)  sent 0": each line now holds only its kind's counters.
+func TestProgressLineColumnsPerKind(t *testing.T) {
+	src := connect.Status{Kind: connect.KindSource, Key: "gen", State: connect.StateRunning, Stats: connect.Stats{Produced: 5, Sent: 5}}
+	snk := connect.Status{Kind: connect.KindSink, Key: "out", State: connect.StateRunning, Stats: connect.Stats{Delivered: 3, Committed: 2}}
+	for _, tc := range []struct {
+		name string
+		sts  []connect.Status
+		want string
+	}{
+		{"sources only", []connect.Status{src}, "ferry    1.0s  produced 5 (5/s)  sent 5\n"},
+		{"sinks only", []connect.Status{snk}, "ferry    1.0s  delivered 3 (3/s)  committed 2\n"},
+		{"both", []connect.Status{src, snk}, "ferry    1.0s  produced 5 (5/s)  sent 5  delivered 3 (3/s)  committed 2\n"},
+	} {
+		var b strings.Builder
+		p := newProgress(&b)
+		p.print(sum(tc.sts), p.start.Add(time.Second))
+		if b.String() != tc.want {
+			t.Errorf("%s: %q; want %q", tc.name, b.String(), tc.want)
+		}
+	}
+}
+
+// A run without sinks never said it was caught up.
+func TestSourcesCaughtUp(t *testing.T) {
+	src := func(st connect.State, produced, sent uint64) connect.Status {
+		return connect.Status{Kind: connect.KindSource, Key: "gen", State: st, Stats: connect.Stats{Produced: produced, Sent: sent}}
+	}
+	const want = "ferry: caught up: 7 messages sent to Iggy by the sources and acknowledged. Waiting for more; Ctrl-C stops."
+	for _, tc := range []struct {
+		name string
+		sts  []connect.Status
+		idle bool
+		want string
+	}{
+		{"running, idle, all sent", []connect.Status{src(connect.StateRunning, 7, 7)}, true, want},
+		{"ended", []connect.Status{src(connect.StateStopped, 7, 7)}, false, want},
+		{"running, moving", []connect.Status{src(connect.StateRunning, 7, 7)}, false, ""},
+		{"running, unsent", []connect.Status{src(connect.StateRunning, 8, 7)}, true, ""},
+		{"starting", []connect.Status{src(connect.StateStarting, 0, 0)}, true, ""},
+		{"with a sink", []connect.Status{src(connect.StateStopped, 7, 7), {Kind: connect.KindSink, State: connect.StateRunning}}, true, ""},
+		{"nothing", nil, true, ""},
+	} {
+		got, ok := sourcesCaughtUp(tc.sts, tc.idle)
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("%s: %q, %t; want %q", tc.name, got, ok, tc.want)
+		}
+	}
+	if got := untilIdle(want, 2*time.Second); got != "ferry: caught up: 7 messages sent to Iggy by the sources and acknowledged. Stopping once nothing moves for 2s (--exit-when-idle)." {
+		t.Errorf("untilIdle: %q", got)
+	}
+	if got := untilIdle(want, 0); got != want {
+		t.Errorf("untilIdle without --exit-when-idle: %q", got)
 	}
 }

@@ -126,13 +126,13 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	log.Info("config loaded", "config", rc.Path, srcKey, src,
 		"sources", len(conns.Sources), "sinks", len(conns.Sinks), "invalid", len(conns.Invalid), "plugin_dirs", rc.PluginDirs())
 	if displayConfig() {
-		// Secrets redacted (Runtime.String, Sink/Source.String).
-		log.Info("effective runtime config", "config", rc.String())
+		// Secrets redacted (Runtime.String, Sink/Source.String); one field per key.
+		log.Info("effective runtime config", configAttrs(rc.String())...)
 		for _, s := range conns.Sinks {
-			log.Info("effective sink config", "sink", s.String())
+			log.Info("effective sink config", configAttrs(s.String())...)
 		}
 		for _, s := range conns.Sources {
-			log.Info("effective source config", "source", s.String())
+			log.Info("effective source config", configAttrs(s.String())...)
 		}
 	}
 
@@ -339,14 +339,19 @@ func supervise(ctx context.Context, rt *connect.Runtime, f runFlags, p *progress
 		case now := <-t.C:
 			sts := rt.Status()
 			cur := sum(sts)
-			if cur.moved(last) {
+			moved := cur.moved(last)
+			if moved {
 				last, lastMove, announced = cur, now, false
 			}
 			if f.progress > 0 && now.Sub(lastPrint) >= f.progress && !announced {
 				p.print(cur, now)
 				lastPrint = now
-				if line, ok := caughtUp(sts, serverOffsets(ctx, rt), p.apiURL); ok {
-					fmt.Fprintln(p.w, line) // once, instead of "0/s" lines for ever
+				line, ok := caughtUp(sts, serverOffsets(ctx, rt), p.apiURL)
+				if !ok && cur.sinks == 0 {
+					line, ok = sourcesCaughtUp(sts, !moved && now.Sub(lastMove) >= tick)
+				}
+				if ok {
+					fmt.Fprintln(p.w, untilIdle(line, f.exitIdle)) // once, instead of "0/s" lines for ever
 					announced = true
 				}
 			}

@@ -92,3 +92,20 @@ func TestDisplayConfig(t *testing.T) {
 		t.Error("unset IGGY_DISPLAY_CONFIG: displayConfig() = false, want true")
 	}
 }
+
+// The effective config was one INFO value of TOML with literal "\n"s (1.7 KB for the
+// quickstart): now one field per key, on one line.
+func TestConfigAttrs(t *testing.T) {
+	doc := "key = 'out'\npath = 'builtin:file'\n[[streams]]\nstream = 's'\ntopics = ['a', 'b']\nbatch_length = 10\n[plugin_config]\npassword = '***'\n"
+	var b strings.Builder
+	slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}})).Info("effective sink config", configAttrs(doc)...)
+	want := `level=INFO msg="effective sink config" key=out path=builtin:file plugin_config.password=*** streams[0].batch_length=10 streams[0].stream=s streams[0].topics=[a,b]` + "\n"
+	if b.String() != want {
+		t.Errorf("got  %s\nwant %s", b.String(), want)
+	}
+}

@@ -108,6 +108,14 @@ sink broken: no partitions
 	if got != want {
 		t.Fatalf("output:\n%s\nwant:\n%s", got, want)
 	}
+	// docs/http-api.md shows this very table: its columns are the ones printed.
+	doc, err := os.ReadFile("../docs/http-api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "```\n"+want+"```\n") {
+		t.Errorf("docs/http-api.md's ferry status sample is not the table printed:\n%s", want)
+	}
 }
 
 // TestStatusJSON: --json prints the status documents as the API sent them (the list entry

@@ -249,7 +249,7 @@ func TestConnectorErrors(t *testing.T) {
 		{name: "missing enabled", body: "type = \"sink\"\nkey = \"k\"\nversion = 1\nname = \"n\"\npath = \"p\"\n", line: 1, key: "enabled", msg: "required key missing"},
 		{name: "unknown top key", body: hdr + "colour = 1\n" + st, line: 7, key: "colour", msg: "unknown key"},
 		{name: "unknown stream key", body: hdr + st + "[[streams]]\nstream = \"s\"\ntopics = [\"t\"]\nschema = \"json\"\nbatch_lenght = 5\n", line: 15, key: "streams[1].batch_lenght", msg: "unknown key"},
-		{name: "wrong type", body: hdr + st + "batch_length = \"big\"\n", line: 11, key: "streams[0].batch_length", msg: "cannot decode TOML string into uint32"},
+		{name: "wrong type", body: hdr + st + "batch_length = \"big\"\n", line: 11, key: "streams[0].batch_length", msg: "expected an integer, got string"},
 		{name: "wrong type second stream", body: hdr + st + "[[streams]]\nstream = \"s\"\ntopics = [\"t\"]\nschema = \"json\"\nbatch_length = -1\n", line: 15, key: "streams[1].batch_length"},
 		{name: "missing stream field", body: hdr + st + "\n[[streams]]\nstream = \"s2\"\nschema = \"json\"\n", line: 12, key: "streams[1].topics", msg: "required key missing"},
 		{name: "inline streams wrong type", body: hdr + "streams = [{stream = \"s\", topics = [\"t\"], schema = \"json\"}, {stream = 5}]\n", line: 7, key: "streams"},

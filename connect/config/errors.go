@@ -59,6 +59,17 @@ var goTypeRE = regexp.MustCompile(`into struct field \S+ of type (\S+)`)
 // goTableRE matches the Go struct types behind TOML tables in go-toml's messages.
 var goTableRE = regexp.MustCompile(`into (config\.raw\w+|struct \{.*\})$`)
 
+// goScalarRE matches go-toml's "cannot decode TOML string into uint32" once the Go types are
+// replaced: the message then says which TOML value was wanted, in the file's words.
+var goScalarRE = regexp.MustCompile(`^cannot decode TOML (\w+) into (\w+)$`)
+
+// tomlKinds names, per Go scalar type a config field has, the TOML value it takes.
+var tomlKinds = map[string]string{
+	"int": "an integer", "int8": "an integer", "int16": "an integer", "int32": "an integer", "int64": "an integer",
+	"uint": "an integer", "uint8": "an integer", "uint16": "an integer", "uint32": "an integer", "uint64": "an integer",
+	"float32": "a number", "float64": "a number", "bool": "a boolean (true or false)", "string": "a string",
+}
+
 // tomlError turns a go-toml error into an *Error with the exact key path from idx.
 func tomlError(file string, idx *docIndex, err error) error {
 	var sm *toml.StrictMissingError
@@ -73,6 +84,9 @@ func tomlError(file string, idx *docIndex, err error) error {
 		msg := strings.TrimPrefix(de.Error(), "toml: ")
 		msg = goTypeRE.ReplaceAllString(msg, "into $1")
 		msg = goTableRE.ReplaceAllString(msg, "into a table")
+		if m := goScalarRE.FindStringSubmatch(msg); m != nil && tomlKinds[m[2]] != "" {
+			msg = fmt.Sprintf("expected %s, got %s", tomlKinds[m[2]], m[1])
+		}
 		return &Error{File: file, Line: line, Key: idx.keyAt(line, de.Key()), Msg: msg}
 	}
 	return &Error{File: file, Msg: err.Error(), Err: err}

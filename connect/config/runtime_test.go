@@ -141,7 +141,7 @@ func TestRuntimeErrors(t *testing.T) {
 	}{
 		{name: "unknown key", body: "[connectors]\nconfig_dir = \"c\"\n\n[iggy]\nadress = \"x\"\n", line: 5, key: "iggy.adress", msg: "unknown key"},
 		{name: "unknown section", body: "[connectors]\nconfig_dir = \"c\"\n[ferry]\nx = 1\n", line: 3, key: "ferry", msg: "unknown key"},
-		{name: "wrong type", body: "[connectors]\nconfig_dir = \"c\"\n[http]\nenabled = \"yes\"\n", line: 4, key: "http.enabled", msg: "cannot decode TOML string into bool"},
+		{name: "wrong type", body: "[connectors]\nconfig_dir = \"c\"\n[http]\nenabled = \"yes\"\n", line: 4, key: "http.enabled", msg: "expected a boolean (true or false), got string"},
 		{name: "missing config_dir", body: "[connectors]\nconfig_type = \"local\"\n", line: 1, key: "connectors.config_dir"},
 		{name: "http without base_url", body: "[connectors]\nconfig_type = \"http\"\n", line: 1, key: "connectors.base_url", msg: `required when config_type = "http" (the URL of the config API)`},
 		{name: "http relative base_url", body: "[connectors]\nconfig_type = \"http\"\nbase_url = \"/api\"\n", line: 3, key: "connectors.base_url", msg: `"/api": want an absolute http:// or https:// URL`},

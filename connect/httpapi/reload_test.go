@@ -202,7 +202,7 @@ func TestReload(t *testing.T) {
 	brokenFile := filepath.Join(e.dir, "broken.toml")
 	want := reloadJSON{Started: []string{"sink new"}, Restarted: []string{"sink out"}, Stopped: []string{"sink gone"},
 		Unchanged: []string{"sink keep"}, Refused: []refusedJSON{{Type: "sink", Key: "broken", File: brokenFile,
-			Error: brokenFile + ":12: streams[0].batch_length: cannot decode TOML string into uint32"}}}
+			Error: brokenFile + ":12: streams[0].batch_length: expected an integer, got string"}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("reload answer\n got %+v\nwant %+v", got, want)
 	}

@@ -94,7 +94,7 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 	f.Bool("include_origin_timestamp", &c.IncludeOriginTimestamp).Default(true).Doc("write iggy_origin_timestamp")
 	sdk.Enum(f, "payload_format", &c.PayloadFormat, sdk.Choice(formatBytea), sdk.Choice(formatJSON, "jsonb"), sdk.Choice(formatText)).Default(formatBytea).Doc("the payload column's type")
 	f.Bool("verbose_logging", &c.VerboseLogging).Default(false).Doc("log each written batch at info instead of debug")
-	f.Int("max_retries", &c.MaxRetries).Doc("accepted for compatibility, not used: database failures are retried until the sink stops")
+	f.Int("max_retries", &c.MaxRetries).Default(3).Doc("accepted for compatibility, not used: database failures are retried until the sink stops")
 	f.Duration("retry_delay", &c.RetryDelay).Default(50 * time.Millisecond).Min(time.Nanosecond).Doc("the first wait of the retries inside Open, a flush and Close (doubling up to 2s)")
 	f.Bool("exactly_once", &c.ExactlyOnce).Default(true).Doc("rows and offsets in one transaction; resume from the database's offsets")
 	f.String("offsets_table", &c.OffsetsTable).Default("ferry_offsets").Check(tableName).Doc("the offsets table (created when missing)")

@@ -149,7 +149,19 @@ func (s *Sink) prepare(ctx context.Context) (err error) {
 	if !s.cfg.AutoCreateTable {
 		return nil
 	}
-	payload := map[payloadFormat]string{formatBytea: "bytea", formatJSON: "jsonb", formatText: "text"}[s.cfg.PayloadFormat]
+	if _, err := s.pool.Exec(ctx, s.createTableSQL()); err != nil {
+		return fmt.Errorf("create table %s: %w", s.cfg.TargetTable, err)
+	}
+	return nil
+}
+
+// payloadType is the payload column's SQL type for payload_format.
+func (s *Sink) payloadType() string {
+	return map[payloadFormat]string{formatBytea: "bytea", formatJSON: "jsonb", formatText: "text"}[s.cfg.PayloadFormat]
+}
+
+// createTableSQL is auto_create_table's statement: the official layout, then columns.
+func (s *Sink) createTableSQL() string {
 	var b strings.Builder
 	b.WriteString("CREATE TABLE IF NOT EXISTS " + s.target.Sanitize() + " (\n\tid numeric(39,0) PRIMARY KEY")
 	if s.cfg.IncludeMetadata {
@@ -161,7 +173,7 @@ func (s *Sink) prepare(ctx context.Context) (err error) {
 	if s.cfg.IncludeOriginTimestamp {
 		b.WriteString(",\n\tiggy_origin_timestamp timestamptz")
 	}
-	b.WriteString(",\n\tpayload " + payload)
+	b.WriteString(",\n\tpayload " + s.payloadType())
 	for _, c := range s.cfg.Columns {
 		b.WriteString(",\n\t" + pgx.Identifier{c.Name}.Sanitize() + " " + c.Type)
 		if s.cfg.WriteMode == modeUpsert && c.Name == s.cfg.UpsertKey {
@@ -169,10 +181,7 @@ func (s *Sink) prepare(ctx context.Context) (err error) {
 		}
 	}
 	b.WriteString(",\n\tcreated_at timestamptz DEFAULT now())")
-	if _, err := s.pool.Exec(ctx, b.String()); err != nil {
-		return fmt.Errorf("create table %s: %w", s.cfg.TargetTable, err)
-	}
-	return nil
+	return b.String()
 }
 
 // KeepsPositions implements sdk.PositionKeeper: with exactly_once every partition this

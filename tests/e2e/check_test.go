@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,5 +127,37 @@ func TestConnectorsListing(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Fatalf("connectors output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestCheckNotALibrary: a native plugin path naming a file that is no shared library (an
+// executable named .so) gets the whole of check's output exactly: the connector's line
+// ends with dlopen's words and a newline, and the summary stands on a line of its own, in
+// the order they are written, stdout and stderr read as one stream.
+func TestCheckNotALibrary(t *testing.T) {
+	dir := t.TempDir()
+	conns := filepath.Join(dir, "connectors")
+	lib := filepath.Join(dir, "libs", "notalib.so")
+	exe, err := os.ReadFile("/bin/true") // a position-independent executable on Debian
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, lib, string(exe))
+	writeFile(t, filepath.Join(conns, "n.toml"), "type = \"sink\"\nkey = \"n\"\nenabled = true\nversion = 0\nname = \"n\"\npath = \""+lib+
+		"\"\n\n[[streams]]\nstream = \"s\"\ntopics = [\"t\"]\nschema = \"raw\"\n")
+	cfg := filepath.Join(dir, "config.toml")
+	state := filepath.Join(dir, "state")
+	writeFile(t, cfg, "[iggy]\naddress = \"127.0.0.1:8090\"\n[state]\npath = \""+state+"\"\n[connectors]\nconfig_type = \"local\"\nconfig_dir = \""+conns+
+		"\"\n[plugins]\ndirectories = [\""+filepath.Dir(lib)+"\"]\n[http]\nenabled = false\n")
+	got, err := exec.Command(ferryBin, "check", "--config", cfg).CombinedOutput()
+	if exitErr := (*exec.ExitError)(nil); !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
+		t.Fatalf("check: err = %v, want exit status 1\n%s", err, got)
+	}
+	want := "config " + cfg + ": ok (iggy 127.0.0.1:8090, config_dir " + conns + ", state " + state + ")\n" +
+		fmt.Sprintf("%-6s %-24s %-30s %s  %s\n", "sink", "n", lib, "offset_commit=after_polling on_failure=stop ← s/[t]",
+			"ERROR: Failed to load sink container from "+lib+": plugin "+lib+": not a loadable shared library: "+lib+": cannot dynamically load position-independent executable") +
+		"ferry: check: 1 connector(s) with problems\n"
+	if string(got) != want {
+		t.Fatalf("check output:\n%q\nwant:\n%q", got, want)
 	}
 }

@@ -292,3 +292,32 @@ func TestPageAsksForAPIKey(t *testing.T) {
 	}
 	noJSErrors(t, b)
 }
+
+// At 1400 px (the browser's window) the connectors' tables were wider than the page and
+// their Actions column was cut off: every cell, the action buttons included, must now end
+// inside the viewport.
+func TestPageFitsAt1400px(t *testing.T) {
+	url := serve(t, "", &fakeAPI{})
+	b := browsertest.Start(t)
+	b.Run(t, 20*time.Second, chromedp.Navigate(url))
+	b.WaitTrue(t, 10*time.Second, "sink out running", textIs(outRow+" > .status", "running"))
+	const overflow = `[...document.querySelectorAll("table.connectors > thead th, table.connectors > tbody > tr > td, td.actions button")]
+		.filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5)
+		.map(e => (e.className || e.tagName) + " " + e.textContent.trim().slice(0, 20) + " ends at " + Math.round(e.getBoundingClientRect().right))`
+	if got := browsertest.Eval[[]string](t, b, overflow); len(got) > 0 {
+		t.Errorf("at a viewport of %d px these end outside it: %q", browsertest.Eval[int](t, b, "document.documentElement.clientWidth"), got)
+	}
+}
+
+// Without JavaScript the page said only "Loading…": a <noscript> names the command and
+// the JSON routes that show the same.
+func TestPageWithoutJavaScript(t *testing.T) {
+	body, err := static.ReadFile("static/index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "<noscript><p class=\"banner\">This page needs JavaScript. The same figures: <code>ferry status --url URL</code> on a terminal, or the JSON of <code>GET /sinks</code>, <code>GET /sources</code> and <code>GET /sinks/{key}/offsets</code>.</p></noscript>"
+	if !strings.Contains(string(body), want) {
+		t.Errorf("index.html lacks %s", want)
+	}
+}
