@@ -267,7 +267,6 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, q...)
 }
 
-
 // document is upstream's document shape: the payload's JSON object (compacted onto one
 // line) with _iggy_offset, _iggy_stream, _iggy_topic, _iggy_partition, _iggy_timestamp
 // (the message's timestamp, ms) and _iggy_headers added; a payload that is not JSON is

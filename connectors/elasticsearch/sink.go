@@ -55,7 +55,7 @@ var Config = sdk.NewConfig(func(c *config, f *sdk.Fields) {
 	f.Secret("password", &c.Password).Doc("HTTP basic authentication password")
 	f.Secret("api_key", &c.APIKey).Doc("an Elasticsearch API key (the base64 id:key), sent as Authorization: ApiKey")
 	f.Int("batch_size", &c.BatchSize).Default(100).Min(1).Max(100000).Doc("most documents in one _bulk request")
-	f.Size("max_bulk_bytes", &c.MaxBulkBytes).Default(5*sdk.MiB).Min(1024).Max(512*sdk.MiB).Doc("most bytes of one _bulk request body (a larger document goes alone)")
+	f.Size("max_bulk_bytes", &c.MaxBulkBytes).Default(5 * sdk.MiB).Min(1024).Max(512 * sdk.MiB).Doc("most bytes of one _bulk request body (a larger document goes alone)")
 	f.Int("timeout_seconds", &c.TimeoutSeconds).Default(30).Min(1).Doc("how long one request may take")
 	f.Bool("create_index_if_not_exists", &c.CreateIndex).Default(true).Doc("create a missing index (with index_mapping); false: a missing index is an error")
 	f.JSON("index_mapping", &c.IndexMapping).Doc("the body of the index creation request (settings, mappings)")
