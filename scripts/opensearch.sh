@@ -35,9 +35,9 @@ installed() { [ -f "$libs/.complete" ]; }
 # as_node runs its arguments as the node's user: nobody when this script runs as root.
 as_node() {
   if [ "$(id -u)" = 0 ]; then
-    setpriv --reuid=65534 --regid=65534 --clear-groups "$@"
+    exec setpriv --reuid=65534 --regid=65534 --clear-groups "$@"
   else
-    "$@"
+    exec "$@"
   fi
 }
 
