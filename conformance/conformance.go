@@ -190,7 +190,7 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 	}
 	defer r.close()
 	for _, sc := range selected {
-		if (sc.name == "soak" || sc.name == "postgres-soak" || sc.name == "postgres-cdc" || sc.name == "s3-soak" || sc.name == "kafka-soak") && cfg.Soak <= 0 {
+		if (sc.name == "soak" || sc.name == "postgres-soak" || sc.name == "postgres-cdc" || sc.name == "s3-soak" || sc.name == "kafka-soak" || sc.name == "iggy-replication") && cfg.Soak <= 0 {
 			continue
 		}
 		modes := cfg.Modes

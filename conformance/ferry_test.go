@@ -72,18 +72,30 @@ func TestFerryConforms(t *testing.T) {
 		s3 = &conformance.S3Target{Endpoint: ep, Region: os.Getenv("FERRY_S3_REGION"),
 			AccessKey: os.Getenv("FERRY_S3_ACCESS_KEY"), SecretKey: os.Getenv("FERRY_S3_SECRET_KEY")}
 	}
-	res := run(t, conformance.Config{Runtime: ferryRuntime(), Soak: 3, Seed: 1, Scenarios: names, Postgres: pg, S3: s3,
+	// kafka-soak likewise with the broker of scripts/kafka.sh (FERRY_KAFKA_BOOTSTRAP).
+	var kafka []string
+	if bs := os.Getenv("FERRY_KAFKA_BOOTSTRAP"); bs != "" {
+		kafka = strings.Split(bs, ",")
+	}
+	res := run(t, conformance.Config{Runtime: ferryRuntime(), Soak: 3, Seed: 1, Scenarios: names, Postgres: pg, S3: s3, Kafka: kafka,
 		ServerCommand: []string{ferryBin, "server", "--addr", "{addr}", "--data", "{data}"}})
-	// Every scenario in every mode, but late-commit, commit-order, commit-after-stop and
-	// s3-soak (sink_controlled only), storage-fault (the two at-least-once modes) and the
-	// seven source scenarios, postgres-cdc included (once each, mode "source").
-	if want := (len(conformance.Scenarios())-4-1-7)*len(conformance.AllModes) + 4 + 2 + 7; len(names) == 0 && len(res) != want {
+	// Every scenario in every mode, but late-commit, commit-order, commit-after-stop,
+	// s3-soak and kafka-soak (sink_controlled only), storage-fault (the two at-least-once
+	// modes) and the eight source scenarios, postgres-cdc and iggy-replication included
+	// (once each, mode "source").
+	if want := (len(conformance.Scenarios())-5-1-8)*len(conformance.AllModes) + 5 + 2 + 8; len(names) == 0 && len(res) != want {
 		t.Fatalf("got %d results, want %d", len(res), want)
 	}
 	for _, r := range res {
 		if (r.Scenario == "postgres-soak" || r.Scenario == "postgres-cdc") && pg == "" {
 			if r.Verdict != conformance.NotSupported || !strings.Contains(r.Observed, "no PostgreSQL database given") {
 				t.Errorf("%s/%s without FERRY_POSTGRES_URL: %s (%s), want not supported", r.Scenario, r.Mode, r.Verdict, r.Observed)
+			}
+			continue
+		}
+		if r.Scenario == "kafka-soak" && kafka == nil {
+			if r.Verdict != conformance.NotSupported || !strings.Contains(r.Observed, "no Kafka broker given") {
+				t.Errorf("%s/%s without FERRY_KAFKA_BOOTSTRAP: %s (%s), want not supported", r.Scenario, r.Mode, r.Verdict, r.Observed)
 			}
 			continue
 		}

@@ -71,6 +71,7 @@ var scenarios = []scenario{
 	{"postgres-soak", "chaos: the PostgreSQL sink (--postgres) into a table of its own while the runtime is SIGKILLed --soak times, at held offset stores, blocked writes and random moments: exactly once", runPostgresSoak},
 	{"postgres-cdc", "chaos: the PostgreSQL CDC source (builtin:postgres as a source, --postgres with wal_level = logical) on three tables while a writer commits transactions and the runtime is SIGKILLed --soak times: every committed change in the topic once, in commit order", runPostgresCDC},
 	{"s3-soak", "chaos: the S3 sink (builtin:s3, --s3) into a bucket of its own while the runtime is SIGKILLed --soak times, at held offset stores and random moments: exactly once, judged from the objects", runS3Soak},
+	{"iggy-replication", "chaos: the Iggy source (builtin:iggy) replicates a remote server (a child process, the server command) while a writer appends to it, the runtime is SIGKILLed --soak times and the remote server once: the local topic equals the remote one, message for message (ids, payloads, headers, order)", runIggyReplication},
 	{"kafka-soak", "chaos: the Kafka sink (builtin:kafka, --kafka) into a topic of its own while the runtime is SIGKILLed --soak times, at held offset stores and random moments: exactly once, judged from the topic read read_committed", runKafkaSoak},
 	{"soak", "chaos: SIGKILL the runtime --soak times at random (seeded) moments while data flows", runSoak},
 }

@@ -26,7 +26,7 @@ import (
 const SourceMode = "source"
 
 // sourceScenarios run once, in SourceMode, whatever modes were asked for.
-var sourceScenarios = map[string]bool{"source-clean": true, "source-sigkill": true, "source-poison": true, "source-outage": true, "source-late-result": true, "source-stopped-status": true, "postgres-cdc": true}
+var sourceScenarios = map[string]bool{"source-clean": true, "source-sigkill": true, "source-poison": true, "source-outage": true, "source-late-result": true, "source-stopped-status": true, "postgres-cdc": true, "iggy-replication": true}
 
 // sourceConnector is what a source scenario's connector file says.
 type sourceConnector struct {

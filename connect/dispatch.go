@@ -7,26 +7,37 @@ import (
 	"slices"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/plugin"
 	"github.com/ferryio/ferry/sdk"
 )
 
 // maxInFlight is how many batches of one topic a sink may have inside Consume at once,
-// for different partitions: the connector's max_in_flight (default 1), at most what the
-// sink accepts (sdk.ConcurrentSink; a native plugin accepts what its file says, the
-// user's statement that the plugin allows it). A sink that does not accept concurrent
-// calls refuses max_in_flight > 1: a restart cannot fix that.
+// for different partitions: the connector's max_in_flight, at most what the sink accepts
+// (sdk.ConcurrentSink; a native plugin accepts what its file says, the user's statement
+// that the plugin allows it). Unset, it is config.DefaultMaxInFlight for a Go sink that
+// accepts concurrent calls and 1 for any other: a native plugin's ABI cannot declare that
+// its calls may overlap, so only its file can. A sink that does not accept concurrent calls
+// refuses max_in_flight > 1: a restart cannot fix that.
 func maxInFlight(cfg *config.Sink, sink sdk.Sink, log *slog.Logger) (int, error) {
 	cs, ok := sink.(sdk.ConcurrentSink)
-	return inFlightLimit(cfg.MaxInFlight, "sink", ok, func() int { return cs.MaxInFlight() },
+	_, native := sink.(*plugin.Sink)
+	return inFlightLimit(cfg.MaxInFlight, "sink", ok && !native, ok, func() int { return cs.MaxInFlight() },
 		fmt.Sprintf("the sink %s does not accept concurrent Consume calls (sdk.ConcurrentSink)", cfg.Path), log)
 }
 
-// inFlightLimit is the file's max_in_flight (asked; 0 means 1), at most what a connector of
-// kind accepts: accepts says it declares a limit, limit returns it. One that declares none
-// (or less than 1) refuses more than 1 with refusal; above its limit the limit is used, with
-// a warning.
-func inFlightLimit(asked uint32, kind string, accepts bool, limit func() int, refusal string, log *slog.Logger) (int, error) {
-	n := int(max(asked, 1))
+// inFlightLimit is the file's max_in_flight (asked), at most what a connector of kind
+// accepts: accepts says it declares a limit, limit returns it. One that declares none (or
+// less than 1) refuses more than 1 with refusal; above its limit the limit is used, with a
+// warning. asked 0 (unset) is config.DefaultMaxInFlight, at most the limit, when declared
+// says the connector itself declared that it accepts more than one; 1 otherwise.
+func inFlightLimit(asked uint32, kind string, declared, accepts bool, limit func() int, refusal string, log *slog.Logger) (int, error) {
+	if asked == 0 {
+		if !declared {
+			return 1, nil
+		}
+		return max(min(limit(), config.DefaultMaxInFlight()), 1), nil
+	}
+	n := int(asked)
 	if n == 1 {
 		return 1, nil
 	}

@@ -3,6 +3,7 @@ package connect
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/connect/config"
+	"github.com/ferryio/ferry/connect/plugin"
 	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
 )
@@ -270,3 +272,89 @@ func TestBusyPartitionDoesNotStallOthers(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxInFlightDefault: a file that leaves max_in_flight unset gets
+// config.DefaultMaxInFlight batches at once for a sink that declares it accepts concurrent
+// calls — the barrier proves that many were inside Consume together, and the peak that the
+// runtime made no more — and still delivers every offset once, in order.
+func TestMaxInFlightDefault(t *testing.T) {
+	d := config.DefaultMaxInFlight()
+	if d < 2 || d > 8 {
+		t.Fatalf("DefaultMaxInFlight = %d, want 2..8", d)
+	}
+	env := newIggyEnv(t)
+	env.Topic("s", "t", 8)
+	for p := uint32(0); p < 8; p++ {
+		env.Fill("s", "t", p, 50, nil)
+	}
+	sink := newConcurrentSink(sdk.MaxConcurrentUnlimited, d)
+	cfg := testSinkConfig(config.CommitAfterConsuming, config.FailureStop)
+	cfg.MaxInFlight = 0
+	rt, logs := env.startLogged(cfg, sink)
+	testkit.WaitFor(t, "400 delivered", func() bool {
+		n := 0
+		for p := uint32(0); p < 8; p++ {
+			n += sink.delivered(p)
+		}
+		return n == 400
+	})
+	stopRuntime(t, rt)
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.errs) > 0 || sink.peak != d {
+		t.Fatalf("peak %d (want the default %d), errors %v", sink.peak, d, sink.errs)
+	}
+	if want := fmt.Sprintf("max_in_flight=%d", d); !strings.Contains(logs.String(), want) {
+		t.Fatalf("the sink's start line does not say %s:\n%s", want, logs.String())
+	}
+}
+
+// TestMaxInFlightDefaultRules: unset, the default is 1 for a sink that declares nothing,
+// for a native plugin (its ABI cannot say its calls may overlap; only its file can) and
+// for a source that does not read ahead; a declared limit below the default wins; a file's
+// own value is kept.
+func TestMaxInFlightDefaultRules(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	d := config.DefaultMaxInFlight()
+	for _, c := range []struct {
+		name  string
+		asked uint32
+		sink  sdk.Sink
+		want  int
+	}{
+		{"plain sink", 0, &scriptSink{}, 1},
+		{"concurrent sink", 0, newConcurrentSink(sdk.MaxConcurrentUnlimited, 0), d},
+		{"concurrent sink with a lower limit", 0, newConcurrentSink(2, 0), 2},
+		{"native plugin", 0, &plugin.Sink{}, 1},
+		{"native plugin, asked", 3, &plugin.Sink{}, 3},
+		{"concurrent sink, asked 1", 1, newConcurrentSink(sdk.MaxConcurrentUnlimited, 0), 1},
+	} {
+		got, err := maxInFlight(&config.Sink{Common: config.Common{Path: "x"}, MaxInFlight: c.asked}, c.sink, log)
+		if err != nil || got != c.want {
+			t.Errorf("%s: %d, %v; want %d", c.name, got, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		src  sdk.Source
+		want int
+	}{
+		{"plain source", plainSource{}, 1},
+		{"source reading ahead", &seqSource{maxUnacked: 100}, d},
+		{"source reading ahead, lower limit", &seqSource{maxUnacked: 2}, min(2, d)},
+	} {
+		got, err := sourceInFlight(&config.Source{}, c.src, log)
+		if err != nil || got != c.want {
+			t.Errorf("%s: %d, %v; want %d", c.name, got, err, c.want)
+		}
+	}
+}
+
+// plainSource is a source that does not read ahead (no sdk.PipelinedSource).
+type plainSource struct{}
+
+func (plainSource) Open(context.Context, sdk.SourceEnv) error { return nil }
+func (plainSource) Read(context.Context) (sdk.SourceBatch, sdk.AckFunc, error) {
+	return sdk.SourceBatch{}, sdk.NoAck, sdk.ErrEndOfInput
+}
+func (plainSource) Close(context.Context) error { return nil }

@@ -299,7 +299,8 @@ func iggyMessages(msgs []sdk.ProducedMessage) []iggy.Message {
 				}
 			}
 		}
-		out[i] = iggy.Message{ID: m.ID, Headers: hs, Payload: m.Payload, Key: m.PartitionKey, Partition: m.Partition}
+		out[i] = iggy.Message{ID: m.ID, Headers: hs, Payload: m.Payload, Key: m.PartitionKey, Partition: m.Partition,
+			OriginTimestamp: m.OriginTimestamp}
 	}
 	return out
 }

@@ -127,7 +127,7 @@ func (s *sinkRunner) start(ctx context.Context) (err error) {
 	if !s.status.started() {
 		return nil // failed already: run stops it
 	}
-	s.log.Info("sink running", "offset_commit", s.policy.mode, "on_failure", s.proc.failure.String(), "consumers", len(s.topics))
+	s.log.Info("sink running", "offset_commit", s.policy.mode, "on_failure", s.proc.failure.String(), "consumers", len(s.topics), "max_in_flight", s.inFlight)
 	s.logInitialized(s.instance)
 	for range s.topics {
 		s.log.Info(sinkConsumingLine(s.instance))

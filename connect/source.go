@@ -168,7 +168,7 @@ func (s *sourceRunner) start(ctx context.Context) (err error) {
 	s.prod = prod
 	s.status.started()
 	s.log.Info("source running", "stream", s.stream.Stream, "topic", s.stream.Topic, "schema", s.stream.Schema,
-		"state_bytes", len(state))
+		"state_bytes", len(state), "max_in_flight", s.inFlight)
 	s.logInitialized(s.instance)
 	s.log.Info(sourceStartedLine(s.instance))
 	s.bench.enabled(KindSource, s.instance, s.cfg.Key)
@@ -250,12 +250,12 @@ func (s *sourceRunner) run() {
 var errStopping = errors.New("connect: runtime stopping; batch not delivered")
 
 // sourceInFlight is how many batches a source runner may hold read and not yet acked: the
-// connector's max_in_flight (default 1), at most what the source accepts
-// (sdk.PipelinedSource). A source that does not accept it refuses max_in_flight > 1 (a
-// restart cannot fix that).
+// connector's max_in_flight (unset: config.DefaultMaxInFlight for a source that accepts
+// reads ahead, 1 for any other), at most what the source accepts (sdk.PipelinedSource). A
+// source that does not accept it refuses max_in_flight > 1 (a restart cannot fix that).
 func sourceInFlight(cfg *config.Source, src sdk.Source, log *slog.Logger) (int, error) {
 	ps, ok := src.(sdk.PipelinedSource)
-	return inFlightLimit(cfg.MaxInFlight, "source", ok, func() int { return ps.MaxUnacked() },
+	return inFlightLimit(cfg.MaxInFlight, "source", ok, ok, func() int { return ps.MaxUnacked() },
 		fmt.Sprintf("the source %s does not accept reads before its batches are acknowledged (sdk.PipelinedSource)", cfg.Path), log)
 }
 

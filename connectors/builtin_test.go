@@ -7,10 +7,10 @@ import (
 
 func TestRegistry(t *testing.T) {
 	r := Registry()
-	if got := r.SinkNames(); !reflect.DeepEqual(got, []string{"file", "http", "kafka", "mqtt", "null", "postgres", "s3", "stdout"}) {
+	if got := r.SinkNames(); !reflect.DeepEqual(got, []string{"file", "http", "iceberg", "kafka", "mongodb", "mqtt", "null", "postgres", "redis", "s3", "stdout"}) {
 		t.Fatalf("sinks = %v", got)
 	}
-	if got := r.SourceNames(); !reflect.DeepEqual(got, []string{"kafka", "mqtt", "postgres", "random"}) {
+	if got := r.SourceNames(); !reflect.DeepEqual(got, []string{"iggy", "kafka", "mqtt", "postgres", "random", "redis"}) {
 		t.Fatalf("sources = %v", got)
 	}
 	for _, n := range r.SinkNames() {

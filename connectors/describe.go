@@ -15,6 +15,10 @@ type Connector struct {
 	Kind string // "sink" or "source"
 	Name string // path = "builtin:<Name>"
 	Spec sdk.ConfigSpec
+	// Concurrent: the connector accepts more than one batch at once (a sink that is an
+	// sdk.ConcurrentSink, a source that is an sdk.PipelinedSource), so a file that leaves
+	// max_in_flight unset gets the runtime's default rather than 1.
+	Concurrent bool
 }
 
 // List returns every connector of reg, sinks then sources, each sorted by name. A connector
@@ -23,13 +27,38 @@ func List(reg *sdk.Registry) []Connector {
 	var out []Connector
 	for _, n := range reg.SinkNames() {
 		s, _ := reg.SinkSpec(n)
-		out = append(out, Connector{"sink", n, s})
+		var concurrent bool
+		if f, ok := reg.Sink(n); ok && f != nil {
+			_, concurrent = f().(sdk.ConcurrentSink)
+		}
+		out = append(out, Connector{"sink", n, s, concurrent})
 	}
 	for _, n := range reg.SourceNames() {
 		s, _ := reg.SourceSpec(n)
-		out = append(out, Connector{"source", n, s})
+		var concurrent bool
+		if f, ok := reg.Source(n); ok && f != nil {
+			_, concurrent = f().(sdk.PipelinedSource)
+		}
+		out = append(out, Connector{"source", n, s, concurrent})
 	}
 	return out
+}
+
+// inFlightCell is InFlightText for a table read on any machine: the default by its rule.
+func inFlightCell(c Connector) string {
+	if c.Concurrent {
+		return "the default (twice the CPUs, 2 to 8)"
+	}
+	return "1"
+}
+
+// InFlightText says what max_in_flight is for c when its file leaves it unset (the same
+// words on every machine: the number follows from the CPUs where it runs).
+func InFlightText(c Connector) string {
+	if c.Concurrent {
+		return "the runtime's default (twice the CPUs, 2 to 8), at most what it accepts"
+	}
+	return "1 (one batch at a time)"
 }
 
 // DefaultText renders a field's default as it would be written in a connector file.
@@ -59,6 +88,9 @@ func WriteText(w io.Writer, reg *sdk.Registry) error {
 		if c.Kind == "sink" {
 			fmt.Fprintf(tw, "  offset_commit: %s; when not set: %s; under sink_controlled: %s\n",
 				strings.Join(CommitModes(c.Spec), ", "), UnsetCommitMode(c.Spec), CommitsText(c.Spec.Commits))
+		}
+		if c.Concurrent {
+			fmt.Fprintf(tw, "  max_in_flight when not set: %s\n", InFlightText(c))
 		}
 		if c.Spec.AnyFields {
 			fmt.Fprintln(tw, "  (ignores plugin_config)")
@@ -202,12 +234,12 @@ func CommitsText(c sdk.SinkCommits) string {
 // WriteCommitsMarkdown prints docs/connectors.md's table of the sinks' commit facts.
 func WriteCommitsMarkdown(w io.Writer, reg *sdk.Registry) error {
 	var b strings.Builder
-	b.WriteString("| sink | `offset_commit` it takes | when not set | under `sink_controlled` |\n|---|---|---|---|\n")
+	b.WriteString("| sink | `offset_commit` it takes | when not set | under `sink_controlled` | `max_in_flight` when not set |\n|---|---|---|---|---|\n")
 	for _, c := range List(reg) {
 		if c.Kind != "sink" {
 			continue
 		}
-		fmt.Fprintf(&b, "| `builtin:%s` | %s | %s | %s |\n", c.Name, strings.Join(CommitModes(c.Spec), ", "), UnsetCommitMode(c.Spec), CommitsText(c.Spec.Commits))
+		fmt.Fprintf(&b, "| `builtin:%s` | %s | %s | %s | %s |\n", c.Name, strings.Join(CommitModes(c.Spec), ", "), UnsetCommitMode(c.Spec), CommitsText(c.Spec.Commits), inFlightCell(c))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -51,7 +51,9 @@ func TestREADMEConnectorTableIsCurrent(t *testing.T) {
 func TestEveryBuiltinSinkDeclaresItsCommits(t *testing.T) {
 	reg := Registry()
 	want := map[string]sdk.SinkCommits{"file": sdk.CommitsWhenDurable, "null": sdk.CommitsEachBatch,
-		"postgres": sdk.CommitsWhenDurable, "http": sdk.CommitsEachBatch, "mqtt": sdk.CommitsEachBatch, "kafka": sdk.CommitsEachBatch, "s3": sdk.CommitsWhenDurable, "stdout": sdk.CommitsEachBatch}
+		"postgres": sdk.CommitsWhenDurable, "http": sdk.CommitsEachBatch, "mqtt": sdk.CommitsEachBatch, "kafka": sdk.CommitsEachBatch, "redis": sdk.CommitsEachBatch, "s3": sdk.CommitsWhenDurable, "stdout": sdk.CommitsEachBatch,
+		"iceberg": sdk.CommitsWhenDurable}
+	want["mongodb"] = sdk.CommitsEachBatch // once MongoDB acknowledged the batch, inside Consume
 	for _, n := range reg.SinkNames() {
 		spec, _ := reg.SinkSpec(n)
 		if spec.Commits != want[n] || spec.Commits == sdk.CommitsUndeclared {

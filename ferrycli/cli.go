@@ -151,6 +151,12 @@ func (c *CLI) command() *cobra.Command {
 		newVersionCmd(version),
 		newStatusCmd(),
 		newConformanceCmd(),
+		newStreamCmd(),
+		newTopicCmd(),
+		newProduceCmd(),
+		newConsumeCmd(),
 	)
+	root.AddCommand(newControlCmds()...)
+	root.AddCommand(newHealthCmd())
 	return root
 }

@@ -81,10 +81,10 @@ func TestAddRefuses(t *testing.T) {
 			t.Errorf("%s: errors.Is(err, ErrDuplicate) = %v, want %v", tc.name, !tc.dup, tc.dup)
 		}
 	}
-	if got, want := strings.Join(c.reg.SinkNames(), ","), "file,http,kafka,mine,mqtt,null,postgres,s3,stdout"; got != want {
+	if got, want := strings.Join(c.reg.SinkNames(), ","), "file,http,iceberg,kafka,mine,mongodb,mqtt,null,postgres,redis,s3,stdout"; got != want {
 		t.Errorf("sinks %s, want %s", got, want)
 	}
-	if got, want := strings.Join(c.reg.SourceNames(), ","), "kafka,mine,mqtt,postgres,random"; got != want {
+	if got, want := strings.Join(c.reg.SourceNames(), ","), "iggy,kafka,mine,mqtt,postgres,random,redis"; got != want {
 		t.Errorf("sources %s, want %s", got, want)
 	}
 	if _, ok := New().reg.Sink("mine"); ok {
@@ -125,6 +125,7 @@ func TestConnectorsLists(t *testing.T) {
 
 sink builtin:null
   offset_commit: after_polling, after_consuming, sink_controlled; when not set: after_polling; under sink_controlled: commits each batch once written, inside Consume
+  max_in_flight when not set: the runtime's default (twice the CPUs, 2 to 8), at most what it accepts
   (ignores plugin_config)
 
 source builtin:mine
@@ -150,7 +151,7 @@ source builtin:mine
 		t.Errorf("connectors --markdown mine:\n%s", md)
 	}
 	_, err = execute(t, c, "connectors", "nope")
-	if err == nil || !strings.Contains(err.Error(), `connectors: no connector named "nope" (sinks: [file http kafka mine mqtt null postgres s3 stdout], sources: [kafka mine mqtt postgres random])`) {
+	if err == nil || !strings.Contains(err.Error(), `connectors: no connector named "nope" (sinks: [file http iceberg kafka mine mongodb mqtt null postgres redis s3 stdout], sources: [iggy kafka mine mqtt postgres random redis])`) {
 		t.Errorf("connectors nope: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -200,9 +201,18 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	if err := tel.StartMetrics(ctx, rc.Telemetry.Metrics, metrics.Gatherer(rt)); err != nil {
 		return err
 	}
-	var health func() error
-	if srv != nil {
-		health = srv.StorageFault
+	// /health answers 200 only once every connector has left starting (Start returns after
+	// each one's first start ended: running, degraded or error), as upstream's API, which
+	// listens only after the connectors started; the status page is served meanwhile.
+	var startDone atomic.Bool
+	health := func() error {
+		if !startDone.Load() {
+			return errStarting
+		}
+		if srv != nil {
+			return srv.StorageFault()
+		}
+		return nil
 	}
 	apiURL, stopAPI, err := serveAPI(ctx, rc, ln, sdir, rt, provider, orVersion(f.version), health, log)
 	ln = nil // serveAPI owns it now
@@ -213,6 +223,7 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	if err := rt.Start(ctx); err != nil {
 		return err
 	}
+	startDone.Store(true)
 	log.Info(lineSpawned)
 	for _, st := range rt.Status() {
 		if st.State == connect.StateError && st.LastError != nil {
@@ -270,6 +281,9 @@ const (
 
 // dialWithin connects to Iggy, retrying with backoff until timeout: a server that is
 // still starting (connection refused) is waited for, as a service manager expects.
+// errStarting is /health's reason while the connectors start.
+var errStarting = errors.New("starting: the connectors' first start has not ended")
+
 func dialWithin(ctx context.Context, addr string, timeout time.Duration, opts []iggy.Opt, log *slog.Logger) (*iggy.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -36,6 +36,14 @@ out="${1:-bench.txt}"
   else
     echo "skipped: FERRY_POSTGRES_URL is not set (eval \"\$(bash scripts/postgres.sh start)\")"
   fi
+  echo "## Iggy source: Iggy → Iggy replication beside a bare poll+send+store loop of Ferry's client (two ferry servers of its own)"
+  FERRY_IGGY_BENCH=1 go test -count=1 -v -run 'TestIggyReplicationThroughput' -timeout 30m ./tests/e2e/ | grep -E 'msg/s'
+  echo "## Redis sink: XADD msgs/s beside go-redis's own pipelined XADD loop (needs FERRY_REDIS_URL)"
+  if [ -n "${FERRY_REDIS_URL:-}" ]; then
+    go test -run '^$' -bench SinkSideBySide -benchtime 200x -count 3 ./connectors/redis/
+  else
+    echo "skipped: FERRY_REDIS_URL is not set (eval \"\$(bash scripts/redis.sh start)\")"
+  fi
   echo "## S3 sink: rows/s into Parquet and JSON Lines beside the S3 server's own PUT loop (needs FERRY_S3_ENDPOINT)"
   if [ -n "${FERRY_S3_ENDPOINT:-}" ]; then
     go test -run '^$' -bench 'Sink$' -benchtime 3x ./connectors/s3/
@@ -57,6 +65,18 @@ out="${1:-bench.txt}"
     go test -run '^$' -bench SourceSideBySide -benchtime 1x ./connectors/kafka/source/
   else
     echo "skipped: FERRY_KAFKA_BOOTSTRAP is not set (eval \"\$(bash scripts/kafka.sh start)\")"
+  fi
+  echo "## Iceberg sink: rows/s (200-byte JSON, six typed columns) with commits every 10s and 1s beside iceberg-go's bare append loop, SQL catalog on PostgreSQL, local warehouse (needs FERRY_POSTGRES_URL)"
+  if [ -n "${FERRY_POSTGRES_URL:-}" ]; then
+    go test -v -run '^$' -bench SinkSideBySide -benchtime 1x ./connectors/iceberg/ | grep -E 'rows/s|FAIL'
+  else
+    echo "skipped: FERRY_POSTGRES_URL is not set (eval \"\$(bash scripts/postgres.sh start)\")"
+  fi
+  echo "## MongoDB sink beside the Go driver's own InsertMany loop of the same documents, FerretDB on SQLite (needs FERRY_MONGODB_URI)"
+  if [ -n "${FERRY_MONGODB_URI:-}" ]; then
+    go test -run '^$' -bench SinkSideBySide -benchtime 1x ./connectors/mongodb/
+  else
+    echo "skipped: FERRY_MONGODB_URI is not set (eval \"\$(bash scripts/ferretdb.sh start)\")"
   fi
   echo "## end to end: ferry bench (random source -> discarding sink, fsync always)"
   go run ./cmd/ferry bench

@@ -9,10 +9,15 @@ cd "$(dirname "$0")/.."
 # name|variable that must be set|env of the full size|test regexp
 soaks=(
   "cdc|FERRY_POSTGRES_URL|FERRY_CDC_SOAK=1|TestPostgresCDCExactlyOnceUnderSIGKILL"
+  "redis|FERRY_REDIS_URL|FERRY_REDIS_SOAK=1|TestRedisExactlyOnceUnderSIGKILL"
+  "redis-source|FERRY_REDIS_URL|FERRY_REDIS_SOAK=1|TestRedisSourceUnderSIGKILL"
+  "iggy|PATH|FERRY_IGGY_REPL_SOAK=1|TestIggyReplicationUnderSIGKILL" # no service: the test starts both ferry servers
   "mqtt|FERRY_MQTT_URL|FERRY_MQTT_SOAK=1|TestMQTTSourceAtLeastOnceUnderSIGKILL"
   # http needs no service (its receiver runs in the test): PATH stands for "always".
   "http|PATH|FERRY_HTTP_SOAK=1|TestHTTPSinkExactlyOnceAfterDedupUnderSIGKILL"
   "kafka|FERRY_KAFKA_BOOTSTRAP|FERRY_KAFKA_SOAK=1|TestKafkaRoundTripExactlyOnceUnderSIGKILL"
+  "iceberg|FERRY_PYICEBERG_PYTHON|FERRY_ICEBERG_SOAK=1|TestIcebergExactlyOnceUnderSIGKILL"
+  "mongodb|FERRY_MONGODB_URI|FERRY_MONGODB_SOAK=1|TestMongoDBExactlyOnceUnderSIGKILL"
 )
 
 want=("$@")

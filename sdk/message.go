@@ -131,4 +131,10 @@ type ProducedMessage struct {
 	// partition n) sets it, so that each origin lane goes to one partition whatever its
 	// keys.
 	Partition *uint32
+	// OriginTimestamp is the producer's time in µs since the epoch that Iggy stores with
+	// the message (a replica keeps the original's); 0: the time of the send.
+	OriginTimestamp uint64
 }
+
+// PartitionAt returns a [ProducedMessage.Partition] naming the partition at index i.
+func PartitionAt(i uint32) *uint32 { return &i }

@@ -14,7 +14,8 @@ import (
 // highest offset written but not yet durable, and the highest durable one, committed to
 // the runtime once durable and never backwards. A sink that keeps its positions in its
 // target (exactly once) gives it a [LoadPositions] function and implements
-// [PartitionSeeker] by calling [Positions.Assigned]; one whose durability is a periodic
+// [PartitionSeeker] by calling [Positions.Assigned] (a [RewindSeeker] gives a
+// [LoadPositionsAt] and calls [Positions.Positions] too); one whose durability is a periodic
 // sync (a file's fsync) calls [Positions.Written] per batch and [Positions.Synced] after
 // each sync ([Positions.Mark] when writes go on during the sync); one whose writes are
 // durable at once calls [Positions.Durable].
@@ -38,6 +39,7 @@ type Positions struct {
 	committer Committer
 	log       *slog.Logger
 	load      LoadPositions
+	loadAt    LoadPositionsAt
 
 	mu    sync.Mutex
 	parts map[Partition]*position
@@ -47,6 +49,12 @@ type Positions struct {
 // offset of the next message to write (the last written + 1); partitions it leaves out
 // resume from the group's offset stored in Iggy.
 type LoadPositions func(ctx context.Context, topic TopicMetadata, parts []Partition) (map[Partition]uint64, error)
+
+// LoadPositionsAt is a [LoadPositions] that also gives, for each partition found, the
+// timestamp of the last message written ([Position]), for a sink that is a
+// [RewindSeeker]: the runtime checks it against the partition, to find one purged while
+// the sink was away.
+type LoadPositionsAt func(ctx context.Context, topic TopicMetadata, parts []Partition) (map[Partition]Position, error)
 
 // position is one assigned partition's bookkeeping. Offsets are "next" positions
 // (offset + 1), so 0 means none.
@@ -69,28 +77,62 @@ func NewPositions(env SinkEnv, load LoadPositions) *Positions {
 	return &Positions{committer: env.Committer, log: log, load: load, parts: map[Partition]*position{}}
 }
 
+// NewPositionsAt is [NewPositions] for a sink that is a [RewindSeeker]: load gives each
+// position with its timestamp, [Positions.Positions] returns them, [Positions.Assigned]
+// the same without the timestamps. When the runtime says partitions went back
+// ([RewindSeeker.Rewound]), the sink calls [Positions.Forget] for each of them.
+func NewPositionsAt(env SinkEnv, load LoadPositionsAt) *Positions {
+	k := NewPositions(env, nil)
+	k.loadAt = load
+	return k
+}
+
 // Assigned is [PartitionSeeker.Assigned] for a sink with a [LoadPositions]: each
 // partition's earlier bookkeeping is dropped, its position read from the target, and
 // the runtime seeks each partition found there. Without a load function it only drops
 // the earlier bookkeeping and seeks nothing.
 func (k *Positions) Assigned(ctx context.Context, topic TopicMetadata, parts []Partition) (map[Partition]uint64, error) {
-	var found map[Partition]uint64
-	if k.load != nil {
+	at, err := k.Positions(ctx, topic, parts)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[Partition]uint64, len(at))
+	for p, v := range at {
+		out[p] = v.Next
+	}
+	return out, nil
+}
+
+// Positions is [RewindSeeker.Positions]: [Positions.Assigned] with the timestamp of each
+// partition's last message written, as the [LoadPositionsAt] of [NewPositionsAt] gives
+// it (0 from a [LoadPositions]: the position is taken as it is).
+func (k *Positions) Positions(ctx context.Context, topic TopicMetadata, parts []Partition) (map[Partition]Position, error) {
+	found := map[Partition]Position{}
+	switch {
+	case k.loadAt != nil:
 		var err error
-		if found, err = k.load(ctx, topic, parts); err != nil {
+		if found, err = k.loadAt(ctx, topic, parts); err != nil {
 			return nil, err
+		}
+	case k.load != nil:
+		next, err := k.load(ctx, topic, parts)
+		if err != nil {
+			return nil, err
+		}
+		for p, n := range next {
+			found[p] = Position{Next: n}
 		}
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	out := map[Partition]uint64{}
+	out := map[Partition]Position{}
 	for _, p := range parts {
 		pos := &position{}
-		if next, ok := found[p]; ok {
-			pos.next, pos.seen = next, true
+		if at, ok := found[p]; ok {
+			pos.next, pos.seen = at.Next, true
 			// Everything before the sought offset is in the target: done, whatever Iggy says.
-			pos.written, pos.durable = next, next
-			out[p] = next
+			pos.written, pos.durable = at.Next, at.Next
+			out[p] = at
 		}
 		k.parts[p] = pos
 	}

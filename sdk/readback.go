@@ -27,6 +27,7 @@ type Origins[P any] struct {
 	less        func(a, b P) bool
 	newest      map[originKey]P
 	partitionOf func(key []byte) int
+	partitions  int
 	read        bool
 }
 
@@ -60,6 +61,7 @@ func ReadBack[P any](ctx context.Context, env SourceEnv, window int, parse func(
 		return nil, fmt.Errorf("read back the topic's last messages: %w", err)
 	}
 	o.read, o.partitionOf = true, tail.PartitionOf
+	o.partitions = len(tail.Last)
 	for i := range tail.Last {
 		msgs := []*SentMessage{tail.Last[i]}
 		if i < len(tail.Recent) && len(tail.Recent[i]) > 0 {
@@ -107,6 +109,10 @@ func (o *Origins[P]) HoldsKeyed(key []byte, lane string, pos P) bool {
 	}
 	return o.Holds(o.partitionOf(key), lane, pos)
 }
+
+// Partitions returns how many partitions the topic had when it was read back (0 when it
+// was not read).
+func (o *Origins[P]) Partitions() int { return o.partitions }
 
 // Newest returns the newest position of lane over every partition.
 func (o *Origins[P]) Newest(lane string) (P, bool) {

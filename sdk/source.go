@@ -110,8 +110,9 @@ type CheckedPayloads interface {
 
 // PipelinedSource is implemented by a source whose Read may be called again while batches
 // it returned earlier are not acknowledged yet. MaxUnacked, asked after Open, is how many
-// such batches it accepts at once (at least 1); the connector file's max_in_flight (default
-// 1) chooses how many the runtime keeps, at most that. Ordering still holds:
+// such batches it accepts at once (at least 1); the connector file's max_in_flight (unset:
+// the runtime's default, a few from the CPUs) chooses how many the runtime keeps, at most
+// that. Ordering still holds:
 //
 //   - the runtime sends the batches to Iggy in the order they were read (one partition's
 //     messages never overtake an earlier batch's);

@@ -230,9 +230,11 @@ type Sink struct {
 	Commit          CommitSettings
 	ShutdownTimeout time.Duration // Ferry; default 10s
 	// MaxInFlight is how many batches of one topic may be inside the sink's Consume at
-	// once, for different partitions (Ferry; default 1). More than 1 needs a sink that
-	// accepts it: a Go sink that is an sdk.ConcurrentSink, or a native plugin the user
-	// knows to be safe for it. 0 in a hand-built config means 1.
+	// once, for different partitions (Ferry). More than 1 needs a sink that accepts it: a
+	// Go sink that is an sdk.ConcurrentSink, or a native plugin the user knows to be safe
+	// for it. 0 (the file leaves it unset) is the default: DefaultMaxInFlight for a Go sink
+	// that declares it accepts concurrent calls (at most what it accepts), 1 for any other
+	// and for a native plugin, whose ABI cannot declare it.
 	MaxInFlight uint32
 	// OffsetCommitUnset: the file has no offset_commit, so OffsetCommit is the default. A
 	// built-in that runs with one mode only (a spec listing only sink_controlled) then runs
@@ -260,11 +262,17 @@ type Source struct {
 	Retry      Retry         // Ferry
 	DeadLetter DeadLetter    // Ferry
 	// MaxInFlight is how many batches the runner may hold read but not yet acknowledged
-	// (Ferry; default 1: the next Read waits for the previous batch's ack). More than 1
-	// needs a source that accepts it (sdk.PipelinedSource); batches are still sent in read
-	// order and acknowledged in read order. 0 in a hand-built config means 1.
+	// (Ferry). More than 1 needs a source that accepts it (sdk.PipelinedSource); batches
+	// are still sent in read order and acknowledged in read order. 0 (the file leaves it
+	// unset) is the default: DefaultMaxInFlight for a source that accepts reads ahead (at
+	// most what it accepts), 1 (the next Read waits for the previous batch's ack) for any
+	// other.
 	MaxInFlight uint32
 }
+
+// DefaultMaxInFlight is max_in_flight when a connector file leaves it unset, for a
+// connector that declares it accepts more than one batch at once: sdk.DefaultMaxInFlight.
+func DefaultMaxInFlight() int { return sdk.DefaultMaxInFlight() }
 
 // Validate checks a Sink built or changed by code; parsing already did. Errors name File.
 func (s *Sink) Validate() error { return s.validate(&locator{file: s.File}) }

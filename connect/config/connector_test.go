@@ -43,7 +43,7 @@ func TestSinkDefaults(t *testing.T) {
 		Retry:           Retry{MaxRetries: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
 		OnFailure:       FailureStop,
 		Commit:          CommitSettings{Interval: time.Second, Delay: 10 * time.Millisecond, MaxUncommitted: 100000},
-		ShutdownTimeout: 10 * time.Second, MaxInFlight: 1, OffsetCommitUnset: true,
+		ShutdownTimeout: 10 * time.Second, MaxInFlight: 0, OffsetCommitUnset: true,
 	}
 	s.PluginKeys = nil // where plugin_config's keys are: TestPluginConfigErrorNamesTheLine
 	if !reflect.DeepEqual(s, want) {
@@ -140,7 +140,7 @@ schema = "raw"
 		Streams:     []SourceStream{{Stream: "s", Topic: "t", Schema: sdk.SchemaRaw, BatchLength: 1000, LingerTime: 5 * time.Millisecond}},
 		OnFailure:   FailureStop,
 		Retry:       Retry{MaxRetries: 3, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
-		MaxInFlight: 1,
+		MaxInFlight: 0,
 	}
 	if got := s.PluginKeys["count"]; got.Line != 8 || s.PluginKeys[""].Line != 7 {
 		t.Fatalf("plugin_config keys at %+v", s.PluginKeys)
@@ -494,7 +494,7 @@ schema = "raw"
 		want    uint32
 		wantErr string
 	}{
-		{"", 1, ""},
+		{"", 0, ""}, // unset: the runtime chooses (sdk.DefaultMaxInFlight or 1)
 		{"max_in_flight = 4", 4, ""},
 		{"max_in_flight = 0", 0, "max_in_flight: must be between 1 and 1024"},
 		{"max_in_flight = 1025", 0, "max_in_flight: must be between 1 and 1024"},

@@ -472,7 +472,7 @@ func (r *rawSink) build(loc *locator) (*Sink, error) {
 		return nil, err
 	}
 	s.Commit.MaxUncommitted = or(r.Commit.MaxUncommitted, DefaultMaxUncommitted)
-	if s.MaxInFlight = or(r.MaxInFlight, 1); s.MaxInFlight == 0 {
+	if s.MaxInFlight = or(r.MaxInFlight, 0); r.MaxInFlight != nil && s.MaxInFlight == 0 {
 		return nil, loc.errorf("max_in_flight", nil, "must be between 1 and %d", MaxMaxInFlight)
 	}
 	for _, d := range []struct {
@@ -520,7 +520,7 @@ func (r *rawSource) build(loc *locator) (*Source, error) {
 	if s.OnFailure, s.Retry, s.DeadLetter, err = r.rawFailure.build(loc); err != nil {
 		return nil, err
 	}
-	if s.MaxInFlight = or(r.MaxInFlight, 1); s.MaxInFlight == 0 {
+	if s.MaxInFlight = or(r.MaxInFlight, 0); r.MaxInFlight != nil && s.MaxInFlight == 0 {
 		return nil, loc.errorf("max_in_flight", nil, "must be between 1 and %d", MaxMaxInFlight)
 	}
 	return s, nil

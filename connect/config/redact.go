@@ -20,14 +20,15 @@ import (
 //   - in every other string, the password of a URL ("postgres://u:pw@h/db") and the
 //     value of a password= / pwd= pair of a key-value DSN are [Redacted].
 var secretKeyWords = []string{"password", "passwd", "secret", "token", "credential", "api_key", "apikey", "private_key",
-	"connection_string", "connectionstring", "dsn", "auth"}
+	"connection_string", "connectionstring", "connection_uri", "connectionuri", "dsn", "auth"}
 
 var secretKeyParts = map[string]bool{"key": true, "apikey": true, "pwd": true}
 
 // publicKeyNames are keys with a "key" word that name data, not secrets.
 var publicKeyNames = map[string]bool{"primary_key": true, "primary_keys": true, "partition_key": true,
 	"message_key": true, "key_field": true, "sort_key": true, "routing_key": true, "foreign_key": true,
-	"upsert_key": true} // builtin:postgres
+	"upsert_key": true,                      // builtin:postgres
+	"stream_key": true, "stream_keys": true} // builtin:redis: stream names
 
 // Redacted replaces a secret value.
 const Redacted = "***"

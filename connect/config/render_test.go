@@ -55,8 +55,8 @@ func TestRenderPluginConfig(t *testing.T) {
 func TestRedactionOfURLAndNestedPasswords(t *testing.T) {
 	c := &Common{PluginConfig: []byte(`{"target":"postgres://app:hunter2@db:5432/x?sslmode=disable",` +
 		`"mirrors":["https://bob:pa%3Ass@m1/p","https://m2/p"],"opts":"host=h user=u password=hunter3 dbname=d",` +
-		`"db":{"password":"hunter4","user":"u","conn":{"dsn":"x","key":"k","primary_key":"id","upsert_key":"order_id","apiKey":"a"}},"note":"no secret here"}`)}
-	want := `{"db":{"conn":{"apiKey":"***","dsn":"***","key":"***","primary_key":"id","upsert_key":"order_id"},"password":"***","user":"u"},` +
+		`"db":{"password":"hunter4","user":"u","conn":{"dsn":"x","key":"k","primary_key":"id","upsert_key":"order_id","stream_key":"{stream}:{partition}","apiKey":"a"}},"note":"no secret here"}`)}
+	want := `{"db":{"conn":{"apiKey":"***","dsn":"***","key":"***","primary_key":"id","stream_key":"{stream}:{partition}","upsert_key":"order_id"},"password":"***","user":"u"},` +
 		`"mirrors":["https://bob:***@m1/p","https://m2/p"],"note":"no secret here",` +
 		`"opts":"host=h user=u password=*** dbname=d","target":"postgres://app:***@db:5432/x?sslmode=disable"}`
 	got := c.RedactedPluginConfig()

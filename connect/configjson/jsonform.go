@@ -37,7 +37,7 @@ type SinkConfigJSON struct {
 	DeadLetter      *DeadLetterJSON      `json:"dead_letter"` // nil (null) when neither key is set
 	Commit          CommitJSON           `json:"commit"`
 	ShutdownTimeout string               `json:"shutdown_timeout"`
-	MaxInFlight     uint32               `json:"max_in_flight"`
+	MaxInFlight     *uint32              `json:"max_in_flight"` // nil (null) when the file leaves it to the runtime's default
 	Restart         RestartJSON          `json:"restart"`
 }
 
@@ -70,7 +70,7 @@ type SourceConfigJSON struct {
 	OnFailure          config.FailurePolicy `json:"on_failure"`
 	Retry              RetryJSON            `json:"retry"`
 	DeadLetter         *DeadLetterJSON      `json:"dead_letter"`
-	MaxInFlight        uint32               `json:"max_in_flight"`
+	MaxInFlight        *uint32              `json:"max_in_flight"` // nil (null): the runtime's default
 	Restart            RestartJSON          `json:"restart"`
 }
 
@@ -122,7 +122,7 @@ func SinkJSON(s *config.Sink) SinkConfigJSON {
 		Verbose: s.Verbose, Benchmark: s.Benchmark, OffsetCommit: s.OffsetCommit, OnFailure: s.OnFailure,
 		Retry: retryJSON(s.Retry), DeadLetter: deadLetterJSON(s.DeadLetter),
 		Commit:          CommitJSON{Interval: sdk.FormatDuration(s.Commit.Interval), MaxUncommitted: s.Commit.MaxUncommitted},
-		ShutdownTimeout: sdk.FormatDuration(s.ShutdownTimeout), MaxInFlight: s.MaxInFlight, Restart: restartJSON(s.Restart),
+		ShutdownTimeout: sdk.FormatDuration(s.ShutdownTimeout), MaxInFlight: inFlightJSON(s.MaxInFlight), Restart: restartJSON(s.Restart),
 	}
 	if s.Commit.DelaySet {
 		out.Commit.Delay = sdk.FormatDuration(s.Commit.Delay)
@@ -148,7 +148,7 @@ func SourceJSON(s *config.Source) SourceConfigJSON {
 		Transforms: transformsJSON(s.Transforms), Streams: []SourceStreamJSON{},
 		PluginConfigFormat: optString(s.PluginConfigFormat), PluginConfig: pluginConfigJSON(s.PluginConfig),
 		Verbose: s.Verbose, Benchmark: s.Benchmark, OnFailure: s.OnFailure,
-		Retry: retryJSON(s.Retry), DeadLetter: deadLetterJSON(s.DeadLetter), MaxInFlight: max(s.MaxInFlight, 1),
+		Retry: retryJSON(s.Retry), DeadLetter: deadLetterJSON(s.DeadLetter), MaxInFlight: inFlightJSON(s.MaxInFlight),
 		Restart: restartJSON(s.Restart),
 	}
 	for _, st := range s.Streams {
@@ -201,4 +201,13 @@ func deadLetterJSON(d config.DeadLetter) *DeadLetterJSON {
 		return nil
 	}
 	return &DeadLetterJSON{Stream: optString(d.Stream), Topic: optString(d.Topic)}
+}
+
+// inFlightJSON is max_in_flight in the JSON form: nil (null) for 0, a file that leaves it to
+// the runtime's default, which a create body's null means too.
+func inFlightJSON(n uint32) *uint32 {
+	if n == 0 {
+		return nil
+	}
+	return &n
 }

@@ -23,7 +23,7 @@ func TestSinkJSONExact(t *testing.T) {
 		`"plugin_config_format":"yaml","plugin_config":{"alpha":{"b":true,"nested":[1,2.5,"x\u003cy"]},"zeta":1},"verbose":true,"benchmark":false,` +
 		`"offset_commit":"sink_controlled","on_failure":"dead_letter","retry":{"max_retries":0,"initial_backoff":"10ms","max_backoff":"1s"},` +
 		`"dead_letter":{"stream":"dlq","topic":"failed"},"commit":{"interval":"250ms","delay":"20ms","max_uncommitted":7},` +
-		`"shutdown_timeout":"2s","max_in_flight":1,"restart":{"max_restarts":2,"initial_backoff":"500us","max_backoff":"1m"}}`
+		`"shutdown_timeout":"2s","max_in_flight":null,"restart":{"max_restarts":2,"initial_backoff":"500us","max_backoff":"1m"}}`
 	if string(b) != want {
 		t.Fatalf("got  %s\nwant %s", b, want)
 	}
@@ -42,7 +42,7 @@ func TestSourceJSONExact(t *testing.T) {
 		`"streams":[{"stream":"s","topic":"t","schema":"raw","avro_schema_json":null,"avro_schema_path":null,"batch_length":1000,"linger_time":"20ms"},` +
 		`{"stream":"s2","topic":"t2","schema":"avro","avro_schema_json":"{\"type\":\"string\"}","avro_schema_path":null,"batch_length":9,"linger_time":"5ms"}],` +
 		`"plugin_config_format":null,"plugin_config":{"count":10},"verbose":false,"benchmark":true,"on_failure":"skip",` +
-		`"retry":{"max_retries":5,"initial_backoff":"100ms","max_backoff":"5s"},"dead_letter":null,"max_in_flight":1,` +
+		`"retry":{"max_retries":5,"initial_backoff":"100ms","max_backoff":"5s"},"dead_letter":null,"max_in_flight":null,` +
 		`"restart":{"max_restarts":0,"initial_backoff":"1s","max_backoff":"5s"}}`
 	if string(b) != want {
 		t.Fatalf("got  %s\nwant %s", b, want)

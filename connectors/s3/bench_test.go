@@ -18,6 +18,7 @@ import (
 
 	"github.com/ferryio/ferry/internal/s3test"
 	"github.com/ferryio/ferry/sdk"
+	"github.com/ferryio/ferry/sdk/sdktest"
 )
 
 // benchBatch is the messages of one Consume in the benchmarks.
@@ -66,10 +67,11 @@ var (
 )
 
 // benchSink opens a sink on a bucket of its own, emptied when the benchmark ends.
-func benchSink(b *testing.B, srv *s3test.Server, extra string) *Sink {
+func benchSink(b *testing.B, srv *s3test.Server, extra string) *tsink {
 	s := New()
-	cfg := config(srv, srv.Bucket(b), extra)
-	if err := s.Open(context.Background(), sdk.SinkEnv{Key: "bench", Config: []byte(cfg), Committer: &commits{}}); err != nil {
+	cfg := cfgOf(srv, srv.Bucket(b), extra)
+	c := sdktest.NewCommitter()
+	if err := s.Open(context.Background(), sdk.SinkEnv{Key: "bench", Config: []byte(cfg), Committer: c}); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
@@ -83,7 +85,7 @@ func benchSink(b *testing.B, srv *s3test.Server, extra string) *Sink {
 	if _, err := s.Assigned(context.Background(), topic, []sdk.Partition{part(0), part(1), part(2)}); err != nil {
 		b.Fatal(err)
 	}
-	return s
+	return &tsink{s, c}
 }
 
 // emptyBucket deletes every object of st's bucket: a benchmark writes gigabytes, which
@@ -205,10 +207,10 @@ func benchmarkSink(b *testing.B, rowsOf func([]sdk.ConsumedMessage, uint64)) {
 		return payload
 	}
 	// consume sends the round's batches to s and waits for its uploads.
-	consume := func(s *Sink) time.Duration {
+	consume := func(s *tsink) time.Duration {
 		start := time.Now()
 		for i, msgs := range batches {
-			if err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(uint32(i % 3)), Schema: sdk.SchemaJSON}, msgs); err != nil {
+			if err := s.deliver(uint32(i%3), msgs); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -218,8 +220,8 @@ func benchmarkSink(b *testing.B, rowsOf func([]sdk.ConsumedMessage, uint64)) {
 	// The warm-up round: every row of it uploaded (the open objects too), then its objects
 	// read back as the same-bytes loops' bodies.
 	perRound := build() // the payload bytes of a round
-	same := map[*Sink][][]byte{}
-	for _, s := range []*Sink{pq, jl} {
+	same := map[*tsink][][]byte{}
+	for _, s := range []*tsink{pq, jl} {
 		consume(s)
 		for _, ps := range s.snapshot() {
 			ps.mu.Lock()
@@ -242,7 +244,7 @@ func benchmarkSink(b *testing.B, rowsOf func([]sdk.ConsumedMessage, uint64)) {
 	var objects atomic.Int64
 	// putLoop uploads bodies through s's client (its bucket, its settings), workers at a
 	// time.
-	putLoop := func(s *Sink, bodies [][]byte, workers int) time.Duration {
+	putLoop := func(s *tsink, bodies [][]byte, workers int) time.Duration {
 		start := time.Now()
 		var wg sync.WaitGroup
 		var failed atomic.Pointer[error]
@@ -310,7 +312,7 @@ func benchmarkSink(b *testing.B, rowsOf func([]sdk.ConsumedMessage, uint64)) {
 		emptyBucket(b, jl.st)
 		b.StartTimer()
 	}
-	for i, s := range []*Sink{pq, jl} {
+	for i, s := range []*tsink{pq, jl} {
 		start := time.Now()
 		if err := s.Close(context.Background()); err != nil {
 			b.Fatal(err)
@@ -357,7 +359,7 @@ func benchmarkSink(b *testing.B, rowsOf func([]sdk.ConsumedMessage, uint64)) {
 // Run with go test -run '^$' -bench SinkMemory -benchtime 600x ./connectors/s3/.
 func BenchmarkSinkMemory(b *testing.B) {
 	srv := s3test.Connect(b)
-	for _, format := range []string{FormatParquet, FormatJSONLines} {
+	for _, format := range []string{string(formatParquet), string(formatJSONLines)} {
 		for _, mode := range []string{"streamed", "whole"} {
 			b.Run(format+"/"+mode, func(b *testing.B) {
 				partSize := "8MiB"
@@ -373,7 +375,7 @@ func BenchmarkSinkMemory(b *testing.B) {
 				b.ResetTimer()
 				for i := range b.N {
 					benchRows(msgs, uint64(i*benchBatch))
-					if err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(0), Schema: sdk.SchemaJSON}, msgs); err != nil {
+					if err := s.deliver(0, msgs); err != nil {
 						b.Fatal(err)
 					}
 					metrics.Read(sample)
@@ -409,7 +411,7 @@ func BenchmarkParquetEncode(b *testing.B) {
 				if level != "" {
 					extra += fmt.Sprintf(`,"compression_level":%q`, level)
 				}
-				s, err := parseConfig([]byte("{" + extra + "}"))
+				s, err := Config.Parse([]byte("{" + extra + "}"))
 				if err != nil {
 					b.Fatal(err)
 				}

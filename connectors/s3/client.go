@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -29,40 +30,90 @@ type store struct {
 }
 
 // transports remembers the HTTP transports the SDK built for the client (a custom CA
-// bundle in AWS_CA_BUNDLE makes it build its own from ours).
+// bundle in AWS_CA_BUNDLE makes it build its own from ours) and every connection they
+// dialed, so that closing the store closes them all and refuses new ones: a request cut
+// short while its connection was being dialed leaves the dial going, and the connection
+// would otherwise join the idle pool after the sink closed it and wait there until the
+// transport's idle timeout.
 type transports struct {
-	mu  sync.Mutex
-	all []*http.Transport
+	mu     sync.Mutex
+	all    []*http.Transport
+	conns  map[*trackedConn]struct{}
+	closed bool
 }
 
+// errStoreClosed is the dial's answer once the store is closed.
+var errStoreClosed = errors.New("the sink's S3 client is closed")
+
 func (t *transports) add(tr *http.Transport) {
+	dial := tr.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.closed {
+			_ = c.Close()
+			return nil, errStoreClosed
+		}
+		tc := &trackedConn{Conn: c, t: t}
+		t.conns[tc] = struct{}{}
+		return tc, nil
+	}
 	t.mu.Lock()
 	t.all = append(t.all, tr)
 	t.mu.Unlock()
 }
 
+// close closes every connection, idle or not (the sink uses none any more), and makes
+// later dials fail.
 func (t *transports) close() {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, tr := range t.all {
+	t.closed = true
+	conns := t.conns
+	t.conns = map[*trackedConn]struct{}{}
+	all := t.all
+	t.mu.Unlock()
+	for c := range conns {
+		_ = c.Conn.Close()
+	}
+	for _, tr := range all {
 		tr.CloseIdleConnections()
 	}
 }
 
+// trackedConn is a connection its transports forget when it closes.
+type trackedConn struct {
+	net.Conn
+	t *transports
+}
+
+func (c *trackedConn) Close() error {
+	c.t.mu.Lock()
+	delete(c.t.conns, c)
+	c.t.mu.Unlock()
+	return c.Conn.Close()
+}
+
 // newStore builds the client: static credentials when both keys are set, else the standard
 // AWS chain (AWS_ACCESS_KEY_ID…, the shared profile, the instance role). The SDK's own
-// retries are off: the sink retries whole uploads (max_attempts) and the runtime whole
-// batches.
-func newStore(ctx context.Context, s settings) (*store, error) {
-	trs := &transports{}
+// retries are off: the sink retries each request of an upload (max_attempts, sdk.Retry)
+// and the runtime whole batches.
+func newStore(ctx context.Context, s config) (*store, error) {
+	trs := &transports{conns: map[*trackedConn]struct{}{}}
 	opts := []func(*awsconfig.LoadOptions) error{
 		awsconfig.WithRegion(s.Region),
 		awsconfig.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(trs.add)),
 		awsconfig.WithRetryer(func() aws.Retryer { return retry.AddWithMaxAttempts(retry.NewStandard(), 1) }),
 	}
-	if s.AccessKeyID != "" {
+	if !s.AccessKeyID.IsZero() {
 		opts = append(opts, awsconfig.WithCredentialsProvider(
-			credentials.NewStaticCredentialsProvider(s.AccessKeyID, s.SecretAccessKey, "")))
+			credentials.NewStaticCredentialsProvider(s.AccessKeyID.Reveal(), s.SecretAccessKey.Reveal(), "")))
 	}
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
@@ -72,7 +123,7 @@ func newStore(ctx context.Context, s settings) (*store, error) {
 		if s.Endpoint != "" {
 			o.BaseEndpoint = aws.String(s.Endpoint)
 		}
-		o.UsePathStyle = s.pathStyle
+		o.UsePathStyle = s.PathStyle
 		// Only what S3 requires: S3-compatible stores differ in the checksums they accept.
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired

@@ -1,148 +1,35 @@
 package s3
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"strings"
+	"slices"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/ferryio/ferry/connectors/internal/parquetrows"
+	"github.com/ferryio/ferry/sdk"
 )
-
-// Column is one [[plugin_config.columns]] entry: a typed Parquet column filled from the
-// JSON payload's field at Path (dot-separated); a missing field or a JSON null is null.
-type Column struct {
-	Name string `json:"name"`
-	Type string `json:"type"` // string, int64, float64, bool or json (the value's JSON text)
-	Path string `json:"path"`
-}
-
-// columnTypes maps each accepted type name (PostgreSQL's spellings too, as the PostgreSQL
-// sink's columns) to its Parquet node.
-var columnTypes = map[string]func() parquet.Node{
-	"string": parquet.String, "text": parquet.String, "json": parquet.String, "jsonb": parquet.String,
-	"int64":   func() parquet.Node { return parquet.Int(64) },
-	"bigint":  func() parquet.Node { return parquet.Int(64) },
-	"float64": func() parquet.Node { return parquet.Leaf(parquet.DoubleType) },
-	"double":  func() parquet.Node { return parquet.Leaf(parquet.DoubleType) },
-	"bool":    func() parquet.Node { return parquet.Leaf(parquet.BooleanType) },
-	"boolean": func() parquet.Node { return parquet.Leaf(parquet.BooleanType) },
-}
 
 // baseColumns are the columns every Parquet object has.
 var baseColumns = []string{"stream", "topic", "partition", "offset", "id", "timestamp", "origin_timestamp", "headers", "payload"}
 
-// checkColumns validates the columns; errors name the entry.
-func checkColumns(cols []Column, format string) error {
-	if len(cols) > 0 && format != FormatParquet {
-		return fmt.Errorf("plugin_config.%s: typed columns need output_format = \"parquet\"", FieldColumns)
-	}
-	seen := map[string]bool{}
-	for _, b := range baseColumns {
-		seen[b] = true
+// checkColumns checks what Config cannot per entry: the format, and names taken.
+func checkColumns(cols []parquetrows.Column, f format) error {
+	if len(cols) > 0 && f != formatParquet {
+		return sdk.FieldErr("columns", "typed columns need output_format = \"parquet\"")
 	}
 	for i, c := range cols {
-		at := fmt.Sprintf("plugin_config.%s[%d]", FieldColumns, i)
-		switch {
-		case c.Name == "":
-			return fmt.Errorf("%s.name: must not be empty", at)
-		case seen[c.Name]:
-			return fmt.Errorf("%s.name: %q is taken (by a metadata column or an earlier entry)", at, c.Name)
-		case columnTypes[strings.ToLower(c.Type)] == nil:
-			return fmt.Errorf("%s.type: unknown type %q (want string, int64, float64, bool or json)", at, c.Type)
-		case c.Path == "" || strings.Contains(c.Path, ".."):
-			return fmt.Errorf("%s.path: %q is not a dot-separated field path", at, c.Path)
+		if slices.Contains(baseColumns, c.Name) || slices.ContainsFunc(cols[:i], func(o parquetrows.Column) bool { return o.Name == c.Name }) {
+			return sdk.FieldErr(fmt.Sprintf("columns[%d].name", i), "%q is taken (by a metadata column or an earlier entry)", c.Name)
 		}
-		seen[c.Name] = true
 	}
 	return nil
 }
 
-// extract computes the typed columns' values of one JSON payload: a pointer to each value,
-// nil for a missing field or a JSON null. Pointers, because parquet-go writes a Go zero
-// value (0, false, "") held as a plain value in an optional column as null: only a nil
-// pointer may mean null. An error names the column and says what the field held: the
-// message is rejected.
-func extract(cols []Column, payload []byte) ([]any, error) {
-	d := json.NewDecoder(bytes.NewReader(payload))
-	d.UseNumber()
-	var doc any
-	if err := d.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("typed columns: the payload is not JSON: %w", err)
-	}
-	out := make([]any, len(cols))
-	for i, c := range cols {
-		v := doc
-		for _, k := range strings.Split(c.Path, ".") {
-			obj, _ := v.(map[string]any)
-			v = obj[k] // nil when v is not an object or k is missing
-		}
-		if v == nil {
-			continue
-		}
-		var err error
-		if out[i], err = convert(strings.ToLower(c.Type), v); err != nil {
-			return nil, fmt.Errorf("column %q (path %s): %w", c.Name, c.Path, err)
-		}
-	}
-	return out, nil
-}
-
-// convert returns a pointer to v as a value of the column type typ (never nil: v is not
-// a JSON null).
-func convert(typ string, v any) (any, error) {
-	switch typ {
-	case "string", "text":
-		if s, ok := v.(string); ok {
-			return &s, nil
-		}
-		b, err := json.Marshal(v)
-		s := string(b)
-		return &s, err
-	case "json", "jsonb":
-		b, err := json.Marshal(v)
-		s := string(b)
-		return &s, err
-	case "int64", "bigint":
-		if n, ok := v.(json.Number); ok {
-			if i, err := n.Int64(); err == nil {
-				return &i, nil
-			}
-		}
-		return nil, fmt.Errorf("want an integer, got %s", jsonKind(v))
-	case "float64", "double":
-		if n, ok := v.(json.Number); ok {
-			if f, err := n.Float64(); err == nil {
-				return &f, nil
-			}
-		}
-		return nil, fmt.Errorf("want a number, got %s", jsonKind(v))
-	default: // bool, boolean
-		if b, ok := v.(bool); ok {
-			return &b, nil
-		}
-		return nil, fmt.Errorf("want true or false, got %s", jsonKind(v))
-	}
-}
-
-func jsonKind(v any) string {
-	switch x := v.(type) {
-	case string:
-		return fmt.Sprintf("the string %q", x)
-	case json.Number:
-		return "the number " + x.String()
-	case bool:
-		return fmt.Sprintf("%t", x)
-	case map[string]any:
-		return "an object"
-	}
-	return "an array"
-}
-
 // columnsSchema is the schema of an object with typed columns: the base columns (payload
 // as text or bytes) and each typed column, optional (null only for a nil pointer: see
-// extract).
-func columnsSchema(cols []Column, raw bool) *parquet.Schema {
+// parquetrows.Extract).
+func columnsSchema(cols []parquetrows.Column, raw bool) *parquet.Schema {
 	payload := parquet.String()
 	if raw {
 		payload = parquet.Leaf(parquet.ByteArrayType)
@@ -155,13 +42,13 @@ func columnsSchema(cols []Column, raw bool) *parquet.Schema {
 		"headers": parquet.Map(parquet.String(), parquet.String()), "payload": payload,
 	}
 	for _, c := range cols {
-		g[c.Name] = parquet.Optional(columnTypes[strings.ToLower(c.Type)]())
+		g[c.Name] = c.Node()
 	}
 	return parquet.NewSchema("ferry", g)
 }
 
 // columnsRow is one row of an object with typed columns.
-func columnsRow(cols []Column, r *row, raw bool) map[string]any {
+func columnsRow(cols []parquetrows.Column, r *row, raw bool) map[string]any {
 	headers := r.headers
 	if headers == nil {
 		headers = map[string]string{}

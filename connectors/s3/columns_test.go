@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ferryio/ferry/internal/s3test"
-	"github.com/ferryio/ferry/sdk"
+	"github.com/ferryio/ferry/sdk/sdktest"
 )
 
 // TestParquetTypedColumnsZeroIsNotNull: a typed column's Go zero value (0, 0.0, false, "")
@@ -27,8 +27,8 @@ func TestParquetTypedColumnsZeroIsNotNull(t *testing.T) {
 	// The issue's four columns too, by their own names.
 	cols = append(cols, `{"name":"i","type":"int64","path":"i"}`, `{"name":"f","type":"float64","path":"f"}`,
 		`{"name":"b","type":"bool","path":"b"}`, `{"name":"s","type":"string","path":"s"}`)
-	c := &commits{}
-	s := open(t, config(srv, bucket, `,"output_format":"parquet","columns":[`+strings.Join(cols, ",")+`]`), c)
+	c := sdktest.NewCommitter()
+	s := open(t, cfgOf(srv, bucket, `,"output_format":"parquet","columns":[`+strings.Join(cols, ",")+`]`), c)
 	assign(t, s, 0)
 	payloads := []string{
 		// 0: the zero value of each type
@@ -47,7 +47,7 @@ func TestParquetTypedColumnsZeroIsNotNull(t *testing.T) {
 	for i, p := range payloads {
 		batch[i].Payload = []byte(p)
 	}
-	consume(t, s, sdk.SchemaJSON, 0, batch)
+	consume(t, s, 0, batch)
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/valyala/fastjson"
 
+	"github.com/ferryio/ferry/connectors/internal/parquetrows"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -108,11 +109,11 @@ func (b *buffer) reset() {
 
 // add appends one message; it returns the bytes the buffer grew by. It refuses a message
 // whose typed columns cannot be filled (nothing is appended then).
-func (b *buffer) add(s *settings, topic sdk.TopicMetadata, p sdk.Partition, schema sdk.Schema, m *sdk.ConsumedMessage) (uint64, error) {
+func (b *buffer) add(s *config, topic sdk.TopicMetadata, p sdk.Partition, schema sdk.Schema, m *sdk.ConsumedMessage) (uint64, error) {
 	var extra []any
 	if len(s.Columns) > 0 {
 		var err error
-		if extra, err = extract(s.Columns, m.Payload); err != nil {
+		if extra, err = parquetrows.Extract(s.Columns, m.Payload); err != nil {
 			return 0, err
 		}
 	}
@@ -122,8 +123,8 @@ func (b *buffer) add(s *settings, topic sdk.TopicMetadata, p sdk.Partition, sche
 	b.last, b.lastTS = m.Offset, m.Timestamp
 	b.count++
 	var grew uint64
-	switch s.format {
-	case FormatParquet:
+	switch s.Format {
+	case formatParquet:
 		r := row{
 			stream: topic.Stream, topic: topic.Topic, partition: p.PartitionID, offset: m.Offset,
 			id: b.arena.hexID(m.ID), timestamp: int64(m.Timestamp), originTimestamp: int64(m.OriginTimestamp),
@@ -138,12 +139,12 @@ func (b *buffer) add(s *settings, topic sdk.TopicMetadata, p sdk.Partition, sche
 		}
 		b.rows = append(b.rows, r)
 		grew += uint64(len(m.Payload)) + 64
-	case FormatRaw:
+	case formatRaw:
 		b.data = append(b.data, m.Payload...)
 		grew = uint64(len(m.Payload))
 	default:
 		before := len(b.data)
-		if s.format == FormatJSONArray {
+		if s.Format == formatJSONArray {
 			if b.count == 1 {
 				b.data = append(b.data, '[')
 			} else {
@@ -151,7 +152,7 @@ func (b *buffer) add(s *settings, topic sdk.TopicMetadata, p sdk.Partition, sche
 			}
 		}
 		b.data = b.appendRecord(b.data, s, topic, p, schema, m)
-		if s.format == FormatJSONLines {
+		if s.Format == formatJSONLines {
 			b.data = append(b.data, '\n')
 		}
 		grew = uint64(len(b.data) - before)
@@ -162,7 +163,7 @@ func (b *buffer) add(s *settings, topic sdk.TopicMetadata, p sdk.Partition, sche
 }
 
 // appendRecord appends m as upstream's JSON object, its fields in upstream's order.
-func (b *buffer) appendRecord(dst []byte, s *settings, topic sdk.TopicMetadata, p sdk.Partition, schema sdk.Schema, m *sdk.ConsumedMessage) []byte {
+func (b *buffer) appendRecord(dst []byte, s *config, topic sdk.TopicMetadata, p sdk.Partition, schema sdk.Schema, m *sdk.ConsumedMessage) []byte {
 	dst = append(dst, '{')
 	if s.IncludeMetadata {
 		dst = append(dst, `"offset":`...)
@@ -220,8 +221,8 @@ func (b *buffer) appendJSON(dst []byte, v any) []byte {
 // finish returns the object's bytes for the JSON and raw formats; the buffer is unchanged
 // (the closing bracket of json_array goes past its length), so a failed upload can be
 // retried and more messages appended.
-func (b *buffer) finish(s *settings) []byte {
-	if s.format == FormatJSONArray {
+func (b *buffer) finish(s *config) []byte {
+	if s.Format == formatJSONArray {
 		return append(b.data, ']')
 	}
 	return b.data

@@ -15,6 +15,7 @@ import (
 	"github.com/ferryio/ferry/internal/s3test"
 	"github.com/ferryio/ferry/internal/syncbuf"
 	"github.com/ferryio/ferry/sdk"
+	"github.com/ferryio/ferry/sdk/sdktest"
 )
 
 // putObject writes an object as another writer would: body under key, with meta (nil:
@@ -28,17 +29,12 @@ func putObject(t *testing.T, srv *s3test.Server, bucket, key string, meta map[st
 }
 
 // openLogged is open with the sink's log in the returned buffer.
-func openLogged(t *testing.T, cfg string, c sdk.Committer) (*Sink, *syncbuf.Buffer) {
+func openLogged(t *testing.T, cfg string, c *sdktest.Committer) (*tsink, *syncbuf.Buffer) {
 	t.Helper()
 	var logs syncbuf.Buffer
-	s := New()
-	env := sdk.SinkEnv{Key: "k", Config: []byte(cfg), Committer: c, OnFailure: "stop",
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
-	if err := s.Open(context.Background(), env); err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
-	return s, &logs
+	env := sdktest.SinkEnv(t, cfg, c)
+	env.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return openWith(t, New(), env, c), &logs
 }
 
 // TestForeignObjectNotCountedAsWritten: an upload whose key another writer took meanwhile
@@ -53,15 +49,15 @@ func TestForeignObjectNotCountedAsWritten(t *testing.T) {
 	other := identity{stream: "s", topic: "other", partition: 0, first: 0, last: 9}
 	t.Run("put", func(t *testing.T) {
 		bucket := srv.Bucket(t)
-		c := &commits{}
-		s := open(t, config(srv, bucket, `,"file_rotation":"messages","max_messages_per_file":10,"max_attempts":2,"retry_delay":"1ms"`), c)
+		c := sdktest.NewCommitter()
+		s := open(t, cfgOf(srv, bucket, `,"file_rotation":"messages","max_messages_per_file":10,"max_attempts":2,"retry_delay":"1ms"`), c)
 		assign(t, s, 0)
 		key := "pre/s/t/2024-03-16/14/00000-00000000000000000000-00000000000000000009.jsonl"
 		putObject(t, srv, bucket, key, other.meta())
 		batch := msgs(0, 0, 10)
 		want := fmt.Sprintf(`s3 sink: upload of stream "s" topic "t" partition 0 offsets 0-9 to s3://%s/%s refused: the key already holds the object of stream "s" topic "other" partition 0 offsets 0-9; not counted as written`, bucket, key)
 		for range 3 { // the upload in the background, then two retries of the batch
-			err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(0), Schema: sdk.SchemaJSON}, batch)
+			err := s.deliver(0, batch)
 			if err == nil {
 				s.mu.Lock()
 				f := s.parts[part(0)].inflight
@@ -76,18 +72,14 @@ func TestForeignObjectNotCountedAsWritten(t *testing.T) {
 		if err := s.Close(context.Background()); !errors.Is(err, errForeign) {
 			t.Fatalf("close: %v, want the foreign object's error", err)
 		}
-		if _, ok := c.of(0); ok {
+		if _, ok := c.Committed(part(0)); ok {
 			t.Fatal("committed over another writer's object")
 		}
 		if got := string(srv.Get(t, bucket, key)); got != "{}\n" {
 			t.Fatalf("the other object now holds %q", got)
 		}
 		// The next owner of the partition: the highest object is not this partition's.
-		s2 := New()
-		if err := s2.Open(context.Background(), sdk.SinkEnv{Config: []byte(config(srv, bucket, "")), Committer: &commits{}}); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = s2.Close(context.Background()) }()
+		s2 := open(t, cfgOf(srv, bucket, ""), sdktest.NewCommitter())
 		_, err := s2.Assigned(context.Background(), topic, []sdk.Partition{part(0)})
 		wantSeek := fmt.Sprintf(`s3 sink: partition 0 of s/t: the highest object of the partition, s3://%s/%s, is the object of stream "s" topic "other" partition 0 offsets 0-9, not of this partition`, bucket, key)
 		if err == nil || !strings.HasPrefix(err.Error(), wantSeek) {
@@ -96,20 +88,20 @@ func TestForeignObjectNotCountedAsWritten(t *testing.T) {
 	})
 	t.Run("streamed", func(t *testing.T) {
 		bucket := srv.Bucket(t)
-		c := &commits{}
-		s := open(t, config(srv, bucket, `,"part_size":"5MiB","file_rotation":"messages","max_messages_per_file":3000,"flush_interval":"1h","max_buffered_bytes":"1GiB","max_attempts":1`), c)
+		c := sdktest.NewCommitter()
+		s := open(t, cfgOf(srv, bucket, `,"part_size":"5MiB","file_rotation":"messages","max_messages_per_file":3000,"flush_interval":"1h","max_buffered_bytes":"1GiB","max_attempts":1`), c)
 		assign(t, s, 0)
 		key := "pre/s/t/2024-03-16/14/00000-00000000000000000000-00000000000000002999.jsonl"
 		putObject(t, srv, bucket, key, identity{stream: "s", topic: "t", partition: 1, first: 0, last: 2999}.meta())
 		var err error
 		for next := uint64(0); next < 3000 && err == nil; next += 500 {
-			err = s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(0), Schema: sdk.SchemaJSON}, bigMsgs(0, next, 500))
+			err = s.deliver(0, bigMsgs(0, next, 500))
 		}
 		want := fmt.Sprintf(`s3 sink: upload of stream "s" topic "t" partition 0 offsets 0-2999 to s3://%s/%s refused: the key already holds the object of stream "s" topic "t" partition 1 offsets 0-2999`, bucket, key)
 		if !errors.Is(err, errForeign) || !strings.HasPrefix(err.Error(), want) {
 			t.Fatalf("consume: %v\nwant %s…", err, want)
 		}
-		if _, ok := c.of(0); ok {
+		if _, ok := c.Committed(part(0)); ok {
 			t.Fatal("committed over another writer's object")
 		}
 		if got := string(srv.Get(t, bucket, key)); got != "{}\n" {
@@ -133,7 +125,7 @@ func TestOlderObjectsResume(t *testing.T) {
 	bucket := srv.Bucket(t)
 	putObject(t, srv, bucket, "pre/s/t/2024-03-16/14/00000-00000000000000000000-00000000000000000099.jsonl", nil)
 	putObject(t, srv, bucket, "pre/s/t/2024-03-16/15/00000-00000000000000000100-00000000000000000149.jsonl", nil)
-	s, logs := openLogged(t, config(srv, bucket, ""), &commits{})
+	s, logs := openLogged(t, cfgOf(srv, bucket, ""), sdktest.NewCommitter())
 	if got := assign(t, s, 0); len(got) != 1 || got[part(0)] != 150 {
 		t.Fatalf("default template: seek %v, want partition 0 at 150", got)
 	}
@@ -143,7 +135,7 @@ func TestOlderObjectsResume(t *testing.T) {
 
 	bucket = srv.Bucket(t)
 	putObject(t, srv, bucket, "pre/s/2024-03-16/00000-00000000000000000000-00000000000000000099.jsonl", nil)
-	s, logs = openLogged(t, config(srv, bucket, `,"path_template":"{stream}/{date}"`), &commits{})
+	s, logs = openLogged(t, cfgOf(srv, bucket, `,"path_template":"{stream}/{date}"`), sdktest.NewCommitter())
 	if !strings.Contains(logs.String(), `key_template={stream}/{date}/{topic}`) {
 		t.Fatalf("open did not say the key template:\n%s", logs.String())
 	}
@@ -156,7 +148,7 @@ func TestOlderObjectsResume(t *testing.T) {
 			t.Fatalf("log lacks %q:\n%s", want, logs.String())
 		}
 	}
-	consume(t, s, sdk.SchemaJSON, 0, msgs(0, 0, 3))
+	consume(t, s, 0, msgs(0, 0, 3))
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}

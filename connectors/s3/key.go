@@ -41,11 +41,11 @@ import (
 
 // extensions are the file name endings per output format; listing matches any of them,
 // so objects written under another output_format still count as written.
-var extensions = map[string]string{
-	FormatJSONLines: "jsonl",
-	FormatJSONArray: "json",
-	FormatRaw:       "bin",
-	FormatParquet:   "parquet",
+var extensions = map[format]string{
+	formatJSONLines: "jsonl",
+	formatJSONArray: "json",
+	formatRaw:       "bin",
+	formatParquet:   "parquet",
 }
 
 // template is a parsed path_template: literal text and variables, in order.
@@ -206,12 +206,12 @@ func joinKey(prefix, dir, file string) string {
 }
 
 // objectKey is the key of the object holding offsets first..last of c's partition.
-func objectKey(prefix string, t template, c keyCtx, first, last uint64, format string) string {
+func objectKey(prefix string, t template, c keyCtx, first, last uint64, f format) string {
 	gen := ""
 	if c.gen > 0 {
 		gen = fmt.Sprintf(".r%d", c.gen)
 	}
-	file := fmt.Sprintf("%05d-%020d-%020d%s.%s", c.partition, first, last, gen, extensions[format])
+	file := fmt.Sprintf("%05d-%020d-%020d%s.%s", c.partition, first, last, gen, extensions[f])
 	return joinKey(prefix, t.render(c), file)
 }
 

@@ -10,11 +10,15 @@ func TestObjectKeyIsUpstreamsName(t *testing.T) {
 	// Names sanitizing leaves alone, under templates holding {stream} and {topic} as path
 	// segments: upstream's keys, as older versions wrote them.
 	c := keyCtx{stream: "app-logs", topic: "api.requests_v2", partition: 1, firstTS: 1_710_597_600_000_000} // 2024-03-16T14:00:00Z
-	for _, tc := range []struct{ prefix, tpl, format, want string }{
-		{"iggy/raw", DefaultPathTemplate, FormatJSONLines, "iggy/raw/app-logs/api.requests_v2/2024-03-16/14/00001-00000000000000000000-00000000000000000099.jsonl"},
-		{"", "{stream}/{topic}/{partition}/{date}", FormatJSONArray, "app-logs/api.requests_v2/1/2024-03-16/00001-00000000000000000000-00000000000000000099.json"},
-		{"/data/", "{topic}/{stream}", FormatRaw, "data/api.requests_v2/app-logs/00001-00000000000000000000-00000000000000000099.bin"},
-		{"p", "{timestamp}/{stream}/x/{topic}", FormatParquet, "p/1710597600000/app-logs/x/api.requests_v2/00001-00000000000000000000-00000000000000000099.parquet"},
+	for _, tc := range []struct {
+		prefix, tpl string
+		format      format
+		want        string
+	}{
+		{"iggy/raw", defaultPathTemplate, formatJSONLines, "iggy/raw/app-logs/api.requests_v2/2024-03-16/14/00001-00000000000000000000-00000000000000000099.jsonl"},
+		{"", "{stream}/{topic}/{partition}/{date}", formatJSONArray, "app-logs/api.requests_v2/1/2024-03-16/00001-00000000000000000000-00000000000000000099.json"},
+		{"/data/", "{topic}/{stream}", formatRaw, "data/api.requests_v2/app-logs/00001-00000000000000000000-00000000000000000099.bin"},
+		{"p", "{timestamp}/{stream}/x/{topic}", formatParquet, "p/1710597600000/app-logs/x/api.requests_v2/00001-00000000000000000000-00000000000000000099.parquet"},
 	} {
 		tpl, err := newTemplate(tc.tpl)
 		if err != nil {
@@ -43,24 +47,24 @@ func TestKeyTellsStreamsAndTopicsApart(t *testing.T) {
 		{"logs/", "logs/shop/orders/00000-00000000000000000000-00000000000000000099.jsonl"},
 		{"{stream}-{topic}/{date}", "shop-orders/2024-03-16/shop/orders/00000-00000000000000000000-00000000000000000099.jsonl"},
 		{"{topic}x/{stream}", "ordersx/shop/orders/00000-00000000000000000000-00000000000000000099.jsonl"},
-		{DefaultPathTemplate, "shop/orders/2024-03-16/14/00000-00000000000000000000-00000000000000000099.jsonl"},
+		{defaultPathTemplate, "shop/orders/2024-03-16/14/00000-00000000000000000000-00000000000000000099.jsonl"},
 	} {
 		tpl, err := newTemplate(tc.tpl)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := objectKey("", tpl, keyCtx{stream: "shop", topic: "orders", firstTS: ts}, 0, 99, FormatJSONLines); got != tc.key {
+		if got := objectKey("", tpl, keyCtx{stream: "shop", topic: "orders", firstTS: ts}, 0, 99, formatJSONLines); got != tc.key {
 			t.Errorf("%q: key %s, want %s", tc.tpl, got, tc.key)
 		}
 	}
 	pairs := [][2]string{{"shop", "orders"}, {"shop", "refunds"}, {"é", "t"}, {"ü", "t"}, {"_", "t"},
 		{"_~" + keyName("é")[2:], "t"}, {"a b", "t"}, {"a_b", "t"}, {"shop", "orders/x"}, {"shop", "orders_x"}}
-	for _, tplText := range []string{"{stream}/{date}", "{topic}", "{date}/{hour}", "{stream}{topic}", DefaultPathTemplate, "x"} {
+	for _, tplText := range []string{"{stream}/{date}", "{topic}", "{date}/{hour}", "{stream}{topic}", defaultPathTemplate, "x"} {
 		tpl, _ := newTemplate(tplText)
 		keys := map[string][2]string{}
 		for _, p := range pairs {
 			c := keyCtx{stream: p[0], topic: p[1], partition: 3, firstTS: ts}
-			k := objectKey("pre", tpl, c, 10, 19, FormatParquet)
+			k := objectKey("pre", tpl, c, 10, 19, formatParquet)
 			if other, ok := keys[k]; ok {
 				t.Errorf("%q: %v and %v share the key %s", tplText, other, p, k)
 			}
@@ -97,13 +101,13 @@ func TestLegacyFinder(t *testing.T) {
 	if _, last, ok := f.offsets(old); !ok || last != 99 {
 		t.Fatalf("legacy key %s: %d, %v", old, last, ok)
 	}
-	if _, _, ok := f.offsets(objectKey("pre", tpl, c, 0, 99, FormatJSONLines)); ok {
+	if _, _, ok := f.offsets(objectKey("pre", tpl, c, 0, 99, formatJSONLines)); ok {
 		t.Fatal("the legacy finder matches a key of the new layout")
 	}
 	if _, _, ok := newFinder("pre", tpl, c).offsets(old); ok {
 		t.Fatal("the finder matches a legacy key")
 	}
-	tpl, _ = newTemplate(DefaultPathTemplate)
+	tpl, _ = newTemplate(defaultPathTemplate)
 	if _, ok := newLegacyFinder("pre", tpl, c); ok {
 		t.Fatal("a legacy finder for a layout that did not change")
 	}
@@ -114,7 +118,7 @@ func TestLegacyFinder(t *testing.T) {
 }
 
 func TestFinderMatchesEveryDateOfOnePartitionOnly(t *testing.T) {
-	tpl, _ := newTemplate(DefaultPathTemplate)
+	tpl, _ := newTemplate(defaultPathTemplate)
 	c := keyCtx{stream: "s", topic: "t", partition: 2}
 	f := newFinder("pre", tpl, c)
 	if f.listPrefix != "pre/s/t/" {
@@ -161,21 +165,21 @@ func TestFinderMatchesEveryDateOfOnePartitionOnly(t *testing.T) {
 func TestConfigErrorsNameTheField(t *testing.T) {
 	for cfg, want := range map[string]string{
 		`{"region":"r"}`: "plugin_config.bucket: required field is missing",
-		`{"bucket":"b","region":"r","output_format":"x"}`:                                 `plugin_config.output_format: unknown format "x"`,
+		`{"bucket":"b","region":"r","output_format":"x"}`:                                 `plugin_config.output_format: unknown value "x" (want json_lines, json_array, raw or parquet)`,
 		`{"bucket":"b","region":"r","max_file_size":"lots"}`:                              `plugin_config.max_file_size: "lots" is not a size`,
 		`{"bucket":"b","region":"r","file_rotation":"messages"}`:                          "plugin_config.max_messages_per_file: required with file_rotation",
 		`{"bucket":"b","region":"r","access_key_id":"a"}`:                                 "plugin_config.access_key_id: access_key_id and secret_access_key go together",
 		`{"bucket":"b","region":"r","path_template":"{stream}/{day}"}`:                    "plugin_config.path_template: unknown variable {day} at byte 9",
-		`{"bucket":"b","region":"r","compression":"lz5"}`:                                 `plugin_config.compression: unknown codec "lz5"`,
-		`{"bucket":"b","region":"r","compression_level":"max"}`:                           `plugin_config.compression_level: unknown level "max" (want fastest, default or better)`,
+		`{"bucket":"b","region":"r","compression":"lz5"}`:                                 `plugin_config.compression: unknown value "lz5" (want zstd, snappy, gzip or none)`,
+		`{"bucket":"b","region":"r","compression_level":"max"}`:                           `plugin_config.compression_level: unknown value "max" (want fastest, default or better)`,
 		`{"bucket":"b","region":"r","compression":"snappy","compression_level":"better"}`: `plugin_config.compression_level: applies to zstd only (compression is "snappy")`,
 		`{"bucket":"b","region":"r","max_attempts":2,"max_retries":3}`:                    "plugin_config.max_retries: is an alias of max_attempts",
-		`{"bucket":"b","region":"r","max_file_size":"6GiB"}`:                              `plugin_config.max_file_size: "6GiB": want more than 0 and at most 5GiB`,
+		`{"bucket":"b","region":"r","max_file_size":"6GiB"}`:                              `plugin_config.max_file_size: "6GiB" is above the maximum "5GiB"`,
 		`{"bucket":"b","region":"r","retry_delay":"soon"}`:                                `plugin_config.retry_delay`,
 		`{"bucket":"b","region":"r","bukket":"x"}`:                                        "plugin_config.bukket: unknown field",
-		`{"bucket":"b","region":"r","part_size":"4MiB"}`:                                  `plugin_config.part_size: "4MiB": want a size from 5MiB`,
+		`{"bucket":"b","region":"r","part_size":"4MiB"}`:                                  `plugin_config.part_size: "4MiB" is below the minimum "5MiB"`,
 	} {
-		_, err := parseConfig([]byte(cfg))
+		_, err := Config.Parse([]byte(cfg))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want it to contain %q", cfg, err, want)
 		}
@@ -184,20 +188,20 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 
 func TestUpstreamConfigAccepted(t *testing.T) {
 	// Upstream's example plugin_config, as the runtime hands it over (JSON).
-	s, err := parseConfig([]byte(`{"bucket":"my-data-lake","prefix":"iggy/raw","region":"us-east-1",
+	s, err := Config.Parse([]byte(`{"bucket":"my-data-lake","prefix":"iggy/raw","region":"us-east-1",
 		"path_template":"{stream}/{topic}/{date}/{hour}","file_rotation":"size","max_file_size":"8MiB",
 		"output_format":"json_lines","include_metadata":true,"include_headers":true,"max_attempts":3,"retry_delay":"1s"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.maxBytes != 8<<20 || s.format != FormatJSONLines || s.maxAttempts != 3 || s.pathStyle || !s.IncludeHeaders {
+	if s.maxBytes != 8<<20 || s.Format != formatJSONLines || s.MaxAttempts != 3 || s.PathStyle || !s.IncludeHeaders {
 		t.Fatalf("resolved %+v", s)
 	}
-	s, err = parseConfig([]byte(`{"bucket":"b","region":"r","endpoint":"http://x","output_format":"JSONL","max_retries":5,"max_file_size":"10MB"}`))
+	s, err = Config.Parse([]byte(`{"bucket":"b","region":"r","endpoint":"http://x","output_format":"JSONL","max_retries":5,"max_file_size":"10MB"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.pathStyle || s.format != FormatJSONLines || s.maxAttempts != 5 || s.maxBytes != 10_000_000 || s.IncludeHeaders || !s.IncludeMetadata {
+	if !s.PathStyle || s.Format != formatJSONLines || s.MaxAttempts != 5 || s.maxBytes != 10_000_000 || s.IncludeHeaders || !s.IncludeMetadata {
 		t.Fatalf("resolved %+v", s)
 	}
 }
@@ -206,14 +210,14 @@ func TestColumnErrorsNameTheEntry(t *testing.T) {
 	for cols, want := range map[string]string{
 		`[{"name":"x","type":"int64","path":"a"}]`:                                          `plugin_config.columns: typed columns need output_format = "parquet"`,
 		`[{"name":"offset","type":"int64","path":"a"}]`:                                     `plugin_config.columns[0].name: "offset" is taken`,
-		`[{"name":"x","type":"int64","path":"a"},{"name":"y","type":"decimal","path":"b"}]`: `plugin_config.columns[1].type: unknown type "decimal"`,
+		`[{"name":"x","type":"int64","path":"a"},{"name":"y","type":"decimal","path":"b"}]`: `plugin_config.columns[1].type: unknown value "decimal" (want string, int64, float64, bool or json)`,
 		`[{"name":"x","type":"bool","path":""}]`:                                            `plugin_config.columns[0].path: "" is not a dot-separated field path`,
 	} {
 		format := `"parquet"`
 		if strings.Contains(want, "need output_format") {
 			format = `"json_lines"`
 		}
-		_, err := parseConfig([]byte(`{"bucket":"b","region":"r","output_format":` + format + `,"columns":` + cols + `}`))
+		_, err := Config.Parse([]byte(`{"bucket":"b","region":"r","output_format":` + format + `,"columns":` + cols + `}`))
 		if err == nil || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", cols, err, want)
 		}

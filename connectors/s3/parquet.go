@@ -6,12 +6,8 @@ import (
 	"io"
 
 	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/compress"
-	"github.com/parquet-go/parquet-go/compress/gzip"
-	"github.com/parquet-go/parquet-go/compress/snappy"
-	"github.com/parquet-go/parquet-go/compress/uncompressed"
-	"github.com/parquet-go/parquet-go/compress/zstd"
 
+	"github.com/ferryio/ferry/connectors/internal/parquetrows"
 	"github.com/ferryio/ferry/sdk"
 )
 
@@ -45,26 +41,6 @@ type parquetBytes struct {
 	Payload         []byte            `parquet:"payload"`
 }
 
-// codecs are shared by every file: a codec keeps a pool of encoders, and a zstd encoder
-// allocates megabytes of history when it is built, so one per file costs more than the
-// compression. zstd has one codec per level.
-var codecs = map[string]compress.Codec{
-	"snappy":               &snappy.Codec{},
-	"gzip":                 &gzip.Codec{Level: gzip.DefaultCompression}, // its zero Level stores uncompressed
-	"none":                 &uncompressed.Codec{},
-	"zstd/" + LevelFastest: &zstd.Codec{Level: zstd.SpeedFastest},
-	"zstd/" + LevelDefault: &zstd.Codec{Level: zstd.SpeedDefault},
-	"zstd/" + LevelBetter:  &zstd.Codec{Level: zstd.SpeedBetterCompression},
-}
-
-// codec is the settings' codec (parseConfig checked the names).
-func codec(s *settings) compress.Codec {
-	if s.Compression == "zstd" {
-		return codecs["zstd/"+s.level]
-	}
-	return codecs[s.Compression]
-}
-
 // rowEncoder writes rows into one Parquet file as they come: a row group is written out
 // whenever it holds row_group_size rows, so memory holds one row group, not the file.
 type rowEncoder interface {
@@ -76,9 +52,9 @@ type rowEncoder interface {
 // newRowEncoder returns the encoder of a file of the given stream schema written to out.
 // groupBytes, when not 0, also ends a row group once its rows hold that many bytes
 // (payloads and headers as buffered), so a streamed file never holds more in the encoder.
-func newRowEncoder(s *settings, schema sdk.Schema, out io.Writer, groupBytes int) rowEncoder {
+func newRowEncoder(s *config, schema sdk.Schema, out io.Writer, groupBytes int) rowEncoder {
 	opts := []parquet.WriterOption{
-		parquet.Compression(codec(s)),
+		parquet.Compression(parquetrows.Codec(s.Compression, s.Level)),
 		parquet.MaxRowsPerRowGroup(int64(s.RowGroupSize)),
 		parquet.CreatedBy("ferry", "", ""),
 	}
@@ -97,46 +73,23 @@ func newRowEncoder(s *settings, schema sdk.Schema, out io.Writer, groupBytes int
 	})
 }
 
-// typedEncoder converts rows to T in chunks (so a large batch never holds two copies).
+// typedEncoder converts rows to T as the shared writer asks for them.
 type typedEncoder[T any] struct {
-	w          *parquet.GenericWriter[T]
-	conv       func(*row) T
-	chunk      []T
-	groupBytes int // end a row group at this many bytes; 0: by rows only
-	held       int // bytes of the rows in the current row group
+	w    *parquetrows.Writer[T]
+	conv func(*row) T
 }
 
 func newTypedEncoder[T any](out io.Writer, opts []parquet.WriterOption, groupBytes int, conv func(*row) T) *typedEncoder[T] {
-	return &typedEncoder[T]{w: parquet.NewGenericWriter[T](out, opts...), conv: conv, chunk: make([]T, 0, 1024), groupBytes: groupBytes}
+	return &typedEncoder[T]{w: parquetrows.NewWriter[T](out, groupBytes, opts...), conv: conv}
 }
 
 func (e *typedEncoder[T]) write(rows []row) error {
-	for i := range rows {
-		e.chunk = append(e.chunk, e.conv(&rows[i]))
-		e.held += rows[i].bytes()
-		if len(e.chunk) == cap(e.chunk) || i == len(rows)-1 || e.groupBytes > 0 && e.held >= e.groupBytes {
-			if _, err := e.w.Write(e.chunk); err != nil {
-				return err
-			}
-			clear(e.chunk)
-			e.chunk = e.chunk[:0]
-		}
-		if e.groupBytes > 0 && e.held >= e.groupBytes {
-			if err := e.w.Flush(); err != nil {
-				return err
-			}
-			e.held = 0
-		}
-	}
-	return nil
+	return e.w.Write(len(rows), func(i int) (T, int) { return e.conv(&rows[i]), rows[i].bytes() })
 }
 
 func (e *typedEncoder[T]) close() error { return e.w.Close() }
 
-func (e *typedEncoder[T]) reset(out io.Writer) {
-	e.w.Reset(out)
-	e.held = 0
-}
+func (e *typedEncoder[T]) reset(out io.Writer) { e.w.Reset(out) }
 
 // fileEncoder encodes a partition's whole objects into Parquet. It is kept from one object
 // to the next (building a writer per file, and growing its column buffers again, was a
@@ -151,7 +104,7 @@ type fileEncoder struct {
 
 // encode writes rows, offsets first to last of a stream of the given schema, as one
 // Parquet file.
-func (e *fileEncoder) encode(s *settings, schema sdk.Schema, rows []row, first, last uint64) ([]byte, error) {
+func (e *fileEncoder) encode(s *config, schema sdk.Schema, rows []row, first, last uint64) ([]byte, error) {
 	out := bytes.NewBuffer(make([]byte, 0, e.lastFile+e.lastFile/4))
 	raw := schema == sdk.SchemaRaw
 	if e.enc == nil || e.raw != raw {

@@ -17,10 +17,10 @@ import (
 // Sink writes each partition's messages to objects in one bucket, exactly once: see the
 // package comment. Consume, Assigned and Close are safe for concurrent use.
 type Sink struct {
-	cfg       settings
+	cfg       config
 	tpl       template
 	st        *store
-	committer sdk.Committer
+	pos       *sdk.Positions // per partition: what is accepted, in the bucket, committed
 	onFailure sdk.OnFailure
 	log       *slog.Logger
 
@@ -38,30 +38,31 @@ type Sink struct {
 	bg     context.Context // cancelled by Close: ends the flusher's uploads
 	cancel context.CancelFunc
 	// puts is the context of the uploads running in the background, cancelled when Close
-	// has waited for them.
+	// has waited for them (as ctx allowed); uploads counts them, so that Close returns
+	// once the cancelled ones ended too, and none uses a connection after it.
 	puts       context.Context
 	cancelPuts context.CancelFunc
+	uploads    sync.WaitGroup
 	done       chan struct{} // closed when the flusher returns
 	closed     atomic.Bool
 }
 
-// partState is one assigned partition. Its lock is held across an upload, so a partition's
-// objects are written one at a time, in offset order.
+// partState is one assigned partition's objects: the one being filled, streamed or
+// uploaded. Its lock is held across an upload, so a partition's objects are written one at
+// a time, in offset order. Its positions (what is accepted, in the bucket, committed) are
+// the sink's sdk.Positions.
 type partState struct {
 	mu      sync.Mutex
 	topic   sdk.TopicMetadata
 	part    sdk.Partition
 	buf     buffer
 	size    atomic.Int64 // buf.size, readable without mu
-	next    uint64       // messages below it are buffered or in the bucket: a redelivery skips them
 	lastAdd time.Time
-	gone    bool // revoked or reassigned: drop everything
-	// committed is an offset known done in the runtime (the last commit, or the offset
-	// before the sought one): committing it again changes nothing (hasCommitted).
-	committed    uint64
-	hasCommitted bool
-	started      bool   // a message of this assignment was seen
-	gen          uint64 // the generation its objects are written under (key.go)
+	// gone: the partition was released (revoked, assigned again, its streamed object
+	// removed by another owner, or lost in memory): this assignment writes and accepts
+	// nothing more of it, up to the next Assigned.
+	gone bool
+	gen  uint64 // the generation its objects are written under (key.go)
 	// rejected holds the messages a typed column refused until Consume reports them (a
 	// failed upload may end the call first; the runtime's retry of the batch reports them).
 	rejected *sdk.RejectedMessages
@@ -122,18 +123,18 @@ func New() *Sink {
 // goroutine that uploads idle partitions. It refuses any offset_commit but sink_controlled:
 // the sink alone knows when an object is durable.
 func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
-	cfg, err := parseConfig(env.Config)
+	cfg, err := Config.Parse(env.Config)
 	if err != nil {
-		return fmt.Errorf("s3 sink: %w", err)
+		return sdk.Permanent(fmt.Errorf("s3 sink: %w", err))
 	}
 	if env.Committer == nil {
-		return errors.New(`s3 sink: offset_commit = "sink_controlled" is required (the sink commits a partition's offsets once their object is in the bucket, and resumes from the bucket)`)
+		return sdk.Permanent(errors.New(`s3 sink: offset_commit = "sink_controlled" is required (the sink commits a partition's offsets once their object is in the bucket, and resumes from the bucket)`))
 	}
-	s.cfg, s.committer, s.onFailure, s.log = cfg, env.Committer, env.OnFailure, env.Logger
+	s.cfg, s.tpl, s.onFailure, s.log = cfg, cfg.tpl, env.OnFailure, env.Logger
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.tpl, _ = newTemplate(cfg.PathTemplate) // parseConfig checked it
+	s.pos = sdk.NewPositionsAt(sdk.SinkEnv{Committer: env.Committer, Logger: s.log}, s.load)
 	if s.st, err = newStore(ctx, cfg); err != nil {
 		return fmt.Errorf("s3 sink: %w", err)
 	}
@@ -146,7 +147,7 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 	s.puts, s.cancelPuts = context.WithCancel(context.Background())
 	s.done = make(chan struct{})
 	go s.flusher()
-	s.log.Info("s3 sink open", "bucket", cfg.Bucket, "prefix", cfg.Prefix, "format", cfg.format,
+	s.log.Info("s3 sink open", "bucket", cfg.Bucket, "prefix", cfg.Prefix, "format", cfg.Format,
 		"path_template", cfg.PathTemplate, "key_template", s.tpl.effective(), "endpoint", cfg.Endpoint)
 	if len(s.tpl.added) > 0 {
 		s.log.Info("s3 sink: path_template lacks a {stream} or {topic} path segment; it is appended, so each topic's objects have keys of their own",
@@ -161,12 +162,7 @@ func (s *Sink) KeepsPositions() bool { return true }
 
 // Assigned implements sdk.PartitionSeeker: Positions without the timestamps.
 func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]uint64, error) {
-	pos, err := s.Positions(ctx, topic, parts)
-	out := make(map[sdk.Partition]uint64, len(pos))
-	for p, v := range pos {
-		out[p] = v.Next
-	}
-	return out, err
+	return s.pos.Assigned(ctx, topic, parts)
 }
 
 // Positions implements sdk.RewindSeeker: for each partition it lists the partition's
@@ -174,10 +170,17 @@ func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sd
 // generation, with the timestamp of that object's last message (its identity metadata;
 // none for an object an older version wrote), which the runtime checks against the
 // partition: one purged while the sink was stopped is found rewound. A partition with no
-// object resumes from the group's stored offset. Whatever the sink buffered for an earlier assignment of the partition
-// is dropped (it is polled again from there), once its upload under way, if any, is
-// done; incomplete multipart uploads and partial objects of the partition are removed.
+// object resumes from the group's stored offset. Whatever the sink buffered for an
+// earlier assignment of the partition is dropped (it is polled again from there), once
+// its upload under way, if any, is done; incomplete multipart uploads and partial objects
+// of the partition are removed.
 func (s *Sink) Positions(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]sdk.Position, error) {
+	return s.pos.Positions(ctx, topic, parts) // lists the bucket: load
+}
+
+// load is the sink's sdk.LoadPositionsAt: each partition is started afresh after its
+// highest object (reassign).
+func (s *Sink) load(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]sdk.Position, error) {
 	out := map[sdk.Partition]sdk.Position{}
 	for _, p := range parts {
 		next, gen, found, lastTS, err := s.reassign(ctx, topic, p, false)
@@ -204,6 +207,7 @@ func (s *Sink) Rewound(ctx context.Context, topic sdk.TopicMetadata, parts []sdk
 		if err != nil {
 			return err
 		}
+		s.pos.Forget(p) // its positions start again with its next message
 		s.log.Warn("s3 sink: partition went back to offset 0 (purged); its new objects are written under a new generation, the purged messages' objects stay",
 			"stream", topic.Stream, "topic", topic.Topic, "partition", p.PartitionID, "generation", gen)
 	}
@@ -268,7 +272,7 @@ func (s *Sink) reassign(ctx context.Context, topic sdk.TopicMetadata, p sdk.Part
 		next, found, lastTS = 0, false, 0
 		gen++
 	}
-	fresh := &partState{topic: topic, part: p, next: next, committed: next - 1, hasCommitted: found, gen: gen}
+	fresh := &partState{topic: topic, part: p, gen: gen}
 	s.mu.Lock()
 	s.parts[p] = fresh
 	s.mu.Unlock()
@@ -333,7 +337,7 @@ func (s *Sink) Consume(ctx context.Context, topic sdk.TopicMetadata, meta sdk.Me
 	if err != nil {
 		return err
 	}
-	for uint64(s.buffered.Load()) > s.cfg.maxBuffered {
+	for uint64(s.buffered.Load()) > uint64(s.cfg.MaxBuffered) {
 		// Objects being uploaded count too: wait for them before cutting another early.
 		if waited, err := s.settleAll(ctx); err != nil {
 			return err
@@ -358,7 +362,7 @@ func (s *Sink) appendLocked(ctx context.Context, ps *partState, topic sdk.TopicM
 	if ps.gone {
 		return nil // a batch of an assignment that ended: its commits would be refused
 	}
-	if err := s.settleLocked(ctx, ps, false); err != nil {
+	if err := s.settleLocked(ctx, ps, false); err != nil || ps.gone {
 		return err
 	}
 	if ps.up != nil && ps.up.sealed {
@@ -367,18 +371,15 @@ func (s *Sink) appendLocked(ctx context.Context, ps *partState, topic sdk.TopicM
 			return err
 		}
 	}
-	for i := range msgs {
-		m := &msgs[i]
-		if m.Offset < ps.next {
-			continue
-		}
+	// A redelivery of what is buffered or in the bucket is cut off; the first message of
+	// an assignment tells that everything before it is done in the runtime (it starts
+	// there, or resolved a poison message before delivering this one).
+	fresh := s.pos.Fresh(ps.part, msgs)
+	if len(fresh) > 0 {
 		ps.topic = topic
-		if !ps.started && !ps.hasCommitted && m.Offset > 0 {
-			// The assignment's first message: everything before it is done in the runtime
-			// (it starts there, or resolved a poison message before delivering this one).
-			ps.committed, ps.hasCommitted = m.Offset-1, true
-		}
-		ps.started = true
+	}
+	for i := range fresh {
+		m := &fresh[i]
 		grew, err := ps.buf.add(&s.cfg, topic, ps.part, meta.Schema, m)
 		if err != nil {
 			// A typed column refuses it: on_failure decides for it alone. Under stop nothing
@@ -387,19 +388,21 @@ func (s *Sink) appendLocked(ctx context.Context, ps *partState, topic sdk.TopicM
 				ps.rejected = &sdk.RejectedMessages{Err: fmt.Errorf("s3 sink: offset %d: %w", m.Offset, err)}
 			}
 			ps.rejected.Offsets = append(ps.rejected.Offsets, m.Offset)
-			if s.onFailure == "stop" {
+			if !s.onFailure.MayPassRejected() {
+				s.pos.Rewind(ps.part, m.Offset)
 				r := ps.rejected
 				ps.rejected = nil
 				return r
 			}
-			ps.next = m.Offset + 1
 			continue
 		}
 		s.buffered.Add(int64(grew))
 		ps.size.Store(int64(ps.buf.size))
-		ps.next = m.Offset + 1
 		ps.lastAdd = time.Now()
 		if err := s.advanceLocked(ctx, ps); err != nil || ps.gone {
+			if err != nil {
+				s.pos.Rewind(ps.part, m.Offset+1) // the rest of the batch comes again
+			}
 			return err
 		}
 	}
@@ -429,7 +432,7 @@ func (s *Sink) advanceLocked(ctx context.Context, ps *partState) error {
 		return s.flushLocked(ctx, ps)
 	case ps.up != nil:
 		return s.feedLocked(ctx, ps)
-	case ps.buf.size >= s.cfg.partSize:
+	case ps.buf.size >= uint64(s.cfg.PartSize):
 		return s.startLocked(ctx, ps)
 	}
 	return nil
@@ -437,7 +440,7 @@ func (s *Sink) advanceLocked(ctx context.Context, ps *partState) error {
 
 // full reports whether ps's buffer reached an object's limit.
 func (s *Sink) full(ps *partState) bool {
-	return !ps.buf.empty() && (ps.buf.count >= s.cfg.maxMessages || ps.buf.total >= s.cfg.maxBytes)
+	return !ps.buf.empty() && (ps.buf.count >= s.cfg.MaxMessages || ps.buf.total >= s.cfg.maxBytes)
 }
 
 // partition returns p's state, creating it when the runtime delivers before any
@@ -504,9 +507,9 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 		return nil
 	}
 	kc := keyCtx{stream: ps.topic.Stream, topic: ps.topic.Topic, partition: ps.part.PartitionID, firstTS: b.firstTS, gen: ps.gen}
-	key := objectKey(s.cfg.Prefix, s.tpl, kc, b.first, b.last, s.cfg.format)
+	key := objectKey(s.cfg.Prefix, s.tpl, kc, b.first, b.last, s.cfg.Format)
 	f := &inflight{key: key, id: ps.identity(), last: b.last, held: int64(b.size), done: make(chan struct{})}
-	if s.cfg.format == FormatParquet {
+	if s.cfg.Format == formatParquet {
 		// The rows go with the object; the buffer fills the rows slice of the object before.
 		pq := ps.pq
 		if pq == nil {
@@ -518,15 +521,15 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 		f.body = b.finish(&s.cfg)
 	}
 	ps.buf.reset() // its bytes stay counted in buffered as f.held
-	if s.cfg.format != FormatParquet {
+	if s.cfg.Format != formatParquet {
 		// body is the buffer's memory: the next object fills the one uploaded before.
 		ps.buf.data, ps.spare = ps.spare, nil
 	}
 	ps.size.Store(0)
 	ps.inflight = f
-	ctype := contentType(s.cfg.format)
+	ctype := contentType(s.cfg.Format)
 	part := ps.part
-	go func() {
+	s.uploads.Go(func() {
 		defer close(f.done)
 		if f.rows != nil {
 			s.encoders <- struct{}{}
@@ -539,9 +542,9 @@ func (s *Sink) flushLocked(ctx context.Context, ps *partState) error {
 		f.err = s.attempt(s.puts, key, func() error { return s.st.put(s.puts, key, f.body, ctype, f.id) })
 		if f.err == nil || errors.Is(f.err, errExists) {
 			s.free(f)
-			f.commitErr = s.committer.Commit(part, f.last) // at once: the runtime may be waiting for it
+			f.commitErr = s.pos.Durable(part, f.last) // at once: the runtime may be waiting for it
 		}
-	}()
+	})
 	return nil
 }
 
@@ -572,7 +575,7 @@ func (s *Sink) settleLocked(ctx context.Context, ps *partState, block bool) erro
 	if err == nil || errors.Is(err, errExists) { // uploaded and committed in the background
 		s.reuse(ps, f)
 		s.uploaded(f.key, len(f.body), err)
-		s.committedLocked(ps, f.last, f.key, f.commitErr)
+		s.committedLocked(ps, f.key, f.commitErr)
 		return nil
 	}
 	if f.rows != nil { // its encoding failed: once more here
@@ -582,7 +585,7 @@ func (s *Sink) settleLocked(ctx context.Context, ps *partState, block bool) erro
 			return err
 		}
 	}
-	err = s.attempt(ctx, f.key, func() error { return s.st.put(ctx, f.key, f.body, contentType(s.cfg.format), f.id) })
+	err = s.attempt(ctx, f.key, func() error { return s.st.put(ctx, f.key, f.body, contentType(s.cfg.Format), f.id) })
 	if err != nil && !errors.Is(err, errExists) {
 		f.err = err
 		ps.inflight = f
@@ -617,7 +620,7 @@ func (s *Sink) encode(f *inflight) error {
 // reuse keeps the memory of an uploaded JSON or raw object for the partition's next one,
 // and takes back the Parquet encoder lent to it.
 func (s *Sink) reuse(ps *partState, f *inflight) {
-	if s.cfg.format != FormatParquet {
+	if s.cfg.Format != formatParquet {
 		ps.spare = f.body[:0]
 	} else {
 		ps.pq = f.pq
@@ -634,23 +637,23 @@ func (s *Sink) uploaded(key string, size int, err error) {
 }
 
 // contentType is the Content-Type of an object of the given format.
-func contentType(format string) string {
-	switch format {
-	case FormatParquet:
+func contentType(f format) string {
+	switch f {
+	case formatParquet:
 		return "application/vnd.apache.parquet"
-	case FormatJSONLines:
+	case formatJSONLines:
 		return "application/x-ndjson"
-	case FormatJSONArray:
+	case formatJSONArray:
 		return "application/json"
 	}
 	return "application/octet-stream"
 }
 
-// revokedLocked answers whether ps was revoked, and then releases it. A commit of an
-// offset already done changes nothing and tells (stale: still ours; unknown partition:
-// revoked, so another member may write these offsets).
+// revokedLocked answers whether ps was revoked, and then releases it: the runtime is
+// asked whether the partition is still the sink's (sdk.Positions.Owned); when it is not,
+// another member may write these offsets.
 func (s *Sink) revokedLocked(ps *partState) bool {
-	if !ps.hasCommitted || !errors.Is(s.committer.Commit(ps.part, ps.committed), sdk.ErrCommitUnknownPartition) {
+	if s.pos.Owned(ps.part) {
 		return false
 	}
 	s.log.Info("s3 sink: partition revoked; its buffer is dropped", "partition", ps.part.PartitionID,
@@ -659,16 +662,16 @@ func (s *Sink) revokedLocked(ps *partState) bool {
 	return true
 }
 
-// commitLocked commits last, the last offset of an object now in the bucket under key.
+// commitLocked records that last, the last offset of an object now in the bucket under
+// key, is durable: the Positions commit it.
 func (s *Sink) commitLocked(ps *partState, last uint64, key string) {
-	s.committedLocked(ps, last, key, s.committer.Commit(ps.part, last))
+	s.committedLocked(ps, key, s.pos.Durable(ps.part, last))
 }
 
-// committedLocked records the outcome err of the commit of last.
-func (s *Sink) committedLocked(ps *partState, last uint64, key string, err error) {
+// committedLocked records the outcome err of the commit of an object's last offset.
+func (s *Sink) committedLocked(ps *partState, key string, err error) {
 	switch {
-	case err == nil, errors.Is(err, sdk.ErrCommitStale):
-		ps.committed, ps.hasCommitted = last, true
+	case err == nil:
 	case errors.Is(err, sdk.ErrCommitUnknownPartition):
 		ps.gone = true
 		s.log.Info("s3 sink: partition revoked after an upload", "key", key, "err", err)
@@ -677,38 +680,38 @@ func (s *Sink) committedLocked(ps *partState, last uint64, key string, err error
 	}
 }
 
+// maxRetryDelay caps the wait between the attempts of a request.
+const maxRetryDelay = 60 * time.Second
+
 // attempt runs one request on key up to max_attempts times, waiting retry_delay, doubled
 // after each failure up to a minute, in between. errExists, errForeign and errNoUpload
 // are answers, not failures: they end it at once.
 func (s *Sink) attempt(ctx context.Context, key string, req func() error) error {
-	delay := s.cfg.retryDelay
-	for attempt := 1; ; attempt++ {
-		err := req()
-		if err == nil || errors.Is(err, errExists) || errors.Is(err, errNoUpload) {
-			return err
-		}
-		if errors.Is(err, errForeign) {
-			return fmt.Errorf("s3 sink: %w", err)
-		}
-		if attempt >= s.cfg.maxAttempts || ctx.Err() != nil {
-			return fmt.Errorf("s3 sink: upload failed after %d attempts: %w", attempt, err)
-		}
-		s.log.Warn("s3 sink: upload failed; retrying", "key", key, "attempt", attempt, "wait", delay, "err", err)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("s3 sink: upload of %s abandoned: %w", key, ctx.Err())
-		case <-t.C:
-		}
-		delay = min(2*delay, maxRetryDelay)
+	n := 0
+	retry := sdk.Retry{Initial: s.cfg.RetryDelay, Max: maxRetryDelay, Attempts: s.cfg.MaxAttempts,
+		What: "s3 sink: upload", Log: s.log, LogAttrs: []any{"key", key}, Transient: isTransient}
+	err := retry.Do(ctx, func(context.Context, int) error { n++; return req() })
+	switch {
+	case err == nil, errors.Is(err, errExists), errors.Is(err, errNoUpload):
+		return err
+	case errors.Is(err, errForeign):
+		return fmt.Errorf("s3 sink: %w", err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("s3 sink: upload of %s abandoned: %w", key, err)
 	}
+	return fmt.Errorf("s3 sink: upload failed after %d attempts: %w", n, err)
+}
+
+// isTransient says which failures of a request are worth another attempt: not the
+// answers about the key (taken by this object or another, an upload gone).
+func isTransient(err error) bool {
+	return !errors.Is(err, errExists) && !errors.Is(err, errNoUpload) && !errors.Is(err, errForeign)
 }
 
 // flusher uploads every partition that got nothing for flush_interval, until Close.
 func (s *Sink) flusher() {
 	defer close(s.done)
-	tick := max(s.cfg.flushInterval/4, 5*time.Millisecond)
+	tick := max(s.cfg.FlushInterval/4, 5*time.Millisecond)
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
@@ -724,7 +727,7 @@ func (s *Sink) flusher() {
 					s.log.Warn("s3 sink: upload failed; retrying", "partition", ps.part.PartitionID, "err", err)
 				}
 			}
-			if (!ps.buf.empty() || ps.up != nil) && time.Since(ps.lastAdd) >= s.cfg.flushInterval {
+			if (!ps.buf.empty() || ps.up != nil) && time.Since(ps.lastAdd) >= s.cfg.FlushInterval {
 				if err := s.flushLocked(s.bg, ps); err != nil && s.bg.Err() == nil {
 					s.log.Warn("s3 sink: flush of an idle partition failed; retrying", "partition", ps.part.PartitionID, "err", err)
 				}
@@ -744,8 +747,9 @@ func (s *Sink) snapshot() []*partState {
 	return out
 }
 
-// Close stops the flusher and uploads and commits every buffer; ctx bounds the uploads.
-// It is idempotent.
+// Close stops the flusher and uploads and commits every buffer; ctx bounds the uploads
+// (those it cuts short are cancelled: their messages were not committed). It returns once
+// no upload runs any more. It is idempotent.
 func (s *Sink) Close(ctx context.Context) error {
 	if s.cancel == nil || !s.closed.CompareAndSwap(false, true) {
 		return nil
@@ -765,6 +769,7 @@ func (s *Sink) Close(ctx context.Context) error {
 		ps.mu.Unlock()
 	}
 	s.cancelPuts()
+	s.uploads.Wait()
 	s.st.close()
 	return errors.Join(errs...)
 }

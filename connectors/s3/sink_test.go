@@ -8,65 +8,20 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"go.uber.org/goleak"
 
+	"github.com/ferryio/ferry/connectors/internal/parquetrows"
 	"github.com/ferryio/ferry/internal/s3test"
 	"github.com/ferryio/ferry/internal/testkit"
 	"github.com/ferryio/ferry/sdk"
+	"github.com/ferryio/ferry/sdk/sdktest"
 )
-
-// commits records the sink's commits as the runtime's partition table judges them: an
-// offset at or below the last one is stale; a partition in revoked is unknown.
-type commits struct {
-	mu      sync.Mutex
-	got     map[sdk.Partition]uint64
-	revoked map[sdk.Partition]bool
-}
-
-func (c *commits) Commit(p sdk.Partition, off uint64) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.revoked[p] {
-		return fmt.Errorf("%w: partition %d", sdk.ErrCommitUnknownPartition, p.PartitionID)
-	}
-	if c.got == nil {
-		c.got = map[sdk.Partition]uint64{}
-	}
-	if last, ok := c.got[p]; ok && off <= last {
-		return fmt.Errorf("%w: %d", sdk.ErrCommitStale, off)
-	}
-	c.got[p] = off
-	return nil
-}
-
-// waitCommit polls until partition p's commit reaches want (uploads and their commits run
-// in the background), failing the test after 30 seconds.
-func (c *commits) waitCommit(t *testing.T, p uint32, want uint64) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for last, ok := c.of(p); !ok || last < want; last, ok = c.of(p) {
-		if time.Now().After(deadline) {
-			t.Fatalf("partition %d committed %d, %v; want %d", p, last, ok, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if last, _ := c.of(p); last != want {
-		t.Fatalf("partition %d committed %d, want %d", p, last, want)
-	}
-}
-
-func (c *commits) of(p uint32) (uint64, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.got[part(p)]
-	return v, ok
-}
 
 var topic = sdk.TopicMetadata{Stream: "s", Topic: "t", StreamID: 1, TopicID: 2}
 
@@ -74,33 +29,41 @@ func part(id uint32) sdk.Partition { return sdk.Partition{StreamID: 1, TopicID: 
 
 const ts0 = 1_710_597_600_000_000 // 2024-03-16T14:00:00Z
 
-func msgs(p uint32, first, n uint64) []sdk.ConsumedMessage {
-	out := make([]sdk.ConsumedMessage, n)
-	for i := range out {
-		o := first + uint64(i)
-		out[i] = sdk.ConsumedMessage{ID: sdk.MessageIDFromUint64(uint64(p)<<32 | o), Offset: o,
-			Timestamp: ts0 + o, OriginTimestamp: ts0, Payload: fmt.Appendf(nil, `{"p":%d,"o":%d}`, p, o),
-			Headers: []sdk.Header{{Key: sdk.String("k"), Value: sdk.Uint64(o)}}}
-	}
-	return out
-}
+// msgs returns the kit's messages n of partition p from offset first: payload
+// {"p":P,"o":O}, header "offset", timestamps ts0 + offset.
+func msgs(p uint32, first, n uint64) []sdk.ConsumedMessage { return sdktest.Messages(p, first, n, nil) }
 
-func config(srv *s3test.Server, bucket, extra string) string {
+func cfgOf(srv *s3test.Server, bucket, extra string) string {
 	return fmt.Sprintf(`{"bucket":%q,"region":%q,"endpoint":%q,"access_key_id":%q,"secret_access_key":%q,"prefix":"pre"%s}`,
 		bucket, srv.Region, srv.Endpoint, srv.AccessKey, srv.SecretKey, extra)
 }
 
-func open(t *testing.T, cfg string, c sdk.Committer) *Sink {
+// tsink is a sink under test and the Committer it was opened with, which judges its
+// commits as the runtime does.
+type tsink struct {
+	*Sink
+	c *sdktest.Committer
+}
+
+// openWith opens s with env, whose Committer is c, and closes it when the test ends.
+func openWith(t testing.TB, s *Sink, env sdk.SinkEnv, c *sdktest.Committer) *tsink {
 	t.Helper()
-	s := New()
-	if err := s.Open(context.Background(), sdk.SinkEnv{Key: "k", Config: []byte(cfg), Committer: c}); err != nil {
+	if err := s.Open(context.Background(), env); err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
-	return s
+	return &tsink{s, c}
 }
 
-func assign(t *testing.T, s *Sink, ids ...uint32) map[sdk.Partition]uint64 {
+// open opens a sink with the plugin_config cfg and c as its Committer.
+func open(t *testing.T, cfg string, c *sdktest.Committer) *tsink {
+	t.Helper()
+	return openWith(t, New(), sdktest.SinkEnv(t, cfg, c), c)
+}
+
+// assign assigns partitions ids as the runtime does: each resumes where the sink seeks,
+// else at 0 (a group with no stored offset).
+func assign(t *testing.T, s *tsink, ids ...uint32) map[sdk.Partition]uint64 {
 	t.Helper()
 	var ps []sdk.Partition
 	for _, id := range ids {
@@ -110,12 +73,20 @@ func assign(t *testing.T, s *Sink, ids ...uint32) map[sdk.Partition]uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, p := range ps {
+		s.c.Assign(p, got[p])
+	}
 	return got
 }
 
-func consume(t *testing.T, s *Sink, schema sdk.Schema, p uint32, m []sdk.ConsumedMessage) {
+// deliver hands a batch of partition p to the sink as the runtime does.
+func (s *tsink) deliver(p uint32, m []sdk.ConsumedMessage) error {
+	return sdktest.Consume(context.Background(), s.Sink, s.c, topic, part(p), m)
+}
+
+func consume(t *testing.T, s *tsink, p uint32, m []sdk.ConsumedMessage) {
 	t.Helper()
-	if err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(p), Schema: schema}, m); err != nil {
+	if err := s.deliver(p, m); err != nil {
 		t.Fatalf("consume: %v", err)
 	}
 }
@@ -126,17 +97,17 @@ func consume(t *testing.T, s *Sink, schema sdk.Schema, p uint32, m []sdk.Consume
 func TestParquetReadByPyarrow(t *testing.T) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
-	c := &commits{}
-	s := open(t, config(srv, bucket, `,"output_format":"parquet","file_rotation":"messages","max_messages_per_file":100,"row_group_size":40`), c)
+	c := sdktest.NewCommitter()
+	s := open(t, cfgOf(srv, bucket, `,"output_format":"parquet","file_rotation":"messages","max_messages_per_file":100,"row_group_size":40`), c)
 	if got := assign(t, s, 0, 1, 2); len(got) != 0 {
 		t.Fatalf("empty bucket: seek %v, want none", got)
 	}
 	for p := uint32(0); p < 3; p++ {
 		for first := uint64(0); first < 250; first += 50 {
-			consume(t, s, sdk.SchemaJSON, p, msgs(p, first, 50))
+			consume(t, s, p, msgs(p, first, 50))
 		}
 	}
-	c.waitCommit(t, 1, 199) // two full objects; 200-249 are buffered
+	c.WaitCommitted(t, part(1), 199) // two full objects; 200-249 are buffered
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -163,10 +134,10 @@ func TestParquetReadByPyarrow(t *testing.T) {
 			}
 			seen[k] = true
 			wantPayload := fmt.Sprintf(`{"p":%d,"o":%d}`, r.Partition, r.Offset)
-			wantID := sdk.MessageIDFromUint64(uint64(r.Partition)<<32 | r.Offset).String()
+			wantID := sdk.MessageIDFromUint64(uint64(r.Partition)<<40 | r.Offset + 1).String()
 			if r.Payload != wantPayload || r.ID != wantID || r.Stream != "s" || r.Topic != "t" ||
-				r.TimestampUS != int64(ts0+r.Offset) || r.Headers["k"] != fmt.Sprint(r.Offset) {
-				t.Fatalf("%s: row %+v; want payload %s, id %s, timestamp %d, header k=%d", o.Key, r, wantPayload, wantID, ts0+r.Offset, r.Offset)
+				r.TimestampUS != int64(ts0+r.Offset) || r.Headers["offset"] != fmt.Sprint(r.Offset) {
+				t.Fatalf("%s: row %+v; want payload %s, id %s, timestamp %d, header offset=%d", o.Key, r, wantPayload, wantID, ts0+r.Offset, r.Offset)
 			}
 		}
 	}
@@ -174,7 +145,7 @@ func TestParquetReadByPyarrow(t *testing.T) {
 		t.Fatalf("%d distinct (partition, offset), want 750", len(seen))
 	}
 	for p := uint32(0); p < 3; p++ {
-		if last, _ := c.of(p); last != 249 {
+		if last, _ := c.Committed(part(p)); last != 249 {
 			t.Fatalf("partition %d committed %d, want 249", p, last)
 		}
 	}
@@ -187,18 +158,18 @@ func TestParquetReadByPyarrow(t *testing.T) {
 func TestResumeSeeksPastTheBucket(t *testing.T) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
-	cfg := config(srv, bucket, `,"file_rotation":"messages","max_messages_per_file":10`)
-	c1 := &commits{}
+	cfg := cfgOf(srv, bucket, `,"file_rotation":"messages","max_messages_per_file":10`)
+	c1 := sdktest.NewCommitter()
 	s1 := open(t, cfg, c1)
 	assign(t, s1, 0, 1)
-	consume(t, s1, sdk.SchemaJSON, 0, msgs(0, 0, 25))
+	consume(t, s1, 0, msgs(0, 0, 25))
 	late := msgs(1, 0, 10)
 	for i := range late { // partition 1's objects an hour apart: another directory
 		late[i].Timestamp += uint64(time.Hour / time.Microsecond)
 	}
-	consume(t, s1, sdk.SchemaJSON, 1, late)
-	consume(t, s1, sdk.SchemaJSON, 1, msgs(1, 10, 10))
-	consume(t, s1, sdk.SchemaJSON, 0, msgs(0, 20, 5)) // redelivered: skipped
+	consume(t, s1, 1, late)
+	consume(t, s1, 1, msgs(1, 10, 10))
+	consume(t, s1, 0, msgs(0, 20, 5)) // redelivered: skipped
 	// "Crash" once the uploads under way landed: s1's buffer of partition 0 (offsets
 	// 20-24) is never uploaded.
 	for _, ps := range s1.snapshot() {
@@ -213,7 +184,7 @@ func TestResumeSeeksPastTheBucket(t *testing.T) {
 	s1.st.close()
 	s1.closed.Store(true)
 
-	c2 := &commits{}
+	c2 := sdktest.NewCommitter()
 	s2 := open(t, cfg, c2)
 	got := assign(t, s2, 0, 1, 2)
 	want := map[sdk.Partition]uint64{part(0): 20, part(1): 20}
@@ -222,12 +193,14 @@ func TestResumeSeeksPastTheBucket(t *testing.T) {
 	}
 	// The first owner's upload of 10-19 arrives again (a retry that landed before): refused
 	// by If-None-Match, counted as written.
-	consume(t, s2, sdk.SchemaJSON, 0, msgs(0, 0, 20)) // below the seek: skipped
-	s2.parts[part(0)].next = 10                       // as if the sink had been told to resume at 10
-	consume(t, s2, sdk.SchemaJSON, 0, msgs(0, 10, 10))
-	c2.waitCommit(t, 0, 19) // the existing object counts as written
-	consume(t, s2, sdk.SchemaJSON, 0, msgs(0, 20, 10))
-	c2.waitCommit(t, 0, 29)
+	consume(t, s2, 0, msgs(0, 0, 20)) // below the seek: skipped
+	// As if the sink had lost its positions and the runtime resumed at 10.
+	s2.pos.Forget(part(0))
+	c2.Assign(part(0), 10)
+	consume(t, s2, 0, msgs(0, 10, 10))
+	c2.WaitCommitted(t, part(0), 19) // the existing object counts as written
+	consume(t, s2, 0, msgs(0, 20, 10))
+	c2.WaitCommitted(t, part(0), 29)
 	keys := srv.Keys(t, bucket)
 	wantKeys := []string{
 		"pre/s/t/2024-03-16/14/00000-00000000000000000000-00000000000000000009.jsonl",
@@ -249,14 +222,14 @@ func TestResumeSeeksPastTheBucket(t *testing.T) {
 func TestJSONShapes(t *testing.T) {
 	srv := s3test.Connect(t)
 	for format, want := range map[string]string{
-		"json_array": `[{"offset":0,"timestamp":"2024-03-16T14:00:00Z","stream":"s","topic":"t","partition_id":3,"headers":{"k":0},"payload":{"p":3,"o":0}},` +
-			`{"offset":1,"timestamp":"2024-03-16T14:00:00Z","stream":"s","topic":"t","partition_id":3,"headers":{"k":1},"payload":{"p":3,"o":1}}]`,
+		"json_array": `[{"offset":0,"timestamp":"2024-03-16T14:00:00Z","stream":"s","topic":"t","partition_id":3,"headers":{"offset":0},"payload":{"p":3,"o":0}},` +
+			`{"offset":1,"timestamp":"2024-03-16T14:00:00Z","stream":"s","topic":"t","partition_id":3,"headers":{"offset":1},"payload":{"p":3,"o":1}}]`,
 		"raw": `{"p":3,"o":0}{"p":3,"o":1}`,
 	} {
 		bucket := srv.Bucket(t)
-		s := open(t, config(srv, bucket, fmt.Sprintf(`,"output_format":%q,"include_headers":true,"path_template":"{topic}"`, format)), &commits{})
+		s := open(t, cfgOf(srv, bucket, fmt.Sprintf(`,"output_format":%q,"include_headers":true,"path_template":"{topic}"`, format)), sdktest.NewCommitter())
 		assign(t, s, 3)
-		consume(t, s, sdk.SchemaJSON, 3, msgs(3, 0, 2))
+		consume(t, s, 3, msgs(3, 0, 2))
 		if err := s.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -275,16 +248,16 @@ func TestJSONShapes(t *testing.T) {
 func TestIdleAndMemoryFlushes(t *testing.T) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
-	c := &commits{}
-	s := open(t, config(srv, bucket, `,"flush_interval":"50ms","max_buffered_bytes":"1000"`), c)
+	c := sdktest.NewCommitter()
+	s := open(t, cfgOf(srv, bucket, `,"flush_interval":"50ms","max_buffered_bytes":"1000"`), c)
 	assign(t, s, 0, 1)
-	consume(t, s, sdk.SchemaJSON, 0, msgs(0, 0, 3))
-	testkit.WaitFor(t, "the idle partition flushed up to offset 2", func() bool { last, ok := c.of(0); return ok && last == 2 })
+	consume(t, s, 0, msgs(0, 0, 3))
+	testkit.WaitFor(t, "the idle partition flushed up to offset 2", func() bool { last, ok := c.Committed(part(0)); return ok && last == 2 })
 	// About 150 bytes a message: 10 messages pass 1000 bytes; the largest (partition 1) goes.
-	if err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(1), Schema: sdk.SchemaJSON}, msgs(1, 0, 10)); err != nil {
+	if err := s.deliver(1, msgs(1, 0, 10)); err != nil {
 		t.Fatal(err)
 	}
-	c.waitCommit(t, 1, 9) // max_buffered_bytes
+	c.WaitCommitted(t, part(1), 9) // max_buffered_bytes
 	if n := s.buffered.Load(); n != 0 {
 		t.Fatalf("%d bytes still buffered", n)
 	}
@@ -295,13 +268,11 @@ func TestIdleAndMemoryFlushes(t *testing.T) {
 func TestRevokedPartitionNotUploaded(t *testing.T) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
-	c := &commits{revoked: map[sdk.Partition]bool{}}
-	s := open(t, config(srv, bucket, ""), c)
+	c := sdktest.NewCommitter()
+	s := open(t, cfgOf(srv, bucket, ""), c)
 	assign(t, s, 0)
-	consume(t, s, sdk.SchemaJSON, 0, msgs(0, 5, 3))
-	c.mu.Lock()
-	c.revoked[part(0)] = true
-	c.mu.Unlock()
+	consume(t, s, 0, msgs(0, 5, 3))
+	c.Revoke(part(0))
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -312,11 +283,11 @@ func TestRevokedPartitionNotUploaded(t *testing.T) {
 
 func TestMissingBucketNamed(t *testing.T) {
 	srv := s3test.Connect(t)
-	err := New().Open(context.Background(), sdk.SinkEnv{Config: []byte(config(srv, "no-such-bucket-ferry", "")), Committer: &commits{}})
+	err := New().Open(context.Background(), sdk.SinkEnv{Config: []byte(cfgOf(srv, "no-such-bucket-ferry", "")), Committer: sdktest.NewCommitter()})
 	if err == nil || err.Error() != `s3 sink: bucket "no-such-bucket-ferry" does not exist` {
 		t.Fatalf("open: %v", err)
 	}
-	err = New().Open(context.Background(), sdk.SinkEnv{Config: []byte(strings.Replace(config(srv, srv.Bucket(t), ""), srv.SecretKey, "wrong", 1)), Committer: &commits{}})
+	err = New().Open(context.Background(), sdk.SinkEnv{Config: []byte(strings.Replace(cfgOf(srv, srv.Bucket(t), ""), srv.SecretKey, "wrong", 1)), Committer: sdktest.NewCommitter()})
 	if err == nil || !strings.HasPrefix(err.Error(), `s3 sink: access to bucket "testmissingbucketnamed-`) {
 		t.Fatalf("open with a wrong secret: %v", err)
 	}
@@ -341,7 +312,7 @@ func TestOtherCommitModesRefused(t *testing.T) {
 func TestConditionalPutRefusesSecondWrite(t *testing.T) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
-	s := open(t, config(srv, bucket, ""), &commits{})
+	s := open(t, cfgOf(srv, bucket, ""), sdktest.NewCommitter())
 	ctx := context.Background()
 	id := identity{stream: "shop", topic: "orders", partition: 0, first: 0, last: 99}
 	if err := s.st.put(ctx, "k", []byte("first"), "text/plain", id); err != nil {
@@ -389,32 +360,32 @@ func TestConditionalPutRefusesSecondWrite(t *testing.T) {
 func TestFailedUploadKeepsTheBuffer(t *testing.T) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
-	c := &commits{}
-	s := open(t, config(srv, bucket, `,"output_format":"json_array","file_rotation":"messages","max_messages_per_file":3,"max_attempts":1,"include_metadata":false`), c)
+	c := sdktest.NewCommitter()
+	s := open(t, cfgOf(srv, bucket, `,"output_format":"json_array","file_rotation":"messages","max_messages_per_file":3,"max_attempts":1,"include_metadata":false`), c)
 	assign(t, s, 0)
 	ctx := context.Background()
 	if _, err := srv.Client.DeleteBucket(ctx, &awss3.DeleteBucketInput{Bucket: &bucket}); err != nil {
 		t.Fatal(err)
 	}
 	batch := msgs(0, 0, 3)
-	consume(t, s, sdk.SchemaJSON, 0, batch) // full: its upload starts in the background
+	consume(t, s, 0, batch) // full: its upload starts in the background
 	s.mu.Lock()
 	f := s.parts[part(0)].inflight
 	s.mu.Unlock()
 	<-f.done
-	err := s.Consume(ctx, topic, sdk.MessagesMetadata{Partition: part(0), Schema: sdk.SchemaJSON}, batch)
+	err := s.deliver(0, batch)
 	want := fmt.Sprintf(`s3 sink: upload failed after 1 attempts: put s3://%s/pre/s/t/2024-03-16/14/00000-00000000000000000000-00000000000000000002.json: bucket %q does not exist`, bucket, bucket)
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("consume: %v\nwant %s…", err, want)
 	}
-	if _, ok := c.of(0); ok {
+	if _, ok := c.Committed(part(0)); ok {
 		t.Fatal("committed after a failed upload")
 	}
 	if _, err := srv.Client.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: &bucket}); err != nil {
 		t.Fatal(err)
 	}
-	consume(t, s, sdk.SchemaJSON, 0, batch) // the runtime's retry
-	if last, ok := c.of(0); !ok || last != 2 {
+	consume(t, s, 0, batch) // the runtime's retry
+	if last, ok := c.Committed(part(0)); !ok || last != 2 {
 		t.Fatalf("committed %d, %v; want 2", last, ok)
 	}
 	keys := srv.Keys(t, bucket)
@@ -432,21 +403,18 @@ func TestFailedUploadKeepsTheBuffer(t *testing.T) {
 func TestParquetTypedColumns(t *testing.T) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
-	c := &commits{}
+	c := sdktest.NewCommitter()
 	cols := `,"columns":[{"name":"user","type":"string","path":"user.name"},{"name":"n","type":"int64","path":"n"},` +
 		`{"name":"score","type":"float64","path":"score"},{"name":"ok","type":"bool","path":"ok"},{"name":"u","type":"json","path":"user"}]`
-	s := New()
-	env := sdk.SinkEnv{Config: []byte(config(srv, bucket, `,"output_format":"parquet"`+cols)), Committer: c, OnFailure: "skip"}
-	if err := s.Open(context.Background(), env); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	env := sdktest.SinkEnv(t, cfgOf(srv, bucket, `,"output_format":"parquet"`+cols), c)
+	env.OnFailure = sdk.FailureSkip
+	s := openWith(t, New(), env, c)
 	assign(t, s, 0)
 	batch := msgs(0, 0, 3)
 	batch[0].Payload = []byte(`{"user":{"name":"ann","id":7},"n":5,"score":1.5,"ok":true}`)
 	batch[1].Payload = []byte(`{"n":"five"}`)
 	batch[2].Payload = []byte(`{"n":-2}`)
-	err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(0), Schema: sdk.SchemaJSON}, batch)
+	err := s.deliver(0, batch)
 	var rej *sdk.RejectedMessages
 	if !errors.As(err, &rej) || !slices.Equal(rej.Offsets, []uint64{1}) || !strings.Contains(err.Error(), `column "n" (path n): want an integer, got the string "five"`) {
 		t.Fatalf("consume: %v; want offset 1 rejected for column n", err)
@@ -487,9 +455,9 @@ func TestParquetCodecsReadByPyarrow(t *testing.T) {
 		{`,"compression":"none"`, "UNCOMPRESSED"},
 	}
 	for i, c := range cases {
-		s := open(t, config(srv, bucket, `,"output_format":"parquet","file_rotation":"messages","max_messages_per_file":500`+c.extra), &commits{})
+		s := open(t, cfgOf(srv, bucket, `,"output_format":"parquet","file_rotation":"messages","max_messages_per_file":500`+c.extra), sdktest.NewCommitter())
 		assign(t, s, uint32(i))
-		consume(t, s, sdk.SchemaJSON, uint32(i), msgs(uint32(i), 0, 500))
+		consume(t, s, uint32(i), msgs(uint32(i), 0, 500))
 		if err := s.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -520,8 +488,8 @@ func TestParquetCodecsReadByPyarrow(t *testing.T) {
 	if size[0] > size[1]+size[1]/10 {
 		t.Fatalf("zstd fastest %d bytes, default level %d: want fastest within a tenth of default", size[0], size[1])
 	}
-	if cfg, err := parseConfig([]byte(`{"bucket":"b","region":"r"}`)); err != nil || cfg.level != LevelFastest || codec(&cfg) != codecs["zstd/fastest"] {
-		t.Fatalf("unset compression_level: level %q (%v), want fastest", cfg.level, err)
+	if cfg, err := Config.Parse([]byte(`{"bucket":"b","region":"r"}`)); err != nil || cfg.Level != parquetrows.ZstdFastest || parquetrows.Codec(cfg.Compression, cfg.Level) != parquetrows.Codec(parquetrows.Zstd, parquetrows.ZstdFastest) {
+		t.Fatalf("unset compression_level: level %q (%v), want fastest", cfg.Level, err)
 	}
 }
 
@@ -532,32 +500,28 @@ func TestParquetCodecsReadByPyarrow(t *testing.T) {
 func TestParquetEncodeFailureRetried(t *testing.T) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
-	c := &commits{}
-	s := New()
+	c := sdktest.NewCommitter()
+	sink := New()
 	var fails atomic.Int32
 	fails.Store(2) // the background attempt and the next call's
-	s.encodeFault = func(key string) error {
+	sink.encodeFault = func(key string) error {
 		if fails.Add(-1) >= 0 {
 			return fmt.Errorf("injected encoding failure of %s", key)
 		}
 		return nil
 	}
-	if err := s.Open(context.Background(), sdk.SinkEnv{Key: "k", Config: []byte(config(srv, bucket,
-		`,"output_format":"parquet","file_rotation":"messages","max_messages_per_file":100`)), Committer: c}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	s := openWith(t, sink, sdktest.SinkEnv(t, cfgOf(srv, bucket, `,"output_format":"parquet","file_rotation":"messages","max_messages_per_file":100`), c), c)
 	assign(t, s, 0)
-	consume(t, s, sdk.SchemaJSON, 0, msgs(0, 0, 100)) // full: encoded in the background
+	consume(t, s, 0, msgs(0, 0, 100)) // full: encoded in the background
 	second := msgs(0, 100, 100)
-	err := s.Consume(context.Background(), topic, sdk.MessagesMetadata{Partition: part(0), Schema: sdk.SchemaJSON}, second)
+	err := s.deliver(0, second)
 	if err == nil || !strings.Contains(err.Error(), "injected encoding failure of pre/s/t/2024-03-16/14/00000-00000000000000000000-00000000000000000099.parquet") {
 		t.Fatalf("second batch: error %v, want the injected failure of the first object", err)
 	}
-	if _, ok := c.of(0); ok || len(srv.Keys(t, bucket)) != 0 {
+	if _, ok := c.Committed(part(0)); ok || len(srv.Keys(t, bucket)) != 0 {
 		t.Fatalf("after the failure: commit %v, objects %v; want none", ok, srv.Keys(t, bucket))
 	}
-	consume(t, s, sdk.SchemaJSON, 0, second) // the runtime's retry
+	consume(t, s, 0, second) // the runtime's retry
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -575,7 +539,7 @@ func TestParquetEncodeFailureRetried(t *testing.T) {
 			}
 		}
 	}
-	if last, _ := c.of(0); last != 199 {
+	if last, _ := c.Committed(part(0)); last != 199 {
 		t.Fatalf("committed %d, want 199", last)
 	}
 }
@@ -592,7 +556,7 @@ func TestHalfWrittenKeyIsWrittenAgain(t *testing.T) {
 		t.Fatal("FERRY_S3_DIR is not set (scripts/s3.sh start exports it with the endpoint)")
 	}
 	bucket := srv.Bucket(t)
-	s := open(t, config(srv, bucket, ""), &commits{})
+	s := open(t, cfgOf(srv, bucket, ""), sdktest.NewCommitter())
 	ctx := context.Background()
 	id := identity{stream: "s", topic: "t", partition: 0, first: 0, last: 9, lastTS: 42}
 	key := "p/00000-00000000000000000000-00000000000000000009.jsonl"
@@ -619,4 +583,71 @@ func TestHalfWrittenKeyIsWrittenAgain(t *testing.T) {
 	if err := s.st.put(ctx, key, []byte("again"), "text/plain", id); !errors.Is(err, errExists) {
 		t.Fatalf("third put: %v, want errExists", err)
 	}
+}
+
+// TestCloseWaitsForItsUploads: Close returns only once every upload it started in the
+// background has ended (one that ctx cut short is cancelled), so no upload of a closed
+// sink goes on using its connections. It returned with the upload still under way, which
+// left an HTTP connection of the closed sink behind when the upload landed after the
+// sink closed its idle ones (goleak found it after the crash-at-every-step tests).
+func TestCloseWaitsForItsUploads(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	c := sdktest.NewCommitter()
+	sink := New()
+	returned := make(chan struct{}) // closed once Close returned
+	// The object's encoding, in the background, holds its upload until Close cancelled
+	// the uploads, and then until Close returned (at most a second: Close now waits).
+	sink.encodeFault = func(string) error {
+		<-sink.puts.Done()
+		select {
+		case <-returned:
+		case <-time.After(time.Second):
+		}
+		return errors.New("injected: the upload outlived its context")
+	}
+	s := openWith(t, sink, sdktest.SinkEnv(t, cfgOf(srv, bucket, `,"output_format":"parquet","file_rotation":"messages","max_messages_per_file":10`), c), c)
+	assign(t, s, 0)
+	consume(t, s, 0, msgs(0, 0, 10)) // full: its upload starts in the background
+	s.mu.Lock()
+	f := s.parts[part(0)].inflight
+	s.mu.Unlock()
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = s.Close(ended) // a stop out of time: the upload is cancelled, not waited for
+	select {
+	case <-f.done:
+	default:
+		t.Fatal("Close returned while its upload was still running")
+	}
+	close(returned)
+	if _, ok := c.Committed(part(0)); ok {
+		t.Fatal("committed an upload that did not land")
+	}
+}
+
+// TestClosedStoreLeavesNoConnection: once the sink closed its S3 client, none of its
+// connections is left open and none is dialed again. A request cut short while its
+// connection was being dialed left the dial going, and the connection it made then waited
+// in the idle pool of the closed sink (goleak found it after the crash-at-every-step
+// tests, whose crashed instances close under an ended context); a request after the close
+// stands for that late dial.
+func TestClosedStoreLeavesNoConnection(t *testing.T) {
+	srv := s3test.Connect(t)
+	bucket := srv.Bucket(t)
+	before := goleak.IgnoreCurrent()
+	s := New()
+	if err := s.Open(context.Background(), sdktest.SinkEnv(t, cfgOf(srv, bucket, ""), sdktest.NewCommitter())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.st.exists(context.Background(), "k"); err != nil { // a second connection's worth of use
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.st.exists(context.Background(), "k"); !errors.Is(err, errStoreClosed) {
+		t.Fatalf("a request after close: %v, want errStoreClosed", err)
+	}
+	goleak.VerifyNone(t, before)
 }

@@ -67,15 +67,15 @@ func (s *Sink) startLocked(ctx context.Context, ps *partState) error {
 	tmp := s.partialKey(ps)
 	var id string
 	err := s.attempt(ctx, tmp, func() (err error) {
-		id, err = s.st.create(ctx, tmp, contentType(s.cfg.format), nil)
+		id, err = s.st.create(ctx, tmp, contentType(s.cfg.Format), nil)
 		return err
 	})
 	if err != nil {
 		return err // the buffer is kept: the next message or retried batch starts again
 	}
 	up := &stream{tmp: tmp, id: id}
-	if s.cfg.format == FormatParquet {
-		up.enc = newRowEncoder(&s.cfg, ps.buf.schema, &up.part, int(s.cfg.partSize))
+	if s.cfg.Format == formatParquet {
+		up.enc = newRowEncoder(&s.cfg, ps.buf.schema, &up.part, int(s.cfg.PartSize))
 	}
 	ps.up = up
 	s.log.Debug("s3 sink: streaming an object", "partial_key", tmp, "first", ps.buf.first)
@@ -92,7 +92,7 @@ func (s *Sink) feedLocked(ctx context.Context, ps *partState) error {
 			return err
 		}
 	}
-	if len(s.pending(ps)) >= int(s.cfg.partSize) {
+	if len(s.pending(ps)) >= int(s.cfg.PartSize) {
 		return s.sendPartLocked(ctx, ps, s.pending(ps))
 	}
 	return nil
@@ -131,7 +131,7 @@ func (s *Sink) finishLocked(ctx context.Context, ps *partState) error {
 			up.enc = nil // closed: a retry after a failed last part sends what it wrote
 		}
 		body := s.pending(ps)
-		if s.cfg.format == FormatJSONArray {
+		if s.cfg.Format == formatJSONArray {
 			body = b.finish(&s.cfg) // the closing bracket, after what is pending
 		}
 		if len(body) > 0 || len(up.etags) == 0 {
@@ -157,9 +157,9 @@ func (s *Sink) finishLocked(ctx context.Context, ps *partState) error {
 		up.sealed = true
 	}
 	key := objectKey(s.cfg.Prefix, s.tpl, keyCtx{stream: ps.topic.Stream, topic: ps.topic.Topic,
-		partition: ps.part.PartitionID, firstTS: b.firstTS, gen: ps.gen}, b.first, b.last, s.cfg.format)
+		partition: ps.part.PartitionID, firstTS: b.firstTS, gen: ps.gen}, b.first, b.last, s.cfg.Format)
 	ident := ps.identity()
-	err := s.attempt(ctx, key, func() error { return s.st.copy(ctx, up.tmp, key, contentType(s.cfg.format), up.sizes, ident) })
+	err := s.attempt(ctx, key, func() error { return s.st.copy(ctx, up.tmp, key, contentType(s.cfg.Format), up.sizes, ident) })
 	switch {
 	case errors.Is(err, errExists):
 		s.log.Info("s3 sink: object already in the bucket (its metadata names this range); counted as written", "key", key)
@@ -187,7 +187,7 @@ func (s *Sink) lostLocked(ctx context.Context, ps *partState) {
 
 // pending is the encoded bytes of ps's streamed object not yet sent.
 func (s *Sink) pending(ps *partState) []byte {
-	if s.cfg.format == FormatParquet {
+	if s.cfg.Format == formatParquet {
 		return ps.up.part.b
 	}
 	return ps.buf.data

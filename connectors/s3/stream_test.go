@@ -13,6 +13,7 @@ import (
 
 	"github.com/ferryio/ferry/internal/s3test"
 	"github.com/ferryio/ferry/sdk"
+	"github.com/ferryio/ferry/sdk/sdktest"
 )
 
 // bigMsgs returns n messages of about 2000 bytes of JSON from offset first.
@@ -31,10 +32,10 @@ const streamCfg = `,"part_size":"5MiB","max_file_size":"24MiB","flush_interval":
 
 // feedUntil consumes bigMsgs of partition 0 in batches of 500 from offset next until cond
 // holds (checked after each batch), at most limit messages; it returns the next offset.
-func feedUntil(t *testing.T, s *Sink, next, limit uint64, cond func() bool) uint64 {
+func feedUntil(t *testing.T, s *tsink, next, limit uint64, cond func() bool) uint64 {
 	t.Helper()
 	for end := next + limit; next < end; next += 500 {
-		consume(t, s, sdk.SchemaJSON, 0, bigMsgs(0, next, 500))
+		consume(t, s, 0, bigMsgs(0, next, 500))
 		if cond() {
 			return next + 500
 		}
@@ -49,8 +50,8 @@ func feedUntil(t *testing.T, s *Sink, next, limit uint64, cond func() bool) uint
 func TestStreamedObjectJSONLines(t *testing.T) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
-	c := &commits{}
-	s := open(t, config(srv, bucket, streamCfg), c)
+	c := sdktest.NewCommitter()
+	s := open(t, cfgOf(srv, bucket, streamCfg), c)
 	assign(t, s, 0)
 	next := feedUntil(t, s, 0, 20000, func() bool {
 		ups := srv.Uploads(t, bucket)
@@ -59,11 +60,11 @@ func TestStreamedObjectJSONLines(t *testing.T) {
 	if keys := srv.Keys(t, bucket); len(keys) != 0 {
 		t.Fatalf("objects %v listed before the upload completed", keys)
 	}
-	if _, ok := c.of(0); ok {
+	if _, ok := c.Committed(part(0)); ok {
 		t.Fatal("committed before the upload completed")
 	}
-	next = feedUntil(t, s, next, 20000, func() bool { _, ok := c.of(0); return ok })
-	last, _ := c.of(0)
+	next = feedUntil(t, s, next, 20000, func() bool { _, ok := c.Committed(part(0)); return ok })
+	last, _ := c.Committed(part(0))
 	if ups := srv.Uploads(t, bucket); len(ups) != 0 {
 		t.Fatalf("uploads left after completion: %+v", ups)
 	}
@@ -98,11 +99,11 @@ func TestStreamedObjectParquet(t *testing.T) {
 	srv := s3test.Connect(t)
 	s3test.Python(t)
 	bucket := srv.Bucket(t)
-	c := &commits{}
-	s := open(t, config(srv, bucket, streamCfg+`,"output_format":"parquet","compression":"none"`), c)
+	c := sdktest.NewCommitter()
+	s := open(t, cfgOf(srv, bucket, streamCfg+`,"output_format":"parquet","compression":"none"`), c)
 	assign(t, s, 0)
-	feedUntil(t, s, 0, 40000, func() bool { _, ok := c.of(0); return ok })
-	last, _ := c.of(0)
+	feedUntil(t, s, 0, 40000, func() bool { _, ok := c.Committed(part(0)); return ok })
+	last, _ := c.Committed(part(0))
 	if ups := srv.Uploads(t, bucket); len(ups) != 0 {
 		t.Fatalf("uploads left after completion: %+v", ups)
 	}
@@ -132,8 +133,8 @@ func TestStreamedObjectStopAndAbandoned(t *testing.T) {
 	bucket := srv.Bucket(t)
 	inFlight := func() bool { ups := srv.Uploads(t, bucket); return len(ups) == 1 && ups[0].Parts >= 1 }
 
-	c := &commits{}
-	s := open(t, config(srv, bucket, streamCfg), c)
+	c := sdktest.NewCommitter()
+	s := open(t, cfgOf(srv, bucket, streamCfg), c)
 	assign(t, s, 0)
 	next := feedUntil(t, s, 0, 10000, inFlight)
 	if err := s.Close(context.Background()); err != nil {
@@ -146,12 +147,12 @@ func TestStreamedObjectStopAndAbandoned(t *testing.T) {
 	if keys := srv.Keys(t, bucket); len(keys) != 1 || keys[0] != want {
 		t.Fatalf("objects %v after a stop mid-object, want [%s]", keys, want)
 	}
-	if last, _ := c.of(0); last != next-1 {
+	if last, _ := c.Committed(part(0)); last != next-1 {
 		t.Fatalf("a stop mid-object committed %d, want %d", last, next-1)
 	}
 
 	// dead stands for a killed process: it is never closed before the next owner starts.
-	dead := open(t, config(srv, bucket, streamCfg), &commits{})
+	dead := open(t, cfgOf(srv, bucket, streamCfg), sdktest.NewCommitter())
 	assign(t, dead, 0)
 	feedUntil(t, dead, next, 10000, inFlight)
 	mine := "pre/s/t/2024-03-16/14/00000-00000000000000099999.0123456789abcdef.partial"
@@ -161,8 +162,8 @@ func TestStreamedObjectStopAndAbandoned(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nc := &commits{}
-	nw := open(t, config(srv, bucket, streamCfg), nc)
+	nc := sdktest.NewCommitter()
+	nw := open(t, cfgOf(srv, bucket, streamCfg), nc)
 	if got := assign(t, nw, 0); got[part(0)] != next {
 		t.Fatalf("seek %v, want partition 0 at %d", got, next)
 	}
@@ -181,15 +182,15 @@ func TestStreamedObjectStopAndAbandoned(t *testing.T) {
 func TestStreamedObjectLoserReleases(t *testing.T) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
-	oldC, newC := &commits{}, &commits{}
-	old := open(t, config(srv, bucket, streamCfg), oldC)
+	oldC, newC := sdktest.NewCommitter(), sdktest.NewCommitter()
+	old := open(t, cfgOf(srv, bucket, streamCfg), oldC)
 	assign(t, old, 0)
 	next := feedUntil(t, old, 0, 10000, func() bool { ups := srv.Uploads(t, bucket); return len(ups) == 1 && ups[0].Parts >= 1 })
-	nw := open(t, config(srv, bucket, streamCfg), newC)
+	nw := open(t, cfgOf(srv, bucket, streamCfg), newC)
 	assign(t, nw, 0)
 	// The old owner goes on until its next part; then it holds nothing.
 	for o := next; o < next+10000; o += 500 {
-		consume(t, old, sdk.SchemaJSON, 0, bigMsgs(0, o, 500))
+		consume(t, old, 0, bigMsgs(0, o, 500))
 		old.mu.Lock()
 		gone := old.parts[part(0)].gone
 		old.mu.Unlock()
@@ -202,11 +203,11 @@ func TestStreamedObjectLoserReleases(t *testing.T) {
 		t.Fatalf("old owner still holds the partition: gone %v, streaming %v, %d bytes", ps.gone, ps.up != nil, ps.buf.size)
 	}
 	old.mu.Unlock()
-	if _, ok := oldC.of(0); ok {
+	if _, ok := oldC.Committed(part(0)); ok {
 		t.Fatal("the old owner committed")
 	}
-	feedUntil(t, nw, 0, 20000, func() bool { _, ok := newC.of(0); return ok })
-	last, _ := newC.of(0)
+	feedUntil(t, nw, 0, 20000, func() bool { _, ok := newC.Committed(part(0)); return ok })
+	last, _ := newC.Committed(part(0))
 	keys := srv.Keys(t, bucket)
 	if want := fmt.Sprintf("pre/s/t/2024-03-16/14/00000-%020d-%020d.jsonl", 0, last); len(keys) != 1 || keys[0] != want {
 		t.Fatalf("keys %v, want only the new owner's %s", keys, want)
@@ -218,7 +219,7 @@ func TestStreamedObjectLoserReleases(t *testing.T) {
 // is not gone, an aborted one is.
 func TestGoneUpload(t *testing.T) {
 	srv := s3test.Connect(t)
-	s := open(t, config(srv, srv.Bucket(t), streamCfg), &commits{})
+	s := open(t, cfgOf(srv, srv.Bucket(t), streamCfg), sdktest.NewCommitter())
 	ctx := context.Background()
 	const key = "gone/object.partial"
 	id, err := s.st.create(ctx, key, "application/octet-stream", nil)
@@ -245,7 +246,7 @@ func TestGoneUpload(t *testing.T) {
 func TestRemovePartialAfterStop(t *testing.T) {
 	srv := s3test.Connect(t)
 	bucket := srv.Bucket(t)
-	s := open(t, config(srv, bucket, streamCfg), &commits{})
+	s := open(t, cfgOf(srv, bucket, streamCfg), sdktest.NewCommitter())
 	key := "pre/s/t/2024-03-16/14/00000-00000000000000000000.0123456789abcdef.partial"
 	if _, err := srv.Client.PutObject(context.Background(), &awss3.PutObjectInput{Bucket: &bucket, Key: &key, Body: strings.NewReader("x")}); err != nil {
 		t.Fatal(err)

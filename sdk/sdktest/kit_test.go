@@ -178,6 +178,64 @@ func TestPositionsWithoutCommitter(t *testing.T) {
 	}
 }
 
+// TestPositionsAtForARewindSeeker: a sink that is a RewindSeeker gives its positions with
+// the timestamp of the last message written; Positions returns them, Assigned the same
+// offsets; the bookkeeping is that of Assigned (a redelivery cut off, the offset before
+// the seek known done); after a rewind the sink forgets the partition, whose messages from
+// offset 0 are accepted again.
+func TestPositionsAtForARewindSeeker(t *testing.T) {
+	c := sdktest.NewCommitter()
+	held := map[sdk.Partition]sdk.Position{sdktest.Part(0): {Next: 7, Timestamp: 1234}}
+	k := sdk.NewPositionsAt(sdktest.SinkEnv(t, nil, c), func(_ context.Context, _ sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]sdk.Position, error) {
+		out := map[sdk.Partition]sdk.Position{}
+		for _, p := range parts {
+			if at, ok := held[p]; ok {
+				out[p] = at
+			}
+		}
+		return out, nil
+	})
+	p0, p1 := sdktest.Part(0), sdktest.Part(1)
+	at, err := k.Positions(context.Background(), sdktest.Topic, []sdk.Partition{p0, p1})
+	if err != nil || len(at) != 1 || at[p0] != (sdk.Position{Next: 7, Timestamp: 1234}) {
+		t.Fatalf("positions %v %v", at, err)
+	}
+	seek, err := k.Assigned(context.Background(), sdktest.Topic, []sdk.Partition{p0, p1})
+	if err != nil || len(seek) != 1 || seek[p0] != 7 {
+		t.Fatalf("seek %v %v", seek, err)
+	}
+	c.Assign(p0, 7)
+	batch := sdktest.Messages(0, 5, 5, nil)
+	c.Deliver(p0, batch)
+	if fresh := k.Fresh(p0, batch); len(fresh) != 3 || fresh[0].Offset != 7 {
+		t.Fatalf("fresh %v", offsets(fresh))
+	}
+	if !k.Owned(p0) { // asks with offset 6, known done
+		t.Fatal("p0 not owned")
+	}
+	// Purged: the partition starts again at 0, its new messages are not the ones held.
+	k.Forget(p0)
+	c.Assign(p0, 0)
+	again := sdktest.Messages(0, 0, 4, nil)
+	c.Deliver(p0, again)
+	if fresh := k.Fresh(p0, again); len(fresh) != 4 {
+		t.Fatalf("after the rewind: %v", offsets(fresh))
+	}
+	if err := k.Durable(p0, 3); err != nil {
+		t.Fatal(err)
+	}
+	if off, ok := c.Committed(p0); !ok || off != 3 {
+		t.Fatalf("committed %d %v", off, ok)
+	}
+	// A LoadPositions sink's Positions carry no timestamps.
+	plain := sdk.NewPositions(sdk.SinkEnv{}, func(_ context.Context, _ sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]uint64, error) {
+		return map[sdk.Partition]uint64{parts[0]: 9}, nil
+	})
+	if at, err := plain.Positions(context.Background(), sdktest.Topic, []sdk.Partition{p1}); err != nil || at[p1] != (sdk.Position{Next: 9}) {
+		t.Fatalf("plain positions %v %v", at, err)
+	}
+}
+
 func offsets(msgs []sdk.ConsumedMessage) []uint64 {
 	var out []uint64
 	for _, m := range msgs {
@@ -240,6 +298,39 @@ func TestReadBack(t *testing.T) {
 	o, err = sdk.ReadBack(context.Background(), sdk.SourceEnv{}, 10, originOf, less)
 	if err != nil || o.Read() || o.Holds(-1, "a", 0) {
 		t.Fatalf("no reader: %v", err)
+	}
+}
+
+// TestReadBackExplicitPartition: messages sent to a named partition (ProducedMessage.
+// Partition) land there in the Log and are found there by Holds; another partition
+// holds nothing of their lane.
+func TestReadBackExplicitPartition(t *testing.T) {
+	log := sdktest.NewLog(3)
+	m := func(lane string, pos uint64, part uint32) sdk.ProducedMessage {
+		p := produced(lane, pos, "")
+		p.Partition = sdk.PartitionAt(part)
+		return p
+	}
+	log.Append([]sdk.ProducedMessage{m("r2", 10, 2), m("r2", 11, 2), m("r0", 5, 0)})
+	if n := len(log.Partition(2)); n != 2 {
+		t.Fatalf("partition 2 holds %d messages, want 2", n)
+	}
+	o, err := sdk.ReadBack(context.Background(), sdktest.SourceEnv(t, nil, nil, log), 1, originOf, func(a, b uint64) bool { return a < b })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Partitions() != 3 {
+		t.Fatalf("Partitions() = %d, want 3", o.Partitions())
+	}
+	for _, c := range []struct {
+		part uint32
+		lane string
+		pos  uint64
+		want bool
+	}{{2, "r2", 11, true}, {2, "r2", 12, false}, {1, "r2", 11, false}, {0, "r0", 5, true}, {7, "r0", 5, false}} {
+		if got := o.Holds(int(c.part), c.lane, c.pos); got != c.want {
+			t.Errorf("Holds(%d, %s, %d) = %v, want %v", c.part, c.lane, c.pos, got, c.want)
+		}
 	}
 }
 

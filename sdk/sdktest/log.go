@@ -44,7 +44,8 @@ func (l *Log) Append(msgs []sdk.ProducedMessage) {
 			i = l.partitionOf(m.PartitionKey)
 		}
 		cp := sdk.ProducedMessage{ID: m.ID, Payload: append([]byte(nil), m.Payload...),
-			PartitionKey: append([]byte(nil), m.PartitionKey...), Headers: copyHeaders(m.Headers), Partition: m.Partition}
+			PartitionKey: append([]byte(nil), m.PartitionKey...), Headers: copyHeaders(m.Headers), Partition: m.Partition,
+			OriginTimestamp: m.OriginTimestamp}
 		l.parts[i] = append(l.parts[i], Stored{Partition: uint32(i), Offset: uint64(len(l.parts[i])), Message: cp})
 	}
 }

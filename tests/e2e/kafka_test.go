@@ -98,7 +98,20 @@ transaction_timeout = "20s"
 // than allowed(n) of the n batches (the kills spread over the write: each kill of the
 // source lands while records flow), one batch each 20 ms at most; it returns when done or
 // on the first error.
-func kafkaWriter(ctx context.Context, b *kafkatest.Broker, topic string, per int, allowed func(batches int) int) error {
+// writerProgress is what kafkaWriter has written so far, and whether it is waiting for its
+// next allowance: a reader that holds every record written while the writer waits has
+// caught up, and waiting for more before the next kill would wait for ever.
+type writerProgress struct {
+	written atomic.Uint64
+	waiting atomic.Bool
+}
+
+// caughtUp: the writer waits for its allowance and n records hold all it wrote.
+func (w *writerProgress) caughtUp(n uint64) bool {
+	return w != nil && w.waiting.Load() && n >= w.written.Load()
+}
+
+func kafkaWriter(ctx context.Context, b *kafkatest.Broker, topic string, per int, allowed func(batches int) int, progress *writerProgress) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Bootstrap), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		return err
@@ -107,7 +120,13 @@ func kafkaWriter(ctx context.Context, b *kafkatest.Broker, topic string, per int
 	const batch = 100
 	for i := 0; i < per; i += batch {
 		for i/batch >= allowed((per+batch-1)/batch) {
+			if progress != nil {
+				progress.waiting.Store(true)
+			}
 			time.Sleep(20 * time.Millisecond) // a producer's pace, waiting for the next kill
+		}
+		if progress != nil {
+			progress.waiting.Store(false)
 		}
 		var recs []*kgo.Record
 		for p := range kafkaPartitions {
@@ -122,6 +141,9 @@ func kafkaWriter(ctx context.Context, b *kafkatest.Broker, topic string, per int
 		cancel()
 		if err != nil {
 			return fmt.Errorf("write records %d..%d: %w", i, i+batch-1, err)
+		}
+		if progress != nil {
+			progress.written.Add(uint64(len(recs)))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -261,10 +283,11 @@ func kafkaRoundTrip(t *testing.T, size kafkaRun) {
 	var writeErr error
 	// The write is spread over the kills: before kill k, k+1 shares of it at most.
 	var killed atomic.Int64
+	var progress writerProgress
 	wg.Go(func() {
 		writeErr = kafkaWriter(ctx, b, in, size.perPartition, func(n int) int {
 			return int((killed.Load() + 1) * int64(n) / int64(size.kills+1))
-		})
+		}, &progress)
 	})
 	total := uint64(kafkaPartitions * size.perPartition)
 	share := total / uint64(size.kills+1)
@@ -288,7 +311,8 @@ func kafkaRoundTrip(t *testing.T, size kafkaRun) {
 			if src.exited() {
 				t.Fatalf("source %d exited by itself: %v\n%s", i-1, src.err, tail(src.out.String(), 30))
 			}
-			return topicMessages(c, "k") > before+share/2 || topicMessages(c, "k") >= total
+			n := topicMessages(c, "k")
+			return n > before+share/2 || n >= total || progress.caughtUp(n)
 		})
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 		src.kill()
@@ -301,7 +325,10 @@ func kafkaRoundTrip(t *testing.T, size kafkaRun) {
 			if sink.exited() {
 				t.Fatalf("sink %d exited by itself: %v\n%s", i-1, sink.err, tail(sink.out.String(), 30))
 			}
-			return outCount() > beforeOut+share/4 || topicMessages(c, "k") >= total
+			n, out := topicMessages(c, "k"), outCount()
+			// out's end offsets count the records and the transactions' own records: at n or
+			// more while the writer waits, the sink holds all there is to write.
+			return out > beforeOut+share/4 || n >= total || (progress.caughtUp(n) && out >= n)
 		})
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 		sink.kill()
@@ -393,7 +420,7 @@ func TestKafkaTwoProcessesOneKilled(t *testing.T) {
 	var wg sync.WaitGroup
 	var writeErr error
 	wg.Go(func() {
-		writeErr = kafkaWriter(ctx, b, in, per, func(n int) int { return int((killed.Load() + 1) * int64(n) / 2) })
+		writeErr = kafkaWriter(ctx, b, in, per, func(n int) int { return int((killed.Load() + 1) * int64(n) / 2) }, nil)
 	})
 	total := uint64(kafkaPartitions * per)
 	testkit.WaitFor(t, "both processes carrying records", func() bool {
@@ -439,7 +466,7 @@ func TestKafkaBrokerDownAtStart(t *testing.T) {
 	in, out := kafkatest.Name(t, "in"), kafkatest.Name(t, "out")
 	b.CreateTopic(t, in, kafkaPartitions)
 	b.CreateTopic(t, out, kafkaPartitions)
-	if err := kafkaWriter(context.Background(), b, in, per, func(n int) int { return n }); err != nil {
+	if err := kafkaWriter(context.Background(), b, in, per, func(n int) int { return n }, nil); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()

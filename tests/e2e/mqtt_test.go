@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/iggy"
-	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/internal/testkit"
 )
 
@@ -250,34 +249,7 @@ func createMQTTTopic(t *testing.T, c *iggy.Client) {
 // the order of their partition.
 func readMQTTTopic(t *testing.T, c *iggy.Client) map[int][]int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out := map[int][]int{}
-	for p := range uint32(3) {
-		next := uint64(0)
-		for {
-			part := p
-			res, err := c.PollMessages(ctx, iggy.PollRequest{Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: iggy.ID(1)},
-				Stream: iggy.Name("s"), Topic: iggy.Name("mqtt"), Partition: &part, Strategy: wire.PollOffset(next), Count: 1000})
-			if err != nil {
-				t.Fatalf("read partition %d at %d: %v", p, next, err)
-			}
-			if len(res.Messages) == 0 {
-				res.Release()
-				break
-			}
-			for _, m := range res.Messages {
-				var k, j int
-				if _, err := fmt.Sscanf(string(m.Payload), "t%d:%d", &k, &j); err != nil {
-					t.Fatalf("partition %d offset %d: payload %q", p, m.Offset, m.Payload)
-				}
-				out[k] = append(out[k], j)
-				next = m.Offset + 1
-			}
-			res.Release()
-		}
-	}
-	return out
+	return readPairs(t, c, "mqtt", "t%d:%d")
 }
 
 func distinctInts(xs []int) map[int]bool {
