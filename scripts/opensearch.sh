@@ -6,7 +6,7 @@
 #
 #   bash scripts/opensearch.sh install            # resolve the node's jars with Maven (cached)
 #   eval "$(bash scripts/opensearch.sh start)"    # exports FERRY_OPENSEARCH_URL, FERRY_OPENSEARCH_DIR
-#   bash scripts/opensearch.sh restart            # stop (SIGTERM) and start again, same port and data
+#   bash scripts/opensearch.sh restart [KILL]     # stop (SIGTERM, or SIGKILL: a crash) and start again, same port and data
 #   bash scripts/opensearch.sh down; bash scripts/opensearch.sh up   # the same in two steps (an outage)
 #   bash scripts/opensearch.sh stop               # kills it and removes the directory
 #
@@ -46,8 +46,8 @@ launch() {
   local dir=$1 port
   port=$(cat "$dir/http.port")
   rm -f "$dir/home/data/nodes/0/node.lock" 2>/dev/null || true
-  : >"$dir/server.log"
-  [ "$(id -u)" = 0 ] && chown 65534:65534 "$dir/server.log"
+  echo "--- opensearch.sh: start $(date -u +%FT%TZ)" >>"$dir/server.log"
+  if [ "$(id -u)" = 0 ]; then chown 65534:65534 "$dir/server.log"; fi
   # setsid: the node outlives this script and is not in the caller's process group.
   setsid bash -c "$(declare -f as_node); as_node \"\$@\"" _ java "-Xmx$heap" "-Xms$heap" -XX:+UseSerialGC \
     -XX:TieredStopAtLevel=1 -Xss1m -Djava.io.tmpdir="$dir/home/tmp" \
@@ -65,15 +65,20 @@ launch() {
   return 1
 }
 
+# halt stops the node of directory $1 with signal $2 (KILL by default). A node told TERM
+# flushes its shards first, which takes tens of seconds on a loaded machine: it gets 90 s,
+# then KILL. The pid is setsid's bash, exec'd into setpriv, exec'd into java: the node.
 halt() {
   local dir=$1 sig=${2:-KILL} pid
   [ -f "$dir/pid" ] || return 0
   pid=$(cat "$dir/pid")
-  # the pid is setsid's bash (exec'd into setpriv, exec'd into java): the node itself.
   kill "-$sig" "$pid" 2>/dev/null || true
-  for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-  kill -9 "$pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  for _ in $(seq 1 900); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "opensearch.sh: the node (pid $pid) did not stop on SIG$sig in 90s: SIGKILL" >&2
+    kill -9 "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
   rm -f "$dir/pid"
 }
 
@@ -163,20 +168,20 @@ LOG
   ;;
 restart)
   dir=${FERRY_OPENSEARCH_DIR:?FERRY_OPENSEARCH_DIR is not set (eval the output of start)}
-  halt "$dir" TERM
+  halt "$dir" "${2:-TERM}"
   launch "$dir"
   ;;
-down) # an outage: the node stopped, its data and port kept for up
+down) # an outage: the node stopped (SIGTERM, or the signal given), its data and port kept for up
   dir=${FERRY_OPENSEARCH_DIR:?FERRY_OPENSEARCH_DIR is not set (eval the output of start)}
-  halt "$dir" TERM
+  halt "$dir" "${2:-TERM}"
   ;;
 up)
   dir=${FERRY_OPENSEARCH_DIR:?FERRY_OPENSEARCH_DIR is not set (eval the output of start)}
   launch "$dir"
   ;;
-stop)
+stop) # a throwaway node: killed at once, its directory removed
   dir=${FERRY_OPENSEARCH_DIR:?FERRY_OPENSEARCH_DIR is not set (eval the output of start)}
-  halt "$dir"
+  halt "$dir" KILL
   rm -rf "$dir"
   ;;
 *)

@@ -5,11 +5,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,29 +17,54 @@ import (
 
 // client is the few REST calls the sink makes, the same on Elasticsearch 8 and OpenSearch 2.
 type client struct {
-	base string
-	auth string // the Authorization header, or ""
-	http *http.Client
+	base     string
+	where    string // base with a password in it hidden: for messages
+	auth     string // the Authorization header, or ""
+	username string
+	http     *http.Client
 }
 
+// Errors the sink steers by.
+var (
+	// errUnreachable: the cluster did not answer, or answered 503 (unavailable, as while
+	// it recovers after a restart).
+	errUnreachable = errors.New("cluster unreachable")
+	// errTooLarge: 413, a request larger than the cluster takes.
+	errTooLarge = errors.New("request too large")
+)
+
 func newClient(cfg config) *client {
-	c := &client{base: strings.TrimRight(cfg.URL, "/"), http: &http.Client{Timeout: time.Duration(cfg.TimeoutSeconds) * time.Second}}
+	base := strings.TrimRight(cfg.URL, "/")
+	c := &client{base: base, where: sdk.RedactURL(base), http: &http.Client{Timeout: time.Duration(cfg.TimeoutSeconds) * time.Second}}
 	switch {
 	case !cfg.APIKey.IsZero():
 		c.auth = "ApiKey " + cfg.APIKey.Reveal()
 	case cfg.Username != "":
 		c.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.Username+":"+cfg.Password.Reveal()))
 	}
+	if cfg.Username != "" {
+		c.username = cfg.Username
+	}
 	return c
 }
 
-// do sends one request and reads the whole answer. A failure to reach the cluster is
-// retryable; 401 and 403 are sdk.Permanent (credentials no retry fixes); 429 and 5xx are
-// retryable; other statuses are returned to the caller.
+// user names the basic authentication user for an error, or nothing.
+func (c *client) user() string {
+	if c.username == "" {
+		return ""
+	}
+	return fmt.Sprintf(" of user %q", c.username)
+}
+
+// do sends one request and reads the whole answer. A failure to reach the cluster and
+// 503 are errUnreachable, retryable; 401 and 403 are sdk.Permanent (credentials no retry
+// fixes); 413 is errTooLarge, permanent; 429 and other 5xx are retryable; other statuses
+// are returned to the caller.
 func (c *client) do(ctx context.Context, method, path, ctype string, body []byte) (int, []byte, error) {
+	what := method + " " + c.where + path
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, sdk.Permanent(fmt.Errorf("elasticsearch sink: %s %s: %w", method, c.base+path, err))
+		return 0, nil, sdk.Permanent(fmt.Errorf("elasticsearch sink: %s: %s", what, sdk.RedactURLError(err)))
 	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
@@ -50,22 +74,24 @@ func (c *client) do(ctx context.Context, method, path, ctype string, body []byte
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("elasticsearch sink: %s %s: cannot reach the cluster: %w", method, c.base+path, err)
+		return 0, nil, fmt.Errorf("elasticsearch sink: %s: cannot reach the cluster (plugin_config.url): %s: %w", what, sdk.RedactURLError(err), errUnreachable)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, nil, fmt.Errorf("elasticsearch sink: %s %s: reading the answer: %w", method, c.base+path, err)
+		return 0, nil, fmt.Errorf("elasticsearch sink: %s: reading the answer: %s: %w", what, sdk.RedactURLError(err), errUnreachable)
 	}
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized:
-		return resp.StatusCode, data, sdk.Permanent(fmt.Errorf("elasticsearch sink: %s %s: 401: the cluster refused the credentials (plugin_config.username/password or api_key): %s", method, c.base+path, reason(data)))
+		return resp.StatusCode, data, sdk.Permanent(fmt.Errorf("elasticsearch sink: %s: 401: the cluster refused the credentials%s (plugin_config.username and password, or api_key): %s", what, c.user(), reason(data)))
 	case resp.StatusCode == http.StatusForbidden:
-		return resp.StatusCode, data, sdk.Permanent(fmt.Errorf("elasticsearch sink: %s %s: 403: the user may not do this: %s", method, c.base+path, reason(data)))
+		return resp.StatusCode, data, sdk.Permanent(fmt.Errorf("elasticsearch sink: %s: 403: the user%s may not do this: %s", what, c.user(), reason(data)))
 	case resp.StatusCode == http.StatusRequestEntityTooLarge:
-		return resp.StatusCode, data, sdk.Permanent(fmt.Errorf("elasticsearch sink: %s %s: 413: the request is larger than the cluster takes (lower plugin_config.max_bulk_bytes)", method, c.base+path))
+		return resp.StatusCode, data, sdk.Permanent(fmt.Errorf("elasticsearch sink: %s: 413: the request is larger than the cluster takes (lower plugin_config.max_bulk_bytes, or raise the cluster's http.max_content_length): %w", what, errTooLarge))
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		return resp.StatusCode, data, fmt.Errorf("elasticsearch sink: %s: 503: %s: %w", what, reason(data), errUnreachable)
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		return resp.StatusCode, data, fmt.Errorf("elasticsearch sink: %s %s: %d: %s", method, c.base+path, resp.StatusCode, reason(data))
+		return resp.StatusCode, data, fmt.Errorf("elasticsearch sink: %s: %d: %s", what, resp.StatusCode, reason(data))
 	}
 	return resp.StatusCode, data, nil
 }
@@ -92,10 +118,10 @@ func (c *client) info(ctx context.Context) (nodeInfo, error) {
 		return n, err
 	}
 	if status != http.StatusOK {
-		return n, sdk.Permanent(fmt.Errorf("elasticsearch sink: GET %s/: %d: %s", c.base, status, reason(data)))
+		return n, sdk.Permanent(fmt.Errorf("elasticsearch sink: GET %s/: %d: %s", c.where, status, reason(data)))
 	}
 	if err := json.Unmarshal(data, &n); err != nil || n.Version.Number == "" {
-		return n, sdk.Permanent(fmt.Errorf("elasticsearch sink: GET %s/ did not answer as Elasticsearch or OpenSearch does (no version.number)", c.base))
+		return n, sdk.Permanent(fmt.Errorf("elasticsearch sink: GET %s/ did not answer as Elasticsearch or OpenSearch does (no version.number): is plugin_config.url the cluster's HTTP address?", c.where))
 	}
 	return n, nil
 }
@@ -111,7 +137,7 @@ func (c *client) indexExists(ctx context.Context, index string) (bool, error) {
 	case http.StatusNotFound:
 		return false, nil
 	}
-	return false, sdk.Permanent(fmt.Errorf("elasticsearch sink: HEAD %s/%s: %d: %s", c.base, index, status, reason(data)))
+	return false, sdk.Permanent(fmt.Errorf("elasticsearch sink: HEAD %s/%s: %d: %s", c.where, index, status, reason(data)))
 }
 
 func (c *client) createIndex(ctx context.Context, index string, mapping json.RawMessage) error {
@@ -126,7 +152,7 @@ func (c *client) createIndex(ctx context.Context, index string, mapping json.Raw
 	if status == http.StatusOK || (status == http.StatusBadRequest && strings.Contains(string(data), "resource_already_exists_exception")) {
 		return nil
 	}
-	return sdk.Permanent(fmt.Errorf("elasticsearch sink: create index %s at %s (plugin_config.index_mapping): %d: %s", index, c.base, status, reason(data)))
+	return sdk.Permanent(fmt.Errorf("elasticsearch sink: create index %s at %s (plugin_config.index_mapping): %d: %s", index, c.where, status, reason(data)))
 }
 
 // item is one document of a _bulk request.
@@ -139,10 +165,6 @@ type item struct {
 type refusal struct {
 	offset uint64
 	err    error
-}
-
-func sortRefusals(r []refusal) {
-	slices.SortFunc(r, func(a, b refusal) int { return cmpUint(a.offset, b.offset) })
 }
 
 func cmpUint(a, b uint64) int {
@@ -176,7 +198,7 @@ func (c *client) bulk(ctx context.Context, items []item) ([]result, error) {
 		return nil, err
 	}
 	if status != http.StatusOK {
-		return nil, sdk.Permanent(fmt.Errorf("elasticsearch sink: POST %s/_bulk: %d: %s", c.base, status, reason(data)))
+		return nil, sdk.Permanent(fmt.Errorf("elasticsearch sink: POST %s/_bulk: %d: %s", c.where, status, reason(data)))
 	}
 	return parseBulk(data, len(items))
 }
@@ -262,56 +284,13 @@ func actionLine(index, id string) []byte {
 	return append(b, "}}"...)
 }
 
-func appendJSONString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s)
-	return append(b, q...)
-}
+func appendJSONString(b []byte, s string) []byte { return append(b, jsonString(s)...) }
 
-// document is upstream's document shape: the payload's JSON object (compacted onto one
-// line) with _iggy_offset, _iggy_stream, _iggy_topic, _iggy_partition, _iggy_timestamp
-// (the message's timestamp, ms) and _iggy_headers added; a payload that is not JSON is
-// {"data": base64, "data_type": "binary"} with the same fields; JSON that is not an
-// object (an array, a number) is indexed as is, as upstream does, and the cluster decides.
-func document(t sdk.TopicMetadata, part uint32, msg *sdk.ConsumedMessage) []byte {
-	var b bytes.Buffer
-	b.Grow(len(msg.Payload) + 160)
-	if err := json.Compact(&b, msg.Payload); err != nil {
-		b.Reset()
-		b.WriteString(`{"data":"`)
-		b.WriteString(base64.StdEncoding.EncodeToString(msg.Payload))
-		b.WriteString(`","data_type":"binary"}`)
+// sanitize keeps a reason short enough for a log line.
+func sanitize(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 300 {
+		s = s[:300] + "…"
 	}
-	out := b.Bytes()
-	if len(out) < 2 || out[0] != '{' {
-		return out // not an object: upstream adds nothing
-	}
-	out = out[:len(out)-1] // the closing brace
-	if len(out) > 1 {
-		out = append(out, ',')
-	}
-	out = append(out, `"_iggy_offset":`...)
-	out = strconv.AppendUint(out, msg.Offset, 10)
-	out = append(out, `,"_iggy_stream":`...)
-	out = appendJSONString(out, t.Stream)
-	out = append(out, `,"_iggy_topic":`...)
-	out = appendJSONString(out, t.Topic)
-	out = append(out, `,"_iggy_partition":`...)
-	out = strconv.AppendUint(out, uint64(part), 10)
-	out = append(out, `,"_iggy_timestamp":`...)
-	out = strconv.AppendUint(out, msg.Timestamp/1000, 10)
-	if len(msg.Headers) > 0 {
-		out = append(out, `,"_iggy_headers":{`...)
-		for i, h := range msg.Headers {
-			if i > 0 {
-				out = append(out, ',')
-			}
-			k, _ := h.Key.AsString()
-			v, _ := h.Value.AsString()
-			out = appendJSONString(out, k)
-			out = append(out, ':')
-			out = appendJSONString(out, v)
-		}
-		out = append(out, '}')
-	}
-	return append(out, '}')
+	return s
 }

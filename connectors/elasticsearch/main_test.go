@@ -32,10 +32,15 @@ func node(t testing.TB) string {
 
 var seq atomic.Int64
 
-// indexName is a fresh index name for the test.
+// indexName is a fresh index name for the test; the indexes it starts are deleted when
+// the test ends (a node of many indexes starts slowly).
 func indexName(t testing.TB) string {
 	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
-	return fmt.Sprintf("ferry-%s-%d-%d", name, time.Now().UnixNano()%1e9, seq.Add(1))
+	index := fmt.Sprintf("ferry-%s-%d-%d", name, time.Now().UnixNano()%1e9, seq.Add(1))
+	if url := os.Getenv("FERRY_OPENSEARCH_URL"); url != "" {
+		t.Cleanup(func() { _, _ = curl(url+"/"+index+"*", "DELETE", "") })
+	}
+	return index
 }
 
 // curl is the tests' reader: curl, an HTTP client nobody here wrote, against the node's
@@ -47,7 +52,7 @@ func curl(url, method, body string) ([]byte, error) {
 	}
 	out, err := exec.Command("curl", args...).CombinedOutput()
 	if err != nil {
-		return out, fmt.Errorf("curl %s %s: %v: %s", method, url, err, out)
+		return out, fmt.Errorf("curl %s %s: %w: %s", method, url, err, out)
 	}
 	return out, nil
 }
@@ -86,6 +91,25 @@ func search(t testing.TB, url, index string) map[string]json.RawMessage {
 		docs[h.ID] = h.Source
 	}
 	return docs
+}
+
+// count refreshes index and returns its _count.
+func count(t testing.TB, url, index string) int {
+	t.Helper()
+	if _, err := curl(url+"/"+index+"/_refresh", "POST", ""); err != nil {
+		t.Fatal(err)
+	}
+	out, err := curl(url+"/"+index+"/_count", "GET", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Count *int `json:"count"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil || r.Count == nil {
+		t.Fatalf("count %s: %v: %s", index, err, out)
+	}
+	return *r.Count
 }
 
 // status is the HTTP status of a request to the node, by curl.

@@ -2,18 +2,16 @@ package elasticsearch
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
-
-	"github.com/ferryio/ferry/sdk"
 )
 
-// Preflight is `ferry check --connect`: the cluster answers at url, takes the credentials,
-// and the index (when it is not a template) exists, or may be created: with
-// create_index_if_not_exists on, Elasticsearch's _has_privileges is asked for create_index
-// (a cluster without its security feature, as an OpenSearch node without the security
-// plugin, lets anyone create). Nothing is created.
+// Preflight is `ferry check --connect`: the cluster answers at url and takes the
+// credentials (GET /), and the index (when it is not a template) exists, or may be
+// created: with create_index_if_not_exists on, Elasticsearch's _has_privileges is asked
+// for create_index (a cluster whose security feature does not answer it, as an OpenSearch
+// node without the security plugin, cannot say: the check passes). Nothing is created.
 func (s *Sink) Preflight(ctx context.Context, raw []byte) []error {
 	cfg, err := Config.Parse(raw)
 	if err != nil {
@@ -33,27 +31,24 @@ func (s *Sink) Preflight(ctx context.Context, raw []byte) []error {
 		return nil
 	}
 	exists, err := c.indexExists(ctx, index)
-	if err != nil {
-		return []error{err}
-	}
-	if exists {
-		return nil
-	}
-	if !cfg.CreateIndex {
-		return []error{fmt.Errorf("elasticsearch sink: index %q does not exist at %s and plugin_config.create_index_if_not_exists is false", index, cfg.URL)}
-	}
-	body := fmt.Sprintf(`{"index":[{"names":[%q],"privileges":["create_index"]}]}`, index)
-	status, data, err := c.do(ctx, http.MethodPost, "/_security/user/_has_privileges", "application/json", []byte(body))
-	if err != nil {
-		return []error{err}
-	}
 	switch {
-	case status == http.StatusOK && strings.Contains(string(data), `"has_all_requested":true`):
+	case err != nil:
+		return []error{err}
+	case exists:
 		return nil
-	case status == http.StatusOK:
-		return []error{fmt.Errorf("elasticsearch sink: index %q does not exist at %s and the user may not create it (create_index)", index, cfg.URL)}
+	case !cfg.CreateIndex:
+		return []error{missingIndex(index, c.where)}
 	}
-	return nil // no security feature answering: anyone may create
+	body, _ := json.Marshal(map[string]any{"index": []any{map[string]any{"names": []string{index}, "privileges": []string{"create_index"}}}})
+	status, data, err := c.do(ctx, http.MethodPost, "/_security/user/_has_privileges", "application/json", body)
+	if err != nil || status != http.StatusOK {
+		return nil //nolint:nilerr // no security feature answering: the cluster cannot say, creation is tried at open
+	}
+	var r struct {
+		HasAll bool `json:"has_all_requested"`
+	}
+	if json.Unmarshal(data, &r) == nil && !r.HasAll {
+		return []error{fmt.Errorf("elasticsearch sink: index %q does not exist at %s and the user%s may not create it (create_index privilege)", index, c.where, c.user())}
+	}
+	return nil
 }
-
-var _ sdk.Preflighter = (*Sink)(nil)
