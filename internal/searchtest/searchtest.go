@@ -107,8 +107,11 @@ func (n *Node) Count(index string) (int, error) {
 	var r struct {
 		Count *int `json:"count"`
 	}
-	if err := json.Unmarshal(out, &r); err != nil || r.Count == nil {
-		return 0, fmt.Errorf("count %s: %v: %s", index, err, out)
+	if err := json.Unmarshal(out, &r); err != nil {
+		return 0, fmt.Errorf("count %s: %w: %s", index, err, out)
+	}
+	if r.Count == nil {
+		return 0, fmt.Errorf("count %s: no count in %s", index, out)
 	}
 	return *r.Count, nil
 }
