@@ -188,6 +188,9 @@ func searchExactlyOnceUnderKills(t *testing.T, size searchRun) {
 		}
 		return true
 	})
+	// A run killed before it handles signals would die of the SIGTERM below: wait for its
+	// sink to be open (the commits above may all be the earlier runs').
+	run.waitOutput("elasticsearch sink open", 1)
 	run.stop(30 * time.Second)
 	judgeSearch(t, node, index, 3, size.perPartition)
 	t.Logf("%d kills, 1 node restart: %d documents, 0 lost, 0 duplicated", size.kills, total)
