@@ -3,12 +3,16 @@
 # controller and broker) run from Maven Central's jars on the machine's Java 17, with its log
 # directory in a temporary directory and three listeners on free loopback ports: PLAINTEXT,
 # SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 for user ferry) and SSL (a CA and a
-# server certificate made with openssl at start).
+# server certificate made with openssl at start). ACLs are on (KRaft's StandardAuthorizer)
+# for one user only: the anonymous principal of PLAINTEXT and SSL and user ferry are super
+# users, every resource without an ACL is open to all, and user ferry-limited (SCRAM) is
+# there for tests that add DENY ACLs for it (a refused right).
 #
 #   bash scripts/kafka.sh install              # resolve the broker's jars with Maven (cached)
 #   eval "$(bash scripts/kafka.sh start)"      # exports FERRY_KAFKA_BOOTSTRAP, FERRY_KAFKA_SASL_BOOTSTRAP,
 #                                              # FERRY_KAFKA_SASL_USER, FERRY_KAFKA_SASL_PASSWORD,
-#                                              # FERRY_KAFKA_TLS_BOOTSTRAP, FERRY_KAFKA_TLS_CA, FERRY_KAFKA_DIR
+#                                              # FERRY_KAFKA_TLS_BOOTSTRAP, FERRY_KAFKA_TLS_CA, FERRY_KAFKA_DIR,
+#                                              # FERRY_KAFKA_LIMITED_USER, FERRY_KAFKA_LIMITED_PASSWORD
 #   bash scripts/kafka.sh restart              # stop (SIGTERM) and start again on the same ports and data
 #   bash scripts/kafka.sh down; bash scripts/kafka.sh up   # the same in two steps (an outage)
 #   bash scripts/kafka.sh stop                 # kills it and removes the directory
@@ -31,6 +35,8 @@ libs="${FERRY_KAFKA_LIBS:-$HOME/.cache/ferry/kafka-$VERSION/libs}"
 heap="${FERRY_KAFKA_HEAP:-384m}"
 user=ferry
 password=ferry-secret
+limited_user=ferry-limited
+limited_password=ferry-limited-secret
 
 free_port() {
   python3 - <<'PY' 2>/dev/null || echo $((20000 + RANDOM % 20000))
@@ -134,12 +140,15 @@ listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLA
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
-listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$user="$password";
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$user="$password" user_$limited_user="$limited_password";
 listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 ssl.keystore.type=PEM
 ssl.keystore.location=$dir/keystore.pem
 ssl.client.auth=none
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:$user
+allow.everyone.if.no.acl.found=true
 log.dirs=$dir/data
 num.partitions=1
 auto.create.topics.enable=false
@@ -156,7 +165,9 @@ PROPS
   cluster=$(java_run kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)
   java_run kafka.tools.StorageTool format --standalone -t "$cluster" -c "$dir/server.properties" \
     --add-scram "SCRAM-SHA-256=[name=$user,password=$password]" \
-    --add-scram "SCRAM-SHA-512=[name=$user,password=$password]" >"$dir/format.log" 2>&1 ||
+    --add-scram "SCRAM-SHA-512=[name=$user,password=$password]" \
+    --add-scram "SCRAM-SHA-256=[name=$limited_user,password=$limited_password]" \
+    --add-scram "SCRAM-SHA-512=[name=$limited_user,password=$limited_password]" >"$dir/format.log" 2>&1 ||
     { cat "$dir/format.log" >&2; rm -rf "$dir"; exit 1; }
   launch "$dir" || { halt "$dir"; rm -rf "$dir"; exit 1; }
   echo "export FERRY_KAFKA_DIR=$dir"
@@ -166,6 +177,8 @@ PROPS
   echo "export FERRY_KAFKA_SASL_PASSWORD=$password"
   echo "export FERRY_KAFKA_TLS_BOOTSTRAP=127.0.0.1:$tls"
   echo "export FERRY_KAFKA_TLS_CA=$dir/ca.pem"
+  echo "export FERRY_KAFKA_LIMITED_USER=$limited_user"
+  echo "export FERRY_KAFKA_LIMITED_PASSWORD=$limited_password"
   ;;
 restart)
   dir=${FERRY_KAFKA_DIR:?FERRY_KAFKA_DIR is not set (eval the output of start)}

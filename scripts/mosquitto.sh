@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# A throwaway MQTT broker for the tests: Debian's mosquitto on two free loopback ports, one
-# anonymous and one requiring a password, persistence on in a temporary directory (a
-# restart keeps persistent sessions and their queued messages).
+# A throwaway MQTT broker for the tests: Debian's mosquitto on three free loopback ports, one
+# anonymous, one requiring a password, and one with access rights (mosquitto's dynamic
+# security plugin: user ferry-limited may subscribe only under limited/, so a refused
+# subscription can be tested; mosquitto's acl_file never refuses one), persistence on in a
+# temporary directory (a restart keeps persistent sessions and their queued messages).
 #
 #   bash scripts/mosquitto.sh install          # apt-get install mosquitto mosquitto-clients when missing
 #   eval "$(bash scripts/mosquitto.sh start)"  # exports FERRY_MQTT_URL, FERRY_MQTT_AUTH_URL,
-#                                              # FERRY_MQTT_USER, FERRY_MQTT_PASSWORD, FERRY_MQTT_DIR
+#                                              # FERRY_MQTT_USER, FERRY_MQTT_PASSWORD, FERRY_MQTT_DIR,
+#                                              # FERRY_MQTT_ACL_URL, FERRY_MQTT_LIMITED_USER,
+#                                              # FERRY_MQTT_LIMITED_PASSWORD
 #   bash scripts/mosquitto.sh restart          # a graceful restart (SIGTERM: the broker saves
 #                                              # its sessions), same ports and data
 #   bash scripts/mosquitto.sh down; bash scripts/mosquitto.sh up   # the same, in two steps (an outage)
@@ -18,6 +22,10 @@ PAHO=paho-mqtt==2.2.0
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 user=ferry
 password=ferry-mqtt-secret
+limited_user=ferry-limited
+limited_password=ferry-mqtt-limited-secret
+# Debian's mosquitto ships the plugin under its multiarch directory.
+dynsec=$(ls /usr/lib/*/mosquitto_dynamic_security.so /usr/lib/mosquitto_dynamic_security.so 2>/dev/null | head -1 || true)
 # The broker's in-flight window per client (QoS 1 and 2 messages sent and not yet
 # acknowledged): the bound on what a consumer that crashes gets again. Queued messages of
 # an offline persistent session are never dropped (max_queued_messages 0).
@@ -32,17 +40,19 @@ PY
 
 # launch starts the broker over directory $1 and waits until both ports answer.
 launch() {
-  local dir=$1 port auth
+  local dir=$1 port auth acl
   port=$(cat "$dir/port")
   auth=$(cat "$dir/auth_port")
+  acl=$(cat "$dir/acl_port")
   setsid mosquitto -c "$dir/mosquitto.conf" >>"$dir/broker.log" 2>&1 </dev/null &
   echo $! >"$dir/pid"
   for _ in $(seq 1 300); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && (exec 3<>"/dev/tcp/127.0.0.1/$auth") 2>/dev/null; then return 0; fi
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && (exec 3<>"/dev/tcp/127.0.0.1/$auth") 2>/dev/null &&
+      (exec 3<>"/dev/tcp/127.0.0.1/$acl") 2>/dev/null; then return 0; fi
     if ! kill -0 "$(cat "$dir/pid")" 2>/dev/null; then break; fi
     sleep 0.1
   done
-  echo "mosquitto.sh: mosquitto did not start on 127.0.0.1:$port and :$auth" >&2
+  echo "mosquitto.sh: mosquitto did not start on 127.0.0.1:$port, :$auth and :$acl" >&2
   cat "$dir/broker.log" >&2
   return 1
 }
@@ -74,8 +84,14 @@ start)
   port=$(free_port)
   auth=$(free_port)
   while [ "$auth" = "$port" ]; do auth=$(free_port); done
+  acl=$(free_port)
+  while [ "$acl" = "$port" ] || [ "$acl" = "$auth" ]; do acl=$(free_port); done
   echo "$port" >"$dir/port"
   echo "$auth" >"$dir/auth_port"
+  echo "$acl" >"$dir/acl_port"
+  [ -n "$dynsec" ] || { echo "mosquitto.sh: mosquitto_dynamic_security.so is missing under /usr/lib (Debian's mosquitto ships it)" >&2; rm -rf "$dir"; exit 1; }
+  admin_password=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+  mosquitto_ctrl dynsec init "$dir/dynsec.json" admin "$admin_password" >/dev/null
   : >"$dir/passwd"
   mosquitto_passwd -b "$dir/passwd" "$user" "$password" >/dev/null 2>&1
   chmod 0600 "$dir/passwd"
@@ -93,13 +109,28 @@ allow_anonymous true
 listener $auth 127.0.0.1
 allow_anonymous false
 password_file $dir/passwd
+listener $acl 127.0.0.1
+allow_anonymous false
+plugin $dynsec
+plugin_opt_config_file $dir/dynsec.json
 CONF
   launch "$dir" || { rm -rf "$dir"; exit 1; }
+  # The plugin keeps what mosquitto_ctrl sets in dynsec.json, so a restart keeps it.
+  ctrl() { mosquitto_ctrl -h 127.0.0.1 -p "$acl" -u admin -P "$admin_password" dynsec "$@" >/dev/null 2>&1; }
+  ctrl createClient "$limited_user" -p "$limited_password" &&
+    ctrl createRole limited &&
+    ctrl addRoleACL limited subscribePattern 'limited/#' allow &&
+    ctrl addRoleACL limited publishClientSend 'limited/#' allow &&
+    ctrl addClientRole "$limited_user" limited ||
+    { echo "mosquitto.sh: mosquitto_ctrl could not set up $limited_user" >&2; halt "$dir"; rm -rf "$dir"; exit 1; }
   echo "export FERRY_MQTT_DIR=$dir"
   echo "export FERRY_MQTT_URL=tcp://127.0.0.1:$port"
   echo "export FERRY_MQTT_AUTH_URL=tcp://127.0.0.1:$auth"
   echo "export FERRY_MQTT_USER=$user"
   echo "export FERRY_MQTT_PASSWORD=$password"
+  echo "export FERRY_MQTT_ACL_URL=tcp://127.0.0.1:$acl"
+  echo "export FERRY_MQTT_LIMITED_USER=$limited_user"
+  echo "export FERRY_MQTT_LIMITED_PASSWORD=$limited_password"
   echo "export FERRY_MQTT_INFLIGHT=$inflight"
   ;;
 restart)

@@ -64,6 +64,26 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 	if cfg.BatchMode == modeRaw && cfg.IncludeMetadata {
 		s.log.Info("http sink: batch_mode raw sends payloads as they are; include_metadata does not apply")
 	}
+	if err := s.setup(); err != nil {
+		return err
+	}
+	s.pos = sdk.NewPositions(env, nil)
+	s.retry = sdk.Retry{Initial: s.cfg.RetryDelay, Max: s.cfg.MaxRetryDelay, Multiplier: float64(cfg.Multiplier),
+		Attempts: cfg.MaxRetries + 1, Jitter: 0.1, What: "http request to " + s.logURL, Log: s.log}
+	if cfg.HealthCheck {
+		if err := s.healthCheck(ctx); err != nil {
+			return err
+		}
+	}
+	s.log.Info("http sink ready", "url", s.logURL, "method", cfg.Method, "batch_mode", cfg.BatchMode,
+		"timeout", cfg.Timeout, "max_retries", cfg.MaxRetries, "idempotency_header", cfg.IdempotencyHeader)
+	return nil
+}
+
+// setup builds what Open and Preflight share from s.cfg: the success statuses, the
+// headers and the client.
+func (s *Sink) setup() error {
+	cfg := s.cfg
 	s.success = map[int]bool{}
 	for _, c := range cfg.SuccessCodes {
 		s.success[c] = true
@@ -87,16 +107,6 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 		transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the user's explicit, logged choice
 	}
 	s.client = &nethttp.Client{Timeout: cfg.Timeout, Transport: transport}
-	s.pos = sdk.NewPositions(env, nil)
-	s.retry = sdk.Retry{Initial: s.cfg.RetryDelay, Max: s.cfg.MaxRetryDelay, Multiplier: float64(cfg.Multiplier),
-		Attempts: cfg.MaxRetries + 1, Jitter: 0.1, What: "http request to " + s.logURL, Log: s.log}
-	if cfg.HealthCheck {
-		if err := s.healthCheck(ctx); err != nil {
-			return err
-		}
-	}
-	s.log.Info("http sink ready", "url", s.logURL, "method", cfg.Method, "batch_mode", cfg.BatchMode,
-		"timeout", cfg.Timeout, "max_retries", cfg.MaxRetries, "idempotency_header", cfg.IdempotencyHeader)
 	return nil
 }
 
@@ -108,22 +118,40 @@ func validHeader(k, v string) bool {
 }
 
 func (s *Sink) healthCheck(ctx context.Context) error {
-	req, err := nethttp.NewRequestWithContext(ctx, string(s.cfg.HealthCheckMethod), s.cfg.URL, nil)
+	status, err := s.ask(ctx, string(s.cfg.HealthCheckMethod))
 	if err != nil {
-		return sdk.Permanent(fmt.Errorf("plugin_config.%s: %s", FieldURL, sdk.RedactURLError(err)))
+		if errors.Is(err, sdk.ErrPermanent) {
+			return err
+		}
+		return fmt.Errorf("http sink: health check %w", err)
+	}
+	if !s.success[status] {
+		return fmt.Errorf("http sink: health check %s %s returned status %d (not in success_status_codes %v)",
+			s.cfg.HealthCheckMethod, s.logURL, status, s.cfg.SuccessCodes)
+	}
+	return nil
+}
+
+// ask sends a request of method without a body and returns its status. A failed request's
+// error keeps the client's cause (a certificate's, a resolver's) for errors.As.
+func (s *Sink) ask(ctx context.Context, method string) (int, error) {
+	req, err := nethttp.NewRequestWithContext(ctx, method, s.cfg.URL, nil)
+	if err != nil {
+		return 0, sdk.Permanent(fmt.Errorf("plugin_config.%s: %s", FieldURL, sdk.RedactURLError(err)))
 	}
 	req.Header = s.headers.Clone()
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("http sink: health check %s %s: %s", s.cfg.HealthCheckMethod, s.logURL, causeOf(err))
+		cause := err
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			cause = ue.Err
+		}
+		return 0, fmt.Errorf("%s %s: %w", method, s.logURL, cause)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	_ = resp.Body.Close()
-	if !s.success[resp.StatusCode] {
-		return fmt.Errorf("http sink: health check %s %s returned status %d (not in success_status_codes %v)",
-			s.cfg.HealthCheckMethod, s.logURL, resp.StatusCode, s.cfg.SuccessCodes)
-	}
-	return nil
+	return resp.StatusCode, nil
 }
 
 // MaxInFlight lets the runtime send max_connections partitions at once (max_in_flight).

@@ -142,9 +142,10 @@ func (s *Source) dial(ctx context.Context, opts []iggyclient.Opt, who string) er
 	return nil
 }
 
-// isAuth reports a refused login: retrying cannot help.
+// isAuth reports a refused login (a password or a personal access token): retrying cannot
+// help.
 func isAuth(err error) bool {
-	return errors.Is(err, wire.ErrInvalidCredentials) || errors.Is(err, wire.ErrUnauthenticated) ||
+	return errors.Is(err, wire.ErrInvalidCredentials) || errors.Is(err, wire.ErrInvalidPAT) || errors.Is(err, wire.ErrUnauthenticated) ||
 		errors.Is(err, wire.ErrUnauthorized) || errors.Is(err, wire.ErrInvalidUsername) || errors.Is(err, wire.ErrInvalidPassword)
 }
 

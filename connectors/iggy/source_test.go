@@ -331,6 +331,7 @@ func TestOpenErrors(t *testing.T) {
 		{"too few local partitions", r.config(nil), 2, true, []string{`needs the local topic to have at least the 3 partitions of remote origin/events`, "it has 2"}},
 		{"no address", map[string]any{"stream": "s", "topic": "t"}, 3, true, []string{"plugin_config.address", "set one of address, addresses"}},
 		{"token file", r.config(map[string]any{"token": "file:/nonexistent/pat"}), 3, true, []string{"plugin_config.token: read the token file"}},
+		{"wrong token", r.config(map[string]any{"token": "nope"}), 3, true, []string{"connect to the remote Iggy server at " + r.Addr + " as a personal access token", "InvalidPersonalAccessToken"}},
 		{"tls without ca", r.config(map[string]any{"tls_enabled": true}), 3, true, []string{"plugin_config.tls_ca_file"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -35,11 +35,14 @@ type Broker struct {
 	SASLBootstrap, User, Password string
 	// TLS: the SSL listener and the CA that signed its certificate.
 	TLSBootstrap, CAFile string
-	Dir                  string
-	Python               string // kafka-python's interpreter (scripts/kafka.sh python)
-	Admin                *kadm.Client
-	Client               *kgo.Client
-	lock                 *os.File // restart.lock, held shared while the test runs
+	// Limited is a user of SASLBootstrap (PLAIN and SCRAM) who is not a super user: a test
+	// denies it rights with ACLs.
+	Limited, LimitedPassword string
+	Dir                      string
+	Python                   string // kafka-python's interpreter (scripts/kafka.sh python)
+	Admin                    *kadm.Client
+	Client                   *kgo.Client
+	lock                     *os.File // restart.lock, held shared while the test runs
 }
 
 // Connect returns the broker of FERRY_KAFKA_BOOTSTRAP. The test is skipped when the
@@ -54,7 +57,8 @@ func Connect(t testing.TB) *Broker {
 	b := &Broker{Bootstrap: bs, SASLBootstrap: os.Getenv("FERRY_KAFKA_SASL_BOOTSTRAP"),
 		User: os.Getenv("FERRY_KAFKA_SASL_USER"), Password: os.Getenv("FERRY_KAFKA_SASL_PASSWORD"),
 		TLSBootstrap: os.Getenv("FERRY_KAFKA_TLS_BOOTSTRAP"), CAFile: os.Getenv("FERRY_KAFKA_TLS_CA"),
-		Dir: os.Getenv("FERRY_KAFKA_DIR"), Python: os.Getenv("FERRY_KAFKA_PYTHON")}
+		Dir: os.Getenv("FERRY_KAFKA_DIR"), Python: os.Getenv("FERRY_KAFKA_PYTHON"),
+		Limited: os.Getenv("FERRY_KAFKA_LIMITED_USER"), LimitedPassword: os.Getenv("FERRY_KAFKA_LIMITED_PASSWORD")}
 	if b.Python == "" {
 		t.Fatal("FERRY_KAFKA_BOOTSTRAP is set but FERRY_KAFKA_PYTHON is not: run `eval \"$(bash scripts/kafka.sh python)\"` (the tests' reader)")
 	}
@@ -83,6 +87,34 @@ func Connect(t testing.TB) *Broker {
 	}
 	b.Client, b.Admin = cl, kadm.NewClient(cl)
 	return b
+}
+
+// ACLs creates acls (as the super user of the plain listener) and deletes them at the end
+// of the test: ALLOW or DENY ACLs for the limited user. A test that needs the limited user
+// fails when the broker was started without one (an older scripts/kafka.sh).
+func (b *Broker) ACLs(t testing.TB, acls *kadm.ACLBuilder) {
+	t.Helper()
+	if b.Limited == "" {
+		t.Fatal("FERRY_KAFKA_LIMITED_USER is not set: start the broker with the current scripts/kafka.sh (ACLs on)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := b.Admin.CreateACLs(ctx, acls)
+	if err == nil {
+		for _, r := range res {
+			if r.Err != nil {
+				err = r.Err
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("create ACLs: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = b.Admin.DeleteACLs(ctx, acls)
+	})
 }
 
 var seq atomic.Uint64
