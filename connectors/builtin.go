@@ -1,6 +1,7 @@
 package connectors
 
 import (
+	"github.com/ferryio/ferry/connectors/elasticsearch"
 	"github.com/ferryio/ferry/connectors/file"
 	httpsink "github.com/ferryio/ferry/connectors/http"
 	"github.com/ferryio/ferry/connectors/iceberg"
@@ -20,7 +21,8 @@ import (
 )
 
 // Registry returns a new registry holding every built-in connector: sinks "stdout", "null",
-// "file", "postgres", "s3", "http", "mqtt", "kafka", "redis", "iceberg" and "mongodb",
+// "file", "postgres", "s3", "http", "mqtt", "kafka", "redis", "iceberg", "mongodb" and
+// "elasticsearch",
 // sources "random", "postgres" (change data capture), "mqtt", "kafka", "iggy" (another Iggy
 // server) and "redis". Each call returns a fresh value the caller may extend.
 func Registry() *sdk.Registry {
@@ -41,5 +43,6 @@ func Registry() *sdk.Registry {
 		AddSource(iggysource.Name, func() sdk.Source { return iggysource.New() }, iggysource.Spec).
 		AddSource(redissink.Name, func() sdk.Source { return redissink.NewSource() }, redissink.SourceSpec).
 		AddSink(iceberg.Name, func() sdk.Sink { return iceberg.New() }, iceberg.Spec).
-		AddSink(mongodb.Name, func() sdk.Sink { return mongodb.New() }, mongodb.Spec)
+		AddSink(mongodb.Name, func() sdk.Sink { return mongodb.New() }, mongodb.Spec).
+		AddSink(elasticsearch.Name, func() sdk.Sink { return elasticsearch.New() }, elasticsearch.Spec)
 }

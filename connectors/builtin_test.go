@@ -7,7 +7,7 @@ import (
 
 func TestRegistry(t *testing.T) {
 	r := Registry()
-	if got := r.SinkNames(); !reflect.DeepEqual(got, []string{"file", "http", "iceberg", "kafka", "mongodb", "mqtt", "null", "postgres", "redis", "s3", "stdout"}) {
+	if got := r.SinkNames(); !reflect.DeepEqual(got, []string{"elasticsearch", "file", "http", "iceberg", "kafka", "mongodb", "mqtt", "null", "postgres", "redis", "s3", "stdout"}) {
 		t.Fatalf("sinks = %v", got)
 	}
 	if got := r.SourceNames(); !reflect.DeepEqual(got, []string{"iggy", "kafka", "mqtt", "postgres", "random", "redis"}) {

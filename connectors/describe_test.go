@@ -53,7 +53,8 @@ func TestEveryBuiltinSinkDeclaresItsCommits(t *testing.T) {
 	want := map[string]sdk.SinkCommits{"file": sdk.CommitsWhenDurable, "null": sdk.CommitsEachBatch,
 		"postgres": sdk.CommitsWhenDurable, "http": sdk.CommitsEachBatch, "mqtt": sdk.CommitsEachBatch, "kafka": sdk.CommitsEachBatch, "redis": sdk.CommitsEachBatch, "s3": sdk.CommitsWhenDurable, "stdout": sdk.CommitsEachBatch,
 		"iceberg": sdk.CommitsWhenDurable}
-	want["mongodb"] = sdk.CommitsEachBatch // once MongoDB acknowledged the batch, inside Consume
+	want["mongodb"] = sdk.CommitsEachBatch       // once MongoDB acknowledged the batch, inside Consume
+	want["elasticsearch"] = sdk.CommitsEachBatch // once every _bulk item landed, inside Consume
 	for _, n := range reg.SinkNames() {
 		spec, _ := reg.SinkSpec(n)
 		if spec.Commits != want[n] || spec.Commits == sdk.CommitsUndeclared {

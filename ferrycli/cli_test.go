@@ -81,7 +81,7 @@ func TestAddRefuses(t *testing.T) {
 			t.Errorf("%s: errors.Is(err, ErrDuplicate) = %v, want %v", tc.name, !tc.dup, tc.dup)
 		}
 	}
-	if got, want := strings.Join(c.reg.SinkNames(), ","), "file,http,iceberg,kafka,mine,mongodb,mqtt,null,postgres,redis,s3,stdout"; got != want {
+	if got, want := strings.Join(c.reg.SinkNames(), ","), "elasticsearch,file,http,iceberg,kafka,mine,mongodb,mqtt,null,postgres,redis,s3,stdout"; got != want {
 		t.Errorf("sinks %s, want %s", got, want)
 	}
 	if got, want := strings.Join(c.reg.SourceNames(), ","), "iggy,kafka,mine,mqtt,postgres,random,redis"; got != want {
@@ -151,7 +151,7 @@ source builtin:mine
 		t.Errorf("connectors --markdown mine:\n%s", md)
 	}
 	_, err = execute(t, c, "connectors", "nope")
-	if err == nil || !strings.Contains(err.Error(), `connectors: no connector named "nope" (sinks: [file http iceberg kafka mine mongodb mqtt null postgres redis s3 stdout], sources: [iggy kafka mine mqtt postgres random redis])`) {
+	if err == nil || !strings.Contains(err.Error(), `connectors: no connector named "nope" (sinks: [elasticsearch file http iceberg kafka mine mongodb mqtt null postgres redis s3 stdout], sources: [iggy kafka mine mqtt postgres random redis])`) {
 		t.Errorf("connectors nope: %v", err)
 	}
 }

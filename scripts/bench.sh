@@ -78,6 +78,12 @@ out="${1:-bench.txt}"
   else
     echo "skipped: FERRY_MONGODB_URI is not set (eval \"\$(bash scripts/ferretdb.sh start)\")"
   fi
+  echo "## Elasticsearch sink beside a bare _bulk loop (net/http) of the same documents, OpenSearch 2.19 of scripts/opensearch.sh (needs FERRY_OPENSEARCH_URL)"
+  if [ -n "${FERRY_OPENSEARCH_URL:-}" ]; then
+    go test -run '^$' -bench SinkSideBySide -benchtime 1x ./connectors/elasticsearch/
+  else
+    echo "skipped: FERRY_OPENSEARCH_URL is not set (eval \"\$(bash scripts/opensearch.sh start)\")"
+  fi
   echo "## end to end: ferry bench (random source -> discarding sink, fsync always)"
   go run ./cmd/ferry bench
 } 2>&1 | tee "$out"

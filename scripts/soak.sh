@@ -18,6 +18,7 @@ soaks=(
   "kafka|FERRY_KAFKA_BOOTSTRAP|FERRY_KAFKA_SOAK=1|TestKafkaRoundTripExactlyOnceUnderSIGKILL"
   "iceberg|FERRY_PYICEBERG_PYTHON|FERRY_ICEBERG_SOAK=1|TestIcebergExactlyOnceUnderSIGKILL"
   "mongodb|FERRY_MONGODB_URI|FERRY_MONGODB_SOAK=1|TestMongoDBExactlyOnceUnderSIGKILL"
+  "elasticsearch|FERRY_OPENSEARCH_URL|FERRY_ELASTICSEARCH_SOAK=1|TestElasticsearchExactlyOnceUnderSIGKILL"
 )
 
 want=("$@")

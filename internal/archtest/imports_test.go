@@ -75,6 +75,10 @@ var forbidden = map[string][]string{
 	// The MongoDB sink sees the sdk and the MongoDB driver only; its test helper the driver only.
 	"connectors/mongodb": {"iggy", "server", "connect", "cmd", "connectors"},
 	"internal/mongotest": {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
+	// The Elasticsearch sink sees the sdk and the standard library only; its test helper
+	// the standard library only.
+	"connectors/elasticsearch": {"iggy", "server", "connect", "cmd", "connectors"},
+	"internal/searchtest":      {"iggy", "server", "connect", "connectors", "sdk", "cmd"},
 	// The test kit's waits and files know nothing of Ferry, so the lowest package's tests
 	// can use them; its server kit knows the client and the server, never the runtime, so
 	// connect's own tests can use it; its runtime kit may start anything but the command.
