@@ -120,7 +120,7 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 		var tbl *table.Table
 		err := open.Do(ctx, func(ctx context.Context, _ int) error {
 			var err error
-			tbl, err = loadOrCreate(ctx, s.cat, &cfg, ident)
+			tbl, err = loadOrCreate(ctx, s.cat, &cfg, ident, s.log)
 			return err
 		})
 		if err != nil {
