@@ -89,7 +89,7 @@ type Config struct {
 	Modes []string
 	// Scenarios restricts the run to these scenario names (default all of Scenarios()).
 	Scenarios []string
-	// Soak is the number of SIGKILLs of the soak, postgres-soak, s3-soak and kafka-soak scenarios per mode; 0
+	// Soak is the number of SIGKILLs of the soak, postgres-soak, s3-soak, kafka-soak and iceberg-soak scenarios per mode; 0
 	// skips them.
 	Soak int
 	// Postgres is the URL of a PostgreSQL database for postgres-soak (the suite creates
@@ -113,6 +113,10 @@ type Config struct {
 	// suite creates a topic per run there and deletes it); empty makes that scenario "not
 	// supported".
 	Kafka []string
+	// Iceberg is the URL of a PostgreSQL database for iceberg-soak's SQL catalog (the
+	// suite makes a catalog of its own there and a warehouse in the work directory, and
+	// drops the table at the end); empty makes that scenario "not supported".
+	Iceberg string
 	// Seed makes the chaos (proxy faults, soak kill moments) repeatable.
 	Seed int64
 	// WorkDir receives config files, records and runtime logs (default a temp dir,
@@ -190,7 +194,7 @@ func Run(ctx context.Context, cfg Config) (results []Result, err error) {
 	}
 	defer r.close()
 	for _, sc := range selected {
-		if (sc.name == "soak" || sc.name == "postgres-soak" || sc.name == "postgres-cdc" || sc.name == "s3-soak" || sc.name == "kafka-soak" || sc.name == "iggy-replication") && cfg.Soak <= 0 {
+		if (sc.name == "soak" || sc.name == "postgres-soak" || sc.name == "postgres-cdc" || sc.name == "s3-soak" || sc.name == "kafka-soak" || sc.name == "iceberg-soak" || sc.name == "iggy-replication") && cfg.Soak <= 0 {
 			continue
 		}
 		modes := cfg.Modes

@@ -77,18 +77,25 @@ func TestFerryConforms(t *testing.T) {
 	if bs := os.Getenv("FERRY_KAFKA_BOOTSTRAP"); bs != "" {
 		kafka = strings.Split(bs, ",")
 	}
-	res := run(t, conformance.Config{Runtime: ferryRuntime(), Soak: 3, Seed: 1, Scenarios: names, Postgres: pg, S3: s3, Kafka: kafka,
+	// iceberg-soak likewise with a SQL catalog on FERRY_POSTGRES_URL.
+	res := run(t, conformance.Config{Runtime: ferryRuntime(), Soak: 3, Seed: 1, Scenarios: names, Postgres: pg, S3: s3, Kafka: kafka, Iceberg: pg,
 		ServerCommand: []string{ferryBin, "server", "--addr", "{addr}", "--data", "{data}"}})
 	// Every scenario in every mode, but late-commit, commit-order, commit-after-stop,
-	// s3-soak and kafka-soak (sink_controlled only), storage-fault (the two at-least-once
-	// modes) and the eight source scenarios, postgres-cdc and iggy-replication included
-	// (once each, mode "source").
-	if want := (len(conformance.Scenarios())-5-1-8)*len(conformance.AllModes) + 5 + 2 + 8; len(names) == 0 && len(res) != want {
+	// s3-soak, kafka-soak and iceberg-soak (sink_controlled only), storage-fault (the two
+	// at-least-once modes) and the eight source scenarios, postgres-cdc and
+	// iggy-replication included (once each, mode "source").
+	if want := (len(conformance.Scenarios())-6-1-8)*len(conformance.AllModes) + 6 + 2 + 8; len(names) == 0 && len(res) != want {
 		t.Fatalf("got %d results, want %d", len(res), want)
 	}
 	for _, r := range res {
 		if (r.Scenario == "postgres-soak" || r.Scenario == "postgres-cdc") && pg == "" {
 			if r.Verdict != conformance.NotSupported || !strings.Contains(r.Observed, "no PostgreSQL database given") {
+				t.Errorf("%s/%s without FERRY_POSTGRES_URL: %s (%s), want not supported", r.Scenario, r.Mode, r.Verdict, r.Observed)
+			}
+			continue
+		}
+		if r.Scenario == "iceberg-soak" && pg == "" {
+			if r.Verdict != conformance.NotSupported || !strings.Contains(r.Observed, "no Iceberg catalog database given") {
 				t.Errorf("%s/%s without FERRY_POSTGRES_URL: %s (%s), want not supported", r.Scenario, r.Mode, r.Verdict, r.Observed)
 			}
 			continue

@@ -22,7 +22,9 @@ var onlyMode = map[string]string{"late-commit": SinkControlled, "commit-order": 
 	// The S3 sink commits its own offsets: it refuses the other modes.
 	"s3-soak": SinkControlled,
 	// So does the Kafka sink: its offsets are in Kafka, written with the records.
-	"kafka-soak": SinkControlled}
+	"kafka-soak": SinkControlled,
+	// And the Iceberg sink: its offsets are in the table's snapshot summaries.
+	"iceberg-soak": SinkControlled}
 
 // atLeastOnceOnly names the scenarios about the runtime's offset stores, which
 // after_polling does not make (the server stores with the poll).
@@ -73,6 +75,7 @@ var scenarios = []scenario{
 	{"s3-soak", "chaos: the S3 sink (builtin:s3, --s3) into a bucket of its own while the runtime is SIGKILLed --soak times, at held offset stores and random moments: exactly once, judged from the objects", runS3Soak},
 	{"iggy-replication", "chaos: the Iggy source (builtin:iggy) replicates a remote server (a child process, the server command) while a writer appends to it, the runtime is SIGKILLed --soak times and the remote server once: the local topic equals the remote one, message for message (ids, payloads, headers, order)", runIggyReplication},
 	{"kafka-soak", "chaos: the Kafka sink (builtin:kafka, --kafka) into a topic of its own while the runtime is SIGKILLed --soak times, at held offset stores and random moments: exactly once, judged from the topic read read_committed", runKafkaSoak},
+	{"iceberg-soak", "chaos: the Iceberg sink (builtin:iceberg, --iceberg) into a table of its own (a SQL catalog on the PostgreSQL given, a local warehouse) while the runtime is SIGKILLed --soak times, at held offset stores and random moments: exactly once, judged from the table's current snapshot", runIcebergSoak},
 	{"soak", "chaos: SIGKILL the runtime --soak times at random (seeded) moments while data flows", runSoak},
 }
 

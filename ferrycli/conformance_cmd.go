@@ -27,6 +27,7 @@ type conformanceFlags struct {
 	pgPlugin   string
 	s3         string
 	kafka      []string
+	iceberg    string
 	seed       int64
 	timeout    time.Duration
 	workDir    string
@@ -58,7 +59,9 @@ supported". postgres-soak (with --soak N and --postgres URL) runs a PostgreSQL s
 table: every message exactly once. s3-soak (with --soak N and --s3 URL, sink_controlled
 only) runs Ferry's S3 sink into a bucket of its own and judges from the objects. kafka-soak
 (with --soak N and --kafka HOST:PORT, sink_controlled only) runs Ferry's Kafka sink into a
-topic of its own and judges from the topic, read read_committed.
+topic of its own and judges from the topic, read read_committed. iceberg-soak (with --soak N
+and --iceberg URL, sink_controlled only) runs Ferry's Iceberg sink into a table of its own
+(a SQL catalog on that PostgreSQL database, a local warehouse) and judges from the table.
 
 Scenarios:
 ` + list.String(),
@@ -81,6 +84,7 @@ Scenarios:
 	fl.StringVar(&f.pgPlugin, "postgres-plugin", "builtin:postgres", "path of the PostgreSQL sink plugin in the connector file of postgres-soak (another runtime: its PostgreSQL sink plugin, which takes the official sink's plugin_config keys)")
 	fl.StringVar(&f.s3, "s3", "", "S3-compatible server for the s3-soak scenario, http://ACCESS:SECRET@host:port[?region=R] (without ACCESS:SECRET, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; a bucket of its own per run, removed at the end; without it the scenario is \"not supported\")")
 	fl.StringSliceVar(&f.kafka, "kafka", nil, "Kafka bootstrap servers (HOST:PORT, comma separated) for the kafka-soak scenario (a topic of its own per run, deleted at the end; without it the scenario is \"not supported\")")
+	fl.StringVar(&f.iceberg, "iceberg", "", "PostgreSQL URL of the SQL catalog for the iceberg-soak scenario (a catalog and table of its own per run, the data in the work directory, the table dropped at the end; without it the scenario is \"not supported\")")
 	fl.Int64Var(&f.seed, "seed", 1, "seed of the random kill moments and proxy faults (the same seed repeats the same chaos)")
 	fl.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on each wait of a scenario (a runtime that stalls fails the scenario after it)")
 	fl.StringVar(&f.workDir, "work-dir", "", "keep config files, probe records and runtime logs in this directory (default: a temporary directory, removed)")
@@ -134,6 +138,9 @@ func runConformance(cmd *cobra.Command, f conformanceFlags) error {
 		}
 		s3 = &t
 	}
+	if f.iceberg != "" && f.soak == 0 {
+		return errors.New("--iceberg: iceberg-soak needs --soak N (the number of SIGKILLs)")
+	}
 	if len(f.kafka) > 0 && f.soak == 0 {
 		return errors.New("--kafka: kafka-soak needs --soak N (the number of SIGKILLs)")
 	}
@@ -147,7 +154,7 @@ func runConformance(cmd *cobra.Command, f conformanceFlags) error {
 	out := cmd.OutOrStdout()
 	results, err := conformance.Run(cmd.Context(), conformance.Config{
 		Runtime: runtime, RuntimeEnv: f.runtimeEnv, Server: f.server, ServerCommand: serverCommand(), Modes: f.modes, Scenarios: f.scenarios,
-		Soak: f.soak, Postgres: f.postgres, PostgresPlugin: f.pgPlugin, S3: s3, Kafka: f.kafka, Seed: f.seed, Timeout: f.timeout, WorkDir: f.workDir, Keep: f.workDir != "", Logger: log,
+		Soak: f.soak, Postgres: f.postgres, PostgresPlugin: f.pgPlugin, S3: s3, Kafka: f.kafka, Iceberg: f.iceberg, Seed: f.seed, Timeout: f.timeout, WorkDir: f.workDir, Keep: f.workDir != "", Logger: log,
 		OnResult: func(r conformance.Result) { fmt.Fprintln(out, conformance.Line(r)) },
 	})
 	if err != nil {

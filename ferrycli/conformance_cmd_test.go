@@ -20,6 +20,7 @@ func TestConformanceFlagErrors(t *testing.T) {
 		{[]string{"--postgres", "postgres://localhost/db"}, "--postgres: postgres-soak needs --soak N"},
 		{[]string{"--postgres-plugin", ""}, "--postgres-plugin: must name the PostgreSQL sink plugin"},
 		{[]string{"--s3", "http://a:b@127.0.0.1:9000"}, "--s3: s3-soak needs --soak N"},
+		{[]string{"--iceberg", "postgres://localhost/db"}, "--iceberg: iceberg-soak needs --soak N"},
 		{[]string{"--soak", "1", "--s3", "127.0.0.1:9000"}, "--s3: want http://ACCESS:SECRET@host:port[?region=R]"},
 		{[]string{"--soak", "1", "--s3", "http://127.0.0.1:9000"}, "--s3: no credentials"},
 		{[]string{"--modes", "at_once", "--runtime", "/bin/true"}, `conformance: unknown mode "at_once"`},
@@ -45,7 +46,7 @@ func TestConformanceHelpNamesEveryFlagAndScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"--runtime ", "--runtime-env", "--server", "--modes", "--scenarios", "--report", "--soak", "--seed", "--timeout", "--work-dir", "--verbose",
-		"--postgres ", "--postgres-plugin", "postgres-soak", "--s3 ", "s3-soak", "clean", "failed-batch", "sigkill-mid-batch", "plugin-abort", "commit-codes", "late-commit", "sigterm-in-flight", "poison", "rebalance", "flaky-network", "server-restart", "soak"} {
+		"--postgres ", "--postgres-plugin", "postgres-soak", "--s3 ", "s3-soak", "--iceberg ", "iceberg-soak", "clean", "failed-batch", "sigkill-mid-batch", "plugin-abort", "commit-codes", "late-commit", "sigterm-in-flight", "poison", "rebalance", "flaky-network", "server-restart", "soak"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("--help does not mention %q", s)
 		}

@@ -22,6 +22,8 @@ go build -o "$conf_bin/ferry" ./cmd/ferry
 pg_args=()
 if [ -n "${FERRY_POSTGRES_URL:-}" ]; then
   pg_args=(--postgres "$FERRY_POSTGRES_URL")
+  # iceberg-soak: the Iceberg sink's SQL catalog on the same database.
+  pg_args+=(--iceberg "$FERRY_POSTGRES_URL")
 fi
 # s3-soak likewise when FERRY_S3_ENDPOINT is set (scripts/s3.sh start).
 if [ -n "${FERRY_S3_ENDPOINT:-}" ]; then

@@ -3,6 +3,7 @@ package iceberg
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -135,7 +136,7 @@ func benchBare(b *testing.B, every time.Duration, perCommit uint64, run time.Dur
 		b.Fatal(err)
 	}
 	defer func() { _ = closeCat() }()
-	if tbl, err = loadOrCreate(ctx, cat, c, catalog.ToIdentifier("ns", "events")); err != nil {
+	if tbl, err = loadOrCreate(ctx, cat, c, catalog.ToIdentifier("ns", "events"), slog.New(slog.DiscardHandler)); err != nil {
 		b.Fatal(err)
 	}
 	sc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -101,13 +102,14 @@ func openCatalog(ctx context.Context, c *config, warehouse string) (catalog.Cata
 	}
 }
 
-// loadOrCreate loads a table, creating it (and its namespace) from the declared schema
-// when it is missing and a schema is declared.
-func loadOrCreate(ctx context.Context, cat catalog.Catalog, c *config, ident table.Identifier) (*table.Table, error) {
+// loadOrCreate loads a table (its schema evolved to the declared one: evolve), creating
+// it (and its namespace) from the declared schema when it is missing and a schema is
+// declared.
+func loadOrCreate(ctx context.Context, cat catalog.Catalog, c *config, ident table.Identifier, log *slog.Logger) (*table.Table, error) {
 	name := strings.Join(ident, ".")
 	tbl, err := cat.LoadTable(ctx, ident)
 	if err == nil {
-		return tbl, nil
+		return evolve(ctx, c, name, tbl, log)
 	}
 	if !errors.Is(err, catalog.ErrNoSuchTable) {
 		return nil, fmt.Errorf("load table %s: %w", name, err)
@@ -141,4 +143,58 @@ func redactURL(s string) string {
 		return "(the uri)"
 	}
 	return u.Redacted()
+}
+
+// evolve brings an existing table's schema up to the declared one in the only way that
+// is safe for the rows it holds and the readers that know it: a declared column the table
+// lacks is added as an optional column (old rows read it as null). Any other difference
+// (a declared column's type or requiredness not the table's, a required column to add)
+// is refused, naming the column and the change; a table column the declaration lacks is
+// kept (never dropped). Another instance adding the same column first makes the commit
+// conflict; the retry of Open reloads the table and finds nothing left to add.
+func evolve(ctx context.Context, c *config, name string, tbl *table.Table, log *slog.Logger) (*table.Table, error) {
+	var add []column
+	for _, col := range c.Schema {
+		want := columnTypes[strings.ToLower(col.Type)]
+		f, ok := tbl.Schema().FindFieldByName(col.Name)
+		switch {
+		case !ok && col.Required:
+			return nil, sdk.Permanent(fmt.Errorf("table %s: plugin_config.schema declares column %q (%s, required), which the table lacks: "+
+				"adding a required column to a table that has rows is refused (declare it optional)", name, col.Name, want))
+		case !ok:
+			add = append(add, col)
+		case !f.Type.Equals(want):
+			return nil, sdk.Permanent(fmt.Errorf("table %s: column %q is %s in the table, plugin_config.schema declares %s: "+
+				"changing a column's type is refused (the sink only adds optional columns)", name, col.Name, f.Type, want))
+		case f.Required != col.Required:
+			return nil, sdk.Permanent(fmt.Errorf("table %s: column %q is %s in the table, plugin_config.schema declares it %s: "+
+				"changing whether a column is required is refused (the sink only adds optional columns)", name, col.Name, requiredWord(f.Required), requiredWord(col.Required)))
+		}
+	}
+	if len(add) == 0 {
+		return tbl, nil
+	}
+	tx := tbl.NewTransaction()
+	us := tx.UpdateSchema(true, false)
+	for _, col := range add {
+		us.AddColumn([]string{col.Name}, columnTypes[strings.ToLower(col.Type)], "", false, nil)
+	}
+	if err := us.Commit(); err != nil {
+		return nil, sdk.Permanent(fmt.Errorf("table %s: add optional columns: %w", name, err))
+	}
+	evolved, err := tx.Commit(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: commit the added columns: %w", name, err)
+	}
+	for _, col := range add {
+		log.Info("iceberg sink: optional column added to the table", "table", name, "column", col.Name, "type", col.Type)
+	}
+	return evolved, nil
+}
+
+func requiredWord(required bool) string {
+	if required {
+		return "required"
+	}
+	return "optional"
 }

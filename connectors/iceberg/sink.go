@@ -65,7 +65,10 @@ type tableState struct {
 	fill   []filler
 	// next is, per partition, the offset after the last one the table holds: rows below
 	// it are not written again.
-	next  map[sdk.Partition]uint64
+	next map[sdk.Partition]uint64
+	// gen is, per partition, the generation its rows are written in: the table's, one
+	// more once the partition went back to offset 0 (Rewound).
+	gen   map[sdk.Partition]uint64
 	parts map[sdk.Partition]*partBuf
 }
 
@@ -74,12 +77,14 @@ type partBuf struct {
 	b           *array.RecordBuilder
 	rows        int
 	first, last uint64
+	lastTS      uint64             // the server timestamp of the message at last
 	files       []iceberg.DataFile // written, not committed yet
 }
 
 var (
 	_ sdk.Sink           = (*Sink)(nil)
 	_ sdk.PositionKeeper = (*Sink)(nil)
+	_ sdk.RewindSeeker   = (*Sink)(nil)
 )
 
 // New returns an unopened Iceberg sink.
@@ -120,7 +125,7 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 		var tbl *table.Table
 		err := open.Do(ctx, func(ctx context.Context, _ int) error {
 			var err error
-			tbl, err = loadOrCreate(ctx, s.cat, &cfg, ident)
+			tbl, err = loadOrCreate(ctx, s.cat, &cfg, ident, s.log)
 			return err
 		})
 		if err != nil {
@@ -136,7 +141,7 @@ func (s *Sink) Open(ctx context.Context, env sdk.SinkEnv) error {
 	}
 	s.topics = map[sdk.Partition]sdk.TopicMetadata{}
 	s.consumed = map[sdk.Partition]uint64{}
-	s.pos = sdk.NewPositions(env, s.load)
+	s.pos = sdk.NewPositionsAt(env, s.load)
 	s.stop, s.done = make(chan struct{}), make(chan struct{})
 	go s.flusher()
 	s.log.Info("iceberg sink open", "catalog_type", cfg.CatalogType, "uri", redactURL(cfg.URI), "warehouse", warehouse,
@@ -164,15 +169,30 @@ func (s *Sink) newTable(name string, ident table.Identifier, tbl *table.Table) (
 		s.row = make([]value, len(fill))
 	}
 	return &tableState{name: name, ident: ident, tbl: tbl, schema: sc, fill: fill,
-		next: map[sdk.Partition]uint64{}, parts: map[sdk.Partition]*partBuf{}}, nil
+		next: map[sdk.Partition]uint64{}, gen: map[sdk.Partition]uint64{}, parts: map[sdk.Partition]*partBuf{}}, nil
 }
 
 // KeepsPositions implements sdk.PositionKeeper.
 func (s *Sink) KeepsPositions() bool { return true }
 
-// Assigned implements sdk.PartitionSeeker: what is buffered is written and committed
-// first, then each table's snapshots say where each partition resumes.
+// Assigned implements sdk.PartitionSeeker: Positions without the timestamps.
 func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]uint64, error) {
+	at, err := s.Positions(ctx, topic, parts)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[sdk.Partition]uint64, len(at))
+	for p, v := range at {
+		out[p] = v.Next
+	}
+	return out, nil
+}
+
+// Positions implements sdk.RewindSeeker: what is buffered is written and committed
+// first, then each table's snapshots say where each partition resumes, with the
+// timestamp of the last message the table holds (the runtime checks it: a partition
+// purged while the sink was away is found rewound).
+func (s *Sink) Positions(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]sdk.Position, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.flushLocked(ctx); err != nil {
@@ -182,16 +202,61 @@ func (s *Sink) Assigned(ctx context.Context, topic sdk.TopicMetadata, parts []sd
 		s.topics[p] = topic
 		delete(s.consumed, p)
 	}
-	return s.pos.Assigned(ctx, topic, parts)
+	return s.pos.Positions(ctx, topic, parts)
+}
+
+// Rewound implements sdk.RewindSeeker: a partition that went back to offset 0 (purged)
+// is written in the next generation of each table, so the offsets its snapshots hold
+// (the purged messages') no longer drop the new messages as written already. The rows of
+// the purged messages stay in the tables.
+func (s *Sink) Rewound(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]string, len(parts))
+	for i, p := range parts {
+		keys[i] = offsetKey(s.key, topic.Stream, topic.Topic, p.PartitionID)
+	}
+	for _, ts := range s.tables {
+		tbl, err := s.cat.LoadTable(ctx, ts.ident)
+		if err != nil {
+			return fmt.Errorf("iceberg sink: load table %s: %w", ts.name, err)
+		}
+		ts.tbl = tbl
+		found, err := tableMarks(tbl, keys)
+		if err != nil {
+			return fmt.Errorf("iceberg sink: %w", err)
+		}
+		for i, p := range parts {
+			if pb := ts.parts[p]; pb != nil {
+				if pb.b != nil {
+					pb.b.Release()
+				}
+				s.buffered -= pb.rows
+				delete(ts.parts, p)
+			}
+			delete(ts.next, p)
+			if m, ok := found[keys[i]]; ok {
+				ts.gen[p] = m.generation + 1
+			}
+		}
+	}
+	for _, p := range parts {
+		s.topics[p] = topic
+		delete(s.consumed, p)
+		s.pos.Forget(p)
+		s.log.Warn("iceberg sink: partition went back to offset 0 (purged); its rows are written in a new generation, the purged messages' rows stay in the tables",
+			"stream", topic.Stream, "topic", topic.Topic, "partition", p.PartitionID)
+	}
+	return nil
 }
 
 // load reads each table's offsets of parts (s.mu held). A partition resumes after the
-// lowest offset among the tables that hold it; with static routing every table gets
-// every message, so a table that holds nothing of it (new in plugin_config.tables)
-// leaves it to the group's offset in Iggy. Rows a table already holds are skipped for
-// that table alone.
-func (s *Sink) load(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]uint64, error) {
-	out := map[sdk.Partition]uint64{}
+// lowest offset among the tables that hold it (with that table's timestamp of it); with
+// static routing every table gets every message, so a table that holds nothing of it
+// (new in plugin_config.tables) leaves it to the group's offset in Iggy. Rows a table
+// already holds are skipped for that table alone.
+func (s *Sink) load(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Partition) (map[sdk.Partition]sdk.Position, error) {
+	out := map[sdk.Partition]sdk.Position{}
 	holders := map[sdk.Partition]int{}
 	for _, ts := range s.tables {
 		tbl, err := s.cat.LoadTable(ctx, ts.ident)
@@ -203,20 +268,22 @@ func (s *Sink) load(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Pa
 		for i, p := range parts {
 			keys[i] = offsetKey(s.key, topic.Stream, topic.Topic, p.PartitionID)
 		}
-		found, err := tableOffsets(tbl, keys)
+		found, err := tableMarks(tbl, keys)
 		if err != nil {
 			return nil, fmt.Errorf("iceberg sink: %w", err)
 		}
 		for i, p := range parts {
-			off, ok := found[keys[i]]
+			m, ok := found[keys[i]]
 			if !ok {
 				delete(ts.next, p)
+				delete(ts.gen, p)
 				continue
 			}
-			ts.next[p] = off + 1
+			ts.next[p] = m.last + 1
+			ts.gen[p] = m.generation
 			holders[p]++
-			if cur, seen := out[p]; !seen || off+1 < cur {
-				out[p] = off + 1
+			if cur, seen := out[p]; !seen || m.last+1 < cur.Next {
+				out[p] = sdk.Position{Next: m.last + 1, Timestamp: m.timestamp}
 			}
 		}
 	}
@@ -229,7 +296,7 @@ func (s *Sink) load(ctx context.Context, topic sdk.TopicMetadata, parts []sdk.Pa
 	}
 	for _, p := range parts {
 		s.log.Debug("iceberg sink: partition assigned", "stream", topic.Stream, "topic", topic.Topic,
-			"partition", p.PartitionID, "resume_at", out[p])
+			"partition", p.PartitionID, "resume_at", out[p].Next)
 	}
 	return out, nil
 }
@@ -328,6 +395,7 @@ func (s *Sink) take(topic sdk.TopicMetadata, p sdk.Partition, m *sdk.ConsumedMes
 		appendRow(pb.b, ts.fill, rows[i])
 		pb.rows++
 		pb.last = m.Offset
+		pb.lastTS = m.Timestamp
 		s.buffered++
 	}
 	return nil
@@ -443,14 +511,28 @@ func (s *Sink) commitTable(ctx context.Context, ts *tableState) error {
 		keys[p] = offsetKey(s.key, t.Stream, t.Topic, p.PartitionID)
 		list = append(list, keys[p])
 	}
-	stored, err := tableOffsets(ts.tbl, list)
+	stored, err := tableMarks(ts.tbl, list)
 	if err != nil {
 		return sdk.Permanent(err)
 	}
 	props := carried(ts.tbl)
 	var files []iceberg.DataFile
 	for p, pb := range ts.parts {
-		if have, ok := stored[keys[p]]; ok && have >= pb.first {
+		// Offsets of an older generation are the purged messages': they hold nothing of
+		// this range. A newer one is another owner's, which found the partition rewound.
+		m, ok := stored[keys[p]]
+		if ok && m.generation < ts.gen[p] {
+			ok = false
+		}
+		if ok && m.generation > ts.gen[p] {
+			s.log.Warn("iceberg sink: another writer found this partition purged and writes a newer generation; dropping this range (the partition has a new owner)",
+				"table", ts.name, "partition", p.PartitionID, "first", pb.first, "last", pb.last)
+			s.pos.Forget(p)
+			delete(s.consumed, p)
+			delete(ts.parts, p)
+			continue
+		}
+		if have := m.last; ok && have >= pb.first {
 			if have < pb.last {
 				// Another owner (a rebalance) wrote part of this range: this instance no
 				// longer owns the partition; its rows are the new owner's to write.
@@ -465,6 +547,10 @@ func (s *Sink) commitTable(ctx context.Context, ts *tableState) error {
 		}
 		files = append(files, pb.files...)
 		props[keys[p]] = strconv.FormatUint(pb.last, 10)
+		props[siblingKey(keys[p], timestampPrefix)] = strconv.FormatUint(pb.lastTS, 10)
+		if g := ts.gen[p]; g > 0 {
+			props[siblingKey(keys[p], generationPrefix)] = strconv.FormatUint(g, 10)
+		}
 	}
 	if len(files) == 0 {
 		return nil

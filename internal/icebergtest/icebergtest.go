@@ -27,10 +27,11 @@ func Python(t testing.TB) string {
 	return py
 }
 
-// Catalog names a SQL catalog as pyiceberg opens it.
+// Catalog names a SQL catalog, or a REST catalog, as pyiceberg opens it.
 type Catalog struct {
 	Name      string // the catalog_name of its rows
-	URL       string // postgres://… (as FERRY_POSTGRES_URL)
+	URL       string // postgres://… (as FERRY_POSTGRES_URL), or the REST catalog's http://…
+	REST      bool   // URL is a REST catalog (pyiceberg's RestCatalog)
 	Warehouse string // file:///… or s3://…
 	// S3 properties (s3.endpoint, s3.access-key-id, …) when the data is on S3.
 	Props map[string]string
@@ -46,11 +47,15 @@ type Table struct {
 
 const script = `
 import json, sys
-from pyiceberg.catalog.sql import SqlCatalog
 args = json.load(sys.stdin)
 props = {"uri": args["uri"], "warehouse": args["warehouse"]}
 props.update(args["props"] or {})
-cat = SqlCatalog(args["name"], **props)
+if args["rest"]:
+    from pyiceberg.catalog.rest import RestCatalog
+    cat = RestCatalog(args["name"], **props)
+else:
+    from pyiceberg.catalog.sql import SqlCatalog
+    cat = SqlCatalog(args["name"], **props)
 tbl = cat.load_table(args["table"])
 rows = tbl.scan().to_arrow().to_pylist()
 for r in rows:
@@ -74,7 +79,7 @@ func Read(t testing.TB, c Catalog, table string) Table {
 			uri = "postgresql+psycopg2://" + strings.TrimPrefix(uri, p)
 		}
 	}
-	in, _ := json.Marshal(map[string]any{"name": c.Name, "uri": uri, "warehouse": c.Warehouse, "props": c.Props, "table": table})
+	in, _ := json.Marshal(map[string]any{"name": c.Name, "uri": uri, "warehouse": c.Warehouse, "props": c.Props, "table": table, "rest": c.REST})
 	cmd := exec.Command(Python(t), "-c", script)
 	cmd.Stdin = bytes.NewReader(in)
 	var out, errb bytes.Buffer
