@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,7 +92,7 @@ func TestPreflight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadOrCreate(ctx, cat, &c, catalog.ToIdentifier("ns", "events")); err != nil {
+	if _, err := loadOrCreate(ctx, cat, &c, catalog.ToIdentifier("ns", "events"), slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	_ = closeCat()
