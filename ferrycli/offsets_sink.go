@@ -58,7 +58,8 @@ func offsetsOfSink(ctx context.Context, w io.Writer, f offsetsFlags) error {
 			return err
 		}
 	}
-	return printSinkOffsets(w, f.sink, offs)
+	fmt.Fprintf(w, "sink %s:\n", f.sink)
+	return printSinkOffsets(w, offs)
 }
 
 // offsetsBody is the PUT body of --set: each P=O on --stream/--topic, or on the sink's one
@@ -100,7 +101,7 @@ func offsetsBody(f offsetsFlags, offs []apiOffset) ([]byte, error) {
 
 // printSinkOffsets prints one line per partition; the TARGET and RESUMES columns only for
 // a sink that keeps its positions in its target.
-func printSinkOffsets(w io.Writer, key string, offs []apiOffset) error {
+func printSinkOffsets(w io.Writer, offs []apiOffset) error {
 	sort.SliceStable(offs, func(i, j int) bool {
 		a, b := offs[i], offs[j]
 		if a.Stream != b.Stream {
@@ -117,9 +118,9 @@ func printSinkOffsets(w io.Writer, key string, offs []apiOffset) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	if keeps {
-		fmt.Fprintf(tw, "STREAM\tTOPIC\tPARTITION\tCURRENT\tSTORED\tTARGET\tRESUMES FROM\tLAG\tOWNED\t(sink %s)\n", key)
+		fmt.Fprintln(tw, "STREAM\tTOPIC\tPARTITION\tCURRENT\tSTORED\tTARGET\tRESUMES\tLAG\tOWNED")
 	} else {
-		fmt.Fprintf(tw, "STREAM\tTOPIC\tPARTITION\tCURRENT\tSTORED\tLAG\tOWNED\t(sink %s)\n", key)
+		fmt.Fprintln(tw, "STREAM\tTOPIC\tPARTITION\tCURRENT\tSTORED\tLAG\tOWNED")
 	}
 	var errs []string
 	for _, o := range offs {
@@ -142,7 +143,7 @@ func printSinkOffsets(w io.Writer, key string, offs []apiOffset) error {
 			cols = append(cols, target, resumes)
 		}
 		cols = append(cols, strconv.FormatUint(o.Lag, 10), owned)
-		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
