@@ -42,38 +42,48 @@ const (
 	ResumesFromIggy   = "iggy"
 )
 
-// keeperOf returns the instance of a sink to ask about the positions its target holds:
-// the running instance, or, when the sink is stopped (by the operator or for good), a new
-// one opened for the call, which release closes. It is nil when the sink keeps no
-// positions as configured (no sdk.PositionKeeper, or KeepsPositions false). A sink that is
-// neither running nor stopped (starting, waiting for a restart) is not asked: errBusy.
-func (r *Runtime) keeperOf(ctx context.Context, sl *slot, cfg *config.Sink) (keeper sdk.PositionKeeper, release func(), err error) {
+// targetOf returns the instance of a sink to ask about its target: the running instance,
+// or, when the sink is stopped (by the operator or for good), a new one opened for the
+// call, which release closes. keeps says it keeps its positions there as configured
+// (sdk.PositionKeeper, KeepsPositions). The instance is nil when there is nothing to ask:
+// the sink keeps no positions and (forRewind) has no sdk.RewindRefuser either. A sink
+// that is neither running nor stopped (starting, waiting for a restart) is not opened:
+// errBusy.
+func (r *Runtime) targetOf(ctx context.Context, sl *slot, cfg *config.Sink, forRewind bool) (sink sdk.Sink, keeps bool, release func(), err error) {
 	release = func() {}
+	wanted := func(s sdk.Sink) (keeps, wanted bool) {
+		if k, ok := s.(sdk.PositionKeeper); ok && keepsPositions(k) {
+			return true, true
+		}
+		_, refuser := s.(sdk.RewindRefuser)
+		return false, forRewind && refuser
+	}
 	if in := sl.cur.Load(); in != nil {
 		if s, ok := in.c.(*sinkRunner); ok {
 			if st, _ := s.status.get(); (st == StateRunning || st == StateDegraded) && s.sink != nil {
-				if k, ok := s.sink.(sdk.PositionKeeper); ok && keepsPositions(k) {
-					return k, release, nil
+				if keeps, ok := wanted(s.sink); ok {
+					return s.sink, keeps, release, nil
 				}
-				return nil, release, nil
+				return nil, false, release, nil
 			}
 		}
 	}
 	if _, ok := cfg.Builtin(); !ok {
-		return nil, release, nil // a native plugin keeps no positions the runtime knows of
+		return nil, false, release, nil // a native plugin keeps no positions the runtime knows of
 	}
 	cfg, _ = effectiveSink(r.builtins, cfg)
 	factory, err := sinkFactory(r.builtins, r.loadSink, cfg, r.pluginDirs)
 	if err != nil {
-		return nil, release, nil //nolint:nilerr // it cannot run (its start says why): no target to show
+		return nil, false, release, nil //nolint:nilerr // it cannot run (its start says why): no target to ask
 	}
-	sink := factory()
-	k, ok := sink.(sdk.PositionKeeper)
-	if !ok {
-		return nil, release, nil
+	sink = factory()
+	_, keeper := sink.(sdk.PositionKeeper)
+	_, refuser := sink.(sdk.RewindRefuser)
+	if !keeper && !(forRewind && refuser) {
+		return nil, false, release, nil
 	}
 	if st := sl.status(); !sl.stoppedByUser() && !st.Restart.GaveUp {
-		return k, release, fmt.Errorf("%w: sink %s is %s", errBusy, cfg.Key, st.State)
+		return sink, false, release, fmt.Errorf("%w: sink %s is %s", errBusy, cfg.Key, st.State)
 	}
 	log := r.log.With("sink", cfg.Key, "purpose", "the positions its target holds")
 	env := sdk.SinkEnv{Key: cfg.Key, Config: cfg.PluginConfig, Logger: log, OnFailure: sdk.OnFailure(cfg.OnFailure)}
@@ -83,7 +93,7 @@ func (r *Runtime) keeperOf(ctx context.Context, sl *slot, cfg *config.Sink) (kee
 	octx, cancel := context.WithTimeout(ctx, positionsTimeout)
 	defer cancel()
 	if err := callSafely(func() error { return sink.Open(octx, env) }); err != nil {
-		return k, release, fmt.Errorf("open the sink to read its target's positions: %w", err)
+		return sink, false, release, fmt.Errorf("open the sink to read its target's positions: %w", err)
 	}
 	release = func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
@@ -92,11 +102,12 @@ func (r *Runtime) keeperOf(ctx context.Context, sl *slot, cfg *config.Sink) (kee
 			log.Warn("closing the instance opened for the target's positions failed", "error", err)
 		}
 	}
-	if !keepsPositions(k) {
+	keeps, ok := wanted(sink)
+	if !ok {
 		release()
-		return nil, func() {}, nil
+		return nil, false, func() {}, nil
 	}
-	return k, release, nil
+	return sink, keeps, release, nil
 }
 
 // errBusy: the sink is between states; its target's positions are read while it runs or
@@ -122,9 +133,9 @@ func (noCommits) Commit(p sdk.Partition, offset uint64) error {
 func (r *Runtime) addTargetPositions(ctx context.Context, sl *slot, cfg *config.Sink, out []PartitionOffsets) {
 	ctx, cancel := context.WithTimeout(ctx, positionsTimeout)
 	defer cancel()
-	keeper, release, err := r.keeperOf(ctx, sl, cfg)
+	sink, keeps, release, err := r.targetOf(ctx, sl, cfg, false)
 	defer release()
-	if keeper == nil {
+	if sink == nil || (!keeps && err == nil) {
 		return
 	}
 	fail := func(i int, msg string) {
@@ -136,7 +147,7 @@ func (r *Runtime) addTargetPositions(ctx context.Context, sl *slot, cfg *config.
 		}
 		return
 	}
-	reader, ok := keeper.(sdk.PositionReader)
+	reader, ok := sink.(sdk.PositionReader)
 	if !ok {
 		for i := range out {
 			fail(i, "the sink keeps its positions in its target and does not report them")
@@ -189,23 +200,32 @@ func byTopic(out []PartitionOffsets) [][]int {
 
 // rewindTarget sets, for a stopped sink that keeps its positions, each changed
 // partition's position in its target, before its offsets are stored in Iggy: a
-// sdk.PositionRewinder does it in one step; any other keeper refuses (ErrRewindRefused,
-// with its sdk.RewindRefuser reason). A sink that keeps none changes nothing here.
+// sdk.PositionRewinder does it in one step. It refuses (ErrRewindRefused) for a sink
+// whose sdk.RewindRefuser gives a reason (a replay its target would drop, positions it
+// cannot set), and for any other that keeps its positions. Any other sink changes
+// nothing here.
 func (r *Runtime) rewindTarget(ctx context.Context, sl *slot, cfg *config.Sink, changes []OffsetChange) error {
-	keeper, release, err := r.keeperOf(ctx, sl, cfg)
+	sink, keeps, release, err := r.targetOf(ctx, sl, cfg, true)
 	defer release()
-	if keeper == nil {
+	if sink == nil {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("sink %s: %w", cfg.Key, err)
 	}
-	rw, ok := keeper.(sdk.PositionRewinder)
-	if !ok {
-		reason := "the sink keeps its positions in its target, which cannot set them: it would resume where its target says, whatever Iggy's stored offset"
-		if rf, ok := keeper.(sdk.RewindRefuser); ok {
-			_ = callSafely(func() error { reason = rf.RewindRefusal(); return nil })
-		}
+	reason := ""
+	if rf, ok := sink.(sdk.RewindRefuser); ok {
+		_ = callSafely(func() error { reason = rf.RewindRefusal(); return nil })
+	}
+	rw, ok := sink.(sdk.PositionRewinder)
+	switch {
+	case reason != "":
+	case !keeps:
+		return nil
+	case !ok:
+		reason = "the sink keeps its positions in its target, which cannot set them: it would resume where its target says, whatever Iggy's stored offset"
+	}
+	if reason != "" {
 		return &RewindRefusedError{Sink: cfg.Key, Reason: reason}
 	}
 	metas := map[[2]string]sdk.TopicMetadata{}

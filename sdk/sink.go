@@ -134,9 +134,13 @@ type PositionRewinder interface {
 	RewindPositions(ctx context.Context, changes []PositionChange) error
 }
 
-// RewindRefuser is implemented by a PositionKeeper that cannot set the positions its
-// target holds (they are what it wrote: objects, records). RewindRefusal, asked after
-// Open, says why and what to do instead, in a sentence or two for the operator.
+// RewindRefuser is implemented by a sink for which a change of its offsets by the operator
+// would not do what it says: a PositionKeeper that cannot set the positions its target
+// holds (they are what it wrote: objects, records), or a sink whose target drops a replay
+// as written already (ids derived from the offsets). RewindRefusal, asked after Open,
+// says why and what to do instead, in a sentence or two for the operator; "" when the sink
+// as configured takes the change (a PositionRewinder, or a target that writes a replay).
+// The runtime then answers the change with 409 and that reason, changing nothing.
 type RewindRefuser interface {
 	RewindRefusal() string
 }
