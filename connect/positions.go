@@ -79,14 +79,14 @@ func (r *Runtime) targetOf(ctx context.Context, sl *slot, cfg *config.Sink, forR
 	sink = factory()
 	_, keeper := sink.(sdk.PositionKeeper)
 	_, refuser := sink.(sdk.RewindRefuser)
-	if !keeper && !(forRewind && refuser) {
+	if !keeper && (!forRewind || !refuser) {
 		return nil, false, release, nil
 	}
 	if st := sl.status(); !sl.stoppedByUser() && !st.Restart.GaveUp {
 		return sink, false, release, fmt.Errorf("%w: sink %s is %s", errBusy, cfg.Key, st.State)
 	}
 	log := r.log.With("sink", cfg.Key, "purpose", "the positions its target holds")
-	env := sdk.SinkEnv{Key: cfg.Key, Config: cfg.PluginConfig, Logger: log, OnFailure: sdk.OnFailure(cfg.OnFailure)}
+	env := sdk.SinkEnv{Key: cfg.Key, Config: cfg.PluginConfig, Logger: log, OnFailure: cfg.OnFailure}
 	if policyFor(cfg).sinkCommits {
 		env.Committer = noCommits{}
 	}
