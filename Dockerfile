@@ -1,4 +1,4 @@
-# Ferry's container image (docs/deploy.md, "Containers"). Multi-stage: the Go toolchain
+# Ferry's container image (docs/container.md). Multi-stage: the Go toolchain
 # builds the binary (cgo: the native plugin loader), a minimal base with glibc runs it as a
 # non-root user. The base images are build arguments, so a mirror or a local image can
 # stand in for each:

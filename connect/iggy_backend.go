@@ -42,6 +42,12 @@ type Options struct {
 	// Tracer opens a trace per polled sink batch (docs/telemetry.md); nil = no traces,
 	// and nothing is spent on them.
 	Tracer trace.Tracer
+	// CreateRoutedTopics, when > 0, creates with that many partitions a stream or topic a
+	// source routes a message to (sdk.ProducedMessage.Stream, Topic) and that does not
+	// exist, when the first message for it comes (`ferry run --create-topics` creates the
+	// topics files name before the start; a routed one may be known only then). 0: a
+	// missing one refuses the batch.
+	CreateRoutedTopics uint32
 }
 
 // New checks opts and returns a Runtime that is not started yet. Errors: a missing
@@ -72,11 +78,24 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Runtime != nil && opts.Runtime.State.Path != "" {
 		stateDir = opts.Runtime.State.Path
 	}
-	return newRuntime(opts, &iggyBackend{c: opts.Client}, stateDir), nil
+	return newRuntime(opts, &iggyBackend{c: opts.Client, createRouted: opts.CreateRoutedTopics}, stateDir), nil
 }
 
 // iggyBackend implements backend over *iggy.Client.
-type iggyBackend struct{ c *iggy.Client }
+type iggyBackend struct {
+	c            *iggy.Client
+	createRouted uint32 // Options.CreateRoutedTopics
+}
+
+// createTopic creates a source's routed target when Options.CreateRoutedTopics allows it
+// (routeCreator); ok is false when it does not.
+func (b *iggyBackend) createTopic(ctx context.Context, stream, topic string) (made iggy.Created, partitions uint32, ok bool, err error) {
+	if b.createRouted == 0 {
+		return made, 0, false, nil
+	}
+	made, err = b.c.EnsureTopicCreated(ctx, stream, topic, b.createRouted)
+	return made, b.createRouted, true, err
+}
 
 func (b *iggyBackend) topicMetadata(ctx context.Context, stream, topic string) (sdk.TopicMetadata, error) {
 	s, err := b.c.GetStream(ctx, iggy.Name(stream))

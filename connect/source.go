@@ -70,6 +70,7 @@ type sourceRunner struct {
 	inFlight int             // batches read and not yet acked at most (sourceInFlight)
 	instance uint32
 	tracer   trace.Tracer // a span per batch (tracing.go); nil when traces are off
+	routes   sourceRoutes // producers of the other targets the source routes messages to
 }
 
 // newSourceRunner builds a source runner counting into counters (nil: counters of its own).
@@ -226,6 +227,7 @@ func (s *sourceRunner) run() {
 	if cerr := s.prod.close(s.life.hard); cerr != nil {
 		s.log.Warn("producer close failed", "error", cerr)
 	}
+	s.routes.close(s.life.hard, s.log)
 	if s.dlq != nil {
 		if cerr := s.dlq.close(s.life.hard); cerr != nil {
 			s.log.Warn("dead-letter producer close failed", "error", cerr)
@@ -590,30 +592,79 @@ var errRejected = errors.New("rejected by Iggy")
 // messages and leaves out what the failed attempt already stored, so an attempt whose
 // outcome was unknown appends nothing twice. failed says an earlier attempt for these
 // messages already failed, so that even the first attempt here reads back first.
+//
+// Messages the source routed to other targets (sdk.ProducedMessage.Stream, Topic) go in
+// one send per target, in read order within each; a target's send that went through is
+// not sent again when another's is retried. A target that does not exist is refused like
+// an invalid message.
 func (s *sourceRunner) sendAfter(msgs []sdk.ProducedMessage, failed bool) error {
 	refused := 0
 	u, ok := s.src.(sdk.UniqueIDs)
 	unique := ok && u.UniqueIDs()
+	groups := s.byTarget(msgs)
+	done := make([]bool, len(groups))
+	prods := make([]producer, len(groups))
 	return s.retry("send", &s.counters.sendErrors, func() error {
-		out := msgs
-		if unique && failed {
-			t, err := s.prod.tail(s.life.hard)
-			if err != nil {
-				return fmt.Errorf("read back before a retry: %w", err)
+		refuse := func(err error) error {
+			var missing *missingTopicError
+			if errors.Is(err, wire.ErrInvalidInput) || errors.Is(err, wire.ErrLimitReached) || errors.Is(err, iggy.ErrTooLarge) || errors.As(err, &missing) {
+				if refused++; uint32(refused) > s.cfg.Retry.MaxRetries {
+					return backoffStop{fmt.Errorf("%w: %w", errRejected, err)}
+				}
 			}
-			if out = notStored(msgs, t); len(out) == 0 {
-				return nil
-			}
+			return err
 		}
-		err := s.prod.send(s.life.hard, out)
-		failed = failed || err != nil
-		if err != nil && (errors.Is(err, wire.ErrInvalidInput) || errors.Is(err, wire.ErrLimitReached) || errors.Is(err, iggy.ErrTooLarge)) {
-			if refused++; uint32(refused) > s.cfg.Retry.MaxRetries {
-				return backoffStop{fmt.Errorf("%w: %w", errRejected, err)}
+		// Every target's producer first: a missing target refuses the batch before any
+		// of it is sent.
+		for i, g := range groups {
+			if prods[i] != nil {
+				continue
 			}
+			if !g.routed {
+				prods[i] = s.prod
+				continue
+			}
+			p, err := s.routes.get(s.life.hard, s.prods, g.target, s.stream, s.log)
+			if err != nil {
+				return refuse(err)
+			}
+			prods[i] = p
+		}
+		for i, g := range groups {
+			if done[i] {
+				continue
+			}
+			err := s.sendTo(prods[i], g, unique && failed)
+			failed = failed || err != nil
+			if err != nil {
+				return refuse(err)
+			}
+			done[i] = true
+		}
+		return nil
+	})
+}
+
+// sendTo sends one target's messages with prod; readBack first leaves out what an earlier
+// attempt already stored (a source with unique ids).
+func (s *sourceRunner) sendTo(prod producer, g targetMessages, readBack bool) error {
+	out := g.msgs
+	if readBack {
+		t, err := prod.tail(s.life.hard)
+		if err != nil {
+			return fmt.Errorf("read back before a retry: %w", err)
+		}
+		if out = notStored(g.msgs, t); len(out) == 0 {
+			return nil
+		}
+	}
+	if err := prod.send(s.life.hard, out); err != nil {
+		if g.routed {
+			return fmt.Errorf("to %s/%s: %w", g.target.stream, g.target.topic, err)
 		}
 		return err
-	})
+	}
+	return nil
 }
 
 // notStored returns msgs without the keyed messages (a partition key or an explicit

@@ -29,6 +29,11 @@ func unsendable(m *sdk.ProducedMessage) error {
 	if len(m.Payload) > wire.MaxPayloadSize {
 		return fmt.Errorf("payload of %d bytes, over Iggy's limit of %d bytes per message", len(m.Payload), wire.MaxPayloadSize)
 	}
+	for _, name := range [2]string{m.Stream, m.Topic} {
+		if name != "" && wire.CheckName(name) != nil {
+			return fmt.Errorf("target %q/%q: an Iggy stream or topic name is 1 to 255 bytes of UTF-8", m.Stream, m.Topic)
+		}
+	}
 	if n := headersSize(m.Headers); n > wire.MaxUserHeadersBytes {
 		return fmt.Errorf("%d headers of %d bytes, over Iggy's limit of %d bytes per message", len(m.Headers), n, wire.MaxUserHeadersBytes)
 	}

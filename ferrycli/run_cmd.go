@@ -74,7 +74,7 @@ FERRY_DATA, FERRY_PROGRESS, FERRY_PARTITIONS, FERRY_LOG_LEVEL).`,
 	fl.DurationVar(&f.duration, "duration", 0, "stop gracefully after this long; 0 = run until a signal")
 	fl.DurationVar(&f.exitIdle, "exit-when-idle", 0, "stop gracefully once no counter moved for this long (sources ended or idle, sinks drained) and no connector waits for a restart; 0 = never")
 	fl.Uint32Var(&f.partitions, "partitions", uint32(envUint(envPartitions, 1)), "partitions of topics created by --embedded or --create-topics [FERRY_PARTITIONS]")
-	fl.BoolVar(&f.createTopics, "create-topics", false, "before starting, create every stream and topic an enabled connector names and lacks: sinks' topics, sources' target topics and dead-letter topics (with --partitions partitions, each logged at INFO; always on with --embedded). Without it nothing is created: a connector whose stream or topic is missing fails its start")
+	fl.BoolVar(&f.createTopics, "create-topics", false, "before starting, create every stream and topic an enabled connector names and lacks: sinks' topics, sources' target topics and dead-letter topics, and while running the topics a source routes messages to (the MQTT source's topic_mapping) at their first message (with --partitions partitions, each logged at INFO; always on with --embedded). Without it nothing is created: a connector whose stream or topic is missing fails its start")
 	fl.StringVar(&f.logLevel, "log-level", envString(envLogLevel, "info"), "debug, info, warn or error [FERRY_LOG_LEVEL]")
 	fl.DurationVar(&f.stopTimeout, "stop-timeout", 30*time.Second, "bound on the graceful stop; then in-flight work is abandoned (and redelivered later)")
 	fl.DurationVar(&f.dialTimeout, "connect-timeout", 30*time.Second, "bound on connecting to Iggy at startup")
@@ -192,9 +192,13 @@ func runRuntime(ctx context.Context, f runFlags) (err error) {
 	}
 
 	provider := plan.store
+	var createRouted uint32 // the topics sources route to are known only when their messages come
+	if srv != nil || f.createTopics {
+		createRouted = f.partitions
+	}
 	rt, err := connect.New(connect.Options{Connectors: conns, Runtime: rc, Client: client, Configs: provider,
 		Builtins: orBuiltins(f.builtins), LoadSinkPlugin: connect.NativeSinkLoader, LoadSourcePlugin: connect.NativeSourceLoader, Logger: log,
-		Tracer: tel.TracerOrNil()})
+		Tracer: tel.TracerOrNil(), CreateRoutedTopics: createRouted})
 	if err != nil {
 		return err
 	}

@@ -13,10 +13,12 @@
 #                                              # FERRY_CONTAINER_DATA, FERRY_CONTAINER_DIR
 #   bash scripts/container.sh health           # podman healthcheck run (the image's HEALTHCHECK)
 #   bash scripts/container.sh logs             # the container's output
+#   bash scripts/container.sh podman ARGS...   # podman with the directory's storage (inspect,
+#                                              # exec, stop, start ferry-ci, ...)
 #   bash scripts/container.sh stop             # removes the container, the images and the directory
 #
-# podman keeps its storage under the directory (--root, --runroot), so nothing is left on
-# the machine. CONTAINERS_CONF sets what this machine needs: no default ulimits, the
+# podman keeps its storage and its state under the directory (--root, --runroot, --tmpdir),
+# so nothing is left on the machine and two runs at the same time do not meet. CONTAINERS_CONF sets what this machine needs: no default ulimits, the
 # cgroupfs manager (no systemd session); runc, because crun refuses hybrid cgroups.
 set -euo pipefail
 
@@ -34,7 +36,7 @@ pm() {
   local dir=$1
   shift
   CONTAINERS_CONF="$dir/containers.conf" podman --root "$dir/storage" --runroot "$dir/run" \
-    --runtime runc --cgroup-manager cgroupfs --events-backend file "$@"
+    --tmpdir "$dir/tmp" --runtime runc --cgroup-manager cgroupfs --events-backend file "$@"
 }
 
 case "${1:-}" in
@@ -91,9 +93,13 @@ CONF
   echo "export FERRY_CONTAINER_IGGY_ADDR=127.0.0.1:$iport"
   echo "export FERRY_CONTAINER_API_URL=http://127.0.0.1:$hport"
   ;;
-health | logs)
+health | logs | podman)
   dir=${FERRY_CONTAINER_DIR:-$(cat "$state")}
-  if [ "$1" = health ]; then pm "$dir" healthcheck run ferry-ci; else pm "$dir" logs ferry-ci; fi
+  case "$1" in
+  health) pm "$dir" healthcheck run ferry-ci ;;
+  logs) pm "$dir" logs ferry-ci ;;
+  podman) pm "$dir" "${@:2}" ;;
+  esac
   ;;
 stop)
   dir=${FERRY_CONTAINER_DIR:-$(cat "$state" 2>/dev/null || true)}
@@ -107,7 +113,7 @@ stop)
   rm -f "$state"
   ;;
 *)
-  echo "usage: $0 install|start|health|logs|stop" >&2
+  echo "usage: $0 install|start|health|logs|podman ARGS...|stop" >&2
   exit 2
   ;;
 esac

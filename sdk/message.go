@@ -134,6 +134,14 @@ type ProducedMessage struct {
 	// OriginTimestamp is the producer's time in µs since the epoch that Iggy stores with
 	// the message (a replica keeps the original's); 0: the time of the send.
 	OriginTimestamp uint64
+	// Stream and Topic, when not empty, send the message to that Iggy stream or topic
+	// instead of the connector's [[streams]] entry's (a source that routes its origin's
+	// topics to several Iggy topics); an empty one keeps the entry's. The target must
+	// exist (the runtime creates none while it runs): a send to a missing one is refused
+	// like an invalid message, and a name over 255 bytes rejects the message alone; either
+	// way on_failure decides. Every target takes the entry's schema, transforms and
+	// batching; Tail and TailN read only the entry's topic.
+	Stream, Topic string
 }
 
 // PartitionAt returns a [ProducedMessage.Partition] naming the partition at index i.

@@ -70,8 +70,10 @@ type clientConfig struct {
 
 var brokerSchemes = []string{"tcp", "mqtt", "ssl", "tls", "mqtts", "ws", "wss"}
 
-func declareClient(c *clientConfig, f *sdk.Fields) {
-	f.URL(FieldBroker, &c.Broker, brokerSchemes...).Doc("the broker's URL (tcp://host:1883, ssl://host:8883, ws://…); or brokers")
+// declareClient declares the client's fields; it returns broker's (the source gives it
+// upstream's name too).
+func declareClient(c *clientConfig, f *sdk.Fields) *sdk.Field[string] {
+	broker := f.URL(FieldBroker, &c.Broker, brokerSchemes...).Doc("the broker's URL (tcp://host:1883, ssl://host:8883, ws://…); or brokers")
 	f.Strings(FieldBrokers, &c.Brokers).Doc("several broker URLs, tried in order").Check(func(bs []string) error {
 		for _, b := range bs {
 			if err := checkBrokerURL(b); err != nil {
@@ -93,6 +95,7 @@ func declareClient(c *clientConfig, f *sdk.Fields) {
 	f.Duration(FieldKeepAlive, &c.KeepAlive).Default(30 * time.Second).Min(time.Second).Doc("the MQTT keep-alive")
 	f.Duration(FieldConnectTimeout, &c.ConnectTimeout).Default(10 * time.Second).Min(10 * time.Millisecond).Doc("one connection attempt's bound")
 	f.Int(FieldConnectAttempts, &c.ConnectAttempts).Default(3).Min(1).Doc("connection attempts at open before it fails (the runtime restarts it later)")
+	return broker
 }
 
 func checkBrokerURL(b string) error {

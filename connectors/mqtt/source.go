@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -58,12 +59,17 @@ type sourceConfig struct {
 	Retained     bool
 	BatchSize    int
 	PartitionBy  partitionBy
+	TopicMapping []mapping
+
+	SubscriptionQoSRaw json.RawMessage // upstream's subscription_qos, as written
+	TLSRaw             json.RawMessage // upstream's [tls] table, as written
+	subscriptionQoS    map[string]int
 }
 
 // SourceConfig declares the source's plugin_config.
 var SourceConfig = sdk.NewConfig(func(c *sourceConfig, f *sdk.Fields) {
-	declareClient(&c.clientConfig, f)
-	f.Strings(FieldTopics, &c.Topics).Required().NonEmpty().Doc("topic filters subscribed to (+ and # wildcards)").Check(func(ts []string) error {
+	declareClient(&c.clientConfig, f).Alias(UpstreamBrokerURL)
+	f.Strings(FieldTopics, &c.Topics).Alias(UpstreamSubscriptions).Required().NonEmpty().Doc("topic filters subscribed to (+ and # wildcards)").Check(func(ts []string) error {
 		for _, t := range ts {
 			if err := checkFilter(t); err != nil {
 				return err
@@ -72,11 +78,21 @@ var SourceConfig = sdk.NewConfig(func(c *sourceConfig, f *sdk.Fields) {
 		return nil
 	})
 	f.Int(FieldQoS, &c.QoS).Default(1).Min(0).Max(2).Doc("the subscriptions' QoS: 1 or 2 for at least once; 0 is at most once")
-	f.Bool(FieldCleanSession, &c.CleanSession).Default(false).Doc("a new session at every connect (at most once across a restart); default a persistent session")
+	f.Bool(FieldCleanSession, &c.CleanSession).Alias(UpstreamCleanStart).Default(false).Doc("a new session at every connect (at most once across a restart); default a persistent session")
 	f.Bool(FieldRetained, &c.Retained).Default(true).Doc("deliver retained messages (the broker sends them at every subscribe)")
 	f.Int(FieldBatchSize, &c.BatchSize).Default(1000).Min(1).Max(65535).Doc("most messages per batch sent to Iggy")
 	sdk.Enum(f, FieldPartitionBy, &c.PartitionBy, sdk.Choice(partitionByTopic), sdk.Choice(partitionByNone)).Default(partitionByTopic).
 		Doc("partition key: topic (one MQTT topic keeps its order in one partition) or none")
+	sdk.Tables(f, FieldTopicMapping, &c.TopicMapping, declareMapping).
+		Doc("[[plugin_config.topic_mapping]]: filter, stream, topic: the messages of matching MQTT topics go to that Iggy stream and topic (templates: {N} the N-th level); the first match wins, no match: the [[streams]] entry")
+	f.Check(func() error { return checkMappings(c.TopicMapping, c.Topics) })
+	f.JSON(UpstreamSubscriptionQoS, &c.SubscriptionQoSRaw).Doc("a QoS per filter of topics, over qos ({ \"a/#\" = 2 }; Iggy's mqtt_source key)")
+	f.Check(func() (err error) {
+		c.subscriptionQoS, err = parseSubscriptionQoS(c.SubscriptionQoSRaw, c.Topics)
+		return err
+	})
+	f.JSON(UpstreamTLS, &c.TLSRaw).Doc("Iggy's mqtt_source [tls] table: ca_file, client_cert_file, client_key_file, server_name (= the tls_* keys)")
+	f.Check(func() error { return applyUpstreamTLS(c.TLSRaw, &c.clientConfig) })
 })
 
 // SourceSpec describes the source's plugin_config for the registry.
@@ -124,6 +140,8 @@ type Source struct {
 	acked      atomic.Uint64
 	duplicates atomic.Uint64
 	dropped    atomic.Uint64 // retained messages not delivered (retained = false)
+	unmapped   atomic.Uint64 // messages no topic_mapping table matched (sent to the [[streams]] entry)
+	emptyName  atomic.Uint64 // messages whose mapping rendered an empty name (sent to the [[streams]] entry)
 	connected  atomic.Bool
 }
 
@@ -142,7 +160,7 @@ func (s *Source) Open(ctx context.Context, env sdk.SourceEnv) error {
 		cfg.ClientID = "ferry-source-" + env.Key
 		s.cfg.ClientID = cfg.ClientID
 	}
-	if cfg.QoS == 0 {
+	if cfg.lowestQoS() == 0 {
 		s.log.Warn("mqtt source subscribes at QoS 0: at most once (the broker never sends a QoS 0 message again)")
 	}
 	if cfg.CleanSession {
@@ -179,7 +197,7 @@ func (s *Source) Open(ctx context.Context, env sdk.SourceEnv) error {
 		return fmt.Errorf("%s: subscribe on %s: %w", what, strings.Join(cfg.brokers(), ", "), err)
 	}
 	s.log.Info("mqtt source subscribed", "brokers", strings.Join(cfg.brokers(), ", "), "client_id", cfg.ClientID,
-		"topics", strings.Join(cfg.Topics, ", "), "qos", cfg.QoS, "clean_session", cfg.CleanSession)
+		"topics", strings.Join(cfg.Topics, ", "), "qos", cfg.qosText(), "clean_session", cfg.CleanSession)
 	return nil
 }
 
@@ -188,7 +206,7 @@ func (s *Source) Open(ctx context.Context, env sdk.SourceEnv) error {
 func (s *Source) subscribe(c paho.Client) {
 	filters := make(map[string]byte, len(s.cfg.Topics))
 	for _, t := range s.cfg.Topics {
-		filters[t] = byte(s.cfg.QoS)
+		filters[t] = byte(s.cfg.qosOf(t))
 	}
 	tok := c.SubscribeMultiple(filters, nil)
 	err := waitToken(context.Background(), tok, s.cfg.ConnectTimeout+time.Second)
@@ -197,8 +215,8 @@ func (s *Source) subscribe(c paho.Client) {
 			for f, code := range st.Result() {
 				if code == 0x80 {
 					err = errors.Join(err, sdk.Permanent(fmt.Errorf("the broker refused the subscription to %q (plugin_config.%s)", f, FieldTopics)))
-				} else if int(code) < s.cfg.QoS {
-					s.log.Warn("the broker granted a lower QoS than asked", "filter", f, "qos", s.cfg.QoS, "granted", code)
+				} else if int(code) < s.cfg.qosOf(f) {
+					s.log.Warn("the broker granted a lower QoS than asked", "filter", f, "qos", s.cfg.qosOf(f), "granted", code)
 				}
 			}
 		}
@@ -274,6 +292,20 @@ func (s *Source) produced(m paho.Message) sdk.ProducedMessage {
 	if s.cfg.PartitionBy == partitionByTopic {
 		pm.PartitionKey = []byte(topic)
 	}
+	if len(s.cfg.TopicMapping) > 0 {
+		stream, iggyTopic, mapped, empty := route(s.cfg.TopicMapping, topic)
+		switch {
+		case !mapped:
+			s.unmapped.Add(1)
+		case empty:
+			// An Iggy name cannot be empty: the message is kept, in the entry's topic.
+			if s.emptyName.Add(1) == 1 {
+				s.log.Warn("a topic_mapping rendered an empty Iggy name (an empty MQTT topic level); such messages go to the [[streams]] entry (gauge mqtt_mapping_empty)", "mqtt_topic", topic)
+			}
+		default:
+			pm.Stream, pm.Topic = stream, iggyTopic
+		}
+	}
 	return pm
 }
 
@@ -315,6 +347,8 @@ func (s *Source) Gauges() []sdk.Gauge {
 		{Name: "mqtt_duplicates_received", Help: "messages the broker marked as sent again (DUP)", Value: s.duplicates.Load()},
 		{Name: "mqtt_retained_dropped", Help: "retained messages not delivered (retained = false)", Value: s.dropped.Load()},
 		{Name: "mqtt_connected", Help: "1 while connected to the broker", Value: connected},
+		{Name: "mqtt_unmapped", Help: "messages no topic_mapping table matched, sent to the [[streams]] entry", Value: s.unmapped.Load()},
+		{Name: "mqtt_mapping_empty", Help: "messages whose topic_mapping rendered an empty Iggy name, sent to the [[streams]] entry", Value: s.emptyName.Load()},
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ferryio/ferry/iggy"
+	"github.com/ferryio/ferry/iggy/wire"
 	"github.com/ferryio/ferry/internal/testkit"
 )
 
@@ -310,4 +311,176 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestMQTTSourceMappedTopicsUnderSIGKILL: the MQTT source with two topic_mapping tables (a
+// fixed Iggy topic for one MQTT topic, a template over the levels for the rest) while a
+// paho-mqtt publisher sends numbered QoS 1 messages on two MQTT topics and ferry is
+// SIGKILLed 3 times. Read back from Iggy: each MQTT topic's messages are all in their own
+// mapped topic, with their payloads and mqtt_topic header, first seen in order, none in the
+// [[streams]] entry's topic, the duplicates within the in-flight window per kill: the
+// guarantee of the unmapped source, kept across mapped topics.
+func TestMQTTSourceMappedTopicsUnderSIGKILL(t *testing.T) {
+	brokerURL, python := mqttBroker(t)
+	window, _ := strconv.Atoi(os.Getenv("FERRY_MQTT_INFLIGHT"))
+	if window <= 0 {
+		window = 1000
+	}
+	const messages, kills = 3000, 3
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 11))
+	prefix := fmt.Sprintf("ferry-e2e-map/%d", seed%1_000_000_000) // two levels: the MQTT topic's third is t0 or t1
+
+	dir := t.TempDir()
+	_, addr := startServer(t, "server", dir, filepath.Join(dir, "data"))
+	c := dial(t, addr)
+	createMQTTTopic(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tp := range []string{"fixed", "lvl-t1"} {
+		if _, err := c.CreateTopic(ctx, iggy.Name("s"), tp, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mapping := fmt.Sprintf(`
+[[plugin_config.topic_mapping]]
+filter = %q
+topic = "fixed"
+
+[[plugin_config.topic_mapping]]
+filter = %q
+topic = "lvl-{3}"
+`, prefix+"/t0", prefix+"/+")
+	conns := filepath.Join(dir, "conns")
+	writeFile(t, filepath.Join(conns, "mq.toml"), mqttSource(brokerURL, "ferry-e2e-map-"+strconv.FormatUint(seed, 36), prefix+"/#", "")+mapping)
+	args := []string{"run", "--config", remoteConfig(t, dir, addr, conns), "--progress", "0"}
+	run := startFerry(t, "run 0", dir, nil, args...)
+	testkit.WaitFor(t, "run 0 subscribed", func() bool {
+		if run.exited() {
+			t.Fatalf("run 0 exited: %v\n%s", run.err, tail(run.out.String(), 30))
+		}
+		return strings.Contains(run.out.String(), "mqtt source subscribed")
+	})
+	mapped := func() uint64 { return topicMessages(c, "fixed") + topicMessages(c, "lvl-t1") }
+
+	var pubErr error
+	var pubFailed atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for from := 0; from < messages; from += 500 {
+			if pubErr = mqttPublish(brokerURL, python, prefix, 2, from, min(from+500, messages)); pubErr != nil {
+				pubFailed.Store(true)
+				return
+			}
+		}
+	})
+	share := uint64(messages / (kills + 1))
+	for i := 1; i <= kills; i++ {
+		before := mapped()
+		testkit.WaitFor(t, fmt.Sprintf("run %d sending", i-1), func() bool {
+			if run.exited() {
+				t.Fatalf("run %d exited by itself: %v\n%s", i-1, run.err, tail(run.out.String(), 30))
+			}
+			return mapped() >= before+share/2 || pubFailed.Load()
+		})
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		run.kill()
+		t.Logf("kill %d: %d messages in the mapped topics", i, mapped())
+		run = startFerry(t, fmt.Sprintf("run %d", i), dir, nil, args...)
+	}
+	wg.Wait()
+	if pubErr != nil {
+		t.Fatal(pubErr)
+	}
+	read := func() (fixed, lvl map[int][]int) {
+		return readMappedTopic(t, c, "fixed", prefix), readMappedTopic(t, c, "lvl-t1", prefix)
+	}
+	testkit.WaitFor(t, "every published message in its mapped topic", func() bool {
+		if run.exited() {
+			t.Fatalf("last run exited: %v\n%s", run.err, tail(run.out.String(), 30))
+		}
+		if mapped() < messages {
+			return false
+		}
+		fixed, lvl := read()
+		return len(distinctInts(fixed[0])) == messages/2 && len(distinctInts(lvl[1])) == messages/2
+	})
+	run.stop(15 * time.Second)
+	fixed, lvl := read()
+	if len(fixed) != 1 || len(lvl) != 1 {
+		t.Fatalf("MQTT topics in fixed: %d, in lvl-t1: %d; want t0 alone and t1 alone", len(fixed), len(lvl))
+	}
+	if n := topicMessages(c, "mqtt"); n != 0 {
+		t.Fatalf("%d messages in the [[streams]] entry's topic, want 0 (every MQTT topic is mapped)", n)
+	}
+	dups := 0
+	for k, seqs := range map[int][]int{0: fixed[0], 1: lvl[1]} {
+		next := 0
+		for _, j := range seqs {
+			switch {
+			case j == next:
+				next++
+			case j > next:
+				t.Fatalf("MQTT topic t%d: message %d before %d (a gap, or out of order)", k, j, next)
+			default:
+				dups++
+			}
+		}
+		if next != messages/2 {
+			t.Fatalf("MQTT topic t%d: %d messages first seen, want %d", k, next, messages/2)
+		}
+	}
+	if bound := (kills + 1) * window; dups > bound {
+		t.Fatalf("%d duplicates, more than (kills + 1) × the in-flight window = %d", dups, bound)
+	}
+	t.Logf("%d messages on 2 MQTT topics mapped to s/fixed and s/lvl-t1, %d kills: 0 lost, %d duplicates", messages, kills, dups)
+}
+
+// readMappedTopic reads s/topic whole: for each MQTT topic number k, the indexes of its
+// messages ("t<k>:<i>") in the order of their partition. Each message's mqtt_topic header
+// must be prefix/t<k>.
+func readMappedTopic(t *testing.T, c *iggy.Client, topic, prefix string) map[int][]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out := map[int][]int{}
+	var kvs []wire.KV
+	for p := range uint32(3) {
+		next := uint64(0)
+		for {
+			part := p
+			res, err := c.PollMessages(ctx, iggy.PollRequest{Consumer: wire.Consumer{Kind: wire.ConsumerSingle, ID: iggy.ID(1)},
+				Stream: iggy.Name("s"), Topic: iggy.Name(topic), Partition: &part, Strategy: wire.PollOffset(next), Count: 1000})
+			if err != nil {
+				t.Fatalf("read %s partition %d at %d: %v", topic, p, next, err)
+			}
+			if len(res.Messages) == 0 {
+				res.Release()
+				break
+			}
+			for _, m := range res.Messages {
+				var k, i int
+				if _, err := fmt.Sscanf(string(m.Payload), "t%d:%d", &k, &i); err != nil {
+					t.Fatalf("%s partition %d offset %d: payload %q", topic, p, m.Offset, m.Payload)
+				}
+				if kvs, err = m.Headers(kvs[:0]); err != nil {
+					t.Fatalf("%s partition %d offset %d: headers: %v", topic, p, m.Offset, err)
+				}
+				mqttTopic := ""
+				for _, kv := range kvs {
+					if string(kv.Key.Raw) == "mqtt_topic" {
+						mqttTopic = string(kv.Value.Raw)
+					}
+				}
+				if want := fmt.Sprintf("%s/t%d", prefix, k); mqttTopic != want {
+					t.Fatalf("%s partition %d offset %d: mqtt_topic %q, want %q", topic, p, m.Offset, mqttTopic, want)
+				}
+				out[k] = append(out[k], i)
+				next = m.Offset + 1
+			}
+			res.Release()
+		}
+	}
+	return out
 }
