@@ -67,6 +67,15 @@ type PartitionOffsets struct {
 	// ReadAt is when the read of Iggy these offsets come from began (it may be older
 	// than a second while a new read runs: [Runtime.SinkPartitions]).
 	ReadAt time.Time
+	// KeepsPositions: the sink keeps its positions in its target (sdk.PositionKeeper, as
+	// configured); then Target is the last offset its target holds of the partition (-1:
+	// none), ResumesFrom where the sink resumes (ResumesFromTarget, or ResumesFromIggy
+	// for a partition its target holds nothing of) and Lag counts from there.
+	// TargetError says why the target's position is not known.
+	KeepsPositions bool
+	Target         int64
+	ResumesFrom    string
+	TargetError    string
 }
 
 // OffsetChange sets a stopped sink's stored offset of one partition (SetOffsets): the
@@ -153,8 +162,9 @@ func (r *Runtime) sinkConfig(key string) (*slot, *config.Sink, error) {
 }
 
 // Offsets reports every partition of every topic of a sink, in any state: Iggy's
-// current offset, the group's stored offset, the lag and, for partitions it owns, what
-// it has not stored ([Runtime.SinkPartitions]: read from Iggy at most once a second per
+// current offset, the group's stored offset, the lag, for a sink that keeps its
+// positions in its target the position it holds (the lag then from where the sink
+// resumes: positions.go) and, for partitions it owns, what it has not stored ([Runtime.SinkPartitions]: read from Iggy at most once a second per
 // topic). The error is ErrNotFound, or why a topic's offsets could not be read.
 func (r *Runtime) Offsets(ctx context.Context, key string) ([]PartitionOffsets, error) {
 	sl, cfg, err := r.sinkConfig(key)
@@ -178,11 +188,14 @@ func (r *Runtime) Offsets(ctx context.Context, key string) ([]PartitionOffsets, 
 		o.StoreFailures, o.StoreError, o.ReadAt = p.StoreFailures, p.StoreError, p.ReadAt
 		out = append(out, o)
 	}
+	r.addTargetPositions(ctx, sl, cfg, out)
 	return out, nil
 }
 
 // SetOffsets writes the group's stored offsets of a stopped sink (stopped by
-// StopConnector, or failed for good); ErrNotStopped otherwise. Each change must name a
+// StopConnector, or failed for good); ErrNotStopped otherwise. A sink that keeps its
+// positions in its target has them set there first (sdk.PositionRewinder), or the change
+// is refused with ErrRewindRefused. Each change must name a
 // stream and topic of the sink. The sink consumes from Offset + 1 once restarted.
 func (r *Runtime) SetOffsets(ctx context.Context, key string, changes []OffsetChange) error {
 	sl, cfg, err := r.sinkConfig(key)
@@ -241,6 +254,10 @@ func (r *Runtime) SetOffsets(ctx context.Context, key string, changes []OffsetCh
 				return fmt.Errorf("%w: stream %q topic %q partition %d: offset %d is past the last offset %d", ErrInvalidOffsets, k.stream, k.topic, id, off, cur)
 			}
 		}
+	}
+	// The target first: the sink resumes from it, so Iggy's offsets alone would change nothing.
+	if err := r.rewindTarget(ctx, sl, cfg, changes); err != nil {
+		return err
 	}
 	for k, offs := range byTopic {
 		err := adm.setGroupOffsets(ctx, groups[k], k.stream, k.topic, offs)

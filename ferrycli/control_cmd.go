@@ -1,6 +1,7 @@
 package ferrycli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -138,9 +139,22 @@ func dialAPI(f statusFlags) (*apiClient, func(), error) {
 
 // post sends an empty POST to base/path and wants its 204.
 func (c *apiClient) post(ctx context.Context, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, nil)
+	return c.send(ctx, http.MethodPost, path, nil)
+}
+
+// send sends method to base/path, with body as JSON when it is not nil, and wants a 204
+// (or 200).
+func (c *apiClient) send(ctx context.Context, method, path string, body []byte) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.key != "" {
 		req.Header.Set("api-key", c.key)
@@ -150,20 +164,20 @@ func (c *apiClient) post(ctx context.Context, path string) error {
 		return fmt.Errorf("cannot reach the Ferry API at %s: %w", c.base, err)
 	}
 	defer res.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	answer, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
 	switch {
 	case res.StatusCode == http.StatusNoContent || res.StatusCode == http.StatusOK:
 		return nil
 	case res.StatusCode == http.StatusUnauthorized && c.key == "":
-		return fmt.Errorf("the API needs --api-key (or %s): POST %s answered 401", envAPIKey, path)
+		return fmt.Errorf("the API needs --api-key (or %s): %s %s answered 401", envAPIKey, method, path)
 	case res.StatusCode == http.StatusUnauthorized:
-		return fmt.Errorf("the API refused the API key: POST %s answered 401", path)
+		return fmt.Errorf("the API refused the API key: %s %s answered 401", method, path)
 	}
-	msg := "POST " + path + ": " + res.Status
+	msg := method + " " + path + ": " + res.Status
 	var ae apiError
-	if json.Unmarshal(body, &ae) == nil && ae.Code != "" {
+	if json.Unmarshal(answer, &ae) == nil && ae.Code != "" {
 		msg += ": " + ae.Code + ": " + ae.Reason
-	} else if text := strings.TrimSpace(string(body)); text != "" {
+	} else if text := strings.TrimSpace(string(answer)); text != "" {
 		msg += ": " + text
 	}
 	return &httpError{status: res.StatusCode, msg: msg}

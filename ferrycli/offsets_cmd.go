@@ -23,6 +23,8 @@ type offsetsFlags struct {
 	set                                 []string
 	del                                 []uint
 	timeout                             time.Duration
+	sink                                string      // --sink: through the runtime's HTTP API
+	api                                 statusFlags // where that API is (url, api key)
 }
 
 func newOffsetsCmd() *cobra.Command {
@@ -34,11 +36,30 @@ func newOffsetsCmd() *cobra.Command {
 current (highest) offset, the group's stored offset (the last processed message) and the
 lag. --set P=O stores offset O for partition P (the group then resumes at O+1); --delete P
 removes the stored offset (the group then starts at 0). Connection settings come from
---config's [iggy] section, overridden by the flags.`,
+--config's [iggy] section, overridden by the flags.
+
+--sink KEY asks a running runtime's HTTP API instead (found as ferry status finds it):
+every partition of the sink's topics with Iggy's current and stored offsets and, for a
+sink that keeps its positions in its target (the PostgreSQL sink's offsets table, the S3
+sink's objects), the target's position, where the sink resumes and the lag from there.
+With --set P=O (and --stream/--topic when the sink reads more than one topic) it sets
+the offsets of the stopped sink (ferry stop KEY first), in its target too, or says why
+its target refuses.`,
 		Example: `  ferry offsets --addr 127.0.0.1:8090 --stream quickstart --topic events --group iggy-connect-sink-quickstart_file
-  ferry offsets --stream s --topic t --group g --set 0=41 --delete 1`,
+  ferry offsets --stream s --topic t --group g --set 0=41 --delete 1
+  ferry offsets --sink audit --config config.toml
+  ferry offsets --sink audit --set 0=99`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.sink != "" {
+				f.api.config, f.api.timeout = f.config, f.timeout
+				return offsetsOfSink(cmd.Context(), cmd.OutOrStdout(), f)
+			}
+			for _, n := range []string{"stream", "topic", "group"} {
+				if !cmd.Flags().Changed(n) {
+					return fmt.Errorf("--%s is required (or --sink KEY)", n)
+				}
+			}
 			return offsets(cmd.Context(), cmd.OutOrStdout(), f)
 		},
 	}
@@ -48,15 +69,15 @@ removes the stored offset (the group then starts at 0). Connection settings come
 	fl.StringVar(&f.user, "username", envString(envUser, ""), "username (default iggy) [FERRY_USERNAME]")
 	fl.StringVar(&f.password, "password", envString(envPassword, ""), "password (default iggy) [FERRY_PASSWORD]")
 	fl.StringVar(&f.token, "token", envString(envToken, ""), "personal access token, or file:<path> [FERRY_TOKEN]")
-	fl.StringVar(&f.stream, "stream", "", "stream name (required)")
-	fl.StringVar(&f.topic, "topic", "", "topic name (required)")
-	fl.StringVar(&f.group, "group", "", "consumer group name (required)")
+	fl.StringVar(&f.stream, "stream", "", "stream name (required without --sink)")
+	fl.StringVar(&f.topic, "topic", "", "topic name (required without --sink)")
+	fl.StringVar(&f.group, "group", "", "consumer group name (required without --sink)")
+	fl.StringVar(&f.sink, "sink", "", "show (or --set) the offsets of this sink of a running runtime, through its HTTP API")
+	fl.StringVar(&f.api.url, "url", envString(envAPIURL, ""), "with --sink: the runtime's HTTP API (default: as ferry status finds it) [FERRY_API_URL]")
+	fl.StringVar(&f.api.apiKey, "api-key", envString(envAPIKey, ""), "with --sink: the API key (default: the config's [http] api_key) [FERRY_API_KEY]")
 	fl.StringArrayVar(&f.set, "set", nil, "store PARTITION=OFFSET (repeatable)")
 	fl.UintSliceVar(&f.del, "delete", nil, "delete the stored offset of PARTITION (repeatable)")
 	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "bound on the whole command")
-	for _, n := range []string{"stream", "topic", "group"} {
-		_ = cmd.MarkFlagRequired(n)
-	}
 	return cmd
 }
 

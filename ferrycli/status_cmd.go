@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -85,6 +86,8 @@ type (
 		Restart    apiRestart     `json:"restart"`
 		Stats      apiStats       `json:"stats"`
 		Partitions []apiPartition `json:"partitions"`
+		// Gauges are a connector's own figures (the CDC source's slot lag), by name.
+		Gauges map[string]uint64 `json:"gauges"`
 
 		known bool // false: the runtime has no status route, only the list entry is known
 	}
@@ -337,6 +340,9 @@ func printConnectors(w io.Writer, all []apiStatus, now time.Time) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := printGauges(w, all); err != nil {
+		return err
+	}
 	for _, s := range all {
 		if s.Kind != "sink" || !s.known {
 			continue
@@ -355,6 +361,30 @@ func printConnectors(w io.Writer, all []apiStatus, now time.Time) error {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\n", p.Stream, p.Topic, p.PartitionID, p.State,
 				offset(p.CurrentOffset), offset(p.Stored), p.Lag, p.Uncommitted, paused)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printGauges writes each connector's own figures (sdk.Gauger), sorted by name.
+func printGauges(w io.Writer, all []apiStatus) error {
+	for _, s := range all {
+		if len(s.Gauges) == 0 {
+			continue
+		}
+		names := make([]string, 0, len(s.Gauges))
+		for n := range s.Gauges {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		fmt.Fprintf(w, "\n%s %s: gauges\n", s.Kind, s.Key)
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tVALUE")
+		for _, n := range names {
+			fmt.Fprintf(tw, "%s\t%d\n", n, s.Gauges[n])
 		}
 		if err := tw.Flush(); err != nil {
 			return err

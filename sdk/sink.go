@@ -101,6 +101,50 @@ type PositionKeeper interface {
 	KeepsPositions() bool
 }
 
+// PositionReader is a PositionKeeper that can say, without changing anything, where its
+// target says each partition resumes: the runtime shows it beside Iggy's stored offset
+// (GET /sinks/{key}/offsets, ferry offsets --sink) and computes the lag from the one the
+// sink resumes from. HeldPositions returns, for each partition whose position the target
+// holds, the offset of the next message to deliver, and leaves the others out (they
+// resume from Iggy's stored offset). The runtime calls it after Open, from any goroutine,
+// concurrently with Consume; while the sink is stopped, on an instance it opens only for
+// this (its Committer refuses every commit) and closes again. It must not write.
+type PositionReader interface {
+	PositionKeeper
+	HeldPositions(ctx context.Context, topic TopicMetadata, partitions []Partition) (map[Partition]uint64, error)
+}
+
+// PositionChange is one partition's new position in the target ([PositionRewinder]).
+type PositionChange struct {
+	Topic     TopicMetadata
+	Partition Partition
+	// Next is the offset of the next message to deliver.
+	Next uint64
+}
+
+// PositionRewinder is a PositionReader that can set the positions its target holds: PUT
+// /sinks/{key}/offsets on a stopped sink calls RewindPositions on an instance opened for
+// it, then stores the same offsets in Iggy. It applies every change or none (one
+// transaction); what the target holds past a new position stays there (a replay writes it
+// again). A sink that keeps its positions and is not a PositionRewinder has such a PUT
+// refused with 409 and, when it is a [RewindRefuser], its reason: the runtime never
+// answers success for a change the sink would not resume from.
+type PositionRewinder interface {
+	PositionReader
+	RewindPositions(ctx context.Context, changes []PositionChange) error
+}
+
+// RewindRefuser is implemented by a sink for which a change of its offsets by the operator
+// would not do what it says: a PositionKeeper that cannot set the positions its target
+// holds (they are what it wrote: objects, records), or a sink whose target drops a replay
+// as written already (ids derived from the offsets). RewindRefusal, asked after Open,
+// says why and what to do instead, in a sentence or two for the operator; "" when the sink
+// as configured takes the change (a PositionRewinder, or a target that writes a replay).
+// The runtime then answers the change with 409 and that reason, changing nothing.
+type RewindRefuser interface {
+	RewindRefusal() string
+}
+
 // Position is where a partition resumes, as a sink that keeps its positions in its target
 // knows it ([RewindSeeker]).
 type Position struct {

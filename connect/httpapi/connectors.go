@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -182,6 +183,23 @@ type offsetJSON struct {
 	StoreFailures  int            `json:"store_failures,omitempty"`
 	LastStoreError *lastErrorJSON `json:"last_store_error,omitempty"`
 	OffsetsAgeMs   *int64         `json:"offsets_age_ms,omitempty"`
+	// Only for a sink that keeps its positions in its target: the last offset the target
+	// holds (null: none), where the sink resumes, or why the target could not be read.
+	TargetOffset json.RawMessage `json:"target_offset,omitempty"`
+	ResumesFrom  string          `json:"resumes_from,omitempty"`
+	TargetError  string          `json:"target_error,omitempty"`
+}
+
+// targetOffset is offsetJSON.TargetOffset: left out for a sink that keeps no positions
+// or whose target could not be read, null when the target holds none.
+func targetOffset(o connect.PartitionOffsets) json.RawMessage {
+	switch {
+	case !o.KeepsPositions || o.TargetError != "":
+		return nil
+	case o.Target < 0:
+		return json.RawMessage("null")
+	}
+	return strconv.AppendInt(nil, o.Target, 10)
 }
 
 func offsetOrNull(o int64) *int64 {
@@ -215,7 +233,8 @@ func (s *Server) getOffsets(w http.ResponseWriter, r *http.Request) {
 		out = append(out, offsetJSON{Stream: o.Stream, Topic: o.Topic, PartitionID: o.Partition,
 			CurrentOffset: offsetOrNull(o.Current), StoredOffset: offsetOrNull(o.Stored),
 			Lag: o.Lag, Uncommitted: o.Uncommitted, Owned: o.Owned,
-			StoreFailures: o.StoreFailures, LastStoreError: lastError(o.StoreError), OffsetsAgeMs: ageMs(o.ReadAt)})
+			StoreFailures: o.StoreFailures, LastStoreError: lastError(o.StoreError), OffsetsAgeMs: ageMs(o.ReadAt),
+			TargetOffset: targetOffset(o), ResumesFrom: o.ResumesFrom, TargetError: o.TargetError})
 	}
 	s.writeJSON(w, http.StatusOK, out)
 }

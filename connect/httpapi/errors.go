@@ -22,6 +22,7 @@ const (
 	codeError                = "error"
 	codeSinkNotStopped       = "sink_not_stopped"
 	codeSinkNotRunning       = "sink_not_running"
+	codeRewindRefused        = "rewind_refused" // PUT offsets on a sink whose target keeps positions it cannot set
 )
 
 // apiError is one {"code","reason"} answer with its status.
@@ -77,6 +78,9 @@ func runtimeError(kind, key string, err error) *apiError {
 		return &apiError{Status: http.StatusConflict, Code: codeSinkNotStopped, Reason: fmt.Sprintf("Sink is not stopped: %s", key)}
 	case errors.Is(err, connect.ErrNotRunning):
 		return &apiError{Status: http.StatusConflict, Code: codeSinkNotRunning, Reason: fmt.Sprintf("Sink is not running: %s", key)}
+	case errors.Is(err, connect.ErrRewindRefused):
+		// The sink resumes from its target: storing Iggy's offsets alone would change nothing.
+		return &apiError{Status: http.StatusConflict, Code: codeRewindRefused, Reason: err.Error()}
 	case errors.Is(err, connect.ErrInvalidOffsets):
 		// PUT offsets naming a stream or topic the sink does not consume: the body's fault.
 		return invalidConfig(err)

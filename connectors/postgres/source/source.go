@@ -125,16 +125,29 @@ func (s *Source) Open(ctx context.Context, env sdk.SourceEnv) error {
 			return sdk.Permanent(fmt.Errorf("postgres source %s: saved state %q: %w", env.Key, env.State, err))
 		}
 	}
-	skip, err := s.alreadySent(ctx, env, saved.Position)
+	skip, sent, err := s.alreadySent(ctx, env, saved.Position)
 	if err != nil {
 		s.closeCtrl(ctx)
 		return err
+	}
+	// The gauges start from what is known at open, not 0: the last change Iggy holds (or
+	// the slot's confirmed position when none is known: every change before it was sent),
+	// and the server's WAL end, until the stream reports newer figures.
+	if sent.LSN == 0 {
+		sent = position{LSN: confirmed}
+	}
+	s.lastPos.Store(&sent)
+	var walEnd pglogrepl.LSN
+	if err := s.ctrl.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&walEnd); err != nil {
+		s.closeCtrl(ctx)
+		return fmt.Errorf("read the server's WAL position: %w", err)
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	st := &stream{cfg: &s.cfg, log: s.log, dec: newDecoder(&s.cfg, pks), out: make(chan item, 2*s.cfg.BatchSize),
 		skip: skip, high: saved.Position, flushed: confirmed, done: make(chan struct{})}
 	st.reported.Store(confirmed)
+	st.serverEnd.Store(uint64(walEnd))
 	s.gaugeMu.Lock()
 	s.st = st
 	s.gaugeMu.Unlock()
@@ -178,14 +191,14 @@ func mayPass(err error) bool {
 // goes to holds (sent before a crash whose state save never happened). What Iggy holds is
 // read back once, here (sdk.ReadBack: each partition's last message; the slot is one
 // lane, and each partition holds its changes in commit order).
-func (s *Source) alreadySent(ctx context.Context, env sdk.SourceEnv, saved position) (func(*change) bool, error) {
+func (s *Source) alreadySent(ctx context.Context, env sdk.SourceEnv, saved position) (skip func(*change) bool, sent position, err error) {
 	upTo := func(c *change) bool { return !c.pos.after(saved) }
 	if env.Tail == nil {
-		return upTo, nil
+		return upTo, saved, nil
 	}
 	var walEnd pglogrepl.LSN
 	if err := s.ctrl.QueryRow(ctx, "SELECT pg_current_wal_lsn()").Scan(&walEnd); err != nil {
-		return nil, fmt.Errorf("read the server's WAL position: %w", err)
+		return nil, position{}, fmt.Errorf("read the server's WAL position: %w", err)
 	}
 	var foreign error // a change past this server's WAL end
 	held, err := sdk.ReadBack(ctx, env, 1, func(m sdk.SentMessage) (sdk.Origin[position], bool) {
@@ -201,19 +214,19 @@ func (s *Source) alreadySent(ctx context.Context, env sdk.SourceEnv, saved posit
 	}, func(a, b position) bool { return b.after(a) })
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, position{}, err
 	case foreign != nil:
-		return nil, foreign
+		return nil, position{}, foreign
 	}
 	newest, ok := held.Newest("")
 	if !ok || !newest.after(saved) {
-		return upTo, nil
+		return upTo, saved, nil
 	}
 	s.log.Info("postgres source: Iggy holds changes past the saved state; skipping them", "newest", newest.String(), "saved", saved.String())
 	return func(c *change) bool {
 		// Past the newest change any partition holds: not held (the bulk of a stream).
 		return upTo(c) || !c.pos.after(newest) && held.HoldsKeyed(c.key, "", c.pos)
-	}, nil
+	}, newest, nil
 }
 
 // Read returns the next changes, at most batch_size, waiting for the first one. A batch
