@@ -170,7 +170,7 @@ func TestCreateConfig(t *testing.T) {
 	for _, tc := range []struct{ path, body, reason string }{
 		{"/sinks/nsink/configs", `{"enabled":true,"name":"","path":"x","streams":[]}`, "request body: name: must not be empty"},
 		{"/sinks/nsink/configs", `{"enabled":true,"name":"n","path":"x"}`, "request body: streams: required"},
-		{"/sinks/nsink/configs", `{"enabled":"yes","name":"n","path":"x","streams":[]}`, "request body: enabled: cannot decode JSON string into bool"},
+		{"/sinks/nsink/configs", `{"enabled":"yes","name":"n","path":"x","streams":[]}`, "request body: enabled: expected a boolean (true or false), got string"},
 		{"/sinks/nsink/configs", `{"enabled":true,"name":"n","path":"x","streams":[{"stream":"s1","topics":["t1"],"schema":"nope"}]}`,
 			`request body: streams[0].schema: unknown schema "nope" (want json, raw, text, proto, flat_buffer or avro)`},
 		{"/sources/gen/configs", `{"enabled":true,"name":"n","path":"x","streams":[{"stream":"s1","schema":"json"}]}`,
