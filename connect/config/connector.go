@@ -160,14 +160,30 @@ func (c *Common) pluginLine(key string) int {
 
 // flatten lists the errors joined in err (errors.Join's, recursively).
 func flatten(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	// Only a list of errors (errors.Join: its text is theirs, a line each) is split; an
+	// error that wraps several others under one text (sdk.Permanent wraps its cause and
+	// ErrPermanent) is one problem.
+	parts := j.Unwrap()
+	texts := make([]string, 0, len(parts))
+	for _, e := range parts {
+		if e != nil {
+			texts = append(texts, e.Error())
+		}
+	}
+	if strings.Join(texts, "\n") != err.Error() {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range parts {
+		if e != nil {
 			out = append(out, flatten(e)...)
 		}
-		return out
 	}
-	return []error{err}
+	return out
 }
 
 // Builtin returns NAME for a path "builtin:NAME".

@@ -562,4 +562,11 @@ type = "date"
 	if s.PluginConfigError(nil) != nil {
 		t.Fatal("nil")
 	}
+	// A permanent problem (sdk.Permanent wraps its cause and ErrPermanent) is one problem in
+	// its cause's words, not "permanent error" and the cause on a line of its own.
+	perm := errors.Join(sdk.Permanent(errors.New("the server refused the credentials")), sdk.Permanent(&sdk.FieldError{Field: "bucket", Msg: "no such bucket"}))
+	want = path + ":13: plugin_config: the server refused the credentials\n" + path + ":14: plugin_config.bucket: no such bucket"
+	if got := s.PluginConfigError(perm).Error(); got != want {
+		t.Fatalf("permanent: got\n%s\nwant\n%s", got, want)
+	}
 }
