@@ -150,6 +150,9 @@ authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:ANONYMOUS;User:$user
 allow.everyone.if.no.acl.found=true
 log.dirs=$dir/data
+# Records keep their messages' origin timestamps (the tests' are fixed dates years back): no time
+# retention, or the broker's check deletes a rolled segment of them mid-test.
+log.retention.ms=-1
 num.partitions=1
 auto.create.topics.enable=false
 offsets.topic.replication.factor=1
